@@ -1,0 +1,97 @@
+import { z } from 'zod';
+
+/**
+ * Every setting of the platform, in one zod schema, read once at start from the environment.
+ * A bad value stops the start with a message naming the variable (see loadSettings).
+ */
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
+export const settingsSchema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  PORT: int(0, 65535).default(8080),
+  /** Public base address used in Location headers; defaults to http://HOST:PORT. */
+  PUBLIC_URL: z.url().optional(),
+  API_VERSION: z.string().regex(/^\d+(\.\d+)*$/).default('1.0.0'),
+  LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+
+  REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must start with redis:// or rediss://').optional(),
+  REDIS_CLUSTER_NODES: z
+    .string()
+    .regex(/^[^,:\s]+:\d+(,[^,:\s]+:\d+)*$/, 'must be host:port[,host:port...]')
+    .optional(),
+
+  /** Number of actor partitions; fixed at deploy time. */
+  PARTITIONS: int(1, 16384).default(64),
+  /** Lease of a partition owner, renewed at a third of it. */
+  LEASE_MS: int(500, 600000).default(5000),
+  /** How long the gateway waits for an actor's reply before answering 503. */
+  ACTOR_REPLY_TIMEOUT_MS: int(50, 600000).default(10000),
+  /** Commands an actor takes from its mailbox at once. */
+  ACTOR_BATCH: int(1, 10000).default(256),
+  /** Attempts before a command goes to the dead-letter stream. */
+  ACTOR_MAX_ATTEMPTS: int(1, 100).default(3),
+  /** Approximate bound of each partition's event stream. */
+  EVENTS_MAXLEN: int(1000, 100000000).default(1000000),
+  /** How long a processed command id is remembered for idempotent replay. */
+  DEDUP_TTL_SECONDS: int(60, 30 * 86400).default(86400),
+
+  /** Largest JSON request body. */
+  MAX_BODY_BYTES: int(1024, 1024 * 1024 * 1024).default(10 * 1024 * 1024),
+  /** Requests in flight per gateway before it sheds load with 503. */
+  MAX_IN_FLIGHT: int(1, 1000000).default(10000),
+  /** Versioned reads kept in memory per gateway. */
+  READ_CACHE_ENTRIES: int(0, 10000000).default(50000),
+
+  TOKEN_TTL_SECONDS: int(60, 365 * 86400).default(86400),
+  EXTERNAL_JWT_SECRET: z.string().min(16).optional(),
+  EXTERNAL_JWT_PUBLIC_KEY: z.string().min(32).optional(),
+
+  MAX_UPLOAD_BYTES: int(1, Number.MAX_SAFE_INTEGER).default(268435456),
+  TMP_TTL_SECONDS: int(60, 10 * 365 * 86400).default(259200),
+  FILES_DIR: z.string().min(1).default('.data/files'),
+  S3_ENDPOINT: z.string().min(1).optional(),
+  S3_PORT: int(1, 65535).optional(),
+  S3_USE_SSL: bool.default(false),
+  S3_ACCESS_KEY: z.string().optional(),
+  S3_SECRET_KEY: z.string().optional(),
+  S3_BUCKET: z.string().min(3).default('content-platform'),
+
+  SOLR_URL: z.url().optional(),
+  SOLR_USERNAME: z.string().optional(),
+  SOLR_PASSWORD: z.string().optional(),
+
+  /** Where `npm start` keeps its local Redis, files and caches. */
+  DATA_DIR: z.string().min(1).default('.data'),
+});
+
+export type Settings = z.infer<typeof settingsSchema>;
+
+const SECRET = /SECRET|PASSWORD|KEY$/;
+
+/** Reads and validates the environment once; throws an Error naming every bad variable. */
+export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
+  const input: Record<string, string> = {};
+  for (const key of Object.keys(settingsSchema.shape)) {
+    const v = env[key];
+    if (v !== undefined && v !== '') input[key] = v;
+  }
+  const parsed = settingsSchema.safeParse(input);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message} (got ${JSON.stringify(input[String(i.path[0])])})`);
+    throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  return parsed.data;
+}
+
+/** Settings with secrets masked, for the start-up log. */
+export function describeSettings(s: Settings): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(s)) {
+    out[k] = v !== undefined && SECRET.test(k) ? '***' : k === 'REDIS_URL' && typeof v === 'string' ? v.replace(/\/\/[^@/]*@/, '//***@') : v;
+  }
+  return out;
+}

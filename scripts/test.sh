@@ -1,0 +1,28 @@
+#!/bin/sh
+# npm test: install what is missing, type-check, run the mocha suite.
+# Redis for the tests is started by test/support/global-setup.ts (one private server per run).
+# `npm test -- path/to/file.test.ts ...` runs only those files: mocha otherwise adds the
+# `spec` globs of .mocharc.json to any file named on the command line.
+set -e
+cd "$(dirname "$0")/.."
+sh scripts/ensure-deps.sh
+npx tsc -p tsconfig.json --noEmit
+
+for arg in "$@"; do
+  case "$arg" in
+    -*) ;;
+    *)
+      if [ -e "$arg" ]; then
+        mkdir -p .cache
+        node -e '
+          const fs = require("fs");
+          const rc = JSON.parse(fs.readFileSync(".mocharc.json", "utf8"));
+          delete rc.spec;
+          fs.writeFileSync(".cache/mocharc-files.json", JSON.stringify(rc, null, 2));
+        '
+        exec npx mocha --config .cache/mocharc-files.json "$@"
+      fi
+      ;;
+  esac
+done
+exec npx mocha "$@"

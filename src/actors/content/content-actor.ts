@@ -1,0 +1,334 @@
+import { pack } from '../../adapters/codec.js';
+import { newVersionKey } from '../../adapters/ids.js';
+import type { ContentStore } from '../../adapters/content-store.js';
+import { AppError } from '../../errors.js';
+import { isAllowed, type Principal, type SecurityConfig } from '../../security/permissions.js';
+import type { ActorContext, CommandBase, CommandHandler, Reply } from '../runtime.js';
+import { applyUpdateMode, type UpdateMode } from './update-modes.js';
+import {
+  LATEST_VIEW,
+  contextsOf,
+  etagOf,
+  ifMatchHolds,
+  versionId,
+  type Aspect,
+  type Aspects,
+  type ContentEvent,
+  type Snapshot,
+  type VersionRecord,
+  type ViewEvent,
+} from './model.js';
+
+/** The content operations of the spec (elements of `operations`). */
+export type Operation =
+  | { _type: 'svcSetAlias'; namespace: string; alias: string }
+  | { _type: 'svcAssignToViews'; views: string[] }
+  | { _type: 'svcAssignToSymbolicViews'; views: string[]; targetView: string }
+  | { _type: 'svcContentMetadata'; aspects: Aspects };
+
+export type ContentCommand = CommandBase & { user: Principal } & (
+    | { k: 'create'; type: string; aspects: Aspects; ops: Operation[] }
+    | { k: 'update'; ifMatch: string | null; unsafe: boolean; mode: UpdateMode; aspects: Record<string, Aspect | null>; ops: Operation[] }
+    | { k: 'delete'; ifMatch: string }
+    | { k: 'releaseAlias'; namespace: string; alias: string }
+  );
+
+/** A failed operation of a partial success (status.subResults). */
+export interface SubResult {
+  operation: Operation;
+  status: { message: string; statusCode: string; extraInfo: Record<string, unknown> };
+}
+
+/** What a create or update answers: enough for the gateway to render the envelope. */
+export interface WriteResult {
+  snapshot: Snapshot;
+  version: VersionRecord;
+  subResults: SubResult[];
+}
+
+type Outcome = { reply: Reply; committed: boolean } | 'lease-lost';
+
+/**
+ * The content actor: the one writer of each content. It applies the spec's rules of create,
+ * update (optimistic locking, update modes), delete, operations (aliases, views, metadata)
+ * and alias release, then commits each change with one Lua script.
+ */
+export class ContentActor implements CommandHandler<ContentCommand> {
+  constructor(
+    private readonly store: ContentStore,
+    private readonly security: SecurityConfig,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async handle(cmd: ContentCommand, ctx: ActorContext): Promise<Outcome> {
+    try {
+      switch (cmd.k) {
+        case 'create':
+          return await this.create(cmd, ctx);
+        case 'update':
+          return await this.update(cmd, ctx);
+        case 'delete':
+          return await this.delete(cmd, ctx);
+        case 'releaseAlias':
+          return await this.releaseAlias(cmd, ctx);
+        default:
+          throw new AppError('BAD_REQUEST', `Unknown command ${(cmd as { k: string }).k}`);
+      }
+    } catch (e) {
+      if (e instanceof AppError) return { reply: { id: cmd.id, ok: false, error: e.toWire() }, committed: false };
+      throw e;
+    }
+  }
+
+  private allow(user: Principal, permission: string, type: string, contexts: string[]): void {
+    if (!isAllowed(this.security, user, permission, type, contexts)) {
+      throw new AppError('PERMISSION_DENIED', `${permission} on ${type} denied for ${user.userId}`);
+    }
+  }
+
+  private async create(cmd: Extract<ContentCommand, { k: 'create' }>, ctx: ActorContext): Promise<Outcome> {
+    if (await this.store.head(cmd.cid)) throw new AppError('BAD_REQUEST', 'Content already exists');
+    const meta = metadataOf(cmd.ops);
+    const contexts = contextsOf(meta);
+    this.allow(cmd.user, 'Create', cmd.type, contexts);
+    if (cmd.ops.some(isViewOp)) this.allow(cmd.user, 'AssignToView', cmd.type, contexts);
+
+    const now = this.now();
+    const vk = newVersionKey();
+    const snapshot: Snapshot = {
+      cid: cmd.cid,
+      rev: 1,
+      type: cmd.type,
+      head: vk,
+      created: now,
+      modified: now,
+      committer: cmd.user.userId,
+      deleted: false,
+      views: {},
+      symbolic: {},
+      meta: {},
+      aliases: [],
+    };
+    const version: VersionRecord = { key: vk, type: cmd.type, aspects: cmd.aspects, created: now, creator: cmd.user.userId, rev: 1 };
+    const viewEvents = applyOperations(snapshot, vk, cmd.ops, cmd.user.userId, now);
+    const { subResults } = await this.assignAliases(snapshot, cmd.ops, false);
+    return this.commit(cmd, ctx, 0, snapshot, version, viewEvents, subResults, 'created');
+  }
+
+  private async update(cmd: Extract<ContentCommand, { k: 'update' }>, ctx: ActorContext): Promise<Outcome> {
+    const head = await this.existing(cmd.cid, true);
+    const contexts = contextsOf(head.meta);
+    this.allow(cmd.user, 'Update', head.type, contexts);
+    if (cmd.ops.some(isViewOp)) this.allow(cmd.user, 'AssignToView', head.type, contexts);
+    if (!cmd.unsafe) this.checkIfMatch(head, cmd.ifMatch);
+    const current = await this.store.version(cmd.cid, head.head);
+    if (!current) throw new Error(`head version ${head.head} of ${cmd.cid} missing`);
+
+    const now = Math.max(this.now(), head.modified);
+    const vk = newVersionKey();
+    const rev = head.rev + 1;
+    const snapshot: Snapshot = { ...head, rev, head: vk, modified: now, committer: cmd.user.userId, views: { ...head.views }, symbolic: { ...head.symbolic }, meta: { ...head.meta }, aliases: [...head.aliases] };
+    const version: VersionRecord = {
+      key: vk,
+      type: head.type,
+      aspects: applyUpdateMode(cmd.mode, current.aspects, cmd.aspects),
+      created: now,
+      creator: cmd.user.userId,
+      rev,
+    };
+    const viewEvents = applyOperations(snapshot, vk, cmd.ops, cmd.user.userId, now);
+    const { subResults, reserved } = await this.assignAliases(snapshot, cmd.ops, true);
+    if (subResults.length) {
+      await this.compensate(cmd.cid, reserved);
+      const s = subResults[0].status;
+      throw new AppError('ALIAS_EXISTS', s.message, s.extraInfo);
+    }
+    return this.commit(cmd, ctx, head.rev, snapshot, version, viewEvents, [], 'updated', reserved);
+  }
+
+  private async delete(cmd: Extract<ContentCommand, { k: 'delete' }>, ctx: ActorContext): Promise<Outcome> {
+    const head = await this.store.head(cmd.cid);
+    if (!head || head.deleted) throw new AppError('NOT_FOUND', `Content ${cmd.cid} not found`);
+    this.allow(cmd.user, 'Delete', head.type, contextsOf(head.meta));
+    this.checkIfMatch(head, cmd.ifMatch);
+    const now = Math.max(this.now(), head.modified);
+    const snapshot: Snapshot = { ...head, rev: head.rev + 1, modified: now, committer: cmd.user.userId, deleted: true, views: {}, symbolic: {}, aliases: [] };
+    const value = { cid: cmd.cid, rev: snapshot.rev };
+    const out = await this.commitRaw(cmd, ctx, head.rev, snapshot, undefined, [], value, 'deleted');
+    if (out !== 'lease-lost' && out.reply.ok) {
+      for (const a of head.aliases) {
+        const [ns, alias] = splitAlias(a);
+        await this.store.releaseAlias(ns, alias, cmd.cid);
+      }
+    }
+    return out;
+  }
+
+  private async releaseAlias(cmd: Extract<ContentCommand, { k: 'releaseAlias' }>, ctx: ActorContext): Promise<Outcome> {
+    const full = `${cmd.namespace}/${cmd.alias}`;
+    const head = await this.store.head(cmd.cid);
+    if (!head || head.deleted || !head.aliases.includes(full)) {
+      // Nothing holds it in the content: free a dangling global entry, answer "did not exist".
+      const freed = await this.store.releaseAlias(cmd.namespace, cmd.alias, cmd.cid);
+      return { reply: { id: cmd.id, ok: true, value: { released: freed } }, committed: false };
+    }
+    const now = Math.max(this.now(), head.modified);
+    const snapshot: Snapshot = { ...head, rev: head.rev + 1, modified: now, committer: cmd.user.userId, aliases: head.aliases.filter((a) => a !== full) };
+    const out = await this.commitRaw(cmd, ctx, head.rev, snapshot, undefined, [], { released: true }, 'aliases');
+    if (out !== 'lease-lost' && out.reply.ok) await this.store.releaseAlias(cmd.namespace, cmd.alias, cmd.cid);
+    return out;
+  }
+
+  /** The head of existing content: 404 when it never existed, 409/40904 when it was deleted. */
+  private async existing(cid: string, forUpdate: boolean): Promise<Snapshot> {
+    const head = await this.store.head(cid);
+    if (!head) throw new AppError('NOT_FOUND', `Content ${cid} not found`);
+    if (head.deleted) {
+      if (forUpdate) throw new AppError('NOT_FOUND_CONFLICT', 'The content no longer exists', { revision: head.rev });
+      throw new AppError('NOT_FOUND', `Content ${cid} not found`);
+    }
+    return head;
+  }
+
+  /** Optimistic locking: If-Match must name the current revision, else 409/40900 with details. */
+  private checkIfMatch(head: Snapshot, ifMatch: string | null): void {
+    if (ifMatch !== null && ifMatchHolds(ifMatch, head.cid, head.rev)) return;
+    throw new AppError('CONTENT_MODIFIED', 'Content was modified', conflictInfo(head));
+  }
+
+  /**
+   * Claims the aliases of svcSetAlias operations (a global step beside the commit). Failed
+   * claims become subResults with ALIAS_EXISTS; `reserved` lists the aliases newly taken.
+   */
+  private async assignAliases(snapshot: Snapshot, ops: Operation[], _update: boolean): Promise<{ subResults: SubResult[]; reserved: string[] }> {
+    const subResults: SubResult[] = [];
+    const reserved: string[] = [];
+    for (const op of ops) {
+      if (op._type !== 'svcSetAlias') continue;
+      const full = `${op.namespace}/${op.alias}`;
+      if (snapshot.aliases.includes(full)) continue;
+      if (await this.store.reserveAlias(op.namespace, op.alias, snapshot.cid)) {
+        snapshot.aliases.push(full);
+        reserved.push(full);
+      } else {
+        subResults.push({ operation: op, status: { message: 'ALIAS_EXISTS', statusCode: '40910', extraInfo: { aliases: [full] } } });
+      }
+    }
+    return { subResults, reserved };
+  }
+
+  private async compensate(cid: string, reserved: string[]): Promise<void> {
+    for (const a of reserved) {
+      const [ns, alias] = splitAlias(a);
+      await this.store.releaseAlias(ns, alias, cid);
+    }
+  }
+
+  private async commit(
+    cmd: ContentCommand,
+    ctx: ActorContext,
+    expectedRev: number,
+    snapshot: Snapshot,
+    version: VersionRecord,
+    viewEvents: ViewEvent[],
+    subResults: SubResult[],
+    kind: ContentEvent['kind'],
+    reserved: string[] = [],
+  ): Promise<Outcome> {
+    const value: WriteResult = { snapshot, version, subResults };
+    const out = await this.commitRaw(cmd, ctx, expectedRev, snapshot, version, viewEvents, value, kind);
+    if (out !== 'lease-lost' && !out.reply.ok) await this.compensate(cmd.cid, reserved);
+    return out;
+  }
+
+  private async commitRaw(
+    cmd: ContentCommand,
+    ctx: ActorContext,
+    expectedRev: number,
+    snapshot: Snapshot,
+    version: VersionRecord | undefined,
+    viewEvents: ViewEvent[],
+    value: unknown,
+    kind: ContentEvent['kind'],
+  ): Promise<Outcome> {
+    const reply: Reply = { id: cmd.id, ok: true, value };
+    const event: ContentEvent = { kind, cid: snapshot.cid, rev: snapshot.rev, type: snapshot.type, version: version?.key, ts: snapshot.modified, userId: cmd.user.userId, requestId: cmd.requestId };
+    const res = await this.store.commit({
+      owner: ctx.owner,
+      expectedRev,
+      snapshot,
+      version,
+      viewEvents,
+      event,
+      reply: pack(reply),
+      commandId: cmd.id,
+      entryId: ctx.entryId,
+    });
+    if (res.ok) return { reply, committed: true };
+    if (res.reason === 'lease-lost') return 'lease-lost';
+    // Only one actor writes a content, so this means another process committed in between.
+    const now = await this.store.head(snapshot.cid);
+    const err = new AppError('CONCURRENT_CONFLICT', 'Content was updated by another process', now ? conflictInfo(now) : {});
+    return { reply: { id: cmd.id, ok: false, error: err.toWire() }, committed: false };
+  }
+}
+
+/** The extraInfo of a conflict: what the client needs to retry against the server's revision. */
+export function conflictInfo(head: Snapshot): Record<string, unknown> {
+  return {
+    revision: head.rev,
+    conflictingVersion: versionId(head.cid, head.head),
+    committer: head.committer,
+    lastModified: head.modified,
+    ETag: etagOf(head.cid, head.rev),
+  };
+}
+
+const isViewOp = (op: Operation) => op._type === 'svcAssignToViews' || op._type === 'svcAssignToSymbolicViews';
+
+/** The metadata aspects that svcContentMetadata operations set, later ones winning. */
+function metadataOf(ops: Operation[]): Aspects {
+  const meta: Aspects = {};
+  for (const op of ops) {
+    if (op._type !== 'svcContentMetadata') continue;
+    for (const [name, aspect] of Object.entries(op.aspects)) meta[name] = { ...aspect, _type: aspect._type ?? name };
+  }
+  return meta;
+}
+
+/**
+ * Applies the view and metadata operations of a new version to the snapshot: the version goes
+ * on svcLatest and on each view named; symbolic views follow their target; metadata aspects
+ * replace the stored ones. Returns the view events to record in svcViewInfo.
+ */
+export function applyOperations(snapshot: Snapshot, versionKey: string, ops: Operation[], userId: string, now: number): ViewEvent[] {
+  const vid = versionId(snapshot.cid, versionKey);
+  const events: ViewEvent[] = [];
+  const assign = (view: string) => {
+    snapshot.views[view] = versionKey;
+    delete snapshot.symbolic[view];
+    events.push({ view, userId, version: vid, rev: snapshot.rev, ts: now });
+  };
+  assign(LATEST_VIEW);
+  for (const op of ops) {
+    if (op._type === 'svcAssignToViews') {
+      for (const v of op.views) if (v !== LATEST_VIEW) assign(v);
+    } else if (op._type === 'svcAssignToSymbolicViews') {
+      const target = op.targetView.replace(/^@/, '');
+      for (const v of op.views) {
+        if (v === LATEST_VIEW || v === target) continue;
+        snapshot.symbolic[v] = target;
+        delete snapshot.views[v];
+        events.push({ view: v, userId, version: `@${target}`, rev: snapshot.rev, ts: now });
+      }
+    } else if (op._type === 'svcContentMetadata') {
+      Object.assign(snapshot.meta, metadataOf([op]));
+    }
+  }
+  return events;
+}
+
+function splitAlias(full: string): [string, string] {
+  const i = full.indexOf('/');
+  return [full.slice(0, i), full.slice(i + 1)];
+}

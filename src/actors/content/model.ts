@@ -1,0 +1,100 @@
+/** The stored shape of content. Stored as msgpack; rendered as the spec's JSON at the gateway. */
+
+export type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+export type Aspect = { _type?: string; [field: string]: Json | undefined };
+export type Aspects = Record<string, Aspect>;
+
+/** One immutable version of a content (`vr:{p}:<cid>` under its version key). */
+export interface VersionRecord {
+  key: string;
+  type: string;
+  aspects: Aspects;
+  /** Creation time of this version, epoch ms. */
+  created: number;
+  creator: string;
+  /** First revision in which this version appeared. */
+  rev: number;
+}
+
+/**
+ * The state of a content at one revision: which version is its head, which views hold which
+ * version, its unversioned metadata aspects and aliases. One is kept per revision, so that a
+ * read of a revision shows the content as it was then.
+ */
+export interface Snapshot {
+  cid: string;
+  rev: number;
+  type: string;
+  head: string;
+  /** Creation time of the first version, epoch ms. */
+  created: number;
+  /** Time of this revision, epoch ms. */
+  modified: number;
+  committer: string;
+  deleted: boolean;
+  /** View name -> version key. */
+  views: Record<string, string>;
+  /** Symbolic view name -> target view name (without `@`). */
+  symbolic: Record<string, string>;
+  /** Unversioned metadata aspects (svcTimeState, svcSecurityContext, svcContentState, ...). */
+  meta: Aspects;
+  /** Aliases besides the main one, as `namespace/alias`. */
+  aliases: string[];
+}
+
+/** An entry of the version index, the source of the history response. */
+export interface VersionIndexEntry {
+  key: string;
+  rev: number;
+  created: number;
+  creator: string;
+}
+
+/** One view assignment, the source of svcViewInfo. */
+export interface ViewEvent {
+  view: string;
+  userId: string;
+  version: string;
+  rev: number;
+  ts: number;
+}
+
+/** The event appended to the partition's event stream by every commit. */
+export interface ContentEvent {
+  kind: 'created' | 'updated' | 'deleted' | 'views' | 'metadata' | 'aliases';
+  cid: string;
+  rev: number;
+  type: string;
+  version?: string;
+  ts: number;
+  userId: string;
+  requestId?: string;
+}
+
+export const MAIN_NAMESPACE = 'contentid';
+export const LATEST_VIEW = 'svcLatest';
+
+export const mainAlias = (cid: string): string => `${MAIN_NAMESPACE}/${cid}`;
+export const versionId = (cid: string, versionKey: string): string => `c:${cid}:${versionKey}`;
+export const etagOf = (cid: string, rev: number): string => `W/"${cid}/${rev}"`;
+
+/** Parses a `c:<cid>:<vk>` version id. */
+export function parseVersionId(id: string): { cid: string; key: string } | null {
+  const m = /^c:([^:/]+):([^:/]+)$/.exec(id);
+  return m ? { cid: m[1], key: m[2] } : null;
+}
+
+/** The contexts of a content: the owners of its svcSecurityContext aspect. */
+export function contextsOf(meta: Aspects): string[] {
+  const owners = meta.svcSecurityContext?.owners;
+  return Array.isArray(owners) ? owners.filter((o): o is string => typeof o === 'string') : [];
+}
+
+/** Does an If-Match header value name this revision? Accepts the weak and the strong form. */
+export function ifMatchHolds(ifMatch: string, cid: string, rev: number): boolean {
+  const want = `"${cid}/${rev}"`;
+  return ifMatch
+    .split(',')
+    .map((t) => t.trim())
+    .some((t) => t === '*' || t === want || t === `W/${want}`);
+}

@@ -1,0 +1,116 @@
+import { randomBytes } from 'node:crypto';
+import { pack, unpack } from '../adapters/codec.js';
+import { keys, connectRedis, type RedisClient } from '../adapters/redis.js';
+import { partitionOf } from '../adapters/ids.js';
+import type { Logger } from '../adapters/log.js';
+import type { Settings } from '../../config/settings.js';
+import { AppError } from '../errors.js';
+import type { CommandBase, Reply } from './runtime.js';
+
+interface Waiting {
+  resolve: (v: unknown) => void;
+  reject: (e: AppError) => void;
+  timer: NodeJS.Timeout;
+}
+
+/**
+ * The gateway's side of the actors: it appends a command to the mailbox of the content's
+ * partition and waits, bounded in time and in number, for the reply on its own reply stream.
+ */
+export class Mailbox {
+  readonly gatewayId = randomBytes(8).toString('hex');
+  private readonly replyStream = keys.replies(this.gatewayId);
+  private readonly waiting = new Map<string, Waiting>();
+  private readonly reader: RedisClient;
+  private running = true;
+  private loop?: Promise<void>;
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly settings: Settings,
+    private readonly log: Logger,
+  ) {
+    this.reader = connectRedis(settings, { blocking: true, name: `replies-${this.gatewayId}` });
+  }
+
+  start(): void {
+    this.loop = this.readReplies();
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    this.reader.disconnect();
+    await this.loop;
+    for (const w of this.waiting.values()) {
+      clearTimeout(w.timer);
+      w.reject(new AppError('UNAVAILABLE', 'Gateway is shutting down', {}, 1));
+    }
+    this.waiting.clear();
+    await this.redis.del(this.replyStream).catch(() => 0);
+  }
+
+  /** Requests in flight, for back-pressure and metrics. */
+  get inFlight(): number {
+    return this.waiting.size;
+  }
+
+  /**
+   * Sends a command to the actor owning its content and resolves with the reply's value;
+   * rejects with the actor's AppError, or 503 with Retry-After when no actor answers in time.
+   */
+  send<T, C extends CommandBase = CommandBase>(cmd: C): Promise<T> {
+    if (this.waiting.size >= this.settings.MAX_IN_FLIGHT) {
+      return Promise.reject(new AppError('UNAVAILABLE', 'Too many requests in flight', {}, 1));
+    }
+    cmd.replyTo = this.replyStream;
+    const p = partitionOf(cmd.cid, this.settings.PARTITIONS);
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiting.delete(cmd.id);
+        reject(new AppError('UNAVAILABLE', 'No actor answered in time', { partition: p }, 1));
+      }, this.settings.ACTOR_REPLY_TIMEOUT_MS);
+      this.waiting.set(cmd.id, { resolve: resolve as (v: unknown) => void, reject, timer });
+      this.redis.xadd(keys.commands(p), '*', 'm', pack(cmd)).catch((e: unknown) => {
+        clearTimeout(timer);
+        this.waiting.delete(cmd.id);
+        this.log.error({ err: e }, 'command append failed');
+        reject(new AppError('UNAVAILABLE', 'Command store unavailable', {}, 1));
+      });
+    });
+  }
+
+  private async readReplies(): Promise<void> {
+    let last = '0-0';
+    while (this.running) {
+      let res: [Buffer, [Buffer, Buffer[]][]][] | null;
+      try {
+        res = (await this.reader.xreadBuffer('COUNT', 1000, 'BLOCK', 2000, 'STREAMS', this.replyStream, last)) as typeof res;
+      } catch (e) {
+        if (!this.running) return;
+        this.log.warn({ err: e }, 'reply read failed, retrying');
+        await new Promise((r) => setTimeout(r, 200));
+        continue;
+      }
+      if (!res) continue;
+      for (const [id, fields] of res[0][1]) {
+        last = id.toString();
+        const body = fields[1];
+        if (!body) continue;
+        let reply: Reply;
+        try {
+          reply = unpack<Reply>(body);
+        } catch {
+          continue;
+        }
+        const w = this.waiting.get(reply.id);
+        if (!w) continue; // timed out already, or a duplicate reply after a replay
+        this.waiting.delete(reply.id);
+        clearTimeout(w.timer);
+        if (reply.ok) w.resolve(reply.value);
+        else w.reject(AppError.fromWire(reply.error));
+      }
+      // Replies read are not needed again; keep the stream short.
+      this.redis.xtrim(this.replyStream, 'MINID', last).catch(() => undefined);
+    }
+  }
+}

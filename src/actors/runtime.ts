@@ -1,0 +1,322 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { pack, unpack } from '../adapters/codec.js';
+import { keys, ACTOR_GROUP, connectRedis, type RedisClient } from '../adapters/redis.js';
+import type { Logger } from '../adapters/log.js';
+import type { Settings } from '../../config/settings.js';
+import { AppError, type WireError } from '../errors.js';
+
+/** Every command names its content and a command id; the gateway adds where to reply. */
+export interface CommandBase {
+  id: string;
+  cid: string;
+  replyTo?: string;
+  requestId?: string;
+}
+
+export type Reply = { id: string; ok: true; value: unknown } | { id: string; ok: false; error: WireError };
+
+export interface ActorContext {
+  partition: number;
+  owner: string;
+  /** The command's stream entry; the commit script acknowledges it. */
+  entryId: string;
+}
+
+/**
+ * What a partition's actor does with one command. It returns the reply, saying whether its
+ * commit already acknowledged the entry and recorded the reply, or 'lease-lost' when the
+ * commit found that this process no longer owns the partition.
+ */
+export interface CommandHandler<C extends CommandBase = CommandBase> {
+  handle(cmd: C, ctx: ActorContext): Promise<{ reply: Reply; committed: boolean } | 'lease-lost'>;
+}
+
+type Entry = [id: Buffer, fields: Buffer[]];
+/** ioredis has the Buffer form of XAUTOCLAIM at run time but not in its types (and `callBuffer` loses the command name under auto-pipelining). */
+type XAutoClaim = { xautoclaimBuffer(...args: (string | number)[]): Promise<unknown> };
+
+const REPLY_STREAM_MAXLEN = 100000;
+const REPLY_STREAM_TTL_MS = 300000;
+const BLOCK_MS = 2000;
+
+/** Sends a reply to the gateway that is waiting for it (its own reply stream). */
+export function sendReply(redis: RedisClient, replyTo: string | undefined, reply: Reply | Buffer): void {
+  if (!replyTo) return;
+  const body = Buffer.isBuffer(reply) ? reply : pack(reply);
+  redis.xadd(replyTo, 'MAXLEN', '~', REPLY_STREAM_MAXLEN, '*', 'r', body).catch(() => undefined);
+  redis.pexpire(replyTo, REPLY_STREAM_TTL_MS).catch(() => undefined);
+}
+
+/**
+ * The actor runtime of one process: it owns a fair share of the P partitions through leases,
+ * reads each owned partition's command stream in batches (one blocking reader per partition,
+ * in the `actors` consumer group), runs the commands of one content in order and those of
+ * different contents side by side, reclaims the pending commands of a dead owner (XAUTOCLAIM)
+ * and replays them, and moves commands that keep failing to the dead-letter stream.
+ */
+export class ActorHost<C extends CommandBase = CommandBase> {
+  readonly owner: string;
+  private readonly owned = new Map<number, PartitionLoop<C>>();
+  private ticker?: NodeJS.Timeout;
+  private ticking = false;
+  private stopping = false;
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly settings: Settings,
+    private readonly handler: CommandHandler<C>,
+    private readonly log: Logger,
+  ) {
+    this.owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  }
+
+  /** Joins the actors and takes partitions; resolves once the first share is taken. */
+  async start(): Promise<void> {
+    await this.tick();
+    this.ticker = setInterval(() => void this.tick(), Math.max(100, Math.floor(this.settings.LEASE_MS / 3)));
+    this.log.info({ owner: this.owner, partitions: [...this.owned.keys()].length }, 'actor host started');
+  }
+
+  /** Partitions this process owns now. */
+  partitions(): number[] {
+    return [...this.owned.keys()].sort((a, b) => a - b);
+  }
+
+  /** Graceful stop: finishes the batches in hand, then hands every partition over. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.ticker) clearInterval(this.ticker);
+    const loops = [...this.owned.values()];
+    await Promise.all(loops.map((l) => l.stop()));
+    await Promise.all(loops.map((l) => this.redis.releaseLease(keys.lease(l.partition), this.owner).catch(() => 0)));
+    this.owned.clear();
+    await this.redis.zrem(keys.members, this.owner).catch(() => 0);
+    this.log.info({ owner: this.owner }, 'actor host stopped, partitions handed over');
+  }
+
+  /** Heartbeat, lease renewal, and taking or giving partitions to keep a fair share. */
+  private async tick(): Promise<void> {
+    if (this.ticking || this.stopping) return;
+    this.ticking = true;
+    try {
+      const now = Date.now();
+      const P = this.settings.PARTITIONS;
+      await this.redis.zadd(keys.members, now, this.owner);
+      await this.redis.zremrangebyscore(keys.members, '-inf', now - 3 * this.settings.LEASE_MS);
+      const members = Math.max(1, await this.redis.zcard(keys.members));
+      const share = Math.ceil(P / members);
+
+      const renewals = await Promise.all(
+        [...this.owned.keys()].map(async (p) => [p, await this.redis.renewLease(keys.lease(p), this.owner, this.settings.LEASE_MS)] as const),
+      );
+      for (const [p, ok] of renewals) {
+        if (!ok) {
+          this.log.warn({ partition: p }, 'partition lease lost');
+          this.owned.get(p)?.abandon();
+          this.owned.delete(p);
+        }
+      }
+
+      if (this.owned.size < share) {
+        const start = Math.floor(Math.random() * P);
+        const candidates: number[] = [];
+        for (let i = 0; i < P; i++) {
+          const p = (start + i) % P;
+          if (!this.owned.has(p)) candidates.push(p);
+        }
+        const results = await Promise.all(
+          candidates.map(async (p) => [p, await this.redis.set(keys.lease(p), this.owner, 'PX', this.settings.LEASE_MS, 'NX')] as const),
+        );
+        for (const [p, ok] of results) {
+          if (ok !== 'OK') continue;
+          if (this.owned.size >= share || this.stopping) {
+            await this.redis.releaseLease(keys.lease(p), this.owner);
+            continue;
+          }
+          const loop = new PartitionLoop<C>(p, this.owner, this.redis, this.settings, this.handler, this.log);
+          this.owned.set(p, loop);
+          loop.start();
+        }
+      } else if (this.owned.size > share) {
+        const extra = [...this.owned.keys()].slice(share);
+        for (const p of extra) {
+          const loop = this.owned.get(p)!;
+          this.owned.delete(p);
+          void loop.stop().then(() => this.redis.releaseLease(keys.lease(p), this.owner)).then(() => this.log.info({ partition: p }, 'partition handed over'));
+        }
+      }
+    } catch (e) {
+      this.log.error({ err: e }, 'actor host tick failed');
+    } finally {
+      this.ticking = false;
+    }
+  }
+}
+
+/** One owned partition: its blocking reader, recovery of pending commands, batches in order. */
+class PartitionLoop<C extends CommandBase> {
+  private readonly conn: RedisClient;
+  private running = true;
+  private done?: Promise<void>;
+  private readonly attempts = new Map<string, number>();
+
+  constructor(
+    readonly partition: number,
+    private readonly owner: string,
+    private readonly redis: RedisClient,
+    private readonly settings: Settings,
+    private readonly handler: CommandHandler<C>,
+    private readonly log: Logger,
+  ) {
+    this.conn = connectRedis(settings, { blocking: true, name: `actor-p${partition}` });
+  }
+
+  start(): void {
+    this.done = this.run().catch((e) => this.log.error({ err: e, partition: this.partition }, 'partition loop failed'));
+  }
+
+  /** Stops after the batch in hand. */
+  async stop(): Promise<void> {
+    this.running = false;
+    this.conn.disconnect();
+    await this.done;
+  }
+
+  /** Stops at once: another process owns the partition now, its commits would be refused anyway. */
+  abandon(): void {
+    this.running = false;
+    this.conn.disconnect();
+  }
+
+  private get stream(): string {
+    return keys.commands(this.partition);
+  }
+
+  private async run(): Promise<void> {
+    try {
+      await this.redis.xgroup('CREATE', this.stream, ACTOR_GROUP, '0', 'MKSTREAM');
+    } catch (e) {
+      if (!String(e).includes('BUSYGROUP')) throw e;
+    }
+    await this.recover();
+    while (this.running) {
+      let res: [Buffer, Entry[]][] | null;
+      try {
+        res = (await this.conn.xreadgroupBuffer('GROUP', ACTOR_GROUP, this.owner, 'COUNT', this.settings.ACTOR_BATCH, 'BLOCK', BLOCK_MS, 'STREAMS', this.stream, '>')) as [Buffer, Entry[]][] | null;
+      } catch (e) {
+        if (!this.running) break;
+        this.log.warn({ err: e, partition: this.partition }, 'command read failed, retrying');
+        await sleep(200);
+        continue;
+      }
+      if (res && res[0][1].length) await this.processBatch(res[0][1]);
+    }
+  }
+
+  /** Takes over the pending commands of a previous owner and replays them, oldest first. */
+  private async recover(): Promise<void> {
+    let cursor = '0-0';
+    let recovered = 0;
+    do {
+      const [next, entries] = (await (this.redis as unknown as XAutoClaim).xautoclaimBuffer(this.stream, ACTOR_GROUP, this.owner, 0, cursor, 'COUNT', this.settings.ACTOR_BATCH)) as unknown as [Buffer, Entry[]];
+      cursor = next.toString();
+      const live = entries.filter((e) => e && e[1]);
+      if (live.length) {
+        const counts = await this.deliveryCounts(live[0][0].toString(), live[live.length - 1][0].toString());
+        for (const [id] of live) this.attempts.set(id.toString(), Math.max(0, (counts.get(id.toString()) ?? 1) - 1));
+        recovered += live.length;
+        await this.processBatch(live);
+      }
+    } while (cursor !== '0-0' && this.running);
+    if (recovered) this.log.info({ partition: this.partition, recovered }, 'pending commands recovered from previous owner');
+  }
+
+  private async deliveryCounts(from: string, to: string): Promise<Map<string, number>> {
+    const rows = (await this.redis.xpending(this.stream, ACTOR_GROUP, from, to, this.settings.ACTOR_BATCH)) as [string, string, number, number][];
+    return new Map(rows.map((r) => [r[0], Number(r[3])]));
+  }
+
+  private async processBatch(entries: Entry[]): Promise<void> {
+    const items: { entryId: string; raw: Buffer | undefined; cmd?: C }[] = entries.map(([id, fields]) => {
+      const raw = fieldOf(fields, 'm');
+      let cmd: C | undefined;
+      try {
+        cmd = raw ? unpack<C>(raw) : undefined;
+      } catch {
+        cmd = undefined;
+      }
+      return { entryId: id.toString(), raw, cmd: cmd && typeof cmd.id === 'string' && typeof cmd.cid === 'string' ? cmd : undefined };
+    });
+
+    // Commands already committed (a replay after a crash) answer their recorded reply.
+    const done = await Promise.all(items.map((it) => (it.cmd ? this.redis.getBuffer(keys.done(this.partition, it.cmd.id)) : null)));
+
+    // One chain per content keeps its commands in order; different contents run side by side.
+    const chains = new Map<string, Promise<void>>();
+    items.forEach((it, i) => {
+      const key = it.cmd?.cid ?? `\u0000${it.entryId}`;
+      const prev = chains.get(key) ?? Promise.resolve();
+      chains.set(key, prev.then(() => this.processOne(it.entryId, it.raw, it.cmd, done[i])));
+    });
+    await Promise.all(chains.values());
+    if (this.running) {
+      const last = items[items.length - 1].entryId;
+      this.redis.xtrim(this.stream, 'MINID', last).catch(() => undefined);
+    }
+  }
+
+  private async processOne(entryId: string, raw: Buffer | undefined, cmd: C | undefined, doneReply: Buffer | null): Promise<void> {
+    if (!this.running) return;
+    if (!cmd) {
+      await this.deadLetter(entryId, raw, undefined, 'unreadable command');
+      return;
+    }
+    if (doneReply) {
+      sendReply(this.redis, cmd.replyTo, doneReply);
+      await this.redis.xack(this.stream, ACTOR_GROUP, entryId);
+      return;
+    }
+    const ctx: ActorContext = { partition: this.partition, owner: this.owner, entryId };
+    for (;;) {
+      const attempt = (this.attempts.get(entryId) ?? 0) + 1;
+      if (attempt > this.settings.ACTOR_MAX_ATTEMPTS) {
+        await this.deadLetter(entryId, raw, cmd, `failed ${attempt - 1} times`);
+        return;
+      }
+      this.attempts.set(entryId, attempt);
+      try {
+        const out = await this.handler.handle(cmd, ctx);
+        if (out === 'lease-lost') {
+          this.log.warn({ partition: this.partition, command: cmd.id }, 'commit refused: partition lease lost');
+          this.abandon();
+          return;
+        }
+        sendReply(this.redis, cmd.replyTo, out.reply);
+        if (!out.committed) await this.redis.xack(this.stream, ACTOR_GROUP, entryId);
+        this.attempts.delete(entryId);
+        return;
+      } catch (e) {
+        this.log.error({ err: e, partition: this.partition, command: cmd.id, attempt }, 'command failed');
+        if (!this.running) return;
+        await sleep(50 * attempt);
+      }
+    }
+  }
+
+  /** A command that keeps failing goes aside with its reason; the partition goes on. */
+  private async deadLetter(entryId: string, raw: Buffer | undefined, cmd: C | undefined, reason: string): Promise<void> {
+    this.attempts.delete(entryId);
+    await this.redis.xadd(keys.deadLetter(this.partition), 'MAXLEN', '~', 100000, '*', 'm', raw ?? '', 'reason', reason, 'entry', entryId);
+    await this.redis.xack(this.stream, ACTOR_GROUP, entryId);
+    this.log.error({ partition: this.partition, entry: entryId, command: cmd?.id, reason }, 'command moved to dead-letter stream');
+    if (cmd) sendReply(this.redis, cmd.replyTo, { id: cmd.id, ok: false, error: new AppError('INTERNAL', 'The command could not be processed').toWire() });
+  }
+}
+
+function fieldOf(fields: Buffer[], name: string): Buffer | undefined {
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i].toString() === name) return fields[i + 1];
+  return undefined;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

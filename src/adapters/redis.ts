@@ -1,0 +1,91 @@
+import { Redis, Cluster, type RedisOptions } from 'ioredis';
+import { readFileSync, readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Settings } from '../../config/settings.js';
+
+/**
+ * The Redis key layout. Every key of one content and its partition's streams share the hash
+ * tag `{p}` (the partition), so one Lua script can commit a change and append its event, also
+ * on Redis Cluster. Global indexes (aliases, members, reply streams) live in their own slots.
+ */
+export const keys = {
+  lease: (p: number) => `lease:{${p}}`,
+  commands: (p: number) => `cmd:{${p}}`,
+  events: (p: number) => `events:{${p}}`,
+  deadLetter: (p: number) => `dead:{${p}}`,
+  done: (p: number, commandId: string) => `done:{${p}}:${commandId}`,
+  content: (p: number, cid: string) => `ct:{${p}}:${cid}`,
+  revisions: (p: number, cid: string) => `rv:{${p}}:${cid}`,
+  versions: (p: number, cid: string) => `vr:{${p}}:${cid}`,
+  versionIndex: (p: number, cid: string) => `vi:{${p}}:${cid}`,
+  viewHistory: (p: number, cid: string) => `vh:{${p}}:${cid}`,
+  alias: (namespace: string, alias: string) => `alias:${namespace}/${alias}`,
+  replies: (gatewayId: string) => `reply:${gatewayId}`,
+  members: 'actors:members',
+} as const;
+
+/** The consumer group of the content actors on every command stream. */
+export const ACTOR_GROUP = 'actors';
+
+export type RedisClient = (Redis | Cluster) & ScriptCommands;
+
+/** The Lua scripts of src/actors/scripts, loaded by file name (`<name>-<numkeys>.lua`). */
+export interface ScriptCommands {
+  commitContent(...args: (string | Buffer | number)[]): Promise<[number, number?]>;
+  renewLease(key: string, owner: string, ms: number): Promise<number>;
+  releaseLease(key: string, owner: string): Promise<number>;
+  reserveAlias(key: string, cid: string): Promise<number>;
+  releaseAlias(key: string, cid: string): Promise<number>;
+}
+
+const scriptsDir = (() => {
+  // Works from src/ (tsx) and from dist/src/ (built): the scripts stay in src/actors/scripts.
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 6; i++) {
+    const candidate = join(dir, 'src', 'actors', 'scripts');
+    try {
+      readdirSync(candidate);
+      return candidate;
+    } catch {
+      dir = dirname(dir);
+    }
+  }
+  throw new Error('src/actors/scripts not found');
+})();
+
+const camel = (s: string) => s.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+
+function defineScripts(client: Redis | Cluster): void {
+  for (const file of readdirSync(scriptsDir)) {
+    const m = /^(.*)-(\d+)\.lua$/.exec(file);
+    if (!m) continue;
+    client.defineCommand(camel(m[1]), { numberOfKeys: Number(m[2]), lua: readFileSync(join(scriptsDir, file), 'utf8') });
+  }
+}
+
+/** Connection options shared by every client the platform opens. */
+function baseOptions(extra: RedisOptions = {}): RedisOptions {
+  return { maxRetriesPerRequest: null, enableAutoPipelining: true, lazyConnect: false, ...extra };
+}
+
+/**
+ * Opens a client for REDIS_URL or, with REDIS_CLUSTER_NODES, for Redis Cluster.
+ * `blocking` clients serve one blocking read each (XREADGROUP/XREAD BLOCK) and skip pipelining.
+ */
+export function connectRedis(settings: Pick<Settings, 'REDIS_URL' | 'REDIS_CLUSTER_NODES'>, opts: { blocking?: boolean; name?: string } = {}): RedisClient {
+  const extra: RedisOptions = opts.blocking ? { enableAutoPipelining: false } : {};
+  if (opts.name) extra.connectionName = opts.name;
+  let client: Redis | Cluster;
+  if (settings.REDIS_CLUSTER_NODES) {
+    const nodes = settings.REDIS_CLUSTER_NODES.split(',').map((hp) => {
+      const [host, port] = hp.split(':');
+      return { host, port: Number(port) };
+    });
+    client = new Cluster(nodes, { redisOptions: baseOptions(extra), enableAutoPipelining: !opts.blocking });
+  } else {
+    client = new Redis(settings.REDIS_URL ?? 'redis://127.0.0.1:6379', baseOptions(extra));
+  }
+  defineScripts(client);
+  return client as RedisClient;
+}

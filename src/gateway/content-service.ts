@@ -1,0 +1,257 @@
+import { LRUCache } from 'lru-cache';
+import type { Settings } from '../../config/settings.js';
+import type { ContentStore } from '../adapters/content-store.js';
+import { newCommandId, newContentKey } from '../adapters/ids.js';
+import type { Logger } from '../adapters/log.js';
+import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
+import { contextsOf, etagOf, MAIN_NAMESPACE, type Snapshot } from '../actors/content/model.js';
+import type { Mailbox } from '../actors/mailbox.js';
+import { AppError } from '../errors.js';
+import { isAllowed, isSysadmin, type Principal, type SecurityConfig } from '../security/permissions.js';
+import type { TokenService } from '../security/token-service.js';
+import {
+  STATUS_CREATED,
+  STATUS_OK,
+  contentEnvelope,
+  formatOf,
+  historyBody,
+  metadataEnvelope,
+  partialCreated,
+  resolveView,
+  serialize,
+  type Format,
+} from './envelope.js';
+import type { Exchange } from './http.js';
+import { Router, type Params } from './router.js';
+import { checkAlias, parseEnvelope, updateModeOf, viewSchema } from './schemas.js';
+
+export interface ContentServiceDeps {
+  settings: Settings;
+  store: ContentStore;
+  mailbox: Mailbox;
+  tokens: TokenService;
+  security: SecurityConfig;
+  log: Logger;
+  /** The public address of the gateway, e.g. http://127.0.0.1:8080. */
+  baseUrl: () => string;
+}
+
+export const CONTENT_PREFIX = 'content-service';
+const VERSIONED_CACHE_CONTROL = 'private, no-transform, proxy-revalidate, max-age=31536000';
+
+type ReadKind = 'content' | 'metadata' | 'history';
+
+/**
+ * The content service over HTTP: tokens, permissions, content create/read/update/delete,
+ * aliases, metadata, history and view reads. Writes go to the content's actor through the
+ * mailbox; reads go to Redis directly and versioned answers are cached (they never change).
+ */
+export class ContentService {
+  readonly router = new Router();
+  private readonly cache: LRUCache<string, string>;
+
+  constructor(private readonly d: ContentServiceDeps) {
+    this.cache = new LRUCache<string, string>({ max: Math.max(1, d.settings.READ_CACHE_ENTRIES) });
+    const r = this.router;
+    r.on('POST', 'security/token', (x) => this.token(x));
+    r.on('GET', 'security/permission/:user', (x, p) => this.permission(x, p));
+    r.on('POST', 'content', (x) => this.create(x));
+    r.on('GET', 'content/alias/:ns/:alias', (x, p) => this.redirect(x, p, 'content'));
+    r.on('PUT', 'content/alias/:ns/:alias', (x, p) => this.update(x, p));
+    r.on('DELETE', 'content/alias/:ns/:alias', (x, p) => this.delete(x, p));
+    r.on('GET', 'content/alias/:ns/:alias/metadata', (x, p) => this.redirect(x, p, 'metadata'));
+    r.on('GET', 'content/alias/:ns/:alias/history', (x, p) => this.redirect(x, p, 'history'));
+    r.on('DELETE', 'content/alias/:ns/:alias/release', (x, p) => this.release(x, p));
+    r.on('GET', 'content/alias/:ns/:alias/#rev', (x, p) => this.versioned(x, p, 'content'));
+    r.on('GET', 'content/alias/:ns/:alias/#rev/metadata', (x, p) => this.versioned(x, p, 'metadata'));
+    r.on('GET', 'content/alias/:ns/:alias/#rev/history', (x, p) => this.versioned(x, p, 'history'));
+    r.on('GET', 'content/view/:view/alias/:ns/:alias', (x, p) => this.redirect(x, p, 'content'));
+    r.on('GET', 'content/view/:view/alias/:ns/:alias/#rev', (x, p) => this.versioned(x, p, 'content'));
+  }
+
+  // ---- security ----
+
+  private async token(x: Exchange): Promise<void> {
+    const res = await this.d.tokens.issue(await x.json());
+    x.sendJson(200, res);
+  }
+
+  private async permission(x: Exchange, p: Params): Promise<void> {
+    const user = await this.authenticate(x);
+    if (p.user !== user.userId) throw new AppError('PERMISSION_DENIED', 'Only your own authorization information can be read');
+    x.sendJson(200, this.d.tokens.authorizationInfo(user));
+  }
+
+  /** 401 unless X-Auth-Token names a valid token. */
+  async authenticate(x: Exchange): Promise<Principal> {
+    const principal = await this.d.tokens.authenticate(x.header('x-auth-token'));
+    if (!principal) throw new AppError('NOT_AUTHENTICATED', x.header('x-auth-token') ? 'Invalid or expired token' : 'X-Auth-Token required');
+    return principal;
+  }
+
+  // ---- writes ----
+
+  private async create(x: Exchange): Promise<void> {
+    if (x.header('if-match') !== undefined) throw new AppError('PRECONDITION_FAILED', 'A create must not carry If-Match');
+    const user = await this.authenticate(x);
+    const env = parseEnvelope(await x.json());
+    if (!env.contentType) throw new AppError('BAD_REQUEST', 'system.contentType is required on create');
+    const aspects = Object.fromEntries(Object.entries(env.aspects).filter(([, a]) => a !== null)) as Record<string, NonNullable<(typeof env.aspects)[string]>>;
+    const cmd: ContentCommand = { k: 'create', id: newCommandId(), cid: newContentKey(), requestId: x.header('x-request-id'), user, type: env.contentType, aspects, ops: env.operations };
+    const res = await this.d.mailbox.send<WriteResult>(cmd);
+    const status = res.subResults.length ? partialCreated(res.subResults) : STATUS_CREATED;
+    const fmt = formatOf(x.query.get('format'), x.header('accept'));
+    x.send(201, [
+      ['Content-Type', 'application/json'],
+      ['Location', this.versionedUrl(MAIN_NAMESPACE, res.snapshot.cid, res.snapshot.rev, 'content')],
+      ['ETag', etagOf(res.snapshot.cid, res.snapshot.rev)],
+    ], serialize(contentEnvelope(res.snapshot, res.version, status), fmt));
+  }
+
+  private async update(x: Exchange, p: Params): Promise<void> {
+    const user = await this.authenticate(x);
+    const unsafe = x.query.get('unsafeUpdate') === 'true';
+    const ifMatch = x.header('if-match') ?? null;
+    if (!unsafe && ifMatch === null) throw new AppError('BAD_REQUEST', 'If-Match is required (or unsafeUpdate=true)');
+    if (x.query.has('variant')) throw new AppError('BAD_REQUEST', 'Variants cannot be used when updating');
+    const mode = updateModeOf(x.query.get('updateMode'));
+    const env = parseEnvelope(await x.json());
+    const cid = await this.cidOf(p);
+    const cmd: ContentCommand = { k: 'update', id: newCommandId(), cid, requestId: x.header('x-request-id'), user, ifMatch, unsafe, mode, aspects: env.aspects, ops: env.operations };
+    const res = await this.d.mailbox.send<WriteResult>(cmd);
+    const fmt = formatOf(x.query.get('format'), x.header('accept'));
+    x.send(200, [
+      ['Content-Type', 'application/json'],
+      ['ETag', etagOf(cid, res.snapshot.rev)],
+    ], serialize(contentEnvelope(res.snapshot, res.version, STATUS_OK), fmt));
+  }
+
+  private async delete(x: Exchange, p: Params): Promise<void> {
+    const user = await this.authenticate(x);
+    const ifMatch = x.header('if-match');
+    if (ifMatch === undefined) throw new AppError('BAD_REQUEST', 'A delete requires If-Match');
+    const cid = await this.cidOf(p);
+    await this.d.mailbox.send<unknown, ContentCommand>({ k: 'delete', id: newCommandId(), cid, requestId: x.header('x-request-id'), user, ifMatch });
+    x.send(204, []);
+  }
+
+  /** Alias release: sysadmin only; 204 when released, 200 when there was nothing to release. */
+  private async release(x: Exchange, p: Params): Promise<void> {
+    const user = await this.authenticate(x);
+    if (!isSysadmin(user)) throw new AppError('PERMISSION_DENIED', 'Releasing an alias requires sysadmin in __global__');
+    checkAlias(p.ns, p.alias);
+    if (p.ns === MAIN_NAMESPACE) {
+      const head = await this.d.store.head(p.alias);
+      if (head && !head.deleted) throw new AppError('MAIN_ALIAS_IN_USE', 'A main alias cannot be released without first deleting the content');
+      x.send(200, []);
+      return;
+    }
+    const cid = await this.d.store.resolveAlias(p.ns, p.alias);
+    if (!cid) {
+      x.send(200, []);
+      return;
+    }
+    const res = await this.d.mailbox.send<{ released: boolean }, ContentCommand>({ k: 'releaseAlias', id: newCommandId(), cid, user, namespace: p.ns, alias: p.alias });
+    x.send(res.released ? 204 : 200, []);
+  }
+
+  // ---- reads ----
+
+  /** Unversioned read: 303 to the versioned resource of the current revision. */
+  private async redirect(x: Exchange, p: Params, kind: ReadKind): Promise<void> {
+    const user = await this.authenticate(x);
+    const cid = await this.cidOf(p);
+    const head = await this.d.store.head(cid);
+    if (!head || head.deleted) throw new AppError('NOT_FOUND', `Content ${p.ns}/${p.alias} not found`);
+    this.checkRead(user, head);
+    const least = x.query.get('atLeastRevision');
+    if (least !== null) {
+      if (!/^\d{1,15}$/.test(least)) throw new AppError('BAD_REQUEST', 'atLeastRevision must be an integer');
+      if (head.rev < Number(least)) throw new AppError('VERSION_NOT_FOUND', `Revision ${least} is not available yet (current ${head.rev})`, { revision: head.rev });
+    }
+    if (p.view !== undefined) {
+      this.viewName(p.view);
+      if (resolveView(head, p.view) === null) throw new AppError('NOT_FOUND', `Content is not on view ${p.view}`);
+    }
+    const etag = etagOf(cid, head.rev);
+    if (kind === 'content' && p.view === undefined && x.header('if-none-match') === etag) {
+      x.send(304, [['ETag', etag]]);
+      return;
+    }
+    const location = this.versionedUrl(p.ns, p.alias, head.rev, kind, p.view) + this.keptQuery(x);
+    x.sendJson(303, { statusCode: 30300, message: 'Symbolic version resolved', location }, [['Location', location], ['Cache-Control', 'no-cache']]);
+  }
+
+  /** Versioned read: the content as it was at that revision. */
+  private async versioned(x: Exchange, p: Params, kind: ReadKind): Promise<void> {
+    const user = await this.authenticate(x);
+    const cid = await this.cidOf(p);
+    const rev = Number(p.rev);
+    const head = await this.d.store.head(cid);
+    if (!head || head.deleted) throw new AppError('NOT_FOUND', `Content ${p.ns}/${p.alias} not found`);
+    this.checkRead(user, head);
+    const etag = etagOf(cid, rev);
+    if (rev > head.rev) throw new AppError('VERSION_NOT_FOUND', `Revision ${rev} does not exist`, { revision: head.rev });
+    if (x.header('if-none-match') === etag) {
+      x.send(304, [['ETag', etag]]);
+      return;
+    }
+    const fmt = formatOf(x.query.get('format'), x.header('accept'));
+    if (p.view !== undefined) this.viewName(p.view);
+    const key = `${cid}/${rev}/${kind}/${p.view ?? ''}/${fmt}`;
+    let body = this.cache.get(key);
+    if (body === undefined) {
+      body = await this.render(cid, rev, kind, fmt, p.view);
+      this.cache.set(key, body);
+    }
+    x.send(200, [['Content-Type', 'application/json'], ['ETag', etag], ['Cache-Control', VERSIONED_CACHE_CONTROL]], body);
+  }
+
+  private async render(cid: string, rev: number, kind: ReadKind, fmt: Format, view?: string): Promise<string> {
+    const snap = await this.d.store.snapshotAt(cid, rev);
+    if (!snap) throw new AppError('VERSION_NOT_FOUND', `Revision ${rev} does not exist`);
+    if (kind === 'metadata') return serialize(metadataEnvelope(snap, await this.d.store.viewHistory(cid)), fmt);
+    if (kind === 'history') return serialize(historyBody(snap, await this.d.store.versionIndex(cid)), fmt);
+    const vk = view === undefined ? snap.head : resolveView(snap, view);
+    if (vk === null) throw new AppError('NOT_FOUND', `Content is not on view ${view}`);
+    const version = await this.d.store.version(cid, vk);
+    if (!version) throw new AppError('VERSION_NOT_FOUND', `Version ${vk} does not exist`);
+    return serialize(contentEnvelope(snap, version), fmt);
+  }
+
+  private checkRead(user: Principal, head: Snapshot): void {
+    if (!isAllowed(this.d.security, user, 'Read', head.type, contextsOf(head.meta))) {
+      throw new AppError('PERMISSION_DENIED', `Read on ${head.type} denied for ${user.userId}`);
+    }
+  }
+
+  private viewName(view: string): void {
+    if (!viewSchema.safeParse(view).success) throw new AppError('BAD_REQUEST', 'Invalid view name');
+  }
+
+  /** The content key of a path's alias; 404 (40400) when no content has it. */
+  private async cidOf(p: Params): Promise<string> {
+    checkAlias(p.ns, p.alias);
+    const cid = await this.d.store.resolveAlias(p.ns, p.alias);
+    if (!cid) throw new AppError('NOT_FOUND', `Content ${p.ns}/${p.alias} not found`);
+    return cid;
+  }
+
+  private versionedUrl(ns: string, alias: string, rev: number, kind: ReadKind, view?: string): string {
+    const base = `${this.d.baseUrl()}/${CONTENT_PREFIX}/content`;
+    const where = view === undefined ? '' : `/view/${encodeURIComponent(view)}`;
+    const suffix = kind === 'content' ? '' : `/${kind}`;
+    return `${base}${where}/alias/${encodeURIComponent(ns)}/${encodeURIComponent(alias)}/${rev}${suffix}`;
+  }
+
+  /** Query parameters of a read kept in the redirect (variant, format; CONTRACT §12). */
+  private keptQuery(x: Exchange): string {
+    const kept = new URLSearchParams();
+    for (const k of ['variant', 'format']) {
+      const v = x.query.get(k);
+      if (v !== null) kept.set(k, v);
+    }
+    const s = kept.toString();
+    return s ? `?${s}` : '';
+  }
+}

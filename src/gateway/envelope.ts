@@ -1,0 +1,171 @@
+import {
+  etagOf,
+  mainAlias,
+  versionId,
+  MAIN_NAMESPACE,
+  type Aspects,
+  type Json,
+  type Snapshot,
+  type VersionIndexEntry,
+  type VersionRecord,
+  type ViewEvent,
+} from '../actors/content/model.js';
+import type { SubResult } from '../actors/content/content-actor.js';
+import { AppError } from '../errors.js';
+
+/** The spec's status object. */
+export interface Status {
+  message: string;
+  statusCode: string;
+  extraInfo: Record<string, unknown>;
+  subResults?: SubResult[];
+}
+
+export const STATUS_OK: Status = { message: 'OK', statusCode: '20000', extraInfo: {} };
+export const STATUS_CREATED: Status = { message: 'CREATED', statusCode: '20100', extraInfo: {} };
+export const partialCreated = (subResults: SubResult[]): Status => ({ message: 'PARTIAL_CREATED', statusCode: '20107', extraInfo: {}, subResults });
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** The response formats of the `format` query parameter and their `Accept` equivalents. */
+export type Format = 'json' | 'json+pretty' | 'json+allTypes';
+
+export function formatOf(format: string | null, accept: string | undefined): Format {
+  if (format) {
+    if (format === 'json' || format === 'json+pretty' || format === 'json+allTypes') return format;
+    throw new AppError('BAD_REQUEST', `Unknown format '${format}': use json, json+pretty or json+allTypes`);
+  }
+  if (accept) {
+    const a = accept.replace(/\s+/g, '').toLowerCase();
+    if (a.includes('application/json;pretty=true')) return 'json+pretty';
+    if (a.includes('application/json;alltypes=true')) return 'json+allTypes';
+  }
+  return 'json';
+}
+
+/** Serialises a response body in the requested format. */
+export function serialize(value: unknown, format: Format): string {
+  if (format === 'json+pretty') return JSON.stringify(value, null, 2);
+  if (format === 'json+allTypes') return JSON.stringify(withAllTypes(value as Json));
+  return JSON.stringify(value);
+}
+
+/** The type name of a value, as used in `_type` markers (`MAP::string`, `LIST::long`, ...). */
+function typeName(v: Json): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return `LIST::${commonType(v)}`;
+  if (typeof v === 'object') return typeof v._type === 'string' ? v._type : `MAP::${commonType(Object.entries(v).filter(([k]) => k !== '_type').map(([, x]) => x))}`;
+  if (typeof v === 'number') return Number.isInteger(v) ? 'long' : 'double';
+  return typeof v;
+}
+
+function commonType(values: Json[]): string {
+  const types = new Set(values.map(typeName));
+  return types.size === 1 ? [...types][0] : 'any';
+}
+
+/** json+allTypes: every map carries its `_type` marker. */
+function withAllTypes(v: Json): Json {
+  if (Array.isArray(v)) return v.map(withAllTypes);
+  if (v && typeof v === 'object') {
+    const out: { [k: string]: Json } = {};
+    for (const [k, x] of Object.entries(v)) out[k] = withAllTypes(x);
+    if (typeof out._type !== 'string') out._type = typeName(v);
+    return out;
+  }
+  return v;
+}
+
+/** The aspects map of a response: it carries the content type, each aspect its own type. */
+function aspectsOut(type: string, aspects: Aspects): Record<string, unknown> {
+  const out: Record<string, unknown> = { _type: type };
+  for (const [name, a] of Object.entries(aspects)) out[name] = { ...a, _type: a._type ?? name };
+  return out;
+}
+
+/** The content envelope of a version. */
+export function contentEnvelope(snapshot: Snapshot, version: VersionRecord, status: Status = STATUS_OK): Record<string, unknown> {
+  return {
+    system: {
+      id: mainAlias(snapshot.cid),
+      version: versionId(snapshot.cid, version.key),
+      creationTime: iso(snapshot.created),
+      modificationTime: iso(version.created),
+      contentType: version.type,
+    },
+    aspects: aspectsOut(version.type, version.aspects),
+    status,
+  };
+}
+
+/** Views of a snapshot on which a version key is, following symbolic views. */
+export function viewsOfVersion(snapshot: Snapshot, versionKey: string): string[] {
+  const out: string[] = [];
+  for (const [view, key] of Object.entries(snapshot.views)) if (key === versionKey) out.push(view);
+  for (const view of Object.keys(snapshot.symbolic)) if (resolveView(snapshot, view) === versionKey) out.push(view);
+  return out.sort();
+}
+
+/** The version key a view resolves to in a snapshot (symbolic views followed), or null. */
+export function resolveView(snapshot: Snapshot, view: string): string | null {
+  let v = view;
+  for (let hops = 0; hops < 16; hops++) {
+    const target = snapshot.symbolic[v];
+    if (target === undefined) return snapshot.views[v] ?? null;
+    v = target;
+  }
+  return null;
+}
+
+/** The metadata response (content type `_contentInfo`) of a content at a revision. */
+export function metadataEnvelope(snapshot: Snapshot, viewEvents: ViewEvent[]): Record<string, unknown> {
+  const aliases: Record<string, unknown> = { _type: 'MAP::LIST::string', [MAIN_NAMESPACE]: [snapshot.cid] };
+  for (const full of snapshot.aliases) {
+    const i = full.indexOf('/');
+    const ns = full.slice(0, i);
+    ((aliases[ns] ??= []) as string[]).push(full.slice(i + 1));
+  }
+  const views: Record<string, unknown> = { _type: 'MAP::svcViewInfoEntry' };
+  for (const e of viewEvents) {
+    if (e.rev > snapshot.rev) continue;
+    const entry = (views[e.view] ??= { _type: 'svcViewInfoEntry', history: [] }) as { history: unknown[] };
+    entry.history.push({ _type: 'svcViewEvent', userId: e.userId, version: e.version, revision: e.rev, timestamp: iso(e.ts) });
+  }
+  const meta: Record<string, unknown> = {};
+  for (const [name, a] of Object.entries(snapshot.meta)) meta[name] = { ...a, _type: a._type ?? name };
+  return {
+    system: {
+      id: mainAlias(snapshot.cid),
+      version: versionId(snapshot.cid, snapshot.head),
+      creationTime: iso(snapshot.created),
+      modificationTime: iso(snapshot.modified),
+      contentType: '_contentInfo',
+    },
+    aspects: {
+      _type: '_contentInfo',
+      ...meta,
+      svcWorkflowState: { _type: 'svcWorkflowState', workflows: [] },
+      svcContentState: { _type: 'svcContentState', hidden: snapshot.meta.svcContentState?.hidden === true },
+      svcAliases: { _type: 'svcAliases', aliases },
+      svcViewInfo: { _type: 'svcViewInfo', views },
+    },
+    status: STATUS_OK,
+  };
+}
+
+/** The history response of a content at a revision: each version once, with its first revision. */
+export function historyBody(snapshot: Snapshot, index: VersionIndexEntry[]): Record<string, unknown> {
+  return {
+    versions: index
+      .filter((e) => e.rev <= snapshot.rev)
+      .map((e) => ({
+        version: versionId(snapshot.cid, e.key),
+        revision: { contentId: snapshot.cid, revisionNumber: e.rev },
+        creationTime: e.created,
+        creatorId: e.creator,
+        views: viewsOfVersion(snapshot, e.key),
+      })),
+  };
+}
+
+export { etagOf };

@@ -1,0 +1,140 @@
+import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import { AppError } from '../errors.js';
+
+/** Reason phrases of the status lines the platform answers. */
+const REASONS: Record<number, string> = {
+  200: 'OK', 201: 'Created', 204: 'No Content', 206: 'Partial Content', 303: 'See Other', 304: 'Not Modified',
+  400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 405: 'Method Not Allowed',
+  409: 'Conflict', 412: 'Precondition Failed', 413: 'Payload Too Large', 415: 'Unsupported Media Type',
+  500: 'Internal Server Error', 503: 'Service Unavailable',
+};
+const statusLine = (code: number) => `${code} ${REASONS[code] ?? 'Unknown'}`;
+
+/** Headers read once, synchronously, from the uWS request (it is invalid after the handler returns). */
+const READ_HEADERS = ['x-auth-token', 'if-match', 'if-none-match', 'accept', 'content-type', 'content-length', 'transfer-encoding', 'x-request-id', 'range'] as const;
+
+/** One request as the route handlers see it: copied out of uWS, with its body to come. */
+export class Exchange {
+  readonly method: string;
+  readonly path: string;
+  readonly query: URLSearchParams;
+  readonly rawQuery: string;
+  readonly headers: Record<string, string | undefined> = {};
+  aborted = false;
+  responded = false;
+  /** Headers every response of this exchange carries (version, origin). */
+  readonly baseHeaders: [string, string][] = [];
+  private bodyPromise?: Promise<Buffer>;
+
+  constructor(
+    readonly res: HttpResponse,
+    req: HttpRequest,
+    private readonly maxBody: number,
+  ) {
+    this.method = req.getMethod().toUpperCase();
+    this.path = req.getUrl();
+    this.rawQuery = req.getQuery() ?? '';
+    this.query = new URLSearchParams(this.rawQuery);
+    for (const h of READ_HEADERS) {
+      const v = req.getHeader(h);
+      if (v !== '') this.headers[h] = v;
+    }
+    res.onAborted(() => {
+      this.aborted = true;
+    });
+    // The body must be subscribed to now, before the handler goes async.
+    if (this.method === 'POST' || this.method === 'PUT' || this.method === 'PATCH' || this.method === 'DELETE') {
+      this.bodyPromise = this.collectBody();
+      this.bodyPromise.catch(() => undefined);
+    }
+  }
+
+  header(name: (typeof READ_HEADERS)[number]): string | undefined {
+    return this.headers[name];
+  }
+
+  /** The request body, refused with 413 past the limit (announced or streamed). */
+  body(): Promise<Buffer> {
+    return this.bodyPromise ?? Promise.resolve(Buffer.alloc(0));
+  }
+
+  /** The body parsed as JSON; 400 when it is not JSON. */
+  async json(): Promise<unknown> {
+    const buf = await this.body();
+    if (buf.length === 0) throw new AppError('BAD_REQUEST', 'A JSON body is required');
+    try {
+      return JSON.parse(buf.toString('utf8'));
+    } catch (e) {
+      throw new AppError('BAD_REQUEST', `Malformed JSON: ${(e as Error).message}`);
+    }
+  }
+
+  private collectBody(): Promise<Buffer> {
+    const declared = Number(this.headers['content-length'] ?? 0);
+    return new Promise<Buffer>((resolve, reject) => {
+      if (declared > this.maxBody) {
+        reject(new AppError('PAYLOAD_TOO_LARGE', `Body larger than ${this.maxBody} bytes`));
+        this.res.onData(() => undefined);
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      let failed = false;
+      this.res.onData((ab, isLast) => {
+        if (failed) return;
+        size += ab.byteLength;
+        if (size > this.maxBody) {
+          failed = true;
+          reject(new AppError('PAYLOAD_TOO_LARGE', `Body larger than ${this.maxBody} bytes`));
+          return;
+        }
+        // uWS reuses the chunk's memory after the callback: copy it.
+        chunks.push(Buffer.from(ab.slice(0)));
+        if (isLast) resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
+      });
+    });
+  }
+
+  /** Writes a whole response at once (corked into one syscall). */
+  send(status: number, headers: [string, string][], body?: string | Buffer): void {
+    if (this.aborted || this.responded) return;
+    this.responded = true;
+    this.res.cork(() => {
+      this.res.writeStatus(statusLine(status));
+      for (const [k, v] of this.baseHeaders) this.res.writeHeader(k, v);
+      for (const [k, v] of headers) this.res.writeHeader(k, v);
+      if (status === 204 || status === 304) this.res.endWithoutBody();
+      else this.res.end(body ?? '');
+    });
+  }
+
+  sendJson(status: number, value: unknown, headers: [string, string][] = [], pretty = false): void {
+    this.send(status, [['Content-Type', 'application/json'], ...headers], pretty ? JSON.stringify(value, null, 2) : JSON.stringify(value));
+  }
+
+  /** The one place an error becomes an HTTP answer: the spec's error body and status. */
+  sendError(e: unknown, log?: (err: unknown) => void): void {
+    const err = e instanceof AppError ? e : new AppError('INTERNAL');
+    if (!(e instanceof AppError) && log) log(e);
+    const headers: [string, string][] = [];
+    if (err.retryAfter !== undefined) headers.push(['Retry-After', String(err.retryAfter)]);
+    if (err.code === 'METHOD_NOT_ALLOWED' && Array.isArray(err.extraInfo.allow)) headers.push(['Allow', err.extraInfo.allow.join(', ')]);
+    this.sendJson(err.http, err.toBody(), headers);
+  }
+}
+
+/** Splits a path into decoded segments; 400 for a bad percent-encoding or control characters. */
+export function segmentsOf(path: string): string[] {
+  const parts = path.split('/').filter((s, i) => i > 0 || s !== '');
+  return parts.map((p) => {
+    let s: string;
+    try {
+      s = decodeURIComponent(p);
+    } catch {
+      throw new AppError('BAD_REQUEST', 'Malformed percent-encoding in path');
+    }
+    // eslint-disable-next-line no-control-regex
+    if (/[\u0000-\u001f\u007f]/.test(s)) throw new AppError('BAD_REQUEST', 'Control characters in path');
+    return s;
+  });
+}

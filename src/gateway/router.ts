@@ -1,0 +1,56 @@
+import { AppError } from '../errors.js';
+import type { Exchange } from './http.js';
+
+export type Params = Record<string, string>;
+export type Handler = (x: Exchange, params: Params) => Promise<void>;
+
+interface Route {
+  pattern: string[];
+  methods: Record<string, Handler>;
+}
+
+/**
+ * A small router over decoded path segments. A pattern segment is a literal, `:name` (any one
+ * segment) or `#name` (digits only: a revision). A path that matches with another method
+ * answers 405 with `Allow`.
+ */
+export class Router {
+  private readonly routes: Route[] = [];
+
+  on(method: string, pattern: string, handler: Handler): this {
+    const segs = pattern.split('/').filter(Boolean);
+    let route = this.routes.find((r) => r.pattern.join('/') === segs.join('/'));
+    if (!route) this.routes.push((route = { pattern: segs, methods: {} }));
+    route.methods[method] = handler;
+    return this;
+  }
+
+  /** Finds the handler; throws 404 (no route) or 405 (route, other method). */
+  match(method: string, segs: string[]): { handler: Handler; params: Params } {
+    let allowed: string[] | null = null;
+    for (const r of this.routes) {
+      const params = matchPattern(r.pattern, segs);
+      if (!params) continue;
+      const h = r.methods[method] ?? (method === 'HEAD' ? r.methods.GET : undefined);
+      if (h) return { handler: h, params };
+      allowed = Object.keys(r.methods);
+    }
+    if (allowed) throw new AppError('METHOD_NOT_ALLOWED', `Method ${method} not allowed here`, { allow: allowed });
+    throw new AppError('NOT_FOUND', 'No such resource');
+  }
+}
+
+function matchPattern(pattern: string[], segs: string[]): Params | null {
+  if (pattern.length !== segs.length) return null;
+  const params: Params = {};
+  for (let i = 0; i < pattern.length; i++) {
+    const p = pattern[i];
+    const s = segs[i];
+    if (p[0] === ':') params[p.slice(1)] = s;
+    else if (p[0] === '#') {
+      if (!/^[1-9][0-9]{0,14}$/.test(s)) return null;
+      params[p.slice(1)] = s;
+    } else if (p !== s) return null;
+  }
+  return params;
+}

@@ -1,0 +1,112 @@
+import { z } from 'zod';
+import { AppError } from '../errors.js';
+import { UPDATE_MODES } from '../actors/content/update-modes.js';
+import { MAIN_NAMESPACE, type Aspect, type Aspects } from '../actors/content/model.js';
+import type { Operation } from '../actors/content/content-actor.js';
+
+/**
+ * The request schemas of the content service. Names that end up in keys, paths and headers
+ * (namespaces, aliases, views, types, aspects) are kept to a safe alphabet: no `/`, no `..`,
+ * no control characters, no braces (they would change a Redis Cluster hash tag).
+ */
+const SAFE = /^[A-Za-z0-9_~@.-]+$/;
+export const nameSchema = (what: string) =>
+  z
+    .string()
+    .min(1, `${what} must not be empty`)
+    .max(256, `${what} is longer than 256 characters`)
+    .regex(SAFE, `${what} may hold only letters, digits and _ ~ @ . -`)
+    .refine((s) => !s.includes('..') && s !== '.', `${what} must not contain '..'`);
+
+export const namespaceSchema = nameSchema('namespace');
+export const aliasSchema = nameSchema('alias');
+export const viewSchema = nameSchema('view');
+export const typeSchema = nameSchema('content type');
+const aspectNameSchema = nameSchema('aspect name');
+
+/** Deepest nesting accepted in a body; deeper JSON is refused before any recursive work. */
+export const MAX_DEPTH = 64;
+
+export function depthOf(v: unknown, limit = MAX_DEPTH): number {
+  let max = 0;
+  const stack: [unknown, number][] = [[v, 1]];
+  while (stack.length) {
+    const [x, d] = stack.pop()!;
+    if (d > limit) return d;
+    if (d > max) max = d;
+    if (x && typeof x === 'object') for (const c of Object.values(x)) if (c && typeof c === 'object') stack.push([c, d + 1]);
+  }
+  return max;
+}
+
+const aspectSchema = z.looseObject({ _type: z.string().max(256).optional() });
+
+const operationSchema = z.discriminatedUnion('_type', [
+  z.object({ _type: z.literal('svcSetAlias'), namespace: namespaceSchema.refine((n) => n !== MAIN_NAMESPACE, `namespace ${MAIN_NAMESPACE} is reserved for main aliases`), alias: aliasSchema }),
+  z.object({ _type: z.literal('svcAssignToViews'), views: z.array(viewSchema).min(1).max(100) }),
+  z.object({ _type: z.literal('svcAssignToSymbolicViews'), views: z.array(viewSchema).min(1).max(100), targetView: z.string().regex(/^@/, 'targetView must start with @').pipe(z.string().max(257)) }),
+  z.object({ _type: z.literal('svcContentMetadata'), aspects: z.record(aspectNameSchema, aspectSchema) }),
+]);
+
+export const envelopeSchema = z.object({
+  system: z.looseObject({ contentType: typeSchema.optional(), id: z.string().optional(), version: z.string().optional() }).optional(),
+  aspects: z.record(z.string(), z.unknown()).optional(),
+  operations: z.array(operationSchema).max(100).optional(),
+  origin: z.string().max(1024).optional(),
+});
+
+export interface ParsedEnvelope {
+  contentType?: string;
+  aspects: Record<string, Aspect | null>;
+  operations: Operation[];
+  origin?: string;
+}
+
+/** Validates a content envelope; 400 (40000) with the zod issues in extraInfo. */
+export function parseEnvelope(body: unknown): ParsedEnvelope {
+  if (depthOf(body) > MAX_DEPTH) throw new AppError('BAD_REQUEST', `Body nested deeper than ${MAX_DEPTH} levels`);
+  const parsed = envelopeSchema.safeParse(body);
+  if (!parsed.success) throw invalid(parsed.error);
+  const aspects: Record<string, Aspect | null> = {};
+  for (const [name, value] of Object.entries(parsed.data.aspects ?? {})) {
+    if (name === '_type') continue; // the content type marker of responses
+    const n = aspectNameSchema.safeParse(name);
+    if (!n.success) throw invalid(n.error, ['aspects', name]);
+    if (value === null) {
+      aspects[name] = null;
+      continue;
+    }
+    const a = aspectSchema.safeParse(value);
+    if (!a.success) throw invalid(a.error, ['aspects', name]);
+    aspects[name] = { ...(a.data as Aspect), _type: a.data._type ?? name };
+  }
+  const operations = (parsed.data.operations ?? []).map((op) =>
+    op._type === 'svcContentMetadata' ? { ...op, aspects: withTypes(op.aspects as Aspects) } : op,
+  ) as Operation[];
+  return { contentType: parsed.data.system?.contentType, aspects, operations, origin: parsed.data.origin };
+}
+
+function withTypes(aspects: Aspects): Aspects {
+  const out: Aspects = {};
+  for (const [k, v] of Object.entries(aspects)) out[k] = { ...v, _type: v._type ?? k };
+  return out;
+}
+
+export function updateModeOf(q: string | null): (typeof UPDATE_MODES)[number] {
+  if (q === null || q === '') return 'update';
+  if ((UPDATE_MODES as readonly string[]).includes(q)) return q as (typeof UPDATE_MODES)[number];
+  throw new AppError('BAD_REQUEST', `Unknown updateMode '${q}': use update, replace or merge`);
+}
+
+/** Validates a path's namespace and alias. */
+export function checkAlias(namespace: string, alias: string): void {
+  const n = namespaceSchema.safeParse(namespace);
+  if (!n.success) throw invalid(n.error, ['namespace']);
+  const a = aliasSchema.safeParse(alias);
+  if (!a.success) throw invalid(a.error, ['alias']);
+}
+
+export function invalid(err: z.ZodError, prefix: (string | number)[] = []): AppError {
+  const issues = err.issues.slice(0, 20).map((i) => ({ path: [...prefix, ...i.path.map(String)].join('.'), message: i.message }));
+  return new AppError('BAD_REQUEST', `Invalid request: ${issues[0]?.path ? issues[0].path + ': ' : ''}${issues[0]?.message ?? 'invalid'}`, { issues });
+}

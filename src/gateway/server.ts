@@ -1,0 +1,101 @@
+import uWS from 'uWebSockets.js';
+import type { Settings } from '../../config/settings.js';
+import type { RedisClient } from '../adapters/redis.js';
+import type { Logger } from '../adapters/log.js';
+import { AppError } from '../errors.js';
+import { Exchange, segmentsOf } from './http.js';
+import { CONTENT_PREFIX, ContentService, type ContentServiceDeps } from './content-service.js';
+
+/** Service prefixes of CONTRACT §2, and the `Svc-Response-Origin` each one answers with. */
+const ORIGINS: Record<string, string | undefined> = {
+  [CONTENT_PREFIX]: 'content-service',
+  'file-service': 'file-service',
+  'file-delivery-service': undefined,
+  'search-service': undefined,
+  'taxonomy-service': undefined,
+};
+
+export interface GatewayDeps extends Omit<ContentServiceDeps, 'baseUrl'> {
+  redis: RedisClient;
+}
+
+/**
+ * The HTTP gateway on uWebSockets.js: routing per service prefix, the version and origin
+ * headers, bounded in-flight requests, and the one place where errors become responses.
+ */
+export class Gateway {
+  private listenSocket: uWS.us_listen_socket | null = null;
+  private port = 0;
+  private active = 0;
+  private readonly content: ContentService;
+
+  constructor(private readonly d: GatewayDeps) {
+    this.content = new ContentService({ ...d, baseUrl: () => this.baseUrl() });
+  }
+
+  /** The public address used in Location headers. */
+  baseUrl(): string {
+    return this.d.settings.PUBLIC_URL?.replace(/\/$/, '') ?? `http://${this.d.settings.HOST}:${this.port}`;
+  }
+
+  listen(): Promise<number> {
+    const app = uWS.App();
+    app.any('/*', (res, req) => this.dispatch(new Exchange(res, req, this.d.settings.MAX_BODY_BYTES)));
+    return new Promise((resolve, reject) => {
+      app.listen(this.d.settings.HOST, this.d.settings.PORT, (sock) => {
+        if (!sock) return reject(new Error(`Cannot listen on ${this.d.settings.HOST}:${this.d.settings.PORT} (address in use?)`));
+        this.listenSocket = sock;
+        this.port = uWS.us_socket_local_port(sock);
+        this.d.log.info({ url: this.baseUrl() }, 'gateway listening');
+        resolve(this.port);
+      });
+    });
+  }
+
+  /** Stops accepting connections; requests in flight finish. */
+  async close(): Promise<void> {
+    if (this.listenSocket) uWS.us_listen_socket_close(this.listenSocket);
+    this.listenSocket = null;
+    const deadline = Date.now() + 5000;
+    while (this.active > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  }
+
+  private dispatch(x: Exchange): void {
+    x.baseHeaders.push(['Svc-Api-Version', this.d.settings.API_VERSION]);
+    this.active++;
+    this.handle(x)
+      .catch((e: unknown) => x.sendError(e, (err) => this.d.log.error({ err, method: x.method, path: x.path }, 'request failed')))
+      .finally(() => {
+        this.active--;
+      });
+  }
+
+  private async handle(x: Exchange): Promise<void> {
+    if (this.active > this.d.settings.MAX_IN_FLIGHT) throw new AppError('UNAVAILABLE', 'Too many requests in flight', {}, 1);
+    const segs = segmentsOf(x.path);
+    if (segs.length === 1 && segs[0] === 'health') return this.health(x);
+    const prefix = segs[0] ?? '';
+    const origin = ORIGINS[prefix];
+    if (origin) x.baseHeaders.push(['Svc-Response-Origin', origin]);
+    if (prefix === CONTENT_PREFIX) {
+      const { handler, params } = this.content.router.match(x.method, segs.slice(1));
+      return handler(x, params);
+    }
+    throw new AppError('NOT_FOUND', prefix in ORIGINS ? `Service ${prefix} is not available yet` : 'No such resource');
+  }
+
+  /** Readiness: 200 once Redis answers, 503 naming the failing part otherwise. */
+  private async health(x: Exchange): Promise<void> {
+    if (x.method !== 'GET' && x.method !== 'HEAD') throw new AppError('METHOD_NOT_ALLOWED', 'Use GET', { allow: ['GET'] });
+    const parts: Record<string, string> = {};
+    try {
+      await Promise.race([this.d.redis.ping(), new Promise((_, rej) => setTimeout(() => rej(new Error('timeout')), 1000))]);
+      parts.redis = 'ok';
+    } catch (e) {
+      parts.redis = `failing: ${(e as Error).message}`;
+    }
+    parts.actorsInFlight = String(this.d.mailbox.inFlight);
+    const ok = parts.redis === 'ok';
+    x.sendJson(ok ? 200 : 503, { status: ok ? 'ok' : 'unavailable', ...parts });
+  }
+}

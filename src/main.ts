@@ -1,0 +1,121 @@
+import { fileURLToPath } from 'node:url';
+import { describeSettings, loadSettings, type Settings } from '../config/settings.js';
+import { ContentStore } from './adapters/content-store.js';
+import { createLogger, type Logger } from './adapters/log.js';
+import { connectRedis, type RedisClient } from './adapters/redis.js';
+import { ensureLocalRedis } from './adapters/redis-server.js';
+import { ContentActor, type ContentCommand } from './actors/content/content-actor.js';
+import { Mailbox } from './actors/mailbox.js';
+import { ActorHost } from './actors/runtime.js';
+import { Gateway } from './gateway/server.js';
+import { loadSecurityConfig } from './security/security-config.js';
+import { TokenService } from './security/token-service.js';
+
+/** The roles of the Procfile; `npm start` runs them all in one process. */
+export const ROLES = ['web', 'actors', 'indexer', 'reindexer'] as const;
+export type Role = (typeof ROLES)[number];
+
+export interface Platform {
+  settings: Settings;
+  /** The gateway's base address (web role only). */
+  url?: string;
+  redis: RedisClient;
+  actors?: ActorHost<ContentCommand>;
+  gateway?: Gateway;
+  tokens?: TokenService;
+  stop(): Promise<void>;
+}
+
+/** Starts the given roles in this process against the configured Redis. */
+export async function startPlatform(opts: { settings?: Settings; roles?: readonly Role[]; log?: Logger } = {}): Promise<Platform> {
+  const settings = opts.settings ?? loadSettings();
+  const roles = opts.roles ?? ROLES;
+  const log = opts.log ?? createLogger(settings.LOG_LEVEL);
+  const security = loadSecurityConfig();
+  const redis = connectRedis(settings, { name: 'platform' });
+  await redis.ping();
+  const store = new ContentStore(redis, settings.PARTITIONS, settings.EVENTS_MAXLEN, settings.DEDUP_TTL_SECONDS);
+  const stops: (() => Promise<void>)[] = [];
+  const platform: Platform = { settings, redis, stop: async () => undefined };
+
+  if (roles.includes('actors')) {
+    const actors = new ActorHost<ContentCommand>(redis, settings, new ContentActor(store, security), log.child({ role: 'actors' }));
+    await actors.start();
+    platform.actors = actors;
+    stops.push(() => actors.stop());
+  }
+  if (roles.includes('web')) {
+    const tokens = new TokenService({
+      redisUrl: settings.REDIS_URL ?? 'redis://127.0.0.1:6379',
+      settings,
+      config: security,
+      log: (level, msg) => log[level]({ role: 'web' }, msg),
+    });
+    await tokens.start();
+    const mailbox = new Mailbox(redis, settings, log.child({ role: 'web' }));
+    mailbox.start();
+    const gateway = new Gateway({ settings, redis, store, mailbox, tokens, security, log: log.child({ role: 'web' }) });
+    await gateway.listen();
+    platform.gateway = gateway;
+    platform.tokens = tokens;
+    platform.url = gateway.baseUrl();
+    // Stop order: no new requests, then no more replies awaited, then the token store.
+    stops.unshift(() => tokens.stop());
+    stops.unshift(() => mailbox.stop());
+    stops.unshift(() => gateway.close());
+  }
+  for (const role of ['indexer', 'reindexer'] as const) {
+    if (roles.includes(role)) log.info({ role }, `${role} role started: no search engine is configured yet, so there is nothing to feed`);
+  }
+
+  platform.stop = async () => {
+    for (const s of stops) await s();
+    redis.disconnect();
+  };
+  return platform;
+}
+
+/** `node dist/src/main.js [role ...]`: runs the roles until SIGINT or SIGTERM. */
+async function cli(): Promise<void> {
+  const log = createLogger();
+  let settings: Settings;
+  try {
+    settings = loadSettings();
+  } catch (e) {
+    log.fatal((e as Error).message);
+    process.exit(2);
+  }
+  const args = process.argv.slice(2);
+  const bad = args.filter((a) => !(ROLES as readonly string[]).includes(a));
+  if (bad.length) {
+    log.fatal(`Unknown role(s) ${bad.join(', ')}: use ${ROLES.join(', ')}`);
+    process.exit(2);
+  }
+  if (!settings.REDIS_URL && !settings.REDIS_CLUSTER_NODES) {
+    settings = { ...settings, REDIS_URL: await ensureLocalRedis(settings.DATA_DIR, (m) => log.info(m)) };
+  }
+  log.info({ settings: describeSettings(settings) }, 'starting');
+  const platform = await startPlatform({ settings, roles: args.length ? (args as Role[]) : ROLES, log });
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down: draining requests and handing partitions over');
+    platform.stop().then(
+      () => process.exit(0),
+      (e: unknown) => {
+        log.error({ err: e }, 'unclean shutdown');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  cli().catch((e: unknown) => {
+    console.error(e);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,107 @@
+/**
+ * Permission checks of CONTRACT §3, pure functions over the role table of config/security.json.
+ *
+ * A check passes when the principal holds, in `__global__` or in one of the content's contexts,
+ * a role that grants the permission on the content's type or on `*`. A role's permission list
+ * may contain `*`, which grants every permission, custom names included.
+ */
+
+/** The context every principal's global roles live in; content without owners is only here. */
+export const GLOBAL_CONTEXT = '__global__';
+/** Wildcard: as a content type name, every type; as a permission name, every permission. */
+export const WILDCARD = '*';
+/** The role that may release aliases and trigger re-indexing (held in `__global__`). */
+export const SYSADMIN_ROLE = 'sysadmin';
+
+/** The role table: role name -> content type name (or `*`) -> permission names. */
+export interface SecurityConfig {
+  roles: Record<string, Record<string, string[]>>;
+}
+
+/** An authenticated caller: context name -> role names held there. */
+export interface Principal {
+  userId: string;
+  contexts: Record<string, string[]>;
+}
+
+/** The spec's "Authorization information response". */
+export interface AuthorizationInfo {
+  contexts: Record<string, string[]>;
+  roles: Record<string, Record<string, string[]>>;
+}
+
+// Content type names and context names come from requests: look them up as own properties
+// only, so names such as `constructor` or `__proto__` never reach Object.prototype.
+const own = <V>(rec: Record<string, V>, key: string): V | undefined =>
+  Object.prototype.hasOwnProperty.call(rec, key) ? rec[key] : undefined;
+
+const listGrants = (perms: string[] | undefined, permission: string): boolean =>
+  perms !== undefined && (perms.includes(permission) || perms.includes(WILDCARD));
+
+/** True when `role` grants `permission` on `contentType` (directly or through `*`). */
+export function roleGrants(cfg: SecurityConfig, role: string, permission: string, contentType: string): boolean {
+  const byType = own(cfg.roles, role);
+  if (byType === undefined) return false;
+  return listGrants(own(byType, contentType), permission) || listGrants(own(byType, WILDCARD), permission);
+}
+
+function contextGrants(cfg: SecurityConfig, principal: Principal, context: string, permission: string, contentType: string): boolean {
+  const roles = own(principal.contexts, context);
+  if (roles === undefined) return false;
+  for (const role of roles) if (roleGrants(cfg, role, permission, contentType)) return true;
+  return false;
+}
+
+/**
+ * May the principal do `permission` on content of `contentType` whose contexts (the owners of
+ * its svcSecurityContext aspect) are `contentContexts`? Pass `[]` for content without owners.
+ *
+ * @example isAllowed(cfg, sportseditor, 'Update', 'article', ['sports']) // true
+ */
+export function isAllowed(
+  cfg: SecurityConfig,
+  principal: Principal,
+  permission: string,
+  contentType: string,
+  contentContexts: readonly string[],
+): boolean {
+  if (contextGrants(cfg, principal, GLOBAL_CONTEXT, permission, contentType)) return true;
+  for (const ctx of contentContexts) {
+    if (ctx !== GLOBAL_CONTEXT && contextGrants(cfg, principal, ctx, permission, contentType)) return true;
+  }
+  return false;
+}
+
+/** Could the principal do `permission` on `contentType` in some context? (Workspace rules.) */
+export function canInAnyContext(cfg: SecurityConfig, principal: Principal, permission: string, contentType: string): boolean {
+  for (const ctx of Object.keys(principal.contexts)) {
+    if (contextGrants(cfg, principal, ctx, permission, contentType)) return true;
+  }
+  return false;
+}
+
+/** Holds the role `sysadmin` in `__global__` (alias release, re-indexing). */
+export function isSysadmin(principal: Principal): boolean {
+  return own(principal.contexts, GLOBAL_CONTEXT)?.includes(SYSADMIN_ROLE) ?? false;
+}
+
+/**
+ * The spec's Authorization information response: the principal's contexts, and for each role
+ * it holds (anywhere) that role's grants. A held role missing from the table maps to `{}`.
+ */
+export function authorizationInfo(cfg: SecurityConfig, principal: Principal): AuthorizationInfo {
+  const contexts: Record<string, string[]> = {};
+  const roles: Record<string, Record<string, string[]>> = {};
+  for (const [ctx, held] of Object.entries(principal.contexts)) {
+    if (ctx === '__proto__') continue; // would replace the prototype instead of adding a key
+    contexts[ctx] = [...held];
+    for (const role of held) {
+      if (role === '__proto__' || own(roles, role) !== undefined) continue;
+      const byType = own(cfg.roles, role) ?? {};
+      const copy: Record<string, string[]> = {};
+      for (const [type, perms] of Object.entries(byType)) if (type !== '__proto__') copy[type] = [...perms];
+      roles[role] = copy;
+    }
+  }
+  return { contexts, roles };
+}

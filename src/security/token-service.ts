@@ -1,0 +1,479 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { decodeProtectedHeader, importSPKI, importX509, jwtVerify, type CryptoKey, type JWTPayload } from 'jose';
+import { LRUCache } from 'lru-cache';
+import { createClient } from 'redis';
+import { Repository, Schema, type Entity } from 'redis-om';
+import { z } from 'zod';
+import type { Settings } from '../../config/settings.js';
+import { AppError } from '../errors.js';
+import { hashPassword, verifyPassword } from './passwords.js';
+import { authorizationInfo, type AuthorizationInfo, type Principal } from './permissions.js';
+import { loadSecurityConfig, type SecurityConfigWithUsers } from './security-config.js';
+
+/**
+ * The token service of the spec ("Token response", "Authentication") and CONTRACT §3-4:
+ * accounts and opaque tokens in Redis (redis-om HASH entities), login, renewal, exchange of
+ * external JWTs, revocation, and the per-request `authenticate` with a short in-process cache.
+ *
+ * Redis layout (prefix `security:` by default):
+ * - `<prefix>account:<username>` HASH { username, passwordHash, contexts (JSON) }
+ * - `<prefix>token:<sha256(token) hex>` HASH { token (the same digest), userId, expireTime },
+ *   with a Redis TTL of TOKEN_TTL_SECONDS. Only the digest is stored, so a copy of Redis holds
+ *   no usable token.
+ */
+
+/** The spec's Token response. Times are epoch milliseconds as strings of digits. */
+export interface TokenResponse {
+  token: string;
+  userId: string;
+  expireTime: string;
+  renewTime: string;
+}
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+export type SecurityLog = (level: LogLevel, msg: string) => void;
+
+export interface TokenServiceOptions {
+  redisUrl: string;
+  settings: Settings;
+  /** Role table and development accounts; default: config/security.json. */
+  config?: SecurityConfigWithUsers;
+  log?: SecurityLog;
+  /** Prefix of every Redis key this service writes (default `security:`); tests use their own. */
+  keyPrefix?: string;
+  /** How long a valid token is cached in-process, at most (default and maximum 2000 ms). */
+  cacheMs?: number;
+}
+
+const MAX_FIELD = 4096;
+const field = z.string().min(1).max(MAX_FIELD);
+
+/**
+ * Body of POST {base_url}/security/token: `{username, password}` (login), `{username, token}`
+ * (renewal) or `{token}` (external identity provider). Unknown fields are refused.
+ */
+export const tokenRequestSchema = z.union([
+  z.strictObject({ username: field, password: field }),
+  z.strictObject({ username: field, token: field }),
+  z.strictObject({ token: field }),
+]);
+export type TokenRequest = z.infer<typeof tokenRequestSchema>;
+
+const contextsSchema = z.record(z.string(), z.array(z.string()));
+
+interface AccountEntity extends Entity {
+  username: string;
+  passwordHash: string;
+  /** JSON of Record<context, role[]>. */
+  contexts: string;
+}
+
+interface TokenEntity extends Entity {
+  token: string;
+  userId: string;
+  expireTime: number;
+}
+
+interface CachedToken {
+  principal: Principal;
+  expireTime: number;
+}
+
+type RedisClient = ReturnType<typeof createClient>;
+
+/** One message for unknown user and wrong password (CONTRACT §4). */
+const BAD_CREDENTIALS = 'Invalid username or password';
+const BAD_TOKEN = 'Token is not valid';
+// Our tokens are 43 characters; anything much longer is not worth hashing or looking up.
+const MAX_TOKEN_CHARS = 512;
+
+const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
+
+const escapeGlob = (s: string): string => s.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
+
+const defaultLog: SecurityLog = (level, msg) => {
+  const line = `[security] ${level}: ${msg}`;
+  if (level === 'warn' || level === 'error') console.error(line);
+  else console.log(line);
+};
+
+function freezePrincipal(userId: string, contexts: Record<string, string[]>): Principal {
+  const copy: Record<string, string[]> = {};
+  for (const [ctx, roles] of Object.entries(contexts)) {
+    if (ctx !== '__proto__') copy[ctx] = Object.freeze([...roles]) as string[];
+  }
+  return Object.freeze({ userId, contexts: Object.freeze(copy) });
+}
+
+export class TokenService {
+  /** The role table and development accounts in use (for permission checks elsewhere). */
+  readonly config: SecurityConfigWithUsers;
+  private readonly settings: Settings;
+  private readonly redisUrl: string;
+  private readonly log: SecurityLog;
+  private readonly prefix: string;
+  private readonly cacheMs: number;
+  private readonly accountSchema: Schema<AccountEntity>;
+  private readonly tokenSchema: Schema<TokenEntity>;
+  private readonly cache: LRUCache<string, CachedToken>;
+  /** Lookups in flight, so a burst of requests with one uncached token costs one Redis trip. */
+  private readonly inflight = new Map<string, Promise<Principal | null>>();
+  /** Bumped by every local revoke, so a lookup that raced it does not cache the token again. */
+  private revokeEpoch = 0;
+  private client: RedisClient | null = null;
+  private accounts: Repository<AccountEntity> | null = null;
+  private tokens: Repository<TokenEntity> | null = null;
+  private hsKey: Uint8Array | null = null;
+  private rsKey: CryptoKey | null = null;
+  private lastRedisError = { msg: '', at: 0 };
+
+  constructor(opts: TokenServiceOptions) {
+    this.redisUrl = opts.redisUrl;
+    this.settings = opts.settings;
+    this.config = opts.config ?? loadSecurityConfig();
+    this.log = opts.log ?? defaultLog;
+    this.prefix = opts.keyPrefix ?? 'security:';
+    this.cacheMs = Math.max(0, Math.min(opts.cacheMs ?? 2000, 2000));
+    this.accountSchema = new Schema<AccountEntity>(
+      `${this.prefix}account`,
+      { username: { type: 'string' }, passwordHash: { type: 'string' }, contexts: { type: 'string' } },
+      { dataStructure: 'HASH' },
+    );
+    this.tokenSchema = new Schema<TokenEntity>(
+      `${this.prefix}token`,
+      { token: { type: 'string' }, userId: { type: 'string' }, expireTime: { type: 'number' } },
+      { dataStructure: 'HASH' },
+    );
+    this.cache = new LRUCache<string, CachedToken>({ max: 100_000, ttl: Math.max(1, this.cacheMs) });
+  }
+
+  /**
+   * Connects, loads the external JWT keys, and makes sure accounts exist: with no account in
+   * Redis, creates the development accounts (and warns). With NODE_ENV=production, throws while
+   * a development account keeps its default password, or when there is no account at all.
+   */
+  async start(): Promise<void> {
+    await this.connect();
+    try {
+      await this.loadExternalKeys();
+      await this.ensureAccounts();
+    } catch (e) {
+      await this.stop();
+      throw e;
+    }
+  }
+
+  /** Connects to Redis only (no seeding or production checks); for account tools. */
+  async connect(): Promise<void> {
+    if (this.client) return;
+    // Fail fast while disconnected instead of queueing: a request should get 503, not hang.
+    const client = createClient({ url: this.redisUrl, disableOfflineQueue: true });
+    client.on('error', (err: Error) => {
+      // node-redis emits on every reconnect attempt; say it once per message per 10 s.
+      const now = Date.now();
+      if (err.message !== this.lastRedisError.msg || now - this.lastRedisError.at > 10_000) {
+        this.lastRedisError = { msg: err.message, at: now };
+        this.log('error', `token store Redis: ${err.message}`);
+      }
+    });
+    await client.connect();
+    this.client = client;
+    this.accounts = new Repository(this.accountSchema, client);
+    this.tokens = new Repository(this.tokenSchema, client);
+  }
+
+  /** Closes the Redis connection and forgets cached tokens. */
+  async stop(): Promise<void> {
+    const client = this.client;
+    this.client = null;
+    this.accounts = null;
+    this.tokens = null;
+    this.cache.clear();
+    if (client?.isOpen) await client.quit();
+  }
+
+  // ---- issuing ---------------------------------------------------------------------------
+
+  /** Validates a POST /security/token body and answers the Token response (400 / 401). */
+  async issue(body: unknown): Promise<TokenResponse> {
+    const parsed = tokenRequestSchema.safeParse(body);
+    if (!parsed.success) {
+      throw new AppError('BAD_REQUEST', 'Body must be one of {username, password}, {username, token} or {token} with non-empty strings', {
+        issues: parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })),
+      });
+    }
+    const req = parsed.data;
+    if ('password' in req) return this.login(req.username, req.password);
+    if ('username' in req) return this.renew(req.username, req.token);
+    return this.exchangeExternal(req.token);
+  }
+
+  /** Login with username and password; 401 with one message for unknown user or wrong password. */
+  async login(username: string, password: string): Promise<TokenResponse> {
+    const account = await this.fetchAccount(username);
+    // Always run scrypt (against a dummy hash for an unknown user) so timing tells nothing.
+    const ok = await verifyPassword(password, account?.passwordHash);
+    if (!ok || !account) throw new AppError('NOT_AUTHENTICATED', BAD_CREDENTIALS);
+    return this.issueToken(username);
+  }
+
+  /** A new token for `username`, while `token` is valid and was issued to `username`. */
+  async renew(username: string, token: string): Promise<TokenResponse> {
+    const rec = await this.fetchToken(token);
+    if (!rec || rec.userId !== username) throw new AppError('NOT_AUTHENTICATED', BAD_TOKEN);
+    return this.issueToken(username);
+  }
+
+  /**
+   * Exchanges a JWT of an external identity provider (HS256 with EXTERNAL_JWT_SECRET or RS256
+   * with EXTERNAL_JWT_PUBLIC_KEY) for a token of user `sub`. `exp` and `nbf` are honoured when
+   * present. The user's roles are those of the account of that name, none when there is none.
+   */
+  async exchangeExternal(jwt: string): Promise<TokenResponse> {
+    if (!this.hsKey && !this.rsKey) {
+      throw new AppError('NOT_AUTHENTICATED', 'Tokens of an external identity provider are not accepted');
+    }
+    let payload: JWTPayload;
+    try {
+      const { alg } = decodeProtectedHeader(jwt);
+      // The algorithm picks the key, and each key is tried with its own algorithm only, so an
+      // RS256 public key can never be used as an HMAC secret.
+      if (alg === 'HS256' && this.hsKey) {
+        ({ payload } = await jwtVerify(jwt, this.hsKey, { algorithms: ['HS256'], clockTolerance: 5 }));
+      } else if (alg === 'RS256' && this.rsKey) {
+        ({ payload } = await jwtVerify(jwt, this.rsKey, { algorithms: ['RS256'], clockTolerance: 5 }));
+      } else {
+        throw new Error(`algorithm ${String(alg)} not accepted`);
+      }
+    } catch {
+      throw new AppError('NOT_AUTHENTICATED', BAD_TOKEN);
+    }
+    if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > MAX_FIELD) {
+      throw new AppError('NOT_AUTHENTICATED', BAD_TOKEN);
+    }
+    return this.issueToken(payload.sub);
+  }
+
+  /** Makes a token invalid at once in this process, and within 2 s in every other one. */
+  async revoke(token: string): Promise<void> {
+    this.revokeEpoch++;
+    this.cache.delete(token);
+    if (token.length === 0 || token.length > MAX_TOKEN_CHARS) return;
+    const id = sha256(token);
+    await this.withRedis(() => this.repo('tokens').remove(id));
+  }
+
+  // ---- per request -----------------------------------------------------------------------
+
+  /**
+   * The principal of an `X-Auth-Token` value, or null when missing, unknown, expired or
+   * revoked. Valid tokens are cached in-process for at most 2 s and never past their expiry.
+   */
+  async authenticate(token: string | undefined): Promise<Principal | null> {
+    if (!token || token.length > MAX_TOKEN_CHARS) return null;
+    const hit = this.cache.get(token);
+    if (hit) return hit.expireTime > Date.now() ? hit.principal : null;
+    let pending = this.inflight.get(token);
+    if (!pending) {
+      pending = this.lookup(token).finally(() => this.inflight.delete(token));
+      this.inflight.set(token, pending);
+    }
+    return pending;
+  }
+
+  /** The principal of a user id: the account's contexts, or no roles without an account. */
+  async principalFor(userId: string): Promise<Principal> {
+    const account = await this.fetchAccount(userId);
+    return freezePrincipal(userId, account ? this.parseContexts(userId, account.contexts) : {});
+  }
+
+  /** The spec's Authorization information response for a principal. */
+  authorizationInfo(principal: Principal): AuthorizationInfo {
+    return authorizationInfo(this.config, principal);
+  }
+
+  // ---- accounts --------------------------------------------------------------------------
+
+  /** Creates or replaces an account. */
+  async createAccount(username: string, password: string, contexts: Record<string, string[]>): Promise<void> {
+    field.parse(username);
+    contextsSchema.parse(contexts);
+    await this.saveAccount(username, await hashPassword(password), contexts);
+  }
+
+  /** Sets a new password of an existing account; 404 when there is none. */
+  async setPassword(username: string, password: string): Promise<void> {
+    const account = await this.fetchAccount(username);
+    if (!account) throw new AppError('NOT_FOUND', `No account ${username}`);
+    const contexts = this.parseContexts(username, account.contexts);
+    await this.saveAccount(username, await hashPassword(password), contexts);
+  }
+
+  /** Removes an account (its tokens stay valid until they expire or are revoked). */
+  async deleteAccount(username: string): Promise<void> {
+    await this.withRedis(() => this.repo('accounts').remove(username));
+  }
+
+  /** Redis key of a token (for operations and tests). */
+  keyOfToken(token: string): string {
+    return `${this.tokenSchema.schemaName}:${sha256(token)}`;
+  }
+
+  // ---- internals -------------------------------------------------------------------------
+
+  private async lookup(token: string): Promise<Principal | null> {
+    const epoch = this.revokeEpoch;
+    const rec = await this.fetchToken(token);
+    if (!rec) return null;
+    const principal = await this.principalFor(rec.userId);
+    const left = rec.expireTime - Date.now();
+    if (left <= 0) return null;
+    if (epoch === this.revokeEpoch && this.cacheMs > 0) {
+      this.cache.set(token, { principal, expireTime: rec.expireTime }, { ttl: Math.max(1, Math.min(this.cacheMs, left)) });
+    }
+    return principal;
+  }
+
+  private async issueToken(userId: string): Promise<TokenResponse> {
+    const token = randomBytes(32).toString('base64url');
+    const ttl = this.settings.TOKEN_TTL_SECONDS;
+    const issued = Date.now();
+    const expireTime = issued + ttl * 1000;
+    const id = sha256(token);
+    const repo = this.repo('tokens');
+    await this.withRedis(async () => {
+      await repo.save(id, { token: id, userId, expireTime });
+      // redis-om's save is UNLINK + HSET, so the TTL can only be set afterwards. Should that
+      // fail, take the token back rather than leave a key that never expires.
+      try {
+        await repo.expire(id, ttl);
+      } catch (e) {
+        await repo.remove(id).catch(() => undefined);
+        throw e;
+      }
+    });
+    return {
+      token,
+      userId,
+      expireTime: String(expireTime),
+      renewTime: String(issued + Math.floor((expireTime - issued) / 2)),
+    };
+  }
+
+  /** The token's record while valid; null when unknown or expired. */
+  private async fetchToken(token: string): Promise<{ userId: string; expireTime: number } | null> {
+    if (token.length === 0 || token.length > MAX_TOKEN_CHARS) return null;
+    const e = await this.withRedis(() => this.repo('tokens').fetch(sha256(token)));
+    // redis-om answers a missing key with an entity that has only its id: check the fields.
+    if (typeof e.userId !== 'string' || typeof e.expireTime !== 'number' || !Number.isFinite(e.expireTime)) return null;
+    if (e.expireTime <= Date.now()) return null;
+    return { userId: e.userId, expireTime: e.expireTime };
+  }
+
+  private async fetchAccount(username: string): Promise<AccountEntity | null> {
+    const e = await this.withRedis(() => this.repo('accounts').fetch(username));
+    return typeof e.passwordHash === 'string' && typeof e.username === 'string' ? e : null;
+  }
+
+  private async saveAccount(username: string, passwordHash: string, contexts: Record<string, string[]>): Promise<void> {
+    await this.withRedis(() => this.repo('accounts').save(username, { username, passwordHash, contexts: JSON.stringify(contexts) }));
+  }
+
+  private parseContexts(userId: string, json: string | undefined): Record<string, string[]> {
+    try {
+      const parsed = contextsSchema.safeParse(JSON.parse(json ?? '{}'));
+      if (parsed.success) return parsed.data;
+    } catch {
+      /* reported below */
+    }
+    this.log('error', `account ${userId} has malformed contexts; treating it as holding no roles`);
+    return {};
+  }
+
+  private async anyAccountExists(): Promise<boolean> {
+    const client = this.client;
+    if (!client) throw new Error('TokenService is not connected');
+    // No search module on plain Redis: one SCAN that stops at the first account key.
+    const match = `${escapeGlob(this.accountSchema.schemaName)}:*`;
+    for await (const _key of client.scanIterator({ MATCH: match, COUNT: 1000 })) return true;
+    return false;
+  }
+
+  private async ensureAccounts(): Promise<void> {
+    const production = this.settings.NODE_ENV === 'production';
+    const devNames = Object.keys(this.config.users);
+    if (!(await this.anyAccountExists())) {
+      if (production) {
+        throw new Error(
+          `Refusing to start with NODE_ENV=production: Redis holds no accounts, and the only ones this start would create are the development accounts (${devNames.join(', ')}) with their default passwords. Create accounts first with: node dist/src/security/accounts-cli.js create <username> '<contexts JSON>' (password on stdin).`,
+        );
+      }
+      for (const [username, acct] of Object.entries(this.config.users)) {
+        // Another process may be seeding at the same moment; never overwrite an account.
+        if (await this.fetchAccount(username)) continue;
+        await this.saveAccount(username, acct.passwordHash, acct.contexts);
+      }
+      this.log(
+        'warn',
+        `No accounts found: created the development accounts ${devNames.join(', ')}, each with its username as password. Change their passwords before production; NODE_ENV=production refuses to start while any keeps its default.`,
+      );
+    }
+    if (production) {
+      const weak = await this.accountsWithDefaultPassword();
+      if (weak.length > 0) {
+        throw new Error(
+          `Refusing to start with NODE_ENV=production: the development account(s) ${weak.join(', ')} still have their default password. Change it with: node dist/src/security/accounts-cli.js set-password <username> (password on stdin), or delete the account.`,
+        );
+      }
+    }
+  }
+
+  /** Development accounts whose stored hash still matches the default password (= username). */
+  private async accountsWithDefaultPassword(): Promise<string[]> {
+    const checks = await Promise.all(
+      Object.entries(this.config.users).map(async ([username, dev]) => {
+        const acct = await this.fetchAccount(username);
+        if (!acct) return null;
+        const weak = acct.passwordHash === dev.passwordHash || (await verifyPassword(username, acct.passwordHash));
+        return weak ? username : null;
+      }),
+    );
+    return checks.filter((u): u is string => u !== null);
+  }
+
+  private async loadExternalKeys(): Promise<void> {
+    const secret = this.settings.EXTERNAL_JWT_SECRET;
+    this.hsKey = secret ? new TextEncoder().encode(secret) : null;
+    const pem = this.settings.EXTERNAL_JWT_PUBLIC_KEY;
+    if (!pem) {
+      this.rsKey = null;
+      return;
+    }
+    // Environment variables often carry the PEM with literal "\n".
+    const text = pem.includes('\\n') ? pem.replace(/\\n/g, '\n') : pem;
+    try {
+      this.rsKey = text.includes('BEGIN CERTIFICATE') ? await importX509(text, 'RS256') : await importSPKI(text, 'RS256');
+    } catch (e) {
+      throw new Error(`EXTERNAL_JWT_PUBLIC_KEY is not a PEM RSA public key or certificate: ${(e as Error).message}`);
+    }
+  }
+
+  private repo(which: 'accounts'): Repository<AccountEntity>;
+  private repo(which: 'tokens'): Repository<TokenEntity>;
+  private repo(which: 'accounts' | 'tokens'): Repository<AccountEntity> | Repository<TokenEntity> {
+    const r = which === 'accounts' ? this.accounts : this.tokens;
+    if (!r) throw new AppError('UNAVAILABLE', 'Token service is not started');
+    return r;
+  }
+
+  /** Runs a Redis call; a Redis failure becomes 503 (the token store is unavailable). */
+  private async withRedis<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (e) {
+      if (e instanceof AppError) throw e;
+      this.log('error', `token store: ${(e as Error).message}`);
+      throw new AppError('UNAVAILABLE', 'Token store unavailable', {}, 1);
+    }
+  }
+}

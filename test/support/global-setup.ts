@@ -1,0 +1,43 @@
+/**
+ * Mocha root setup (loaded through `require` in .mocharc.json, before any spec file).
+ *
+ * Starts ONE private redis-server per test run on a free port and points REDIS_URL at it,
+ * so tests may flush it freely; they never touch a server they did not start. With
+ * TEST_REDIS_URL set, that server is used instead (tests write keys into it).
+ *
+ * The server is started at module load (top-level await), not in mochaGlobalSetup, because
+ * mocha imports the spec files before it runs mochaGlobalSetup, and modules such as
+ * config/settings.ts may read the environment when imported.
+ */
+import { pingRedis, startRedisServer, type RedisServerHandle } from '../../src/adapters/redis-server.js';
+
+process.env.NODE_ENV = 'test';
+
+let server: RedisServerHandle | undefined;
+
+if (process.env.TEST_REDIS_URL) {
+  process.env.REDIS_URL = process.env.TEST_REDIS_URL;
+  console.warn(
+    `[test setup] WARNING: using TEST_REDIS_URL=${process.env.TEST_REDIS_URL}; the tests will write (and may delete) keys in it`,
+  );
+} else {
+  server = await startRedisServer({ appendonly: false });
+  process.env.REDIS_URL = server.url;
+  console.log(`[test setup] private redis-server pid ${server.pid} on port ${server.port}`);
+  // Node's default SIGTERM exit skips 'exit' handlers; exit normally so the server stops too.
+  process.once('SIGTERM', () => process.exit(143));
+}
+
+export async function mochaGlobalSetup(): Promise<void> {
+  // The server was started at load time; fail fast here if Redis is not usable.
+  if (!(await pingRedis(process.env.REDIS_URL!, 3000))) {
+    throw new Error(`[test setup] Redis at ${process.env.REDIS_URL} does not answer PING`);
+  }
+}
+
+export async function mochaGlobalTeardown(): Promise<void> {
+  if (server) {
+    await server.stop();
+    server = undefined;
+  }
+}
