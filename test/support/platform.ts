@@ -30,7 +30,7 @@ export class Client {
       headers['Content-Type'] ??= 'application/json';
     }
     const url = path.startsWith('http') ? path : `${this.base}${path}`;
-    const res = await fetch(url, { method, headers, body, redirect: 'manual' });
+    const res = await fetch(url, { method, headers, body: body as BodyInit | undefined, redirect: "manual" });
     const text = await res.text();
     let json: any;
     try {
