@@ -6,6 +6,7 @@ import { connectRedis, type RedisClient } from './adapters/redis.js';
 import { ensureLocalRedis } from './adapters/redis-server.js';
 import { ContentActor, type ContentCommand } from './actors/content/content-actor.js';
 import { Mailbox } from './actors/mailbox.js';
+import { Variants, loadVariantsConfig } from './actors/content/variants.js';
 import { ActorHost } from './actors/runtime.js';
 import { Gateway } from './gateway/server.js';
 import { loadSecurityConfig } from './security/security-config.js';
@@ -27,11 +28,13 @@ export interface Platform {
 }
 
 /** Starts the given roles in this process against the configured Redis. */
-export async function startPlatform(opts: { settings?: Settings; roles?: readonly Role[]; log?: Logger } = {}): Promise<Platform> {
+export async function startPlatform(opts: { settings?: Settings; roles?: readonly Role[]; log?: Logger; clock?: () => number } = {}): Promise<Platform> {
   const settings = opts.settings ?? loadSettings();
   const roles = opts.roles ?? ROLES;
   const log = opts.log ?? createLogger(settings.LOG_LEVEL);
   const security = loadSecurityConfig();
+  const variants = new Variants(loadVariantsConfig());
+  const clock = opts.clock ?? Date.now;
   const redis = connectRedis(settings, { name: 'platform' });
   await redis.ping();
   const store = new ContentStore(redis, settings.PARTITIONS, settings.EVENTS_MAXLEN, settings.DEDUP_TTL_SECONDS);
@@ -54,7 +57,7 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
     await tokens.start();
     const mailbox = new Mailbox(redis, settings, log.child({ role: 'web' }));
     mailbox.start();
-    const gateway = new Gateway({ settings, redis, store, mailbox, tokens, security, log: log.child({ role: 'web' }) });
+    const gateway = new Gateway({ settings, redis, store, mailbox, tokens, security, variants, clock, log: log.child({ role: 'web' }) });
     await gateway.listen();
     platform.gateway = gateway;
     platform.tokens = tokens;

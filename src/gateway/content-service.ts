@@ -4,7 +4,7 @@ import type { ContentStore } from '../adapters/content-store.js';
 import { newCommandId, newContentKey } from '../adapters/ids.js';
 import type { Logger } from '../adapters/log.js';
 import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
-import { contextsOf, etagOf, MAIN_NAMESPACE, type Snapshot } from '../actors/content/model.js';
+import { contextsOf, etagOf, parseVersionId, MAIN_NAMESPACE, TAXONOMY_NAMESPACE, type Snapshot } from '../actors/content/model.js';
 import type { Mailbox } from '../actors/mailbox.js';
 import { AppError } from '../errors.js';
 import { isAllowed, isSysadmin, type Principal, type SecurityConfig } from '../security/permissions.js';
@@ -17,13 +17,14 @@ import {
   historyBody,
   metadataEnvelope,
   partialCreated,
-  resolveView,
   serialize,
   type Format,
 } from './envelope.js';
 import type { Exchange } from './http.js';
 import { Router, type Params } from './router.js';
-import { checkAlias, parseEnvelope, updateModeOf, viewSchema } from './schemas.js';
+import { SYSTEM_VIEWS, resolveView, versionOnView } from '../actors/content/views.js';
+import { INDEXING_VARIANT, type Variants } from '../actors/content/variants.js';
+import { checkAlias, parseEnvelope, parseViewBody, updateModeOf, viewSchema } from './schemas.js';
 
 export interface ContentServiceDeps {
   settings: Settings;
@@ -32,6 +33,9 @@ export interface ContentServiceDeps {
   tokens: TokenService;
   security: SecurityConfig;
   log: Logger;
+  variants: Variants;
+  /** The clock of time state (injected by tests). */
+  clock: () => number;
   /** The public address of the gateway, e.g. http://127.0.0.1:8080. */
   baseUrl: () => string;
 }
@@ -48,10 +52,14 @@ type ReadKind = 'content' | 'metadata' | 'history';
  */
 export class ContentService {
   readonly router = new Router();
+  /** Rendered versioned answers; they never change. */
   private readonly cache: LRUCache<string, string>;
+  /** Revision snapshots; they never change either. */
+  private readonly snapshots: LRUCache<string, Snapshot>;
 
   constructor(private readonly d: ContentServiceDeps) {
     this.cache = new LRUCache<string, string>({ max: Math.max(1, d.settings.READ_CACHE_ENTRIES) });
+    this.snapshots = new LRUCache<string, Snapshot>({ max: Math.max(1, d.settings.READ_CACHE_ENTRIES) });
     const r = this.router;
     r.on('POST', 'security/token', (x) => this.token(x));
     r.on('GET', 'security/permission/:user', (x, p) => this.permission(x, p));
@@ -67,6 +75,8 @@ export class ContentService {
     r.on('GET', 'content/alias/:ns/:alias/#rev/history', (x, p) => this.versioned(x, p, 'history'));
     r.on('GET', 'content/view/:view/alias/:ns/:alias', (x, p) => this.redirect(x, p, 'content'));
     r.on('GET', 'content/view/:view/alias/:ns/:alias/#rev', (x, p) => this.versioned(x, p, 'content'));
+    r.on('PUT', 'view/:view', (x, p) => this.putView(x, p));
+    r.on('DELETE', 'view/:view/alias/:ns/:alias', (x, p) => this.removeFromView(x, p));
   }
 
   // ---- security ----
@@ -155,6 +165,45 @@ export class ContentService {
     x.send(res.released ? 204 : 200, []);
   }
 
+  // ---- views ----
+
+  /** PUT view: a version onto a view, or a symbolic view; 200, empty body, the new ETag. */
+  private async putView(x: Exchange, p: Params): Promise<void> {
+    const user = await this.authenticate(x);
+    const view = this.assignableView(p.view);
+    const ifMatch = x.header('if-match');
+    if (ifMatch === undefined) throw new AppError('BAD_REQUEST', 'If-Match is required');
+    const body = parseViewBody(await x.json());
+    let cmd: ContentCommand;
+    if (body.version !== undefined) {
+      const v = parseVersionId(body.version);
+      if (!v) throw new AppError('BAD_REQUEST', `Not a version id: ${body.version}`);
+      cmd = { k: 'assignView', id: newCommandId(), cid: v.cid, user, view, ifMatch, versionKey: v.key };
+    } else {
+      const { alias, targetView } = body.symbolic!;
+      const i = alias.indexOf('/');
+      const cid = await this.cidOf({ ns: alias.slice(0, i), alias: alias.slice(i + 1) } as Params);
+      cmd = { k: 'assignView', id: newCommandId(), cid, user, view, ifMatch, target: this.viewName(targetView.slice(1)) };
+    }
+    const res = await this.d.mailbox.send<{ cid: string; rev: number }, ContentCommand>(cmd);
+    x.send(200, [['ETag', etagOf(res.cid, res.rev)]]);
+  }
+
+  /** DELETE view alias: every version of the content off the view; 204 with the new ETag. */
+  private async removeFromView(x: Exchange, p: Params): Promise<void> {
+    const user = await this.authenticate(x);
+    const view = this.assignableView(p.view);
+    const cid = await this.cidOf(p);
+    const res = await this.d.mailbox.send<{ cid: string; rev: number }, ContentCommand>({ k: 'removeFromView', id: newCommandId(), cid, user, view });
+    x.send(204, [['ETag', etagOf(res.cid, res.rev)]]);
+  }
+
+  private assignableView(view: string): string {
+    this.viewName(view);
+    if (SYSTEM_VIEWS.includes(view)) throw new AppError('BAD_REQUEST', `View ${view} is maintained by the system`);
+    return view;
+  }
+
   // ---- reads ----
 
   /** Unversioned read: 303 to the versioned resource of the current revision. */
@@ -169,9 +218,9 @@ export class ContentService {
       if (!/^\d{1,15}$/.test(least)) throw new AppError('BAD_REQUEST', 'atLeastRevision must be an integer');
       if (head.rev < Number(least)) throw new AppError('VERSION_NOT_FOUND', `Revision ${least} is not available yet (current ${head.rev})`, { revision: head.rev });
     }
-    if (p.view !== undefined) {
-      this.viewName(p.view);
-      if (resolveView(head, p.view) === null) throw new AppError('NOT_FOUND', `Content is not on view ${p.view}`);
+    this.variantOf(x, head.type);
+    if (p.view !== undefined && versionOnView(head, this.viewName(p.view), this.d.clock()) === null) {
+      throw new AppError('NOT_FOUND', `Content is not on view ${p.view}`);
     }
     const etag = etagOf(cid, head.rev);
     if (kind === 'content' && p.view === undefined && x.header('if-none-match') === etag) {
@@ -192,31 +241,62 @@ export class ContentService {
     this.checkRead(user, head);
     const etag = etagOf(cid, rev);
     if (rev > head.rev) throw new AppError('VERSION_NOT_FOUND', `Revision ${rev} does not exist`, { revision: head.rev });
+    const variant = this.variantOf(x, head.type);
+    const fmt = formatOf(x.query.get('format'), x.header('accept'));
+    const snap = await this.snapshot(cid, rev);
+    if (p.view !== undefined && versionOnView(snap, this.viewName(p.view), this.d.clock()) === null) {
+      throw new AppError('NOT_FOUND', `Content is not on view ${p.view}`);
+    }
     if (x.header('if-none-match') === etag) {
       x.send(304, [['ETag', etag]]);
       return;
     }
-    const fmt = formatOf(x.query.get('format'), x.header('accept'));
-    if (p.view !== undefined) this.viewName(p.view);
-    const key = `${cid}/${rev}/${kind}/${p.view ?? ''}/${fmt}`;
+    const key = `${cid}/${rev}/${kind}/${p.view ?? ''}/${variant ?? ''}/${fmt}`;
     let body = this.cache.get(key);
     if (body === undefined) {
-      body = await this.render(cid, rev, kind, fmt, p.view);
-      this.cache.set(key, body);
+      body = await this.render(snap, kind, fmt, p.view, variant);
+      // The indexing variant looks up taxonomy content, which may appear later: not cached.
+      if (variant !== INDEXING_VARIANT) this.cache.set(key, body);
     }
     x.send(200, [['Content-Type', 'application/json'], ['ETag', etag], ['Cache-Control', VERSIONED_CACHE_CONTROL]], body);
   }
 
-  private async render(cid: string, rev: number, kind: ReadKind, fmt: Format, view?: string): Promise<string> {
-    const snap = await this.d.store.snapshotAt(cid, rev);
-    if (!snap) throw new AppError('VERSION_NOT_FOUND', `Revision ${rev} does not exist`);
+  /** A revision snapshot, from the cache or Redis; 404/40403 when the revision never existed. */
+  private async snapshot(cid: string, rev: number): Promise<Snapshot> {
+    const key = `${cid}/${rev}`;
+    let snap = this.snapshots.get(key);
+    if (!snap) {
+      const s = await this.d.store.snapshotAt(cid, rev);
+      if (!s) throw new AppError('VERSION_NOT_FOUND', `Revision ${rev} does not exist`);
+      this.snapshots.set(key, (snap = s));
+    }
+    return snap;
+  }
+
+  /** The `variant` of a read: null when none; 404 when the content type does not have it. */
+  private variantOf(x: Exchange, type: string): string | null {
+    const v = x.query.get('variant');
+    if (v === null || v === '') return null;
+    if (!this.d.variants.has(type, v)) throw new AppError('NOT_FOUND', `Content is not available in variant ${v}`);
+    return v;
+  }
+
+  private async render(snap: Snapshot, kind: ReadKind, fmt: Format, view: string | undefined, variant: string | null): Promise<string> {
+    const cid = snap.cid;
     if (kind === 'metadata') return serialize(metadataEnvelope(snap, await this.d.store.viewHistory(cid)), fmt);
     if (kind === 'history') return serialize(historyBody(snap, await this.d.store.versionIndex(cid)), fmt);
     const vk = view === undefined ? snap.head : resolveView(snap, view);
     if (vk === null) throw new AppError('NOT_FOUND', `Content is not on view ${view}`);
     const version = await this.d.store.version(cid, vk);
     if (!version) throw new AppError('VERSION_NOT_FOUND', `Version ${vk} does not exist`);
-    return serialize(contentEnvelope(snap, version), fmt);
+    if (variant === null) return serialize(contentEnvelope(snap, version), fmt);
+    const aspects = await this.d.variants.apply(variant, {
+      snapshot: snap,
+      version,
+      hasTaxonomyContent: async (id) => (await this.d.store.resolveAlias(TAXONOMY_NAMESPACE, id)) !== null,
+    });
+    if (aspects === null) throw new AppError('NOT_FOUND', `Content is not available in variant ${variant}`);
+    return serialize(contentEnvelope(snap, { ...version, aspects }), fmt);
   }
 
   private checkRead(user: Principal, head: Snapshot): void {
@@ -225,8 +305,9 @@ export class ContentService {
     }
   }
 
-  private viewName(view: string): void {
-    if (!viewSchema.safeParse(view).success) throw new AppError('BAD_REQUEST', 'Invalid view name');
+  private viewName(view: string): string {
+    if (!viewSchema.safeParse(view).success) throw new AppError('BAD_REQUEST', `Invalid view name '${view}'`);
+    return view;
   }
 
   /** The content key of a path's alias; 404 (40400) when no content has it. */

@@ -12,6 +12,7 @@ import {
 } from '../actors/content/model.js';
 import type { SubResult } from '../actors/content/content-actor.js';
 import { AppError } from '../errors.js';
+import { viewsOfVersion } from '../actors/content/views.js';
 
 /** The spec's status object. */
 export interface Status {
@@ -96,25 +97,6 @@ export function contentEnvelope(snapshot: Snapshot, version: VersionRecord, stat
     aspects: aspectsOut(version.type, version.aspects),
     status,
   };
-}
-
-/** Views of a snapshot on which a version key is, following symbolic views. */
-export function viewsOfVersion(snapshot: Snapshot, versionKey: string): string[] {
-  const out: string[] = [];
-  for (const [view, key] of Object.entries(snapshot.views)) if (key === versionKey) out.push(view);
-  for (const view of Object.keys(snapshot.symbolic)) if (resolveView(snapshot, view) === versionKey) out.push(view);
-  return out.sort();
-}
-
-/** The version key a view resolves to in a snapshot (symbolic views followed), or null. */
-export function resolveView(snapshot: Snapshot, view: string): string | null {
-  let v = view;
-  for (let hops = 0; hops < 16; hops++) {
-    const target = snapshot.symbolic[v];
-    if (target === undefined) return snapshot.views[v] ?? null;
-    v = target;
-  }
-  return null;
 }
 
 /** The metadata response (content type `_contentInfo`) of a content at a revision. */

@@ -110,3 +110,20 @@ export function invalid(err: z.ZodError, prefix: (string | number)[] = []): AppE
   const issues = err.issues.slice(0, 20).map((i) => ({ path: [...prefix, ...i.path.map(String)].join('.'), message: i.message }));
   return new AppError('BAD_REQUEST', `Invalid request: ${issues[0]?.path ? issues[0].path + ': ' : ''}${issues[0]?.message ?? 'invalid'}`, { issues });
 }
+
+const viewBodySchema = z.union([
+  z.strictObject({ version: z.string().min(1).max(1024) }),
+  z.strictObject({
+    symbolic: z.strictObject({
+      alias: z.string().regex(/^[^/]+\/[^/]+$/, 'alias must be <namespace>/<alias>'),
+      targetView: z.string().regex(/^@/, 'targetView must start with @'),
+    }),
+  }),
+]);
+
+/** The body of PUT view: `{version}` or `{symbolic: {alias, targetView}}`. */
+export function parseViewBody(body: unknown): { version?: string; symbolic?: { alias: string; targetView: string } } {
+  const parsed = viewBodySchema.safeParse(body);
+  if (!parsed.success) throw invalid(parsed.error);
+  return parsed.data;
+}

@@ -5,6 +5,7 @@ import { AppError } from '../../errors.js';
 import { isAllowed, type Principal, type SecurityConfig } from '../../security/permissions.js';
 import type { ActorContext, CommandBase, CommandHandler, Reply } from '../runtime.js';
 import { applyUpdateMode, type UpdateMode } from './update-modes.js';
+import { symbolicCycle } from './views.js';
 import {
   LATEST_VIEW,
   contextsOf,
@@ -31,6 +32,8 @@ export type ContentCommand = CommandBase & { user: Principal } & (
     | { k: 'update'; ifMatch: string | null; unsafe: boolean; mode: UpdateMode; aspects: Record<string, Aspect | null>; ops: Operation[] }
     | { k: 'delete'; ifMatch: string }
     | { k: 'releaseAlias'; namespace: string; alias: string }
+    | { k: 'assignView'; view: string; ifMatch: string | null; versionKey?: string; target?: string }
+    | { k: 'removeFromView'; view: string }
   );
 
 /** A failed operation of a partial success (status.subResults). */
@@ -71,6 +74,10 @@ export class ContentActor implements CommandHandler<ContentCommand> {
           return await this.delete(cmd, ctx);
         case 'releaseAlias':
           return await this.releaseAlias(cmd, ctx);
+        case 'assignView':
+          return await this.assignView(cmd, ctx);
+        case 'removeFromView':
+          return await this.removeFromView(cmd, ctx);
         default:
           throw new AppError('BAD_REQUEST', `Unknown command ${(cmd as { k: string }).k}`);
       }
@@ -177,6 +184,52 @@ export class ContentActor implements CommandHandler<ContentCommand> {
     const out = await this.commitRaw(cmd, ctx, head.rev, snapshot, undefined, [], { released: true }, 'aliases');
     if (out !== 'lease-lost' && out.reply.ok) await this.store.releaseAlias(cmd.namespace, cmd.alias, cmd.cid);
     return out;
+  }
+
+  /**
+   * PUT view: puts an existing version of the content on a view, or makes the view symbolic
+   * (it follows its target view; the target is unchanged). Cycles are refused.
+   */
+  private async assignView(cmd: Extract<ContentCommand, { k: 'assignView' }>, ctx: ActorContext): Promise<Outcome> {
+    const head = await this.existing(cmd.cid, false);
+    this.allow(cmd.user, 'AssignToView', head.type, contextsOf(head.meta));
+    this.checkIfMatch(head, cmd.ifMatch);
+    const now = Math.max(this.now(), head.modified);
+    const rev = head.rev + 1;
+    const snapshot: Snapshot = { ...head, rev, modified: now, committer: cmd.user.userId, views: { ...head.views }, symbolic: { ...head.symbolic } };
+    let event: ViewEvent;
+    if (cmd.versionKey !== undefined) {
+      if (!(await this.store.version(cmd.cid, cmd.versionKey))) {
+        throw new AppError('BAD_REQUEST', `Version ${versionId(cmd.cid, cmd.versionKey)} does not exist`);
+      }
+      snapshot.views[cmd.view] = cmd.versionKey;
+      delete snapshot.symbolic[cmd.view];
+      event = { view: cmd.view, userId: cmd.user.userId, version: versionId(cmd.cid, cmd.versionKey), rev, ts: now };
+    } else {
+      const target = cmd.target!;
+      if (symbolicCycle(head, cmd.view, target)) throw new AppError('BAD_REQUEST', `View ${cmd.view} cannot follow @${target}: that makes a cycle`);
+      snapshot.symbolic[cmd.view] = target;
+      delete snapshot.views[cmd.view];
+      event = { view: cmd.view, userId: cmd.user.userId, version: `@${target}`, rev, ts: now };
+    }
+    return this.commitRaw(cmd, ctx, head.rev, snapshot, undefined, [event], { cid: cmd.cid, rev }, 'views');
+  }
+
+  /** DELETE view alias: removes every version of the content from the view. */
+  private async removeFromView(cmd: Extract<ContentCommand, { k: 'removeFromView' }>, ctx: ActorContext): Promise<Outcome> {
+    const head = await this.existing(cmd.cid, false);
+    this.allow(cmd.user, 'AssignToView', head.type, contextsOf(head.meta));
+    if (!(cmd.view in head.views) && !(cmd.view in head.symbolic)) {
+      return { reply: { id: cmd.id, ok: true, value: { cid: cmd.cid, rev: head.rev } }, committed: false };
+    }
+    const now = Math.max(this.now(), head.modified);
+    const rev = head.rev + 1;
+    const views = { ...head.views };
+    const symbolic = { ...head.symbolic };
+    delete views[cmd.view];
+    delete symbolic[cmd.view];
+    const snapshot: Snapshot = { ...head, rev, modified: now, committer: cmd.user.userId, views, symbolic };
+    return this.commitRaw(cmd, ctx, head.rev, snapshot, undefined, [], { cid: cmd.cid, rev }, 'views');
   }
 
   /** The head of existing content: 404 when it never existed, 409/40904 when it was deleted. */
@@ -316,7 +369,8 @@ export function applyOperations(snapshot: Snapshot, versionKey: string, ops: Ope
     } else if (op._type === 'svcAssignToSymbolicViews') {
       const target = op.targetView.replace(/^@/, '');
       for (const v of op.views) {
-        if (v === LATEST_VIEW || v === target) continue;
+        if (v === LATEST_VIEW) continue;
+        if (symbolicCycle(snapshot, v, target)) throw new AppError('BAD_REQUEST', `View ${v} cannot follow @${target}: that makes a cycle`);
         snapshot.symbolic[v] = target;
         delete snapshot.views[v];
         events.push({ view: v, userId, version: `@${target}`, rev: snapshot.rev, ts: now });

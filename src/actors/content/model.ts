@@ -72,6 +72,8 @@ export interface ContentEvent {
 }
 
 export const MAIN_NAMESPACE = 'contentid';
+/** The namespace of taxonomy definitions (`_taxonomy/<id>`). */
+export const TAXONOMY_NAMESPACE = '_taxonomy';
 export const LATEST_VIEW = 'svcLatest';
 
 export const mainAlias = (cid: string): string => `${MAIN_NAMESPACE}/${cid}`;

@@ -1,0 +1,174 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+import { contextsOf, versionId, type Aspect, type Aspects, type Json, type Snapshot, type VersionRecord } from './model.js';
+import { timeWindow, viewsOfVersion } from './views.js';
+
+/**
+ * Variants: alternative representations of a content, selected with `variant` on reads.
+ * config/variants.json says, per content type, which aspects a variant keeps and which
+ * composers build it. A composer is a function registered here by name.
+ */
+
+export interface ComposeContext {
+  snapshot: Snapshot;
+  version: VersionRecord;
+  /** Does a taxonomy entity with this id have content (alias `_taxonomy/<id>`)? */
+  hasTaxonomyContent(id: string): Promise<boolean>;
+}
+
+/** Builds (or rewrites) the aspects of a variant; null when the content is not available in it. */
+export type Composer = (aspects: Aspects, ctx: ComposeContext) => Promise<Aspects | null> | Aspects | null;
+
+const variantSchema = z.strictObject({ aspects: z.array(z.string()).optional(), composers: z.array(z.string()).optional() });
+const configSchema = z.strictObject({ $comment: z.string().optional(), types: z.record(z.string(), z.record(z.string(), variantSchema)) });
+export type VariantsConfig = z.infer<typeof configSchema>;
+type VariantDef = z.infer<typeof variantSchema>;
+
+export const INDEXING_VARIANT = 'svcIndexing';
+
+/** Reads config/variants.json (or `path`) and checks every composer name it uses. */
+export function loadVariantsConfig(path?: string): VariantsConfig {
+  const file = path ?? ['../../../config/variants.json', '../../../../config/variants.json'].map((r) => fileURLToPath(new URL(r, import.meta.url))).find(existsSync);
+  if (!file) throw new Error('config/variants.json not found');
+  const parsed = configSchema.safeParse(JSON.parse(readFileSync(file, 'utf8')));
+  if (!parsed.success) throw new Error(`Invalid ${file}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return parsed.data;
+}
+
+export class Variants {
+  constructor(
+    private readonly config: VariantsConfig,
+    private readonly composers: Record<string, Composer> = COMPOSERS,
+  ) {
+    for (const defs of Object.values(config.types)) {
+      for (const [name, def] of Object.entries(defs)) {
+        for (const c of def.composers ?? []) if (!composers[c]) throw new Error(`Variant ${name} names unknown composer ${c}`);
+      }
+    }
+  }
+
+  private def(type: string, variant: string): VariantDef | undefined {
+    const own = this.config.types[type];
+    if (own && Object.prototype.hasOwnProperty.call(own, variant)) return own[variant];
+    const all = this.config.types['*'];
+    return all && Object.prototype.hasOwnProperty.call(all, variant) ? all[variant] : undefined;
+  }
+
+  /** Does the content type have this variant at all? */
+  has(type: string, variant: string): boolean {
+    return this.def(type, variant) !== undefined;
+  }
+
+  /** The aspects of the content in the variant, or null when it is not available in it. */
+  async apply(variant: string, ctx: ComposeContext): Promise<Aspects | null> {
+    const def = this.def(ctx.version.type, variant);
+    if (!def) return null;
+    let aspects: Aspects = ctx.version.aspects;
+    if (def.aspects) aspects = Object.fromEntries(def.aspects.filter((a) => a in aspects).map((a) => [a, aspects[a]]));
+    for (const name of def.composers ?? []) {
+      const next = await this.composers[name](aspects, ctx);
+      if (next === null) return null;
+      aspects = next;
+    }
+    return aspects;
+  }
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+const fieldSafe = (s: string) => s.replace(/[^A-Za-z0-9_-]/g, '_');
+
+/** A `*_drange` value: `[on TO off]`, `*` for an open end. */
+export function dateRange(on?: number, off?: number): string {
+  return `[${on === undefined ? '*' : iso(on)} TO ${off === undefined ? '*' : iso(off)}]`;
+}
+
+/**
+ * svcIndexing.standard: the search document (`svcSolrDocument` aspect) with the required
+ * fields (id, root, version), the system fields of the spec, and the content's own
+ * svcSolrDocument fields merged in (system fields win; multi-valued fields are united).
+ */
+export const indexingStandard: Composer = (aspects, { snapshot, version }) => {
+  const vid = versionId(snapshot.cid, version.key);
+  const views = viewsOfVersion(snapshot, version.key);
+  const system: Record<string, Json> = {
+    id: vid,
+    root: vid,
+    version: snapshot.rev,
+    svc_type_s: version.type,
+    svc_modificationTime_dt: iso(version.created),
+    svc_views_ss: views,
+    svc_security_context_ss: contextsOf(snapshot.meta),
+    svc_timestate__drange: views.map((v) => {
+      const w = timeWindow(snapshot, v);
+      return dateRange(w.on, w.off);
+    }),
+    svc_contentstate_hidden_b: snapshot.meta.svcContentState?.hidden === true,
+  };
+  for (const v of views) {
+    const w = timeWindow(snapshot, v);
+    system[`svc_timestate_${fieldSafe(v)}_drange`] = dateRange(w.on, w.off);
+  }
+  const doc = withoutType(aspects.svcSolrDocument ?? {});
+  for (const [k, v] of Object.entries(system)) doc[k] = Array.isArray(v) && Array.isArray(doc[k]) ? [...new Set([...(doc[k] as Json[]), ...v])] : v;
+  return { ...aspects, svcSolrDocument: { _type: 'svcSolrDocument', ...doc } };
+};
+
+function withoutType(a: Record<string, Json | undefined>): Record<string, Json> {
+  const out: Record<string, Json> = {};
+  for (const [k, v] of Object.entries(a)) if (k !== '_type' && v !== undefined) out[k] = v;
+  return out;
+}
+
+interface EntityIn {
+  id?: unknown;
+  name?: unknown;
+  entities?: unknown;
+}
+
+/**
+ * svcIndexing.categorization: for each dimension of svcCategorization, the full path of each
+ * entity and every prefix of it, segments separated by `/`: names into
+ * `svc_tag_<dim>_ss` and `svc_tag_autocomplete_<dim>_lc`, ids (for entities that have content
+ * in the taxonomy namespace) into `svc_tag_id_<dim>_ss`.
+ */
+export const indexingCategorization: Composer = async (aspects, ctx) => {
+  const cat = ctx.version.aspects.svcCategorization;
+  const doc = { ...(aspects.svcSolrDocument ?? { _type: 'svcSolrDocument' }) } as Record<string, Json>;
+  const dims = Array.isArray(cat?.dimensions) ? (cat.dimensions as { id?: unknown; entities?: unknown }[]) : [];
+  for (const dim of dims) {
+    if (typeof dim?.id !== 'string' || !Array.isArray(dim.entities)) continue;
+    const d = fieldSafe(dim.id);
+    const names = new Set<string>();
+    const ids = new Set<string>();
+    const walk = async (list: EntityIn[], namePath: string, idPath: string, depth: number) => {
+      if (depth > 100) return;
+      for (const e of list) {
+        if (!e || typeof e !== 'object') continue;
+        const name = typeof e.name === 'string' ? e.name : typeof e.id === 'string' ? e.id : null;
+        if (name === null) continue;
+        const np = namePath ? `${namePath}/${name}` : name;
+        names.add(np);
+        let ip = '';
+        if (typeof e.id === 'string') {
+          ip = idPath ? `${idPath}/${e.id}` : e.id;
+          if (await ctx.hasTaxonomyContent(e.id)) ids.add(ip);
+        }
+        if (Array.isArray(e.entities)) await walk(e.entities as EntityIn[], np, ip, depth + 1);
+      }
+    };
+    await walk(dim.entities as EntityIn[], '', '', 1);
+    if (names.size) {
+      doc[`svc_tag_${d}_ss`] = [...names];
+      doc[`svc_tag_autocomplete_${d}_lc`] = [...names];
+    }
+    if (ids.size) doc[`svc_tag_id_${d}_ss`] = [...ids];
+  }
+  return { ...aspects, svcSolrDocument: doc as Aspect };
+};
+
+/** The composers that config/variants.json may name. */
+export const COMPOSERS: Record<string, Composer> = {
+  'svcIndexing.standard': indexingStandard,
+  'svcIndexing.categorization': indexingCategorization,
+};

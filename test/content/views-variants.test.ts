@@ -1,0 +1,249 @@
+import { expect } from 'chai';
+import { Client, article, startTestPlatform } from '../support/platform.js';
+
+type P = Awaited<ReturnType<typeof startTestPlatform>>;
+
+describe('content service: views, time state, variants (spec Views, CONTRACT §6)', () => {
+  let p: P;
+  let editor: Client;
+  let reader: Client;
+  let now = Date.parse('2026-06-01T12:00:00Z');
+
+  before(async () => {
+    p = await startTestPlatform({}, undefined, () => now);
+    editor = await new Client(p.base).login('editor');
+    reader = await new Client(p.base).login('reader');
+  });
+  after(async () => p.stop());
+
+  const path = (id: string) => `/content/alias/${id}`;
+  const viewPath = (view: string, id: string) => `/content/view/${view}/alias/${id}`;
+
+  async function twoVersions() {
+    const c = await editor.create(article('v1'));
+    const id = c.json.system.id as string;
+    const u = await editor.req('PUT', path(id), { body: article('v2'), headers: { 'If-Match': c.headers.get('etag')! } });
+    return { id, key: id.split('/')[1], v1: c.json.system.version as string, v2: u.json.system.version as string, etag: u.headers.get('etag')! };
+  }
+
+  describe('PUT view and view reads', () => {
+    it('puts a version on a view: 200, empty body, new ETag; the view read redirects (303/30300) to it', async () => {
+      const { id, key, v1, etag } = await twoVersions();
+      const r = await editor.req('PUT', '/view/svcPublic', { body: { version: v1 }, headers: { 'If-Match': etag } });
+      expect(r.status).to.equal(200);
+      expect(r.text).to.equal('');
+      expect(r.headers.get('etag')).to.equal(`W/"${key}/3"`);
+      const redirect = await reader.req('GET', viewPath('svcPublic', id));
+      expect(redirect.status).to.equal(303);
+      expect(redirect.json.statusCode).to.equal(30300);
+      expect(redirect.headers.get('location')).to.equal(`${p.base}/content/view/svcPublic/alias/${id}/3`);
+      const read = await reader.read(viewPath('svcPublic', id));
+      expect(read.status).to.equal(200);
+      expect(read.json.system.version).to.equal(v1);
+      expect(read.json.aspects.body.title).to.equal('v1');
+      // the unversioned read still gives the latest version
+      expect((await reader.read(path(id))).json.aspects.body.title).to.equal('v2');
+    });
+
+    it('needs If-Match (400) and a current one (409/40900)', async () => {
+      const { v1, etag, key } = await twoVersions();
+      expect((await editor.req('PUT', '/view/svcPublic', { body: { version: v1 } })).status).to.equal(400);
+      const stale = await editor.req('PUT', '/view/svcPublic', { body: { version: v1 }, headers: { 'If-Match': `W/"${key}/1"` } });
+      expect(stale.status).to.equal(409);
+      expect(stale.json.statusCode).to.equal('40900');
+      expect(stale.json.extraInfo.ETag).to.equal(etag);
+    });
+
+    it('a content not on the view answers 404 to a view read', async () => {
+      const c = await editor.create(article('x'));
+      const r = await reader.req('GET', viewPath('svcPublic', c.json.system.id));
+      expect(r.status).to.equal(404);
+    });
+
+    it('svcAssignToViews on create and update; a version moved off a view disappears from it', async () => {
+      const c = await editor.create({ ...article('on public'), operations: [{ _type: 'svcAssignToViews', views: ['svcPublic'] }] });
+      const id = c.json.system.id;
+      expect((await reader.read(viewPath('svcPublic', id))).json.aspects.body.title).to.equal('on public');
+      const d = await editor.req('DELETE', `/view/svcPublic/alias/${id}`);
+      expect(d.status).to.equal(204);
+      expect(d.headers.get('etag')).to.equal(`W/"${id.split('/')[1]}/2"`);
+      expect((await reader.req('GET', viewPath('svcPublic', id))).status).to.equal(404);
+      const h = await reader.read(`${path(id)}/history`);
+      expect(h.json.versions[0].views).to.deep.equal(['svcLatest']);
+    });
+
+    it('every version is on svcLatest; history shows the views of each version', async () => {
+      const { id, v1, v2, etag } = await twoVersions();
+      await editor.req('PUT', '/view/svcPublic', { body: { version: v1 }, headers: { 'If-Match': etag } });
+      const h = await reader.read(`${path(id)}/history`);
+      expect(h.json.versions.map((v: { version: string }) => v.version)).to.deep.equal([v1, v2]);
+      expect(h.json.versions[0].views).to.deep.equal(['svcPublic']);
+      expect(h.json.versions[1].views).to.deep.equal(['svcLatest']);
+      expect((await reader.read(viewPath('svcLatest', id))).json.system.version).to.equal(v2);
+    });
+
+    it('svcViewInfo records each view assignment with userId, version, revision and timestamp', async () => {
+      const { id, v1, etag } = await twoVersions();
+      await editor.req('PUT', '/view/svcPublic', { body: { version: v1 }, headers: { 'If-Match': etag } });
+      const m = await reader.read(`${path(id)}/metadata`);
+      const views = m.json.aspects.svcViewInfo.views;
+      expect(views.svcLatest.history.map((e: { revision: number }) => e.revision)).to.deep.equal([1, 2]);
+      expect(views.svcPublic.history).to.have.length(1);
+      expect(views.svcPublic.history[0]).to.include({ userId: 'editor', version: v1, revision: 3 });
+    });
+
+    it('refuses svcLatest (maintained by the system), bad view names and a version of another content', async () => {
+      const a = await twoVersions();
+      const b = await twoVersions();
+      expect((await editor.req('PUT', '/view/svcLatest', { body: { version: a.v1 }, headers: { 'If-Match': a.etag } })).status).to.equal(400);
+      expect((await editor.req('PUT', '/view/a%2Fb', { body: { version: a.v1 }, headers: { 'If-Match': a.etag } })).status).to.equal(400);
+      expect((await editor.req('PUT', '/view/a..b', { body: { version: a.v1 }, headers: { 'If-Match': a.etag } })).status).to.equal(400);
+      // a version of content B with the ETag of content A: refused, neither changes
+      const cross = await editor.req('PUT', '/view/svcPublic', { body: { version: b.v1 }, headers: { 'If-Match': a.etag } });
+      expect(cross.status).to.be.within(400, 499);
+      expect((await reader.req('GET', viewPath('svcPublic', a.id))).status).to.equal(404);
+      expect((await reader.req('GET', viewPath('svcPublic', b.id))).status).to.equal(404);
+      // a version id that does not exist in the content
+      const missing = await editor.req('PUT', '/view/svcPublic', { body: { version: `c:${a.key}:NOPE` }, headers: { 'If-Match': a.etag } });
+      expect(missing.status).to.equal(400);
+      const garbage = await editor.req('PUT', '/view/svcPublic', { body: { version: 'garbage' }, headers: { 'If-Match': a.etag } });
+      expect(garbage.status).to.equal(400);
+      const noBody = await editor.req('PUT', '/view/svcPublic', { body: { nothing: 1 }, headers: { 'If-Match': a.etag } });
+      expect(noBody.status).to.equal(400);
+      expect((await editor.read(`${path(a.id)}/history`)).json.versions).to.have.length(2);
+    });
+
+    it('reader may not assign views (403)', async () => {
+      const { v1, etag } = await twoVersions();
+      expect((await reader.req('PUT', '/view/svcPublic', { body: { version: v1 }, headers: { 'If-Match': etag } })).status).to.equal(403);
+    });
+  });
+
+  describe('symbolic views', () => {
+    it('follow their target, also after a retarget; the target itself is unchanged', async () => {
+      const { id, key, v1, v2, etag } = await twoVersions();
+      let r = await editor.req('PUT', '/view/svcPublic', { body: { version: v1 }, headers: { 'If-Match': etag } });
+      r = await editor.req('PUT', '/view/mobile', { body: { symbolic: { alias: id, targetView: '@svcPublic' } }, headers: { 'If-Match': r.headers.get('etag')! } });
+      expect(r.status).to.equal(200);
+      expect(r.headers.get('etag')).to.equal(`W/"${key}/4"`);
+      expect((await reader.read(viewPath('mobile', id))).json.system.version).to.equal(v1);
+      // retarget svcPublic: mobile follows
+      r = await editor.req('PUT', '/view/svcPublic', { body: { version: v2 }, headers: { 'If-Match': r.headers.get('etag')! } });
+      expect((await reader.read(viewPath('mobile', id))).json.system.version).to.equal(v2);
+      expect((await reader.read(viewPath('svcPublic', id))).json.system.version).to.equal(v2);
+      const h = await reader.read(`${path(id)}/history`);
+      expect(h.json.versions[1].views).to.deep.equal(['mobile', 'svcLatest', 'svcPublic']);
+    });
+
+    it('svcAssignToSymbolicViews on create', async () => {
+      const c = await editor.create({ ...article('s'), operations: [{ _type: 'svcAssignToSymbolicViews', views: ['web'], targetView: '@svcLatest' }] });
+      expect(c.status).to.equal(201);
+      expect((await reader.read(viewPath('web', c.json.system.id))).json.aspects.body.title).to.equal('s');
+    });
+
+    it('refuses a view that follows itself or closes a cycle (400), nothing changes', async () => {
+      const { id, etag } = await twoVersions();
+      const self = await editor.req('PUT', '/view/loop', { body: { symbolic: { alias: id, targetView: '@loop' } }, headers: { 'If-Match': etag } });
+      expect(self.status).to.equal(400);
+      let r = await editor.req('PUT', '/view/a', { body: { symbolic: { alias: id, targetView: '@b' } }, headers: { 'If-Match': etag } });
+      expect(r.status).to.equal(200);
+      r = await editor.req('PUT', '/view/b', { body: { symbolic: { alias: id, targetView: '@a' } }, headers: { 'If-Match': r.headers.get('etag')! } });
+      expect(r.status).to.equal(400);
+      const noAt = await editor.req('PUT', '/view/c', { body: { symbolic: { alias: id, targetView: 'a' } }, headers: { 'If-Match': etag } });
+      expect(noAt.status).to.equal(400);
+      const create = await editor.create({ ...article('x'), operations: [{ _type: 'svcAssignToSymbolicViews', views: ['z'], targetView: '@z' }] });
+      expect(create.status).to.equal(400);
+    });
+  });
+
+  describe('time state (svcTimeState.views.<view>.onTime / offTime)', () => {
+    it('outside the window the content is not on the view (404); inside it is', async () => {
+      now = Date.parse('2026-06-01T12:00:00Z');
+      const c = await editor.create({
+        ...article('timed'),
+        operations: [
+          { _type: 'svcAssignToViews', views: ['svcPublic'] },
+          { _type: 'svcContentMetadata', aspects: { svcTimeState: { views: { svcPublic: { onTime: '2026-07-01T00:00:00Z', offTime: '2026-08-01T00:00:00Z' } } } } },
+        ],
+      });
+      const id = c.json.system.id;
+      expect((await reader.req('GET', viewPath('svcPublic', id))).status).to.equal(404);
+      expect((await reader.req('GET', `${viewPath('svcPublic', id)}/1`)).status).to.equal(404);
+      now = Date.parse('2026-07-01T00:00:00Z');
+      expect((await reader.read(viewPath('svcPublic', id))).status).to.equal(200);
+      now = Date.parse('2026-08-01T00:00:00Z');
+      expect((await reader.req('GET', viewPath('svcPublic', id))).status).to.equal(404);
+      // other views are not affected
+      expect((await reader.read(viewPath('svcLatest', id))).status).to.equal(200);
+      now = Date.parse('2026-06-01T12:00:00Z');
+    });
+  });
+
+  describe('variants', () => {
+    it('projects aspects (article teaser keeps body only); 404 for a variant the type does not have', async () => {
+      const c = await editor.create({ system: { contentType: 'article' }, aspects: { body: { title: 't' }, secret: { v: 1 } } });
+      const id = c.json.system.id;
+      const redirect = await reader.req('GET', `${path(id)}?variant=teaser`);
+      expect(redirect.headers.get('location')).to.equal(`${p.base}/content/alias/${id}/1?variant=teaser`);
+      const t = await reader.read(`${path(id)}?variant=teaser`);
+      expect(t.json.aspects).to.deep.equal({ _type: 'article', body: { _type: 'body', title: 't' } });
+      expect((await reader.req('GET', `${path(id)}?variant=nope`)).status).to.equal(404);
+      expect((await reader.req('GET', `${path(id)}/1?variant=nope`)).status).to.equal(404);
+      const other = await editor.create({ system: { contentType: 'image' }, aspects: { body: { title: 't' } } });
+      expect((await reader.req('GET', `${path(other.json.system.id)}?variant=teaser`)).status).to.equal(404);
+      // view reads take variants too
+      expect((await reader.read(`${viewPath('svcLatest', id)}?variant=teaser`)).json.aspects).to.not.have.property('secret');
+    });
+
+    it('svcIndexing: the search document with every system field, categorization paths and the content fields', async () => {
+      // a taxonomy entity with content, so that its id path is indexed
+      await editor.create({ system: { contentType: 'svcEntityDefinitionContent' }, aspects: { svcEntityDefinition: { id: 'football', name: 'Football' } }, operations: [{ _type: 'svcSetAlias', namespace: '_taxonomy', alias: 'football' }] });
+      const c = await editor.create({
+        system: { contentType: 'article' },
+        aspects: {
+          body: { title: 'Cup final' },
+          svcSolrDocument: { headline_s: 'Cup final', svc_views_ss: ['extra'] },
+          svcCategorization: {
+            dimensions: [
+              { id: 'sports', entities: [{ id: 'football', name: 'Football', entities: [{ id: 'premier', name: 'Premier League', entities: [] }] }] },
+            ],
+          },
+        },
+        operations: [
+          { _type: 'svcAssignToViews', views: ['svcPublic'] },
+          {
+            _type: 'svcContentMetadata',
+            aspects: {
+              svcContentState: { hidden: true },
+              svcSecurityContext: { owners: ['sports'] },
+              svcTimeState: { views: { svcPublic: { onTime: '2026-01-01T00:00:00Z', offTime: '2027-01-01T00:00:00Z' } } },
+            },
+          },
+        ],
+      });
+      const id = c.json.system.id;
+      const vid = c.json.system.version;
+      const r = await reader.read(`${path(id)}?variant=svcIndexing`);
+      expect(r.status).to.equal(200);
+      const doc = r.json.aspects.svcSolrDocument;
+      expect(doc).to.deep.equal({
+        _type: 'svcSolrDocument',
+        id: vid,
+        root: vid,
+        version: 1,
+        headline_s: 'Cup final',
+        svc_type_s: 'article',
+        svc_modificationTime_dt: c.json.system.modificationTime,
+        svc_views_ss: ['extra', 'svcLatest', 'svcPublic'],
+        svc_security_context_ss: ['sports'],
+        svc_timestate__drange: ['[* TO *]', '[2026-01-01T00:00:00.000Z TO 2027-01-01T00:00:00.000Z]'],
+        svc_timestate_svcLatest_drange: '[* TO *]',
+        svc_timestate_svcPublic_drange: '[2026-01-01T00:00:00.000Z TO 2027-01-01T00:00:00.000Z]',
+        svc_contentstate_hidden_b: true,
+        svc_tag_sports_ss: ['Football', 'Football/Premier League'],
+        svc_tag_autocomplete_sports_lc: ['Football', 'Football/Premier League'],
+        svc_tag_id_sports_ss: ['football'],
+      });
+    });
+  });
+});
