@@ -6,10 +6,10 @@ import { startPlatform, type Platform, type Role } from '../../src/main.js';
  * Starts the platform in this process on a free port against the private test Redis
  * (REDIS_URL, set by test/support/global-setup.ts). Logs are silent unless TEST_LOG is set.
  */
-export async function startTestPlatform(overrides: Partial<Record<keyof Settings, string>> = {}, roles?: Role[]): Promise<Platform & { url: string; base: string }> {
+export async function startTestPlatform(overrides: Partial<Record<keyof Settings, string>> = {}, roles?: Role[], clock?: () => number): Promise<Platform & { url: string; base: string }> {
   const settings = loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', ...overrides });
   const log = createLogger(process.env.TEST_LOG ?? 'silent');
-  const p = await startPlatform({ settings, roles, log });
+  const p = await startPlatform({ settings, roles, log, clock });
   return Object.assign(p, { url: p.url ?? '', base: `${p.url}/content-service` });
 }
 
