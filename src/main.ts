@@ -6,6 +6,7 @@ import { connectRedis, type RedisClient } from './adapters/redis.js';
 import { ensureLocalRedis } from './adapters/redis-server.js';
 import { ContentActor, type ContentCommand } from './actors/content/content-actor.js';
 import { Mailbox } from './actors/mailbox.js';
+import { AuditTrailHook } from './actors/content/lifecycle-hooks.js';
 import { Variants, loadVariantsConfig } from './actors/content/variants.js';
 import { ActorHost } from './actors/runtime.js';
 import { Gateway } from './gateway/server.js';
@@ -42,7 +43,7 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
   const platform: Platform = { settings, redis, stop: async () => undefined };
 
   if (roles.includes('actors')) {
-    const actors = new ActorHost<ContentCommand>(redis, settings, new ContentActor(store, security), log.child({ role: 'actors' }));
+    const actors = new ActorHost<ContentCommand>(redis, settings, new ContentActor(store, security, [new AuditTrailHook(redis)]), log.child({ role: 'actors' }));
     await actors.start();
     platform.actors = actors;
     stops.push(() => actors.stop());

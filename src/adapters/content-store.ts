@@ -1,9 +1,9 @@
 import { pack, unpack } from './codec.js';
 import { partitionOf } from './ids.js';
 import { keys, ACTOR_GROUP, type RedisClient } from './redis.js';
-import { MAIN_NAMESPACE, type ContentEvent, type Snapshot, type VersionIndexEntry, type VersionRecord, type ViewEvent } from '../actors/content/model.js';
+import { MAIN_NAMESPACE, type ContentEvent, type Draft, type Snapshot, type VersionIndexEntry, type VersionRecord, type ViewEvent } from '../actors/content/model.js';
 
-/** What one commit writes; see src/actors/scripts/commit-content-8.lua. */
+/** What one commit writes; see src/actors/scripts/commit-content-9.lua. */
 export interface CommitInput {
   owner: string;
   expectedRev: number;
@@ -15,6 +15,8 @@ export interface CommitInput {
   commandId: string;
   /** The command's stream entry, acknowledged by the same script. */
   entryId?: string;
+  /** The workspace whose draft this commit promotes (removed in the same step). */
+  promotedFrom?: string;
 }
 
 export type CommitResult = { ok: true } | { ok: false; reason: 'lease-lost' } | { ok: false; reason: 'revision-moved'; rev: number };
@@ -35,10 +37,28 @@ export class ContentStore {
     return partitionOf(cid, this.partitions);
   }
 
-  /** The content key an alias names, or null. `contentid/<key>` names its key directly. */
-  async resolveAlias(namespace: string, alias: string): Promise<string | null> {
+  /**
+   * The content key an alias names, or null. `contentid/<key>` names its key directly. An
+   * alias that a workspace draft reserves names its content only on that workspace.
+   */
+  async resolveAlias(namespace: string, alias: string, workspace?: string): Promise<string | null> {
     if (namespace === MAIN_NAMESPACE) return alias;
-    return this.redis.get(keys.alias(namespace, alias));
+    const v = await this.redis.get(keys.alias(namespace, alias));
+    if (v === null || v[0] !== '~') return v;
+    const bar = v.indexOf('|');
+    return workspace !== undefined && v.slice(1, bar) === workspace ? v.slice(bar + 1) : null;
+  }
+
+  /**
+   * Who holds an alias: `{cid}` when assigned in main, `{cid, workspace}` when a workspace
+   * draft reserves it, null when free.
+   */
+  async aliasHolder(namespace: string, alias: string): Promise<{ cid: string; workspace?: string } | null> {
+    const v = await this.redis.get(keys.alias(namespace, alias));
+    if (v === null) return null;
+    if (v[0] !== '~') return { cid: v };
+    const bar = v.indexOf('|');
+    return { cid: v.slice(bar + 1), workspace: v.slice(1, bar) };
   }
 
   /** The current snapshot (deleted content included), or null when the content never existed. */
@@ -86,6 +106,7 @@ export class ContentStore {
       keys.viewHistory(p, cid),
       keys.events(p),
       keys.done(p, c.commandId),
+      keys.drafts(p, cid),
       c.owner,
       c.expectedRev,
       c.snapshot.rev,
@@ -100,6 +121,7 @@ export class ContentStore {
       keys.commands(p),
       ACTOR_GROUP,
       c.entryId ?? '',
+      c.promotedFrom ?? '',
       ...c.viewEvents.map((e) => pack(e)),
     );
     if (res[0] === 1) return { ok: true };
@@ -107,13 +129,55 @@ export class ContentStore {
     return { ok: false, reason: 'revision-moved', rev: Number(res[1]) };
   }
 
-  /** Claims a global alias for a content; false when another content holds it. */
-  async reserveAlias(namespace: string, alias: string, cid: string): Promise<boolean> {
-    return (await this.redis.reserveAlias(keys.alias(namespace, alias), cid)) === 1;
+  /**
+   * Claims a global alias for a content: assigned in main, or reserved for a workspace draft.
+   * False when another content holds it.
+   */
+  async reserveAlias(namespace: string, alias: string, cid: string, workspace = ''): Promise<boolean> {
+    return (await this.redis.reserveAlias(keys.alias(namespace, alias), cid, workspace)) === 1;
   }
 
-  /** Frees a global alias if it still points at the content. */
-  async releaseAlias(namespace: string, alias: string, cid: string): Promise<boolean> {
-    return (await this.redis.releaseAlias(keys.alias(namespace, alias), cid)) === 1;
+  /** Frees a global alias if it still points at the content (or is still its workspace reservation). */
+  async releaseAlias(namespace: string, alias: string, cid: string, workspace = ''): Promise<boolean> {
+    return (await this.redis.releaseAlias(keys.alias(namespace, alias), workspace ? `~${workspace}|${cid}` : cid)) === 1;
+  }
+
+  // ---- workspace drafts ----
+
+  async draft(cid: string, workspace: string): Promise<Draft | null> {
+    const buf = await this.redis.hgetBuffer(keys.drafts(this.partitionOf(cid), cid), workspace);
+    return buf ? unpack<Draft>(buf) : null;
+  }
+
+  /** Writes (draft) or removes (null) a draft, fenced by the lease, recording the reply. */
+  async commitDraft(c: { owner: string; cid: string; workspace: string; draft: Draft | null; reply: Buffer; commandId: string; entryId?: string }): Promise<boolean> {
+    const p = this.partitionOf(c.cid);
+    const res = await this.redis.commitDraft(
+      keys.lease(p),
+      keys.drafts(p, c.cid),
+      keys.done(p, c.commandId),
+      keys.commands(p),
+      c.owner,
+      c.workspace,
+      c.draft ? pack(c.draft) : '',
+      c.reply,
+      this.dedupTtlSeconds,
+      ACTOR_GROUP,
+      c.entryId ?? '',
+    );
+    return res[0] === 1;
+  }
+
+  /** The workspace index: content keys that may have a draft there (checked on read). */
+  async workspaceMembers(workspace: string): Promise<string[]> {
+    return this.redis.smembers(keys.workspace(workspace));
+  }
+
+  async addToWorkspace(workspace: string, cid: string): Promise<void> {
+    await this.redis.sadd(keys.workspace(workspace), cid);
+  }
+
+  async removeFromWorkspace(workspace: string, cid: string): Promise<void> {
+    await this.redis.srem(keys.workspace(workspace), cid);
   }
 }

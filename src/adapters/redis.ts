@@ -20,6 +20,9 @@ export const keys = {
   versions: (p: number, cid: string) => `vr:{${p}}:${cid}`,
   versionIndex: (p: number, cid: string) => `vi:{${p}}:${cid}`,
   viewHistory: (p: number, cid: string) => `vh:{${p}}:${cid}`,
+  drafts: (p: number, cid: string) => `dr:{${p}}:${cid}`,
+  workspace: (workspace: string) => `ws:${workspace}`,
+  audit: (p: number) => `audit:{${p}}`,
   alias: (namespace: string, alias: string) => `alias:${namespace}/${alias}`,
   replies: (gatewayId: string) => `reply:${gatewayId}`,
   members: 'actors:members',
@@ -35,7 +38,8 @@ export interface ScriptCommands {
   commitContent(...args: (string | Buffer | number)[]): Promise<[number, number?]>;
   renewLease(key: string, owner: string, ms: number): Promise<number>;
   releaseLease(key: string, owner: string): Promise<number>;
-  reserveAlias(key: string, cid: string): Promise<number>;
+  reserveAlias(key: string, cid: string, workspace: string): Promise<number>;
+  commitDraft(...args: (string | Buffer | number)[]): Promise<[number]>;
   releaseAlias(key: string, cid: string): Promise<number>;
 }
 

@@ -21,6 +21,7 @@ import {
   type Format,
 } from './envelope.js';
 import type { Exchange } from './http.js';
+import { WorkspaceService } from './workspace-service.js';
 import { Router, type Params } from './router.js';
 import { SYSTEM_VIEWS, resolveView, versionOnView } from '../actors/content/views.js';
 import { INDEXING_VARIANT, type Variants } from '../actors/content/variants.js';
@@ -77,6 +78,7 @@ export class ContentService {
     r.on('GET', 'content/view/:view/alias/:ns/:alias/#rev', (x, p) => this.versioned(x, p, 'content'));
     r.on('PUT', 'view/:view', (x, p) => this.putView(x, p));
     r.on('DELETE', 'view/:view/alias/:ns/:alias', (x, p) => this.removeFromView(x, p));
+    new WorkspaceService(d, this);
   }
 
   // ---- security ----
@@ -156,12 +158,16 @@ export class ContentService {
       x.send(200, []);
       return;
     }
-    const cid = await this.d.store.resolveAlias(p.ns, p.alias);
-    if (!cid) {
+    const holder = await this.d.store.aliasHolder(p.ns, p.alias);
+    if (!holder) {
       x.send(200, []);
       return;
     }
-    const res = await this.d.mailbox.send<{ released: boolean }, ContentCommand>({ k: 'releaseAlias', id: newCommandId(), cid, user, namespace: p.ns, alias: p.alias });
+    const { cid, workspace } = holder;
+    const cmd: ContentCommand = workspace === undefined
+      ? { k: 'releaseAlias', id: newCommandId(), cid, user, namespace: p.ns, alias: p.alias }
+      : { k: 'wsReleaseAlias', id: newCommandId(), cid, user, workspace, namespace: p.ns, alias: p.alias };
+    const res = await this.d.mailbox.send<{ released: boolean }, ContentCommand>(cmd);
     x.send(res.released ? 204 : 200, []);
   }
 
@@ -274,7 +280,7 @@ export class ContentService {
   }
 
   /** The `variant` of a read: null when none; 404 when the content type does not have it. */
-  private variantOf(x: Exchange, type: string): string | null {
+  variantOf(x: Exchange, type: string): string | null {
     const v = x.query.get('variant');
     if (v === null || v === '') return null;
     if (!this.d.variants.has(type, v)) throw new AppError('NOT_FOUND', `Content is not available in variant ${v}`);

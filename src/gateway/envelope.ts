@@ -1,9 +1,11 @@
 import {
+  draftVersionId,
   etagOf,
   mainAlias,
   versionId,
   MAIN_NAMESPACE,
   type Aspects,
+  type Draft,
   type Json,
   type Snapshot,
   type VersionIndexEntry,
@@ -95,6 +97,22 @@ export function contentEnvelope(snapshot: Snapshot, version: VersionRecord, stat
       contentType: version.type,
     },
     aspects: aspectsOut(version.type, version.aspects),
+    status,
+  };
+}
+
+/** The envelope of a workspace draft: version `draft:<cid>:WORKSPACE-<ws>`, its pending operations. */
+export function draftEnvelope(draft: Draft, head: Snapshot | null, status: Status = STATUS_OK, aspects: Aspects = draft.aspects): Record<string, unknown> {
+  return {
+    system: {
+      id: mainAlias(draft.cid),
+      version: draftVersionId(draft.cid, draft.workspace),
+      creationTime: iso(head && !head.deleted ? head.created : draft.created),
+      modificationTime: iso(draft.modified),
+      contentType: draft.type,
+    },
+    aspects: aspectsOut(draft.type, aspects),
+    operations: draft.ops,
     status,
   };
 }

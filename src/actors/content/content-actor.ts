@@ -6,6 +6,8 @@ import { isAllowed, type Principal, type SecurityConfig } from '../../security/p
 import type { ActorContext, CommandBase, CommandHandler, Reply } from '../runtime.js';
 import { applyUpdateMode, type UpdateMode } from './update-modes.js';
 import { symbolicCycle } from './views.js';
+import type { LifecycleHook, Via } from './lifecycle-hooks.js';
+import { Workspaces, type MainWrites, type WorkspaceCommand } from './workspace.js';
 import {
   LATEST_VIEW,
   contextsOf,
@@ -34,6 +36,7 @@ export type ContentCommand = CommandBase & { user: Principal } & (
     | { k: 'releaseAlias'; namespace: string; alias: string }
     | { k: 'assignView'; view: string; ifMatch: string | null; versionKey?: string; target?: string }
     | { k: 'removeFromView'; view: string }
+    | WorkspaceCommand
   );
 
 /** A failed operation of a partial success (status.subResults). */
@@ -49,19 +52,24 @@ export interface WriteResult {
   subResults: SubResult[];
 }
 
-type Outcome = { reply: Reply; committed: boolean } | 'lease-lost';
+export type Outcome = { reply: Reply; committed: boolean } | 'lease-lost';
 
 /**
  * The content actor: the one writer of each content. It applies the spec's rules of create,
  * update (optimistic locking, update modes), delete, operations (aliases, views, metadata)
  * and alias release, then commits each change with one Lua script.
  */
-export class ContentActor implements CommandHandler<ContentCommand> {
+export class ContentActor implements CommandHandler<ContentCommand>, MainWrites {
+  private readonly workspaces: Workspaces;
+
   constructor(
     private readonly store: ContentStore,
     private readonly security: SecurityConfig,
+    private readonly hooks: LifecycleHook[] = [],
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.workspaces = new Workspaces(store, security, this, now);
+  }
 
   async handle(cmd: ContentCommand, ctx: ActorContext): Promise<Outcome> {
     try {
@@ -78,6 +86,12 @@ export class ContentActor implements CommandHandler<ContentCommand> {
           return await this.assignView(cmd, ctx);
         case 'removeFromView':
           return await this.removeFromView(cmd, ctx);
+        case 'wsCreate':
+        case 'wsUpdate':
+        case 'wsDelete':
+        case 'wsPromote':
+        case 'wsReleaseAlias':
+          return await this.workspaces.handle(cmd, ctx);
         default:
           throw new AppError('BAD_REQUEST', `Unknown command ${(cmd as { k: string }).k}`);
       }
@@ -93,19 +107,26 @@ export class ContentActor implements CommandHandler<ContentCommand> {
     }
   }
 
-  private async create(cmd: Extract<ContentCommand, { k: 'create' }>, ctx: ActorContext): Promise<Outcome> {
+  private create(cmd: Extract<ContentCommand, { k: 'create' }>, ctx: ActorContext): Promise<Outcome> {
+    return this.createMain(cmd, ctx, cmd, 'main');
+  }
+
+  /** A create in main: from the content API, or a promote of a draft that arose from a create. */
+  async createMain(cmd: CommandBase & { user: Principal }, ctx: ActorContext, input: { type: string; aspects: Aspects; ops: Operation[] }, via: Via, promotedFrom?: string): Promise<Outcome> {
     if (await this.store.head(cmd.cid)) throw new AppError('BAD_REQUEST', 'Content already exists');
-    const meta = metadataOf(cmd.ops);
+    const meta = metadataOf(input.ops);
     const contexts = contextsOf(meta);
-    this.allow(cmd.user, 'Create', cmd.type, contexts);
-    if (cmd.ops.some(isViewOp)) this.allow(cmd.user, 'AssignToView', cmd.type, contexts);
+    this.allow(cmd.user, 'Create', input.type, contexts);
+    if (input.ops.some(isViewOp)) this.allow(cmd.user, 'AssignToView', input.type, contexts);
+    const hook = { cid: cmd.cid, type: input.type, userId: cmd.user.userId, via, partition: ctx.partition };
+    for (const h of this.hooks) await h.beforeCreate?.({ ...hook, aspects: input.aspects });
 
     const now = this.now();
     const vk = newVersionKey();
     const snapshot: Snapshot = {
       cid: cmd.cid,
       rev: 1,
-      type: cmd.type,
+      type: input.type,
       head: vk,
       created: now,
       modified: now,
@@ -116,18 +137,33 @@ export class ContentActor implements CommandHandler<ContentCommand> {
       meta: {},
       aliases: [],
     };
-    const version: VersionRecord = { key: vk, type: cmd.type, aspects: cmd.aspects, created: now, creator: cmd.user.userId, rev: 1 };
-    const viewEvents = applyOperations(snapshot, vk, cmd.ops, cmd.user.userId, now);
-    const { subResults } = await this.assignAliases(snapshot, cmd.ops, false);
-    return this.commit(cmd, ctx, 0, snapshot, version, viewEvents, subResults, 'created');
+    const version: VersionRecord = { key: vk, type: input.type, aspects: input.aspects, created: now, creator: cmd.user.userId, rev: 1 };
+    const viewEvents = applyOperations(snapshot, vk, input.ops, cmd.user.userId, now);
+    const { subResults } = await this.assignAliases(snapshot, input.ops);
+    const out = await this.commit(cmd, ctx, 0, snapshot, version, viewEvents, subResults, 'created', [], promotedFrom);
+    if (committed(out)) for (const h of this.hooks) await h.afterCreate?.({ ...hook, snapshot, version });
+    return out;
   }
 
-  private async update(cmd: Extract<ContentCommand, { k: 'update' }>, ctx: ActorContext): Promise<Outcome> {
+  private update(cmd: Extract<ContentCommand, { k: 'update' }>, ctx: ActorContext): Promise<Outcome> {
+    return this.updateMain(cmd, ctx, cmd, 'main');
+  }
+
+  /** An update in main: from the content API, or a promote of a draft that arose from an update. */
+  async updateMain(
+    cmd: CommandBase & { user: Principal },
+    ctx: ActorContext,
+    input: { ifMatch: string | null; unsafe: boolean; mode: UpdateMode; aspects: Record<string, Aspect | null>; ops: Operation[] },
+    via: Via,
+    promotedFrom?: string,
+  ): Promise<Outcome> {
     const head = await this.existing(cmd.cid, true);
     const contexts = contextsOf(head.meta);
     this.allow(cmd.user, 'Update', head.type, contexts);
-    if (cmd.ops.some(isViewOp)) this.allow(cmd.user, 'AssignToView', head.type, contexts);
-    if (!cmd.unsafe) this.checkIfMatch(head, cmd.ifMatch);
+    if (input.ops.some(isViewOp)) this.allow(cmd.user, 'AssignToView', head.type, contexts);
+    if (!input.unsafe) this.checkIfMatch(head, input.ifMatch);
+    const hook = { cid: cmd.cid, type: head.type, userId: cmd.user.userId, via, partition: ctx.partition };
+    for (const h of this.hooks) await h.beforeUpdate?.({ ...hook, aspects: input.aspects });
     const current = await this.store.version(cmd.cid, head.head);
     if (!current) throw new Error(`head version ${head.head} of ${cmd.cid} missing`);
 
@@ -138,19 +174,21 @@ export class ContentActor implements CommandHandler<ContentCommand> {
     const version: VersionRecord = {
       key: vk,
       type: head.type,
-      aspects: applyUpdateMode(cmd.mode, current.aspects, cmd.aspects),
+      aspects: applyUpdateMode(input.mode, current.aspects, input.aspects),
       created: now,
       creator: cmd.user.userId,
       rev,
     };
-    const viewEvents = applyOperations(snapshot, vk, cmd.ops, cmd.user.userId, now);
-    const { subResults, reserved } = await this.assignAliases(snapshot, cmd.ops, true);
+    const viewEvents = applyOperations(snapshot, vk, input.ops, cmd.user.userId, now);
+    const { subResults, reserved } = await this.assignAliases(snapshot, input.ops);
     if (subResults.length) {
       await this.compensate(cmd.cid, reserved);
       const s = subResults[0].status;
       throw new AppError('ALIAS_EXISTS', s.message, s.extraInfo);
     }
-    return this.commit(cmd, ctx, head.rev, snapshot, version, viewEvents, [], 'updated', reserved);
+    const out = await this.commit(cmd, ctx, head.rev, snapshot, version, viewEvents, [], 'updated', reserved, promotedFrom);
+    if (committed(out)) for (const h of this.hooks) await h.afterUpdate?.({ ...hook, snapshot, version });
+    return out;
   }
 
   private async delete(cmd: Extract<ContentCommand, { k: 'delete' }>, ctx: ActorContext): Promise<Outcome> {
@@ -158,15 +196,18 @@ export class ContentActor implements CommandHandler<ContentCommand> {
     if (!head || head.deleted) throw new AppError('NOT_FOUND', `Content ${cmd.cid} not found`);
     this.allow(cmd.user, 'Delete', head.type, contextsOf(head.meta));
     this.checkIfMatch(head, cmd.ifMatch);
+    const hook = { cid: cmd.cid, type: head.type, userId: cmd.user.userId, via: 'main' as const, partition: ctx.partition };
+    for (const h of this.hooks) await h.beforeDelete?.(hook);
     const now = Math.max(this.now(), head.modified);
     const snapshot: Snapshot = { ...head, rev: head.rev + 1, modified: now, committer: cmd.user.userId, deleted: true, views: {}, symbolic: {}, aliases: [] };
     const value = { cid: cmd.cid, rev: snapshot.rev };
     const out = await this.commitRaw(cmd, ctx, head.rev, snapshot, undefined, [], value, 'deleted');
-    if (out !== 'lease-lost' && out.reply.ok) {
+    if (committed(out)) {
       for (const a of head.aliases) {
         const [ns, alias] = splitAlias(a);
         await this.store.releaseAlias(ns, alias, cmd.cid);
       }
+      for (const h of this.hooks) await h.afterDelete?.({ ...hook, snapshot });
     }
     return out;
   }
@@ -253,7 +294,7 @@ export class ContentActor implements CommandHandler<ContentCommand> {
    * Claims the aliases of svcSetAlias operations (a global step beside the commit). Failed
    * claims become subResults with ALIAS_EXISTS; `reserved` lists the aliases newly taken.
    */
-  private async assignAliases(snapshot: Snapshot, ops: Operation[], _update: boolean): Promise<{ subResults: SubResult[]; reserved: string[] }> {
+  private async assignAliases(snapshot: Snapshot, ops: Operation[]): Promise<{ subResults: SubResult[]; reserved: string[] }> {
     const subResults: SubResult[] = [];
     const reserved: string[] = [];
     for (const op of ops) {
@@ -278,7 +319,7 @@ export class ContentActor implements CommandHandler<ContentCommand> {
   }
 
   private async commit(
-    cmd: ContentCommand,
+    cmd: CommandBase & { user: Principal },
     ctx: ActorContext,
     expectedRev: number,
     snapshot: Snapshot,
@@ -287,15 +328,16 @@ export class ContentActor implements CommandHandler<ContentCommand> {
     subResults: SubResult[],
     kind: ContentEvent['kind'],
     reserved: string[] = [],
+    promotedFrom?: string,
   ): Promise<Outcome> {
     const value: WriteResult = { snapshot, version, subResults };
-    const out = await this.commitRaw(cmd, ctx, expectedRev, snapshot, version, viewEvents, value, kind);
+    const out = await this.commitRaw(cmd, ctx, expectedRev, snapshot, version, viewEvents, value, kind, promotedFrom);
     if (out !== 'lease-lost' && !out.reply.ok) await this.compensate(cmd.cid, reserved);
     return out;
   }
 
   private async commitRaw(
-    cmd: ContentCommand,
+    cmd: CommandBase & { user: Principal },
     ctx: ActorContext,
     expectedRev: number,
     snapshot: Snapshot,
@@ -303,6 +345,7 @@ export class ContentActor implements CommandHandler<ContentCommand> {
     viewEvents: ViewEvent[],
     value: unknown,
     kind: ContentEvent['kind'],
+    promotedFrom?: string,
   ): Promise<Outcome> {
     const reply: Reply = { id: cmd.id, ok: true, value };
     const event: ContentEvent = { kind, cid: snapshot.cid, rev: snapshot.rev, type: snapshot.type, version: version?.key, ts: snapshot.modified, userId: cmd.user.userId, requestId: cmd.requestId };
@@ -316,6 +359,7 @@ export class ContentActor implements CommandHandler<ContentCommand> {
       reply: pack(reply),
       commandId: cmd.id,
       entryId: ctx.entryId,
+      promotedFrom,
     });
     if (res.ok) return { reply, committed: true };
     if (res.reason === 'lease-lost') return 'lease-lost';
@@ -336,6 +380,8 @@ export function conflictInfo(head: Snapshot): Record<string, unknown> {
     ETag: etagOf(head.cid, head.rev),
   };
 }
+
+const committed = (out: Outcome): boolean => out !== 'lease-lost' && out.reply.ok;
 
 const isViewOp = (op: Operation) => op._type === 'svcAssignToViews' || op._type === 'svcAssignToSymbolicViews';
 
@@ -382,7 +428,7 @@ export function applyOperations(snapshot: Snapshot, versionKey: string, ops: Ope
   return events;
 }
 
-function splitAlias(full: string): [string, string] {
+export function splitAlias(full: string): [string, string] {
   const i = full.indexOf('/');
   return [full.slice(0, i), full.slice(i + 1)];
 }

@@ -59,6 +59,33 @@ export interface ViewEvent {
   ts: number;
 }
 
+/**
+ * The draft of one content in one workspace (`dr:{p}:<cid>` under the workspace name).
+ * Its operations are pending: they run on promote.
+ */
+export interface Draft {
+  workspace: string;
+  cid: string;
+  type: string;
+  /** The draft's aspects as they read on the workspace. */
+  aspects: Aspects;
+  /** Pending operations (run on promote). */
+  ops: unknown[];
+  /** Aliases this draft reserves, as `namespace/alias`. */
+  reserved: string[];
+  /** True when the content exists only on the workspace (the draft arose from a create). */
+  fromCreate: boolean;
+  /** ETag of main that the promote is checked against (drafts of an update). */
+  origin?: string;
+  mode: 'update' | 'replace';
+  created: number;
+  modified: number;
+  creator: string;
+}
+
+/** The version id of a draft: `draft:<cid>:WORKSPACE-<workspace>`. */
+export const draftVersionId = (cid: string, workspace: string): string => `draft:${cid}:WORKSPACE-${workspace}`;
+
 /** The event appended to the partition's event stream by every commit. */
 export interface ContentEvent {
   kind: 'created' | 'updated' | 'deleted' | 'views' | 'metadata' | 'aliases';

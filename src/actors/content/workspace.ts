@@ -1,0 +1,238 @@
+import { pack } from '../../adapters/codec.js';
+import type { ContentStore } from '../../adapters/content-store.js';
+import { AppError } from '../../errors.js';
+import { canInAnyContext, isAllowed, type Principal, type SecurityConfig } from '../../security/permissions.js';
+import type { ActorContext, CommandBase, Reply } from '../runtime.js';
+import type { Operation, Outcome, SubResult } from './content-actor.js';
+import type { Via } from './lifecycle-hooks.js';
+import { contextsOf, etagOf, type Aspect, type Aspects, type Draft, type Snapshot } from './model.js';
+import { applyUpdateMode, type UpdateMode } from './update-modes.js';
+
+/**
+ * Workspaces: a layer of drafts over main, one draft per content per workspace, invisible to
+ * main and to other workspaces until promoted. The spec's draft state table and alias
+ * reservation table live here; a promote becomes a normal create or update in main through
+ * the content actor (MainWrites), so it is serialised with every other write of the content.
+ */
+
+export type WorkspaceCommand =
+  | { k: 'wsCreate'; workspace: string; type: string; aspects: Aspects; ops: Operation[] }
+  | { k: 'wsUpdate'; workspace: string; aspects: Record<string, Aspect | null>; ops: Operation[]; origin?: string; mode: 'update' | 'replace' }
+  | { k: 'wsDelete'; workspace: string; /** clear of the whole workspace: any logged-in user may */ clear?: boolean }
+  | { k: 'wsPromote'; workspace: string }
+  | { k: 'wsReleaseAlias'; workspace: string; namespace: string; alias: string };
+
+type Cmd = CommandBase & { user: Principal } & WorkspaceCommand;
+
+/** What a draft write answers: the draft, and the alias operations that could not reserve. */
+export interface DraftResult {
+  draft: Draft;
+  subResults: SubResult[];
+}
+
+/** The main writes a promote needs; the content actor provides them (narrow on purpose). */
+export interface MainWrites {
+  createMain(cmd: CommandBase & { user: Principal }, ctx: ActorContext, input: { type: string; aspects: Aspects; ops: Operation[] }, via: Via, promotedFrom?: string): Promise<Outcome>;
+  updateMain(
+    cmd: CommandBase & { user: Principal },
+    ctx: ActorContext,
+    input: { ifMatch: string | null; unsafe: boolean; mode: UpdateMode; aspects: Record<string, Aspect | null>; ops: Operation[] },
+    via: Via,
+    promotedFrom?: string,
+  ): Promise<Outcome>;
+}
+
+const aliasOps = (ops: Operation[]) => ops.filter((o): o is Extract<Operation, { _type: 'svcSetAlias' }> => o._type === 'svcSetAlias');
+const full = (op: { namespace: string; alias: string }) => `${op.namespace}/${op.alias}`;
+const split = (a: string): [string, string] => {
+  const i = a.indexOf('/');
+  return [a.slice(0, i), a.slice(i + 1)];
+};
+
+export class Workspaces {
+  constructor(
+    private readonly store: ContentStore,
+    private readonly security: SecurityConfig,
+    private readonly main: MainWrites,
+    private readonly now: () => number,
+  ) {}
+
+  handle(cmd: Cmd, ctx: ActorContext): Promise<Outcome> {
+    switch (cmd.k) {
+      case 'wsCreate':
+        return this.create(cmd, ctx);
+      case 'wsUpdate':
+        return this.update(cmd, ctx);
+      case 'wsDelete':
+        return this.remove(cmd, ctx);
+      case 'wsPromote':
+        return this.promote(cmd, ctx);
+      case 'wsReleaseAlias':
+        return this.releaseAlias(cmd, ctx);
+    }
+  }
+
+  private deny(user: Principal, what: string): never {
+    throw new AppError('PERMISSION_DENIED', `${what} denied for ${user.userId}`);
+  }
+
+  /** No draft, content absent everywhere -> draft (workspace only). Operations stay pending; aliases are reserved at once. */
+  private async create(cmd: Extract<Cmd, { k: 'wsCreate' }>, ctx: ActorContext): Promise<Outcome> {
+    if ((await this.store.head(cmd.cid)) || (await this.store.draft(cmd.cid, cmd.workspace))) throw new AppError('BAD_REQUEST', 'Content already exists');
+    if (!canInAnyContext(this.security, cmd.user, 'Create', cmd.type)) this.deny(cmd.user, `Create on ${cmd.type}`);
+    const { reserved, subResults, ops } = await this.reserve(cmd.cid, cmd.workspace, cmd.ops, []);
+    const now = this.now();
+    const draft: Draft = {
+      workspace: cmd.workspace,
+      cid: cmd.cid,
+      type: cmd.type,
+      aspects: cmd.aspects,
+      ops,
+      reserved,
+      fromCreate: true,
+      mode: 'update',
+      created: now,
+      modified: now,
+      creator: cmd.user.userId,
+    };
+    return this.write(cmd, ctx, draft, { draft, subResults } satisfies DraftResult);
+  }
+
+  /**
+   * Workspace update: a new draft over main, or the draft replaced. Pending operations are
+   * replaced by those sent; the origin ETag and the update mode are kept for the promote;
+   * reservations the new operations no longer name are released.
+   */
+  private async update(cmd: Extract<Cmd, { k: 'wsUpdate' }>, ctx: ActorContext): Promise<Outcome> {
+    const head = await this.liveHead(cmd.cid);
+    const existing = await this.store.draft(cmd.cid, cmd.workspace);
+    if (!head && !existing) throw new AppError('NOT_FOUND', `Content ${cmd.cid} not found`);
+    const type = existing?.type ?? head!.type;
+    const allowed = head ? isAllowed(this.security, cmd.user, 'Update', type, contextsOf(head.meta)) : canInAnyContext(this.security, cmd.user, 'Create', type);
+    if (!allowed) this.deny(cmd.user, `${head ? 'Update' : 'Create'} on ${type}`);
+
+    let base: Aspects;
+    if (existing) base = existing.aspects;
+    else {
+      const v = await this.store.version(cmd.cid, head!.head);
+      if (!v) throw new Error(`head version of ${cmd.cid} missing`);
+      base = v.aspects;
+    }
+    const { reserved, subResults, ops } = await this.reserve(cmd.cid, cmd.workspace, cmd.ops, existing?.reserved ?? []);
+    if (subResults.length) {
+      await this.release(cmd.cid, cmd.workspace, reserved.filter((a) => !existing?.reserved.includes(a)));
+      const s = subResults[0].status;
+      throw new AppError('ALIAS_EXISTS', s.message, s.extraInfo);
+    }
+    const now = Math.max(this.now(), existing?.modified ?? 0);
+    const draft: Draft = {
+      workspace: cmd.workspace,
+      cid: cmd.cid,
+      type,
+      aspects: applyUpdateMode(cmd.mode, base, cmd.aspects),
+      ops,
+      reserved,
+      fromCreate: existing?.fromCreate ?? false,
+      origin: cmd.origin ?? existing?.origin ?? (head ? etagOf(head.cid, head.rev) : undefined),
+      mode: cmd.mode,
+      created: existing?.created ?? now,
+      modified: now,
+      creator: cmd.user.userId,
+    };
+    const out = await this.write(cmd, ctx, draft, { draft, subResults } satisfies DraftResult);
+    if (out !== 'lease-lost' && out.reply.ok) await this.release(cmd.cid, cmd.workspace, (existing?.reserved ?? []).filter((a) => !reserved.includes(a)));
+    return out;
+  }
+
+  /** Draft delete: only the workspace is affected, no conflict check; its reservations are released. */
+  private async remove(cmd: Extract<Cmd, { k: 'wsDelete' }>, ctx: ActorContext): Promise<Outcome> {
+    const draft = await this.store.draft(cmd.cid, cmd.workspace);
+    if (!draft) throw new AppError('NOT_FOUND', `No draft of ${cmd.cid} in workspace ${cmd.workspace}`);
+    if (!cmd.clear) {
+      const head = await this.liveHead(cmd.cid);
+      const allowed = head ? isAllowed(this.security, cmd.user, 'Create', draft.type, contextsOf(head.meta)) : canInAnyContext(this.security, cmd.user, 'Create', draft.type);
+      if (!allowed) this.deny(cmd.user, `Create on ${draft.type}`);
+    }
+    const out = await this.write(cmd, ctx, null, { removed: true });
+    if (out !== 'lease-lost' && out.reply.ok) {
+      await this.release(cmd.cid, cmd.workspace, draft.reserved);
+      await this.store.removeFromWorkspace(cmd.workspace, cmd.cid);
+    }
+    return out;
+  }
+
+  /**
+   * Promote: a draft that arose from a create becomes a create in main (pending operations
+   * run, reserved aliases are assigned); one that arose from an update becomes an update with
+   * the stored mode, only while main has not changed since the stored origin (else 409/40900
+   * and the draft stays). The main commit removes the draft in the same atomic step.
+   */
+  private async promote(cmd: Extract<Cmd, { k: 'wsPromote' }>, ctx: ActorContext): Promise<Outcome> {
+    const draft = await this.store.draft(cmd.cid, cmd.workspace);
+    if (!draft) throw new AppError('NOT_FOUND', `No draft of ${cmd.cid} in workspace ${cmd.workspace}`);
+    const ops = draft.ops as Operation[];
+    const out = draft.fromCreate
+      ? await this.main.createMain(cmd, ctx, { type: draft.type, aspects: draft.aspects, ops }, 'promote', cmd.workspace)
+      : await this.main.updateMain(cmd, ctx, { ifMatch: draft.origin ?? null, unsafe: false, mode: 'replace', aspects: draft.aspects, ops }, 'promote', cmd.workspace);
+    if (out !== 'lease-lost' && out.reply.ok) await this.store.removeFromWorkspace(cmd.workspace, cmd.cid);
+    return out;
+  }
+
+  /** An explicitly released reservation: gone from the draft's pending operations and free again. */
+  private async releaseAlias(cmd: Extract<Cmd, { k: 'wsReleaseAlias' }>, ctx: ActorContext): Promise<Outcome> {
+    const name = `${cmd.namespace}/${cmd.alias}`;
+    const draft = await this.store.draft(cmd.cid, cmd.workspace);
+    if (!draft || !draft.reserved.includes(name)) {
+      const freed = await this.store.releaseAlias(cmd.namespace, cmd.alias, cmd.cid, cmd.workspace);
+      return { reply: { id: cmd.id, ok: true, value: { released: freed } }, committed: false };
+    }
+    const next: Draft = {
+      ...draft,
+      reserved: draft.reserved.filter((a) => a !== name),
+      ops: (draft.ops as Operation[]).filter((o) => !(o._type === 'svcSetAlias' && full(o) === name)),
+    };
+    const out = await this.write(cmd, ctx, next, { released: true });
+    if (out !== 'lease-lost' && out.reply.ok) await this.store.releaseAlias(cmd.namespace, cmd.alias, cmd.cid, cmd.workspace);
+    return out;
+  }
+
+  private async liveHead(cid: string): Promise<Snapshot | null> {
+    const head = await this.store.head(cid);
+    return head && !head.deleted ? head : null;
+  }
+
+  /**
+   * Reserves the aliases of the svcSetAlias operations for the draft. An alias that another
+   * content holds becomes an ALIAS_EXISTS subResult and its operation is dropped.
+   */
+  private async reserve(cid: string, workspace: string, ops: Operation[], held: string[]): Promise<{ reserved: string[]; subResults: SubResult[]; ops: Operation[] }> {
+    const reserved: string[] = [];
+    const subResults: SubResult[] = [];
+    const failed = new Set<Operation>();
+    for (const op of aliasOps(ops)) {
+      const name = full(op);
+      if (reserved.includes(name)) continue;
+      if (held.includes(name) || (await this.store.reserveAlias(op.namespace, op.alias, cid, workspace))) reserved.push(name);
+      else {
+        failed.add(op);
+        subResults.push({ operation: op, status: { message: 'ALIAS_EXISTS', statusCode: '40910', extraInfo: { aliases: [name] } } });
+      }
+    }
+    return { reserved, subResults, ops: ops.filter((o) => !failed.has(o)) };
+  }
+
+  private async release(cid: string, workspace: string, aliases: string[]): Promise<void> {
+    for (const a of aliases) {
+      const [ns, alias] = split(a);
+      await this.store.releaseAlias(ns, alias, cid, workspace);
+    }
+  }
+
+  /** Commits a draft (or its removal); the workspace index is updated first (idempotent, checked on read). */
+  private async write(cmd: Cmd, ctx: ActorContext, draft: Draft | null, value: unknown): Promise<Outcome> {
+    if (draft) await this.store.addToWorkspace(cmd.workspace, cmd.cid);
+    const reply: Reply = { id: cmd.id, ok: true, value };
+    const ok = await this.store.commitDraft({ owner: ctx.owner, cid: cmd.cid, workspace: cmd.workspace, draft, reply: pack(reply), commandId: cmd.id, entryId: ctx.entryId });
+    return ok ? { reply, committed: true } : 'lease-lost';
+  }
+}

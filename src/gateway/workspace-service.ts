@@ -1,0 +1,174 @@
+import { newCommandId, newContentKey } from '../adapters/ids.js';
+import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
+import { contextsOf, etagOf, MAIN_NAMESPACE, type Draft, type Snapshot, type VersionRecord } from '../actors/content/model.js';
+import type { DraftResult } from '../actors/content/workspace.js';
+import { AppError } from '../errors.js';
+import { canInAnyContext, isAllowed, type Principal } from '../security/permissions.js';
+import type { ContentService, ContentServiceDeps } from './content-service.js';
+import { STATUS_CREATED, STATUS_OK, contentEnvelope, draftEnvelope, formatOf, partialCreated, serialize } from './envelope.js';
+import type { Exchange } from './http.js';
+import type { Params } from './router.js';
+import { checkAlias, nameSchema, parseEnvelope } from './schemas.js';
+
+const workspaceSchema = nameSchema('workspace');
+
+/**
+ * The workspace endpoints of the content service. Drafts are written through the content's
+ * actor (like every write); reads go to Redis directly. A workspace needs no registration.
+ */
+export class WorkspaceService {
+  constructor(
+    private readonly d: ContentServiceDeps,
+    private readonly content: ContentService,
+  ) {
+    const r = content.router;
+    r.on('POST', 'content/workspace/:ws', (x, p) => this.create(x, p));
+    r.on('GET', 'content/workspace/:ws', (x, p) => this.info(x, p));
+    r.on('DELETE', 'content/workspace/:ws', (x, p) => this.clear(x, p));
+    r.on('GET', 'content/workspace/:ws/alias/:ns/:alias', (x, p) => this.read(x, p));
+    r.on('PUT', 'content/workspace/:ws/alias/:ns/:alias', (x, p) => this.update(x, p));
+    r.on('DELETE', 'content/workspace/:ws/alias/:ns/:alias', (x, p) => this.remove(x, p));
+    r.on('POST', 'content/workspace/:ws/alias/:ns/:alias/promote', (x, p) => this.promote(x, p));
+  }
+
+  private workspace(p: Params): string {
+    const r = workspaceSchema.safeParse(p.ws);
+    if (!r.success) throw new AppError('BAD_REQUEST', `Invalid workspace name: ${r.error.issues[0].message}`);
+    return p.ws;
+  }
+
+  /** The content an alias names as seen from the workspace (its reservations included). */
+  private async cidOf(p: Params, ws: string): Promise<string> {
+    checkAlias(p.ns, p.alias);
+    const cid = await this.d.store.resolveAlias(p.ns, p.alias, ws);
+    if (!cid) throw new AppError('NOT_FOUND', `Content ${p.ns}/${p.alias} not found`);
+    return cid;
+  }
+
+  private async liveHead(cid: string): Promise<Snapshot | null> {
+    const head = await this.d.store.head(cid);
+    return head && !head.deleted ? head : null;
+  }
+
+  /** POST workspace: a draft of new content; operations pending, aliases reserved. 201. */
+  private async create(x: Exchange, p: Params): Promise<void> {
+    const user = await this.content.authenticate(x);
+    const ws = this.workspace(p);
+    const env = parseEnvelope(await x.json());
+    if (!env.contentType) throw new AppError('BAD_REQUEST', 'system.contentType is required on create');
+    const aspects = Object.fromEntries(Object.entries(env.aspects).filter(([, a]) => a !== null)) as Record<string, NonNullable<(typeof env.aspects)[string]>>;
+    const res = await this.d.mailbox.send<DraftResult, ContentCommand>({ k: 'wsCreate', id: newCommandId(), cid: newContentKey(), user, workspace: ws, type: env.contentType, aspects, ops: env.operations });
+    const status = res.subResults.length ? partialCreated(res.subResults) : STATUS_CREATED;
+    x.send(201, [['Content-Type', 'application/json']], serialize(draftEnvelope(res.draft, null, status), formatOf(x.query.get('format'), x.header('accept'))));
+  }
+
+  /** GET workspace: `{workspaceId, drafts: {<main alias>: {}}}`. */
+  private async info(x: Exchange, p: Params): Promise<void> {
+    await this.content.authenticate(x);
+    const ws = this.workspace(p);
+    const drafts: Record<string, object> = {};
+    const members = await this.d.store.workspaceMembers(ws);
+    const found = await Promise.all(members.map((cid) => this.d.store.draft(cid, ws)));
+    members.forEach((cid, i) => {
+      if (found[i]) drafts[`${MAIN_NAMESPACE}/${cid}`] = {};
+    });
+    x.sendJson(200, { workspaceId: ws, drafts });
+  }
+
+  /** DELETE workspace: every draft removed; any logged-in user may. 204. */
+  private async clear(x: Exchange, p: Params): Promise<void> {
+    const user = await this.content.authenticate(x);
+    const ws = this.workspace(p);
+    const members = await this.d.store.workspaceMembers(ws);
+    await Promise.all(
+      members.map((cid) =>
+        this.d.mailbox.send<unknown, ContentCommand>({ k: 'wsDelete', id: newCommandId(), cid, user, workspace: ws, clear: true }).catch((e: unknown) => {
+          if (!(e instanceof AppError && e.code === 'NOT_FOUND')) throw e;
+          return this.d.store.removeFromWorkspace(ws, cid);
+        }),
+      ),
+    );
+    x.send(204, []);
+  }
+
+  /** GET draft: the draft if it exists, otherwise the latest main version; pending operations included. */
+  private async read(x: Exchange, p: Params): Promise<void> {
+    const user = await this.content.authenticate(x);
+    const ws = this.workspace(p);
+    const cid = await this.cidOf(p, ws);
+    const [draft, head] = await Promise.all([this.d.store.draft(cid, ws), this.liveHead(cid)]);
+    if (!draft && !head) throw new AppError('NOT_FOUND', `Content ${p.ns}/${p.alias} not found`);
+    this.checkRead(user, draft, head);
+    const type = draft?.type ?? head!.type;
+    const variant = this.content.variantOf(x, type);
+    const fmt = formatOf(x.query.get('format'), x.header('accept'));
+    if (draft) {
+      let aspects = draft.aspects;
+      if (variant !== null) {
+        const snapshot = head ?? draftSnapshot(draft);
+        const version: VersionRecord = { key: 'draft', type, aspects: draft.aspects, created: draft.modified, creator: draft.creator, rev: snapshot.rev };
+        const out = await this.d.variants.apply(variant, { snapshot, version, hasTaxonomyContent: async () => false });
+        if (out === null) throw new AppError('NOT_FOUND', `Content is not available in variant ${variant}`);
+        aspects = out;
+      }
+      x.send(200, [['Content-Type', 'application/json']], serialize(draftEnvelope(draft, head, STATUS_OK, aspects), fmt));
+      return;
+    }
+    let version = await this.d.store.version(cid, head!.head);
+    if (!version) throw new AppError('NOT_FOUND', 'Version missing');
+    if (variant !== null) {
+      const aspects = await this.d.variants.apply(variant, { snapshot: head!, version, hasTaxonomyContent: async () => false });
+      if (aspects === null) throw new AppError('NOT_FOUND', `Content is not available in variant ${variant}`);
+      version = { ...version, aspects };
+    }
+    x.send(200, [['Content-Type', 'application/json'], ['ETag', etagOf(cid, head!.rev)]], serialize({ ...contentEnvelope(head!, version), operations: [] }, fmt));
+  }
+
+  /** Read a draft: if it exists in main, when the caller can read the original; else when it could read it in any context. */
+  private checkRead(user: Principal, draft: Draft | null, head: Snapshot | null): void {
+    const ok = head
+      ? isAllowed(this.d.security, user, 'Read', head.type, contextsOf(head.meta))
+      : canInAnyContext(this.d.security, user, 'Read', draft!.type);
+    if (!ok) throw new AppError('PERMISSION_DENIED', `Read denied for ${user.userId}`);
+  }
+
+  /** PUT draft: a new draft over main, or the draft replaced; `merge` and conditional headers refused. */
+  private async update(x: Exchange, p: Params): Promise<void> {
+    const user = await this.content.authenticate(x);
+    const ws = this.workspace(p);
+    if (x.header('if-match') !== undefined || x.header('if-none-match') !== undefined) {
+      throw new AppError('BAD_REQUEST', 'Workspace updates take no If-Match or If-None-Match; send the origin ETag in the body');
+    }
+    const m = x.query.get('updateMode') ?? 'update';
+    if (m !== 'update' && m !== 'replace') throw new AppError('BAD_REQUEST', `updateMode '${m}' is not allowed on a workspace: use update or replace`);
+    if (x.query.has('variant')) throw new AppError('BAD_REQUEST', 'Variants cannot be used when updating');
+    const env = parseEnvelope(await x.json());
+    const cid = await this.cidOf(p, ws);
+    const res = await this.d.mailbox.send<DraftResult, ContentCommand>({ k: 'wsUpdate', id: newCommandId(), cid, user, workspace: ws, aspects: env.aspects, ops: env.operations, origin: env.origin, mode: m });
+    const head = await this.liveHead(cid);
+    x.send(200, [['Content-Type', 'application/json']], serialize(draftEnvelope(res.draft, head), formatOf(x.query.get('format'), x.header('accept'))));
+  }
+
+  /** DELETE draft: only the workspace is affected. 204. */
+  private async remove(x: Exchange, p: Params): Promise<void> {
+    const user = await this.content.authenticate(x);
+    const ws = this.workspace(p);
+    const cid = await this.cidOf(p, ws);
+    await this.d.mailbox.send<unknown, ContentCommand>({ k: 'wsDelete', id: newCommandId(), cid, user, workspace: ws });
+    x.send(204, []);
+  }
+
+  /** POST promote: 200 with the envelope of the new main version; the draft is removed. */
+  private async promote(x: Exchange, p: Params): Promise<void> {
+    const user = await this.content.authenticate(x);
+    const ws = this.workspace(p);
+    const cid = await this.cidOf(p, ws);
+    const res = await this.d.mailbox.send<WriteResult, ContentCommand>({ k: 'wsPromote', id: newCommandId(), cid, user, workspace: ws });
+    x.send(200, [['Content-Type', 'application/json'], ['ETag', etagOf(cid, res.snapshot.rev)]], serialize(contentEnvelope(res.snapshot, res.version, STATUS_OK), formatOf(x.query.get('format'), x.header('accept'))));
+  }
+}
+
+/** A snapshot for content that exists only on a workspace (for variant composition). */
+function draftSnapshot(d: Draft): Snapshot {
+  return { cid: d.cid, rev: 0, type: d.type, head: 'draft', created: d.created, modified: d.modified, committer: d.creator, deleted: false, views: {}, symbolic: {}, meta: {}, aliases: [] };
+}

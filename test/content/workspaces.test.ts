@@ -1,0 +1,345 @@
+import { expect } from 'chai';
+import { Redis } from 'ioredis';
+import { unpack } from '../../src/adapters/codec.js';
+import type { AuditEntry } from '../../src/actors/content/lifecycle-hooks.js';
+import { Client, article, startTestPlatform } from '../support/platform.js';
+
+type P = Awaited<ReturnType<typeof startTestPlatform>>;
+
+describe('content service: workspaces (spec Workspace, draft and alias reservation tables, CONTRACT §7)', () => {
+  let p: P;
+  let editor: Client;
+  let reader: Client;
+  let sysadmin: Client;
+  let sports: Client;
+  let redis: Redis;
+  let n = 0;
+  const wsName = () => `ws${Date.now()}x${n++}`;
+
+  before(async () => {
+    p = await startTestPlatform();
+    editor = await new Client(p.base).login('editor');
+    reader = await new Client(p.base).login('reader');
+    sysadmin = await new Client(p.base).login('sysadmin');
+    sports = await new Client(p.base).login('sportseditor');
+    redis = new Redis(process.env.REDIS_URL!);
+  });
+  after(async () => {
+    redis.disconnect();
+    await p.stop();
+  });
+
+  const wsPath = (ws: string, id: string) => `/content/workspace/${ws}/alias/${id}`;
+
+  /** Audit entries (the built-in lifecycle hook) of one content. */
+  async function audit(cid: string): Promise<AuditEntry[]> {
+    const out: AuditEntry[] = [];
+    for (let part = 0; part < 8; part++) {
+      const rows = (await redis.xrangeBuffer(`audit:{${part}}`, '-', '+')) as [Buffer, Buffer[]][];
+      for (const [, f] of rows) {
+        const e = unpack<AuditEntry>(f[1]);
+        if (e.cid === cid) out.push(e);
+      }
+    }
+    return out;
+  }
+
+  describe('draft state table', () => {
+    it('no draft, content absent everywhere -> workspace create: draft on the workspace only, operations pending, 201/20100', async () => {
+      const ws = wsName();
+      const ns = `wsns${n}`;
+      const ops = [
+        { _type: 'svcSetAlias', namespace: ns, alias: 'a' },
+        { _type: 'svcAssignToViews', views: ['svcPublic'] },
+      ];
+      const r = await editor.req('POST', `/content/workspace/${ws}`, { body: { ...article('draft'), operations: ops } });
+      expect(r.status).to.equal(201);
+      expect(r.json.status.statusCode).to.equal('20100');
+      const id: string = r.json.system.id;
+      const key = id.split('/')[1];
+      expect(r.json.system.version).to.equal(`draft:${key}:WORKSPACE-${ws}`);
+      expect(r.json.operations).to.deep.equal(ops);
+      // invisible to main, visible on the workspace, through its reserved alias too
+      expect((await editor.req('GET', `/content/alias/${id}`)).status).to.equal(404);
+      expect((await editor.req('GET', `/content/alias/${ns}/a`)).status).to.equal(404);
+      const read = await editor.req('GET', wsPath(ws, `${ns}/a`));
+      expect(read.status).to.equal(200);
+      expect(read.json.aspects.body.title).to.equal('draft');
+      expect(read.json.operations).to.deep.equal(ops);
+      // invisible to other workspaces
+      expect((await editor.req('GET', wsPath(wsName(), id))).status).to.equal(404);
+      const info = await editor.req('GET', `/content/workspace/${ws}`);
+      expect(info.json).to.deep.equal({ workspaceId: ws, drafts: { [id]: {} } });
+      // lifecycle hooks did not run
+      expect(await audit(key)).to.deep.equal([]);
+    });
+
+    it('no draft, content in main only -> workspace update: a new draft (in workspace and main), origin and mode kept', async () => {
+      const ws = wsName();
+      const c = await editor.create(article('main v1', { keep: 1 }));
+      const id = c.json.system.id;
+      const r = await editor.req('PUT', `${wsPath(ws, id)}?updateMode=update`, { body: { aspects: { extra: { v: 1 } }, origin: c.headers.get('etag') } });
+      expect(r.status).to.equal(200);
+      expect(r.json.system.version).to.equal(`draft:${id.split('/')[1]}:WORKSPACE-${ws}`);
+      expect(r.json.aspects.body.title).to.equal('main v1');
+      expect(r.json.aspects.extra.v).to.equal(1);
+      // main unchanged
+      const m = await editor.read(`/content/alias/${id}`);
+      expect(m.json.aspects).to.not.have.property('extra');
+      // the workspace read gives the draft; without a draft it gives main's latest version
+      expect((await editor.req('GET', wsPath(ws, id))).json.aspects.extra.v).to.equal(1);
+      const other = await editor.req('GET', wsPath(wsName(), id));
+      expect(other.status).to.equal(200);
+      expect(other.json.system.version).to.equal(c.json.system.version);
+      expect(other.json.operations).to.deep.equal([]);
+    });
+
+    it('draft -> workspace update: the draft is replaced, pending operations replaced', async () => {
+      const ws = wsName();
+      const r = await editor.req('POST', `/content/workspace/${ws}`, { body: { ...article('d1'), operations: [{ _type: 'svcAssignToViews', views: ['a'] }] } });
+      const id = r.json.system.id;
+      const u = await editor.req('PUT', `${wsPath(ws, id)}?updateMode=replace`, { body: { aspects: { other: { x: 1 } }, operations: [{ _type: 'svcAssignToViews', views: ['b'] }] } });
+      expect(u.status).to.equal(200);
+      expect(u.json.aspects).to.deep.equal({ _type: 'article', other: { _type: 'other', x: 1 } });
+      expect(u.json.operations).to.deep.equal([{ _type: 'svcAssignToViews', views: ['b'] }]);
+    });
+
+    it('draft -> workspace delete: no draft; only the workspace is affected; its reserved aliases are released', async () => {
+      const ws = wsName();
+      const ns = `del${n}`;
+      const r = await editor.req('POST', `/content/workspace/${ws}`, { body: { ...article('d'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] } });
+      const id = r.json.system.id;
+      const d = await editor.req('DELETE', wsPath(ws, id));
+      expect(d.status).to.equal(204);
+      expect((await editor.req('GET', wsPath(ws, id))).status).to.equal(404);
+      expect((await editor.req('DELETE', wsPath(ws, id))).status).to.equal(404);
+      // the alias is free: another content may take it
+      const other = await editor.create({ ...article('o'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] });
+      expect(other.json.status.statusCode).to.equal('20100');
+      expect((await editor.req('GET', `/content/workspace/${ws}`)).json.drafts).to.deep.equal({});
+    });
+
+    it('any drafts -> clear workspace: no drafts (204), any logged-in user may', async () => {
+      const ws = wsName();
+      const a = await editor.req('POST', `/content/workspace/${ws}`, { body: article('a') });
+      const c = await editor.create(article('main'));
+      await editor.req('PUT', wsPath(ws, c.json.system.id), { body: { aspects: { x: { y: 1 } } } });
+      expect(Object.keys((await editor.req('GET', `/content/workspace/${ws}`)).json.drafts)).to.have.length(2);
+      const clear = await reader.req('DELETE', `/content/workspace/${ws}`);
+      expect(clear.status).to.equal(204);
+      expect((await editor.req('GET', `/content/workspace/${ws}`)).json.drafts).to.deep.equal({});
+      expect((await editor.req('GET', wsPath(ws, a.json.system.id))).status).to.equal(404);
+      expect((await editor.read(`/content/alias/${c.json.system.id}`)).status).to.equal(200);
+      expect((await editor.req('DELETE', `/content/workspace/${ws}`, { token: null })).status).to.equal(401);
+    });
+
+    it('draft from a create -> promote: a create in main, hooks run, pending operations run, reserved aliases assigned', async () => {
+      const ws = wsName();
+      const ns = `prom${n}`;
+      const r = await editor.req('POST', `/content/workspace/${ws}`, {
+        body: { ...article('to promote'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }, { _type: 'svcAssignToViews', views: ['svcPublic'] }] },
+      });
+      const id = r.json.system.id;
+      const key = id.split('/')[1];
+      const pr = await editor.req('POST', `${wsPath(ws, id)}/promote`);
+      expect(pr.status).to.equal(200);
+      expect(pr.json.status.statusCode).to.equal('20000');
+      expect(pr.json.system.version).to.match(new RegExp(`^c:${key}:`));
+      expect(pr.headers.get('etag')).to.equal(`W/"${key}/1"`);
+      const main = await editor.read(`/content/alias/${ns}/a`);
+      expect(main.status).to.equal(200);
+      expect(main.json.aspects.body.title).to.equal('to promote');
+      expect((await editor.read(`/content/view/svcPublic/alias/${id}`)).status).to.equal(200);
+      // the draft is removed
+      const after = await editor.req('GET', wsPath(ws, id));
+      expect(after.json.system.version).to.match(/^c:/);
+      expect((await editor.req('GET', `/content/workspace/${ws}`)).json.drafts).to.deep.equal({});
+      const trail = await audit(key);
+      expect(trail.map((e) => [e.action, e.via])).to.deep.equal([['create', 'promote']]);
+    });
+
+    it('draft from an update -> promote (main not updated since origin): an update in main with the stored mode', async () => {
+      const ws = wsName();
+      const c = await editor.create(article('v1', { keep: true }));
+      const id = c.json.system.id;
+      const key = id.split('/')[1];
+      await editor.req('PUT', `${wsPath(ws, id)}?updateMode=replace`, { body: { aspects: { body: { title: 'v2' } }, origin: c.headers.get('etag') } });
+      const pr = await editor.req('POST', `${wsPath(ws, id)}/promote`);
+      expect(pr.status).to.equal(200);
+      expect(pr.headers.get('etag')).to.equal(`W/"${key}/2"`);
+      const main = await editor.read(`/content/alias/${id}`);
+      expect(main.json.aspects.body).to.deep.equal({ _type: 'body', title: 'v2' });
+      const trail = await audit(key);
+      expect(trail.map((e) => [e.action, e.via])).to.deep.equal([['create', 'main'], ['update', 'promote']]);
+    });
+
+    it('draft from an update -> promote after main changed: 409/40900, the draft stays', async () => {
+      const ws = wsName();
+      const c = await editor.create(article('v1'));
+      const id = c.json.system.id;
+      await editor.req('PUT', wsPath(ws, id), { body: { aspects: { body: { title: 'draft' } }, origin: c.headers.get('etag') } });
+      await editor.req('PUT', `/content/alias/${id}`, { body: article('main moved on'), headers: { 'If-Match': c.headers.get('etag')! } });
+      const pr = await editor.req('POST', `${wsPath(ws, id)}/promote`);
+      expect(pr.status).to.equal(409);
+      expect(pr.json.statusCode).to.equal('40900');
+      expect((await editor.req('GET', wsPath(ws, id))).json.aspects.body.title).to.equal('draft');
+      expect((await editor.read(`/content/alias/${id}`)).json.aspects.body.title).to.equal('main moved on');
+      // updating the draft with the new origin makes the promote succeed
+      const now = await editor.req('GET', `/content/alias/${id}`);
+      const etag = now.headers.get('location')!.endsWith('/2') ? `W/"${id.split('/')[1]}/2"` : '';
+      await editor.req('PUT', wsPath(ws, id), { body: { aspects: { body: { title: 'draft 2' } }, origin: etag } });
+      expect((await editor.req('POST', `${wsPath(ws, id)}/promote`)).status).to.equal(200);
+      expect((await editor.read(`/content/alias/${id}`)).json.aspects.body.title).to.equal('draft 2');
+    });
+
+    it('lifecycle hooks run on main create, update and delete, and on no workspace operation but promote', async () => {
+      const ws = wsName();
+      const c = await editor.create(article('h'));
+      const id = c.json.system.id;
+      const key = id.split('/')[1];
+      await editor.req('PUT', wsPath(ws, id), { body: { aspects: { x: { v: 1 } } } });
+      await editor.req('PUT', wsPath(ws, id), { body: { aspects: { x: { v: 2 } } } });
+      await editor.req('DELETE', wsPath(ws, id));
+      const u = await editor.req('PUT', `/content/alias/${id}`, { body: article('h2'), headers: { 'If-Match': c.headers.get('etag')! } });
+      await editor.req('DELETE', `/content/alias/${id}`, { headers: { 'If-Match': u.headers.get('etag')! } });
+      expect((await audit(key)).map((e) => [e.action, e.via, e.rev])).to.deep.equal([
+        ['create', 'main', 1],
+        ['update', 'main', 2],
+        ['delete', 'main', 3],
+      ]);
+    });
+  });
+
+  describe('alias reservation table', () => {
+    it('free -> reserved by a workspace write: usable on the workspace, refused to any other content', async () => {
+      const ws = wsName();
+      const ns = `res${n}`;
+      const r = await editor.req('POST', `/content/workspace/${ws}`, { body: { ...article('r'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] } });
+      expect((await editor.req('GET', wsPath(ws, `${ns}/a`))).json.system.id).to.equal(r.json.system.id);
+      const other = await editor.create({ ...article('o'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] });
+      expect(other.json.status.statusCode).to.equal('20107');
+      const otherDraft = await editor.req('POST', `/content/workspace/${wsName()}`, { body: { ...article('o2'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] } });
+      expect(otherDraft.json.status.statusCode).to.equal('20107');
+      expect(otherDraft.json.status.subResults[0].status.statusCode).to.equal('40910');
+    });
+
+    it('reserved -> promote: assigned in main', async () => {
+      const ws = wsName();
+      const ns = `res${n}`;
+      const r = await editor.req('POST', `/content/workspace/${ws}`, { body: { ...article('r'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] } });
+      await editor.req('POST', `${wsPath(ws, r.json.system.id)}/promote`);
+      const m = await editor.read(`/content/alias/${r.json.system.id}/metadata`);
+      expect(m.json.aspects.svcAliases.aliases[ns]).to.deep.equal(['a']);
+    });
+
+    it('reserved -> content removed from the workspace (draft delete, clear): free', async () => {
+      for (const how of ['delete', 'clear']) {
+        const ws = wsName();
+        const ns = `res${n}`;
+        const r = await editor.req('POST', `/content/workspace/${ws}`, { body: { ...article('r'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] } });
+        if (how === 'delete') await editor.req('DELETE', wsPath(ws, r.json.system.id));
+        else await editor.req('DELETE', `/content/workspace/${ws}`);
+        const other = await editor.create({ ...article('o'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] });
+        expect(other.json.status.statusCode, how).to.equal('20100');
+      }
+    });
+
+    it('reserved -> explicitly released (sysadmin): free, gone from the pending operations', async () => {
+      const ws = wsName();
+      const ns = `res${n}`;
+      const r = await editor.req('POST', `/content/workspace/${ws}`, { body: { ...article('r'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] } });
+      const rel = await sysadmin.req('DELETE', `/content/alias/${ns}/a/release`);
+      expect(rel.status).to.equal(204);
+      expect((await editor.req('GET', wsPath(ws, r.json.system.id))).json.operations).to.deep.equal([]);
+      const other = await editor.create({ ...article('o'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] });
+      expect(other.json.status.statusCode).to.equal('20100');
+    });
+
+    it('reserved -> content updated on the workspace without an operation assigning it: free', async () => {
+      const ws = wsName();
+      const ns = `res${n}`;
+      const r = await editor.req('POST', `/content/workspace/${ws}`, { body: { ...article('r'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }, { _type: 'svcSetAlias', namespace: ns, alias: 'b' }] } });
+      const id = r.json.system.id;
+      await editor.req('PUT', wsPath(ws, id), { body: { aspects: {}, operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'b' }] } });
+      const a = await editor.create({ ...article('o'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] });
+      expect(a.json.status.statusCode).to.equal('20100');
+      const b = await editor.create({ ...article('o'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'b' }] });
+      expect(b.json.status.statusCode).to.equal('20107');
+    });
+  });
+
+  describe('permission table', () => {
+    it('create a draft: workspace-only content needs Create in any context; content in main needs Update on it', async () => {
+      const ws = wsName();
+      expect((await reader.req('POST', `/content/workspace/${ws}`, { body: article('x') })).status).to.equal(403);
+      // sportseditor could create in context sports
+      expect((await sports.req('POST', `/content/workspace/${ws}`, { body: article('x') })).status).to.equal(201);
+      const c = await editor.create(article('global'));
+      expect((await sports.req('PUT', wsPath(ws, c.json.system.id), { body: { aspects: {} } })).status).to.equal(403);
+      expect((await editor.req('PUT', wsPath(ws, c.json.system.id), { body: { aspects: {} } })).status).to.equal(200);
+    });
+
+    it('read a draft: workspace-only if it could be read in any context; else if the original can be read', async () => {
+      const ws = wsName();
+      const d = await editor.req('POST', `/content/workspace/${ws}`, { body: article('x') });
+      expect((await reader.req('GET', wsPath(ws, d.json.system.id))).status).to.equal(200);
+      const c = await editor.create(article('global'));
+      await editor.req('PUT', wsPath(ws, c.json.system.id), { body: { aspects: {} } });
+      expect((await sports.req('GET', wsPath(ws, c.json.system.id))).status).to.equal(403);
+      expect((await reader.req('GET', wsPath(ws, c.json.system.id))).status).to.equal(200);
+    });
+
+    it('delete a draft: if the caller could have created it', async () => {
+      const ws = wsName();
+      const d = await editor.req('POST', `/content/workspace/${ws}`, { body: article('x') });
+      expect((await reader.req('DELETE', wsPath(ws, d.json.system.id))).status).to.equal(403);
+      expect((await sports.req('DELETE', wsPath(ws, d.json.system.id))).status).to.equal(204);
+      const c = await editor.create(article('global'));
+      await editor.req('PUT', wsPath(ws, c.json.system.id), { body: { aspects: {} } });
+      expect((await sports.req('DELETE', wsPath(ws, c.json.system.id))).status).to.equal(403);
+      expect((await editor.req('DELETE', wsPath(ws, c.json.system.id))).status).to.equal(204);
+    });
+  });
+
+  describe('promote under concurrent main writes', () => {
+    it('50 writers update main while a promote runs: the promote wins before them or answers 409; never a silent overwrite', async () => {
+      const ws = wsName();
+      const c = await editor.create(article('base'));
+      const id = c.json.system.id;
+      const etag0 = c.headers.get('etag')!;
+      await editor.req('PUT', wsPath(ws, id), { body: { aspects: { body: { title: 'draft' } }, origin: etag0 } });
+      const writers = Array.from({ length: 50 }, (_, i) => editor.req('PUT', `/content/alias/${id}?unsafeUpdate=true`, { body: article(`w${i}`) }));
+      const promote = editor.req('POST', `${wsPath(ws, id)}/promote`);
+      const [pr, ...ws2] = await Promise.all([promote, ...writers]);
+      expect(ws2.every((w) => w.status === 200)).to.equal(true);
+      const h = await editor.read(`/content/alias/${id}/history`);
+      expect(h.json.versions).to.have.length(pr.status === 200 ? 52 : 51);
+      if (pr.status === 200) {
+        // the promote was applied at revision 2, right after the origin (revision 1)
+        expect(pr.headers.get('etag')).to.equal(`W/"${id.split('/')[1]}/2"`);
+      } else {
+        expect(pr.status).to.equal(409);
+        expect(pr.json.statusCode).to.equal('40900');
+        expect((await editor.req('GET', wsPath(ws, id))).json.aspects.body.title).to.equal('draft');
+      }
+    });
+  });
+
+  describe('bad input', () => {
+    it('workspace names with /, .., spaces or 300 characters: 400; promote of a missing draft 404; merge 400; If-Match 400', async () => {
+      const c = await editor.create(article('x'));
+      const id = c.json.system.id;
+      for (const bad of ['a%2Fb', 'a..b', 'a%20b', 'w'.repeat(300)]) {
+        const r = await editor.req('POST', `/content/workspace/${bad}`, { body: article('x') });
+        expect(r.status, bad).to.equal(400);
+        expect(r.json.statusCode).to.equal('40000');
+      }
+      const ws = wsName();
+      expect((await editor.req('POST', `${wsPath(ws, id)}/promote`)).status).to.equal(404);
+      expect((await editor.req('PUT', `${wsPath(ws, id)}?updateMode=merge`, { body: { aspects: {} } })).status).to.equal(400);
+      expect((await editor.req('PUT', wsPath(ws, id), { body: { aspects: {} }, headers: { 'If-Match': c.headers.get('etag')! } })).status).to.equal(400);
+      expect((await editor.req('GET', `/content/workspace/${ws}`)).json.drafts).to.deep.equal({});
+      expect((await editor.req('GET', `/content/workspace/${ws}`, { token: null })).status).to.equal(401);
+    });
+  });
+});
