@@ -3,6 +3,7 @@ import { describeSettings, loadSettings, type Settings } from '../config/setting
 import { ContentStore } from './adapters/content-store.js';
 import { createLogger, type Logger } from './adapters/log.js';
 import { connectRedis, type RedisClient } from './adapters/redis.js';
+import { Metrics } from './adapters/metrics.js';
 import { ensureLocalRedis } from './adapters/redis-server.js';
 import { ContentActor, type ContentCommand } from './actors/content/content-actor.js';
 import { Mailbox } from './actors/mailbox.js';
@@ -58,7 +59,8 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
     await tokens.start();
     const mailbox = new Mailbox(redis, settings, log.child({ role: 'web' }));
     mailbox.start();
-    const gateway = new Gateway({ settings, redis, store, mailbox, tokens, security, variants, clock, log: log.child({ role: 'web' }) });
+    const metrics = new Metrics(redis, settings.PARTITIONS, () => mailbox.inFlight);
+    const gateway = new Gateway({ settings, redis, store, mailbox, tokens, security, variants, clock, metrics, log: log.child({ role: 'web' }) });
     await gateway.listen();
     platform.gateway = gateway;
     platform.tokens = tokens;

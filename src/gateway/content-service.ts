@@ -109,7 +109,7 @@ export class ContentService {
     const env = parseEnvelope(await x.json());
     if (!env.contentType) throw new AppError('BAD_REQUEST', 'system.contentType is required on create');
     const aspects = Object.fromEntries(Object.entries(env.aspects).filter(([, a]) => a !== null)) as Record<string, NonNullable<(typeof env.aspects)[string]>>;
-    const cmd: ContentCommand = { k: 'create', id: newCommandId(), cid: newContentKey(), requestId: x.header('x-request-id'), user, type: env.contentType, aspects, ops: env.operations };
+    const cmd: ContentCommand = { k: 'create', id: newCommandId(), cid: newContentKey(), requestId: x.requestId, user, type: env.contentType, aspects, ops: env.operations };
     const res = await this.d.mailbox.send<WriteResult>(cmd);
     const status = res.subResults.length ? partialCreated(res.subResults) : STATUS_CREATED;
     const fmt = formatOf(x.query.get('format'), x.header('accept'));
@@ -129,7 +129,7 @@ export class ContentService {
     const mode = updateModeOf(x.query.get('updateMode'));
     const env = parseEnvelope(await x.json());
     const cid = await this.cidOf(p);
-    const cmd: ContentCommand = { k: 'update', id: newCommandId(), cid, requestId: x.header('x-request-id'), user, ifMatch, unsafe, mode, aspects: env.aspects, ops: env.operations };
+    const cmd: ContentCommand = { k: 'update', id: newCommandId(), cid, requestId: x.requestId, user, ifMatch, unsafe, mode, aspects: env.aspects, ops: env.operations };
     const res = await this.d.mailbox.send<WriteResult>(cmd);
     const fmt = formatOf(x.query.get('format'), x.header('accept'));
     x.send(200, [
@@ -143,7 +143,7 @@ export class ContentService {
     const ifMatch = x.header('if-match');
     if (ifMatch === undefined) throw new AppError('BAD_REQUEST', 'A delete requires If-Match');
     const cid = await this.cidOf(p);
-    await this.d.mailbox.send<unknown, ContentCommand>({ k: 'delete', id: newCommandId(), cid, requestId: x.header('x-request-id'), user, ifMatch });
+    await this.d.mailbox.send<unknown, ContentCommand>({ k: 'delete', id: newCommandId(), cid, requestId: x.requestId, user, ifMatch });
     x.send(204, []);
   }
 

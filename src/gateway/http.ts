@@ -1,4 +1,5 @@
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import { randomBytes } from 'node:crypto';
 import { AppError } from '../errors.js';
 
 /** Reason phrases of the status lines the platform answers. */
@@ -22,6 +23,12 @@ export class Exchange {
   readonly headers: Record<string, string | undefined> = {};
   aborted = false;
   responded = false;
+  /** The HTTP status answered (0 until then), and the route pattern matched, for metrics. */
+  status = 0;
+  route = 'unmatched';
+  /** The request id: the client's X-Request-Id when sane, else a new one; carried to the actors. */
+  readonly requestId: string;
+  readonly started = performance.now();
   /** Headers every response of this exchange carries (version, origin). */
   readonly baseHeaders: [string, string][] = [];
   private bodyPromise?: Promise<Buffer>;
@@ -39,6 +46,9 @@ export class Exchange {
       const v = req.getHeader(h);
       if (v !== '') this.headers[h] = v;
     }
+    const rid = this.headers['x-request-id'];
+    this.requestId = rid && /^[A-Za-z0-9._:-]{1,128}$/.test(rid) ? rid : randomBytes(9).toString('base64url');
+    this.baseHeaders.push(['X-Request-Id', this.requestId]);
     res.onAborted(() => {
       this.aborted = true;
     });
@@ -99,6 +109,7 @@ export class Exchange {
   send(status: number, headers: [string, string][], body?: string | Buffer): void {
     if (this.aborted || this.responded) return;
     this.responded = true;
+    this.status = status;
     this.res.cork(() => {
       this.res.writeStatus(statusLine(status));
       for (const [k, v] of this.baseHeaders) this.res.writeHeader(k, v);

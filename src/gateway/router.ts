@@ -26,13 +26,13 @@ export class Router {
   }
 
   /** Finds the handler; throws 404 (no route) or 405 (route, other method). */
-  match(method: string, segs: string[]): { handler: Handler; params: Params } {
+  match(method: string, segs: string[]): { handler: Handler; params: Params; pattern: string } {
     let allowed: string[] | null = null;
     for (const r of this.routes) {
       const params = matchPattern(r.pattern, segs);
       if (!params) continue;
       const h = r.methods[method] ?? (method === 'HEAD' ? r.methods.GET : undefined);
-      if (h) return { handler: h, params };
+      if (h) return { handler: h, params, pattern: r.pattern.join('/') };
       allowed = Object.keys(r.methods);
     }
     if (allowed) throw new AppError('METHOD_NOT_ALLOWED', `Method ${method} not allowed here`, { allow: allowed });

@@ -3,6 +3,7 @@ import type { Settings } from '../../config/settings.js';
 import type { RedisClient } from '../adapters/redis.js';
 import type { Logger } from '../adapters/log.js';
 import { AppError } from '../errors.js';
+import type { Metrics } from '../adapters/metrics.js';
 import { Exchange, segmentsOf } from './http.js';
 import { CONTENT_PREFIX, ContentService, type ContentServiceDeps } from './content-service.js';
 
@@ -17,6 +18,7 @@ const ORIGINS: Record<string, string | undefined> = {
 
 export interface GatewayDeps extends Omit<ContentServiceDeps, 'baseUrl'> {
   redis: RedisClient;
+  metrics: Metrics;
 }
 
 /**
@@ -64,21 +66,33 @@ export class Gateway {
     x.baseHeaders.push(['Svc-Api-Version', this.d.settings.API_VERSION]);
     this.active++;
     this.handle(x)
-      .catch((e: unknown) => x.sendError(e, (err) => this.d.log.error({ err, method: x.method, path: x.path }, 'request failed')))
+      .catch((e: unknown) => x.sendError(e, (err) => this.d.log.error({ err, method: x.method, path: x.path, requestId: x.requestId }, 'request failed')))
       .finally(() => {
         this.active--;
+        const m = this.d.metrics;
+        m.requests.inc({ route: x.route, method: x.method, status: String(x.status || 499) });
+        m.latency.observe({ route: x.route }, (performance.now() - x.started) / 1000);
       });
   }
 
   private async handle(x: Exchange): Promise<void> {
     if (this.active > this.d.settings.MAX_IN_FLIGHT) throw new AppError('UNAVAILABLE', 'Too many requests in flight', {}, 1);
     const segs = segmentsOf(x.path);
-    if (segs.length === 1 && segs[0] === 'health') return this.health(x);
+    if (segs.length === 1 && segs[0] === 'health') {
+      x.route = 'health';
+      return this.health(x);
+    }
+    if (segs.length === 1 && segs[0] === 'metrics') {
+      x.route = 'metrics';
+      x.send(200, [['Content-Type', this.d.metrics.registry.contentType]], await this.d.metrics.registry.metrics());
+      return;
+    }
     const prefix = segs[0] ?? '';
     const origin = ORIGINS[prefix];
     if (origin) x.baseHeaders.push(['Svc-Response-Origin', origin]);
     if (prefix === CONTENT_PREFIX) {
-      const { handler, params } = this.content.router.match(x.method, segs.slice(1));
+      const { handler, params, pattern } = this.content.router.match(x.method, segs.slice(1));
+      x.route = `${prefix}/${pattern}`;
       return handler(x, params);
     }
     throw new AppError('NOT_FOUND', prefix in ORIGINS ? `Service ${prefix} is not available yet` : 'No such resource');

@@ -425,6 +425,24 @@ describe('content service: content (spec Endpoints/Content, CONTRACT §5, §11, 
       expect(m.headers.get('allow')).to.equal('POST');
     });
 
+    it('metrics: Prometheus text with request counts per route and actor queue gauges', async () => {
+      await editor.req('GET', '/content/alias/contentid/NOPE');
+      const r = await editor.req('GET', `${p.url}/metrics`);
+      expect(r.status).to.equal(200);
+      expect(r.headers.get('content-type')).to.match(/^text\/plain/);
+      expect(r.text).to.match(/http_requests_total\{route="content-service\/content\/alias\/:ns\/:alias",method="GET",status="404"\} \d+/);
+      expect(r.text).to.contain('http_request_duration_seconds_bucket');
+      expect(r.text).to.match(/actor_queue_depth\{partition="0"\} \d+/);
+      expect(r.text).to.match(/actor_dead_letters\{partition="0"\} 0/);
+    });
+
+    it('every response carries X-Request-Id: the client one when sane, a new one otherwise', async () => {
+      const mine = await editor.req('GET', `${p.url}/health`, { headers: { 'X-Request-Id': 'abc-123' } });
+      expect(mine.headers.get('x-request-id')).to.equal('abc-123');
+      const bad = await editor.req('GET', `${p.url}/health`, { headers: { 'X-Request-Id': 'a b<script>' } });
+      expect(bad.headers.get('x-request-id')).to.match(/^[A-Za-z0-9_-]{12}$/);
+    });
+
     it('health answers 200 with status ok', async () => {
       const r = await editor.req('GET', `${p.url}/health`);
       expect(r.status).to.equal(200);
