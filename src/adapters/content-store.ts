@@ -3,7 +3,7 @@ import { partitionOf } from './ids.js';
 import { keys, ACTOR_GROUP, type RedisClient } from './redis.js';
 import { MAIN_NAMESPACE, type ContentEvent, type Draft, type Snapshot, type VersionIndexEntry, type VersionRecord, type ViewEvent } from '../actors/content/model.js';
 
-/** What one commit writes; see src/actors/scripts/commit-content-9.lua. */
+/** What one commit writes; see src/actors/scripts/commit-content-10.lua. */
 export interface CommitInput {
   owner: string;
   expectedRev: number;
@@ -107,6 +107,7 @@ export class ContentStore {
       keys.events(p),
       keys.done(p, c.commandId),
       keys.drafts(p, cid),
+      keys.commands(p),
       c.owner,
       c.expectedRev,
       c.snapshot.rev,
@@ -118,7 +119,7 @@ export class ContentStore {
       this.eventsMaxLen,
       c.reply,
       this.dedupTtlSeconds,
-      keys.commands(p),
+      '',
       ACTOR_GROUP,
       c.entryId ?? '',
       c.promotedFrom ?? '',
