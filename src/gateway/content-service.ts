@@ -225,6 +225,7 @@ export class ContentService {
       if (head.rev < Number(least)) throw new AppError('VERSION_NOT_FOUND', `Revision ${least} is not available yet (current ${head.rev})`, { revision: head.rev });
     }
     this.variantOf(x, head.type);
+    formatOf(x.query.get('format'), x.header('accept')); // 400 now, not after the redirect
     if (p.view !== undefined && versionOnView(head, this.viewName(p.view), this.d.clock()) === null) {
       throw new AppError('NOT_FOUND', `Content is not on view ${p.view}`);
     }

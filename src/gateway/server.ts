@@ -93,6 +93,7 @@ export class Gateway {
     if (prefix === CONTENT_PREFIX) {
       const { handler, params, pattern } = this.content.router.match(x.method, segs.slice(1));
       x.route = `${prefix}/${pattern}`;
+      if (x.method === 'DELETE') await x.noBody();
       return handler(x, params);
     }
     throw new AppError('NOT_FOUND', prefix in ORIGINS ? `Service ${prefix} is not available yet` : 'No such resource');
