@@ -7,7 +7,7 @@ import { Metrics } from './adapters/metrics.js';
 import { ensureLocalRedis } from './adapters/redis-server.js';
 import { ContentActor, type ContentCommand } from './actors/content/content-actor.js';
 import { Mailbox } from './actors/mailbox.js';
-import { AuditTrailHook } from './actors/content/lifecycle-hooks.js';
+import { AuditTrailHook, type LifecycleHook } from './actors/content/lifecycle-hooks.js';
 import { Variants, loadVariantsConfig } from './actors/content/variants.js';
 import { ActorHost } from './actors/runtime.js';
 import { Gateway } from './gateway/server.js';
@@ -44,7 +44,7 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
   const platform: Platform = { settings, redis, stop: async () => undefined };
 
   if (roles.includes('actors')) {
-    const actors = new ActorHost<ContentCommand>(redis, settings, new ContentActor(store, security, [new AuditTrailHook(redis)]), log.child({ role: 'actors' }));
+    const actors = new ActorHost<ContentCommand>(redis, settings, new ContentActor(store, security, lifecycleHooks(settings, redis)), log.child({ role: 'actors' }));
     await actors.start();
     platform.actors = actors;
     stops.push(() => actors.stop());
@@ -79,6 +79,12 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
     redis.disconnect();
   };
   return platform;
+}
+
+/** The hooks LIFECYCLE_HOOKS names, in order. */
+function lifecycleHooks(settings: Settings, redis: RedisClient): LifecycleHook[] {
+  const built: Record<string, () => LifecycleHook> = { 'audit-trail': () => new AuditTrailHook(redis) };
+  return settings.LIFECYCLE_HOOKS.split(',').filter(Boolean).map((name) => built[name]());
 }
 
 /** `node dist/src/main.js [role ...]`: runs the roles until SIGINT or SIGTERM. */

@@ -7,6 +7,8 @@ import type { Settings } from '../../config/settings.js';
 import { AppError } from '../errors.js';
 import type { CommandBase, Reply } from './runtime.js';
 
+const REPLY_TTL_MS = 300000;
+
 interface Waiting {
   resolve: (v: unknown) => void;
   reject: (e: AppError) => void;
@@ -33,12 +35,19 @@ export class Mailbox {
     this.reader = connectRedis(settings, { blocking: true, name: `replies-${this.gatewayId}` });
   }
 
+  private ttlTimer?: NodeJS.Timeout;
+
   start(): void {
     this.loop = this.readReplies();
+    // The reply stream outlives a gateway that dies by at most REPLY_TTL_MS.
+    const touch = () => void this.redis.pexpire(this.replyStream, REPLY_TTL_MS).catch(() => undefined);
+    this.ttlTimer = setInterval(touch, REPLY_TTL_MS / 3);
+    this.ttlTimer.unref();
   }
 
   async stop(): Promise<void> {
     this.running = false;
+    clearInterval(this.ttlTimer);
     this.reader.disconnect();
     await this.loop;
     for (const w of this.waiting.values()) {

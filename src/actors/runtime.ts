@@ -37,15 +37,16 @@ type Entry = [id: Buffer, fields: Buffer[]];
 type XAutoClaim = { xautoclaimBuffer(...args: (string | number)[]): Promise<unknown> };
 
 const REPLY_STREAM_MAXLEN = 100000;
-const REPLY_STREAM_TTL_MS = 300000;
 const BLOCK_MS = 2000;
 
-/** Sends a reply to the gateway that is waiting for it (its own reply stream). */
+/**
+ * Sends a reply to the gateway that is waiting for it (its own reply stream). The gateway
+ * keeps a TTL on its stream, so the stream of a gateway that died goes away.
+ */
 export function sendReply(redis: RedisClient, replyTo: string | undefined, reply: Reply | Buffer): void {
   if (!replyTo) return;
   const body = Buffer.isBuffer(reply) ? reply : pack(reply);
   redis.xadd(replyTo, 'MAXLEN', '~', REPLY_STREAM_MAXLEN, '*', 'r', body).catch(() => undefined);
-  redis.pexpire(replyTo, REPLY_STREAM_TTL_MS).catch(() => undefined);
 }
 
 /**
@@ -249,8 +250,12 @@ class PartitionLoop<C extends CommandBase> {
       return { entryId: id.toString(), raw, cmd: cmd && typeof cmd.id === 'string' && typeof cmd.cid === 'string' ? cmd : undefined };
     });
 
-    // Commands already committed (a replay after a crash) answer their recorded reply.
-    const done = await Promise.all(items.map((it) => (it.cmd ? this.redis.getBuffer(keys.done(this.partition, it.cmd.id)) : null)));
+    // Commands already committed (a replay after a crash) answer their recorded reply. The
+    // done keys share the partition's hash tag, so one MGET reads them all.
+    const ids = items.filter((it) => it.cmd).map((it) => keys.done(this.partition, it.cmd!.id));
+    const found = ids.length ? await this.redis.mgetBuffer(...ids) : [];
+    let k = 0;
+    const done = items.map((it) => (it.cmd ? found[k++] : null));
 
     // One chain per content keeps its commands in order; different contents run side by side.
     const chains = new Map<string, Promise<void>>();

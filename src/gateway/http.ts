@@ -1,6 +1,6 @@
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
-import { randomFillSync } from 'node:crypto';
 import { AppError } from '../errors.js';
+import { newRequestId } from '../adapters/ids.js';
 
 /** Reason phrases of the status lines the platform answers. */
 const REASONS: Record<number, string> = {
@@ -10,23 +10,6 @@ const REASONS: Record<number, string> = {
   500: 'Internal Server Error', 503: 'Service Unavailable',
 };
 const statusLine = (code: number) => `${code} ${REASONS[code] ?? 'Unknown'}`;
-
-/**
- * Random request ids from a pooled buffer: one randomFillSync per 455 ids instead of one per
- * request (a synchronous randomBytes call was ~10% of a versioned read's CPU).
- */
-const RID_BYTES = 9;
-const ridPool = Buffer.alloc(RID_BYTES * 455);
-let ridOffset = ridPool.length;
-function newRequestId(): string {
-  if (ridOffset + RID_BYTES > ridPool.length) {
-    randomFillSync(ridPool);
-    ridOffset = 0;
-  }
-  const id = ridPool.toString('base64url', ridOffset, ridOffset + RID_BYTES);
-  ridOffset += RID_BYTES;
-  return id;
-}
 
 /** Headers read once, synchronously, from the uWS request (it is invalid after the handler returns). */
 const READ_HEADERS = ['x-auth-token', 'if-match', 'if-none-match', 'accept', 'content-type', 'content-length', 'transfer-encoding', 'x-request-id', 'range'] as const;

@@ -69,9 +69,7 @@ export class Gateway {
       .catch((e: unknown) => x.sendError(e, (err) => this.d.log.error({ err, method: x.method, path: x.path, requestId: x.requestId }, 'request failed')))
       .finally(() => {
         this.active--;
-        const m = this.d.metrics;
-        m.requests.inc({ route: x.route, method: x.method, status: String(x.status || 499) });
-        m.latency.observe({ route: x.route }, (performance.now() - x.started) / 1000);
+        this.d.metrics.observe(x.route, x.method, x.status || 499, (performance.now() - x.started) / 1000);
       });
   }
 

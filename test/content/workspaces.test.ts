@@ -17,7 +17,7 @@ describe('content service: workspaces (spec Workspace, draft and alias reservati
   const wsName = () => `ws${Date.now()}x${n++}`;
 
   before(async () => {
-    p = await startTestPlatform();
+    p = await startTestPlatform({ LIFECYCLE_HOOKS: 'audit-trail' });
     editor = await new Client(p.base).login('editor');
     reader = await new Client(p.base).login('reader');
     sysadmin = await new Client(p.base).login('sysadmin');

@@ -113,7 +113,8 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
 
   /** A create in main: from the content API, or a promote of a draft that arose from a create. */
   async createMain(cmd: CommandBase & { user: Principal }, ctx: ActorContext, input: { type: string; aspects: Aspects; ops: Operation[] }, via: Via, promotedFrom?: string): Promise<Outcome> {
-    if (await this.store.head(cmd.cid)) throw new AppError('BAD_REQUEST', 'Content already exists');
+    // A content key is new (the gateway made it); the commit's revision check (expected 0)
+    // refuses it anyway if it existed, so no read is spent on it here.
     const meta = metadataOf(input.ops);
     const contexts = contextsOf(meta);
     this.allow(cmd.user, 'Create', input.type, contexts);
