@@ -3,7 +3,7 @@ import { partitionOf } from './ids.js';
 import { keys, ACTOR_GROUP, type RedisClient } from './redis.js';
 import { MAIN_NAMESPACE, type ContentEvent, type Draft, type Snapshot, type VersionIndexEntry, type VersionRecord, type ViewEvent } from '../actors/content/model.js';
 
-/** What one commit writes; see src/actors/scripts/commit-content-10.lua. */
+/** What one commit writes; see src/actors/scripts/commit-content-12.lua. */
 export interface CommitInput {
   owner: string;
   expectedRev: number;
@@ -108,6 +108,8 @@ export class ContentStore {
       keys.done(p, c.commandId),
       keys.drafts(p, cid),
       keys.commands(p),
+      keys.catalog(p),
+      keys.catalogOfType(p, c.snapshot.type),
       c.owner,
       c.expectedRev,
       c.snapshot.rev,
@@ -119,7 +121,7 @@ export class ContentStore {
       this.eventsMaxLen,
       c.reply,
       this.dedupTtlSeconds,
-      '',
+      c.snapshot.modified,
       ACTOR_GROUP,
       c.entryId ?? '',
       c.promotedFrom ?? '',
@@ -141,6 +143,18 @@ export class ContentStore {
   /** Frees a global alias if it still points at the content (or is still its workspace reservation). */
   async releaseAlias(namespace: string, alias: string, cid: string, workspace = ''): Promise<boolean> {
     return (await this.redis.releaseAlias(keys.alias(namespace, alias), workspace ? `~${workspace}|${cid}` : cid)) === 1;
+  }
+
+  // ---- catalog (re-indexing) ----
+
+  /** Content keys of a partition changed between `from` and `to` (epoch ms, inclusive). */
+  async changedBetween(partition: number, from: number, to: number): Promise<string[]> {
+    return this.redis.zrangebyscore(keys.catalog(partition), from === -Infinity ? '-inf' : from, to === Infinity ? '+inf' : to);
+  }
+
+  /** Content keys of a partition of one type. */
+  async ofType(partition: number, type: string): Promise<string[]> {
+    return this.redis.smembers(keys.catalogOfType(partition, type));
   }
 
   // ---- workspace drafts ----

@@ -11,10 +11,12 @@
 -- KEYS[8] done:{p}:<cmdId>   the command's recorded reply (idempotent replay)
 -- KEYS[9] dr:{p}:<cid>       workspace drafts of the content (a promote removes one)
 -- KEYS[10] cmd:{p}           the partition's command stream (the command is acknowledged)
+-- KEYS[11] cat:{p}           catalog: content key -> time of its last change (re-indexing by time)
+-- KEYS[12] cat:{p}:t:<type>  catalog: content keys of one type (re-indexing by type)
 -- ARGV[1] owner  ARGV[2] expected rev  ARGV[3] new rev  ARGV[4] snapshot
 -- ARGV[5] version key ('' for none)  ARGV[6] version blob  ARGV[7] version index entry
 -- ARGV[8] event blob  ARGV[9] events maxlen  ARGV[10] reply blob  ARGV[11] dedup ttl (s)
--- ARGV[12] (unused)  ARGV[13] group  ARGV[14] command entry id ('' when none)
+-- ARGV[12] time of this change (ms)  ARGV[13] group  ARGV[14] command entry id ('' when none)
 -- ARGV[15] workspace whose draft the commit promotes ('' for none)
 -- ARGV[16..] view history entries
 -- Returns {1} committed, {-1} lease lost, {-2, rev} revision moved.
@@ -28,6 +30,9 @@ if ARGV[5] ~= '' then
   redis.call('RPUSH', KEYS[5], ARGV[7])
 end
 if ARGV[15] ~= '' then redis.call('HDEL', KEYS[9], ARGV[15]) end
+local cid = string.match(KEYS[2], ':([^:]+)$')
+redis.call('ZADD', KEYS[11], ARGV[12], cid)
+redis.call('SADD', KEYS[12], cid)
 for i = 16, #ARGV do redis.call('RPUSH', KEYS[6], ARGV[i]) end
 redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[9], '*', 'e', ARGV[8])
 redis.call('SET', KEYS[8], ARGV[10], 'EX', ARGV[11])
