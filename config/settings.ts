@@ -67,14 +67,33 @@ export const settingsSchema = z.object({
   S3_BUCKET: z.string().min(3).default('content-platform'),
 
   SOLR_URL: z.url().optional(),
+  /** Default collection of the index and of the search service. */
+  SOLR_COLLECTION: z.string().regex(/^[A-Za-z0-9_.-]+$/).default('content'),
+  /** The spec's switch `solr.authentication.enabled`: basic authentication towards Solr. */
+  SOLR_AUTHENTICATION_ENABLED: bool.default(false),
   SOLR_USERNAME: z.string().optional(),
   SOLR_PASSWORD: z.string().optional(),
+  /** Views whose versions are indexed (one document per version on any of them). */
+  INDEXED_VIEWS: z.string().regex(/^[A-Za-z0-9_~@.-]+(,[A-Za-z0-9_~@.-]+)*$/).default('svcLatest,svcPublic'),
+  /** Views marked public: searches without a token see only content on them. */
+  PUBLIC_VIEWS: z.string().regex(/^[A-Za-z0-9_~@.-]+(,[A-Za-z0-9_~@.-]+)*$/).default('svcPublic'),
+  /** The message queue topic of re-indexing sessions. */
+  REINDEX_TOPIC: z.string().regex(/^[A-Za-z0-9_.:-]+$/).default('svcReindexEvents'),
+  /** Documents per request to the search engine. */
+  INDEX_BATCH: int(1, 100000).default(500),
 
   /** Where `npm start` keeps its local Redis, files and caches. */
   DATA_DIR: z.string().min(1).default('.data'),
 });
 
 export type Settings = z.infer<typeof settingsSchema>;
+
+/** Solr basic-auth credentials when `solr.authentication.enabled`; refuses to start without them. */
+export function solrCredentials(s: Settings): { username: string; password: string } | undefined {
+  if (!s.SOLR_AUTHENTICATION_ENABLED) return undefined;
+  if (!s.SOLR_USERNAME || !s.SOLR_PASSWORD) throw new Error('SOLR_AUTHENTICATION_ENABLED=true needs SOLR_USERNAME and SOLR_PASSWORD');
+  return { username: s.SOLR_USERNAME, password: s.SOLR_PASSWORD };
+}
 
 const SECRET = /SECRET|PASSWORD|KEY$/;
 

@@ -1,9 +1,13 @@
 import { fileURLToPath } from 'node:url';
-import { describeSettings, loadSettings, type Settings } from '../config/settings.js';
+import { describeSettings, loadSettings, solrCredentials, type Settings } from '../config/settings.js';
 import { ContentStore } from './adapters/content-store.js';
 import { createLogger, type Logger } from './adapters/log.js';
 import { connectRedis, type RedisClient } from './adapters/redis.js';
 import { Metrics } from './adapters/metrics.js';
+import { SolrEngine } from './adapters/search-engine.js';
+import { IndexingRules } from './actors/indexing.js';
+import { Indexer } from './actors/indexer.js';
+import { ReindexSessions, Reindexer } from './actors/reindex-session.js';
 import { ensureLocalRedis } from './adapters/redis-server.js';
 import { ContentActor, type ContentCommand } from './actors/content/content-actor.js';
 import { Mailbox } from './actors/mailbox.js';
@@ -26,6 +30,8 @@ export interface Platform {
   actors?: ActorHost<ContentCommand>;
   gateway?: Gateway;
   tokens?: TokenService;
+  engine?: SolrEngine | null;
+  indexer?: Indexer;
   stop(): Promise<void>;
 }
 
@@ -42,6 +48,9 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
   const store = new ContentStore(redis, settings.PARTITIONS, settings.EVENTS_MAXLEN, settings.DEDUP_TTL_SECONDS);
   const stops: (() => Promise<void>)[] = [];
   const platform: Platform = { settings, redis, stop: async () => undefined };
+  const engine = settings.SOLR_URL ? new SolrEngine(settings.SOLR_URL, settings.SOLR_COLLECTION, solrCredentials(settings)) : null;
+  const rules = new IndexingRules(store, variants, settings.INDEXED_VIEWS.split(','));
+  platform.engine = engine;
 
   if (roles.includes('actors')) {
     const actors = new ActorHost<ContentCommand>(redis, settings, new ContentActor(store, security, lifecycleHooks(settings, redis)), log.child({ role: 'actors' }));
@@ -60,7 +69,8 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
     const mailbox = new Mailbox(redis, settings, log.child({ role: 'web' }));
     mailbox.start();
     const metrics = new Metrics(redis, settings.PARTITIONS, () => mailbox.inFlight);
-    const gateway = new Gateway({ settings, redis, store, mailbox, tokens, security, variants, clock, metrics, log: log.child({ role: 'web' }) });
+    const reindex = engine ? new ReindexSessions(redis, store, settings) : null;
+    const gateway = new Gateway({ settings, redis, store, mailbox, tokens, security, variants, clock, metrics, engine, reindex, log: log.child({ role: 'web' }) });
     await gateway.listen();
     platform.gateway = gateway;
     platform.tokens = tokens;
@@ -70,8 +80,19 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
     stops.unshift(() => mailbox.stop());
     stops.unshift(() => gateway.close());
   }
-  for (const role of ['indexer', 'reindexer'] as const) {
-    if (roles.includes(role)) log.info({ role }, `${role} role started: no search engine is configured yet, so there is nothing to feed`);
+  if (!engine && (roles.includes('indexer') || roles.includes('reindexer'))) {
+    log.warn('No search engine: SOLR_URL is unset (npm start sets it when Java and Maven can run the embedded Solr); the indexer and re-indexer stay idle and search answers 503');
+  }
+  if (engine && roles.includes('indexer')) {
+    const indexer = new Indexer(redis, settings, rules, engine, log.child({ role: 'indexer' }));
+    await indexer.start();
+    platform.indexer = indexer;
+    stops.push(() => indexer.stop());
+  }
+  if (engine && roles.includes('reindexer')) {
+    const reindexer = new Reindexer(redis, settings, rules, engine, log.child({ role: 'reindexer' }));
+    await reindexer.start();
+    stops.push(() => reindexer.stop());
   }
 
   platform.stop = async () => {

@@ -25,7 +25,8 @@ import { WorkspaceService } from './workspace-service.js';
 import { Router, type Params } from './router.js';
 import { SYSTEM_VIEWS, resolveView, versionOnView } from '../actors/content/views.js';
 import { INDEXING_VARIANT, type Variants } from '../actors/content/variants.js';
-import { checkAlias, parseEnvelope, parseViewBody, updateModeOf, viewSchema } from './schemas.js';
+import { checkAlias, parseEnvelope, parseViewBody, typeSchema, updateModeOf, viewSchema } from './schemas.js';
+import type { ReindexScope, ReindexSessions } from '../actors/reindex-session.js';
 
 export interface ContentServiceDeps {
   settings: Settings;
@@ -35,6 +36,8 @@ export interface ContentServiceDeps {
   security: SecurityConfig;
   log: Logger;
   variants: Variants;
+  /** Re-indexing sessions; null without a search engine. */
+  reindex: ReindexSessions | null;
   /** The clock of time state (injected by tests). */
   clock: () => number;
   /** The public address of the gateway, e.g. http://127.0.0.1:8080. */
@@ -78,6 +81,9 @@ export class ContentService {
     r.on('GET', 'content/view/:view/alias/:ns/:alias/#rev', (x, p) => this.versioned(x, p, 'content'));
     r.on('PUT', 'view/:view', (x, p) => this.putView(x, p));
     r.on('DELETE', 'view/:view/alias/:ns/:alias', (x, p) => this.removeFromView(x, p));
+    r.on('POST', 'index/reindex/full', (x) => this.reindex(x, 'full'));
+    r.on('POST', 'index/reindex/contentType/:type', (x, p) => this.reindex(x, 'type', p.type));
+    r.on('POST', 'index/reindex', (x) => this.reindex(x, 'aliases'));
     new WorkspaceService(d, this);
   }
 
@@ -169,6 +175,53 @@ export class ContentService {
       : { k: 'wsReleaseAlias', id: newCommandId(), cid, user, workspace, namespace: p.ns, alias: p.alias };
     const res = await this.d.mailbox.send<{ released: boolean }, ContentCommand>(cmd);
     x.send(res.released ? 204 : 200, []);
+  }
+
+  // ---- re-indexing ----
+
+  /**
+   * Starts a re-indexing session (sysadmin in __global__ only); 200 with a plain-text message
+   * naming the session and the count. The earlier form, POST index/reindex without `aliases`,
+   * re-indexes everything, or one type with `contentType`.
+   */
+  private async reindex(x: Exchange, kind: 'full' | 'type' | 'aliases', type?: string): Promise<void> {
+    const user = await this.authenticate(x);
+    if (!isSysadmin(user)) throw new AppError('PERMISSION_DENIED', 'Re-indexing requires sysadmin in __global__');
+    if (!this.d.reindex) throw new AppError('UNAVAILABLE', 'No search engine is configured', {}, 30);
+    const time = (name: string) => {
+      const v = x.query.get(name);
+      if (v === null || v === '') return undefined;
+      const ms = Date.parse(v);
+      if (!/^\d{4}-\d\d-\d\d/.test(v) || Number.isNaN(ms)) throw new AppError('BAD_REQUEST', `${name} must be an ISO 8601 date-time`);
+      return ms;
+    };
+    let scope: ReindexScope;
+    let what = '';
+    if (kind === 'aliases' && x.query.has('aliases')) {
+      const names = (x.query.get('aliases') ?? '').split(',').map((a) => a.trim()).filter(Boolean);
+      if (!names.length || names.length > 10000) throw new AppError('BAD_REQUEST', 'aliases must list 1 to 10000 main aliases');
+      const cids: string[] = [];
+      for (const a of names) {
+        const i = a.indexOf('/');
+        if (i < 0) throw new AppError('BAD_REQUEST', `Not an alias: ${a}`);
+        const cid = await this.d.store.resolveAlias(a.slice(0, i), a.slice(i + 1));
+        if (cid) cids.push(cid);
+      }
+      scope = { kind: 'contents', cids };
+    } else if (kind === 'type' || (kind === 'aliases' && x.query.has('contentType'))) {
+      const t = type ?? x.query.get('contentType') ?? '';
+      if (!typeSchema.safeParse(t).success) throw new AppError('BAD_REQUEST', 'Invalid content type');
+      scope = { kind: 'type', type: t };
+      what = ` of type ${t}`;
+    } else {
+      const from = time('from');
+      const to = time('to');
+      if (from !== undefined && to !== undefined && from > to) throw new AppError('BAD_REQUEST', 'from is after to');
+      scope = { kind: 'full', from, to };
+      what = from !== undefined || to !== undefined ? ` affected ${from !== undefined ? `from ${new Date(from).toISOString()} ` : ''}${to !== undefined ? `up to ${new Date(to).toISOString()}` : 'until now'}`.replace(/ $/, '') : '';
+    }
+    const { session, total } = await this.d.reindex.trigger(scope);
+    x.send(200, [['Content-Type', 'text/plain; charset=utf-8']], `Re-indexing session ${session} started: ${total} content${what} queued.`);
   }
 
   // ---- views ----

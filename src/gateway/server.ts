@@ -4,6 +4,8 @@ import type { RedisClient } from '../adapters/redis.js';
 import type { Logger } from '../adapters/log.js';
 import { AppError } from '../errors.js';
 import type { Metrics } from '../adapters/metrics.js';
+import type { SolrEngine } from '../adapters/search-engine.js';
+import { SEARCH_PREFIX, SearchService } from './search-service.js';
 import { Exchange, segmentsOf } from './http.js';
 import { CONTENT_PREFIX, ContentService, type ContentServiceDeps } from './content-service.js';
 
@@ -12,13 +14,14 @@ const ORIGINS: Record<string, string | undefined> = {
   [CONTENT_PREFIX]: 'content-service',
   'file-service': 'file-service',
   'file-delivery-service': undefined,
-  'search-service': undefined,
+  [SEARCH_PREFIX]: undefined,
   'taxonomy-service': undefined,
 };
 
 export interface GatewayDeps extends Omit<ContentServiceDeps, 'baseUrl'> {
   redis: RedisClient;
   metrics: Metrics;
+  engine: SolrEngine | null;
 }
 
 /**
@@ -30,9 +33,11 @@ export class Gateway {
   private port = 0;
   private active = 0;
   private readonly content: ContentService;
+  private readonly search: SearchService;
 
   constructor(private readonly d: GatewayDeps) {
     this.content = new ContentService({ ...d, baseUrl: () => this.baseUrl() });
+    this.search = new SearchService(d);
   }
 
   /** The public address used in Location headers. */
@@ -94,6 +99,11 @@ export class Gateway {
       if (x.method === 'DELETE') await x.noBody();
       return handler(x, params);
     }
+    if (prefix === SEARCH_PREFIX) {
+      const { handler, params, pattern } = this.search.router.match(x.method, segs.slice(1));
+      x.route = `${prefix}/${pattern}`;
+      return handler(x, params);
+    }
     throw new AppError('NOT_FOUND', prefix in ORIGINS ? `Service ${prefix} is not available yet` : 'No such resource');
   }
 
@@ -107,8 +117,9 @@ export class Gateway {
     } catch (e) {
       parts.redis = `failing: ${(e as Error).message}`;
     }
+    parts.search = this.d.engine ? ((await this.d.engine.ping()) ? 'ok' : 'failing: the search engine does not answer') : 'not configured';
     parts.actorsInFlight = String(this.d.mailbox.inFlight);
-    const ok = parts.redis === 'ok';
+    const ok = parts.redis === 'ok' && !parts.search.startsWith('failing');
     x.sendJson(ok ? 200 : 503, { status: ok ? 'ok' : 'unavailable', ...parts });
   }
 }

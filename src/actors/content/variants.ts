@@ -60,6 +60,12 @@ export class Variants {
     return this.def(type, variant) !== undefined;
   }
 
+  /** The content types that have a variant: '*' when every type has it. */
+  typesWith(variant: string): string[] | '*' {
+    if (this.has('*', variant)) return '*';
+    return Object.entries(this.config.types).filter(([t, defs]) => t !== '*' && Object.prototype.hasOwnProperty.call(defs, variant)).map(([t]) => t);
+  }
+
   /** The aspects of the content in the variant, or null when it is not available in it. */
   async apply(variant: string, ctx: ComposeContext): Promise<Aspects | null> {
     const def = this.def(ctx.version.type, variant);

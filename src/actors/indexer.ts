@@ -1,0 +1,139 @@
+import { hostname } from 'node:os';
+import { unpack } from '../adapters/codec.js';
+import { keys, connectRedis, type RedisClient } from '../adapters/redis.js';
+import type { Logger } from '../adapters/log.js';
+import type { SolrEngine } from '../adapters/search-engine.js';
+import type { Settings } from '../../config/settings.js';
+import type { ContentEvent } from './content/model.js';
+import type { IndexingRules } from './indexing.js';
+
+export const INDEXER_GROUP = 'indexer';
+const BLOCK_MS = 1000;
+/** Events read by a consumer that died are taken over after this long. */
+const CLAIM_IDLE_MS = 30000;
+
+type Entry = [Buffer, Buffer[]];
+
+/**
+ * The indexer: consumes every partition's content event stream in the `indexer` consumer
+ * group (many indexer processes share the work) and makes the index hold what IndexingRules
+ * says for each content named by a batch of events. It always indexes the content's current
+ * state, so order and repeats do not matter. A search engine outage leaves the events
+ * unacknowledged; they are retried with back-off and nothing is lost.
+ */
+export class Indexer {
+  private readonly consumer = `${hostname()}:${process.pid}`;
+  private running = true;
+  private readonly loops: Promise<void>[] = [];
+  private readonly conns: RedisClient[] = [];
+  private claimTimer?: NodeJS.Timeout;
+  /** Time of the newest event indexed, for the commit-to-searchable lag metric. */
+  lastIndexedEventTs = 0;
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly settings: Settings,
+    private readonly rules: IndexingRules,
+    private readonly engine: SolrEngine,
+    private readonly log: Logger,
+  ) {}
+
+  async start(): Promise<void> {
+    const P = this.settings.PARTITIONS;
+    for (let p = 0; p < P; p++) {
+      try {
+        await this.redis.xgroup('CREATE', keys.events(p), INDEXER_GROUP, '0', 'MKSTREAM');
+      } catch (e) {
+        if (!String(e).includes('BUSYGROUP')) throw e;
+      }
+    }
+    // One blocking reader over all streams; on Redis Cluster one per partition (no cross-slot reads).
+    const groups = this.settings.REDIS_CLUSTER_NODES ? Array.from({ length: P }, (_, p) => [p]) : [Array.from({ length: P }, (_, p) => p)];
+    for (const parts of groups) {
+      const conn = connectRedis(this.settings, { blocking: true, name: 'indexer' });
+      this.conns.push(conn);
+      this.loops.push(this.run(conn, parts));
+    }
+    this.claimTimer = setInterval(() => void this.claimAbandoned(), CLAIM_IDLE_MS / 2);
+    this.claimTimer.unref();
+    this.log.info({ consumer: this.consumer }, 'indexer started');
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    clearInterval(this.claimTimer);
+    for (const c of this.conns) c.disconnect();
+    await Promise.all(this.loops);
+  }
+
+  private async run(conn: RedisClient, partitions: number[]): Promise<void> {
+    const streams = partitions.map((p) => keys.events(p));
+    while (this.running) {
+      let res: [Buffer, Entry[]][] | null;
+      try {
+        res = (await conn.xreadgroupBuffer('GROUP', INDEXER_GROUP, this.consumer, 'COUNT', this.settings.INDEX_BATCH, 'BLOCK', BLOCK_MS, 'STREAMS', ...streams, ...streams.map(() => '>'))) as typeof res;
+      } catch (e) {
+        if (!this.running) return;
+        this.log.warn({ err: e }, 'event read failed, retrying');
+        await sleep(500);
+        continue;
+      }
+      if (!res) continue;
+      await this.indexUntilDone(res.map(([stream, entries]) => ({ stream: stream.toString(), entries })));
+    }
+  }
+
+  /** Indexes a batch, retrying with back-off until the engine takes it, then acknowledges it. */
+  private async indexUntilDone(batch: { stream: string; entries: Entry[] }[]): Promise<void> {
+    const cids = new Set<string>();
+    let newest = 0;
+    for (const { entries } of batch) {
+      for (const [, fields] of entries) {
+        try {
+          const e = unpack<ContentEvent>(fields[1]);
+          cids.add(e.cid);
+          newest = Math.max(newest, e.ts);
+        } catch {
+          // an unreadable event names no content; it is acknowledged with the rest
+        }
+      }
+    }
+    for (let attempt = 1; this.running; attempt++) {
+      try {
+        await this.index([...cids]);
+        break;
+      } catch (e) {
+        const wait = Math.min(5000, 100 * 2 ** attempt);
+        this.log.warn({ err: String(e), attempt, retryInMs: wait, contents: cids.size }, 'indexing failed; events kept for retry');
+        await sleep(wait);
+      }
+    }
+    if (!this.running) return;
+    await Promise.all(batch.map(({ stream, entries }) => entries.length && this.redis.xack(stream, INDEXER_GROUP, ...entries.map(([id]) => id))));
+    this.lastIndexedEventTs = Math.max(this.lastIndexedEventTs, newest);
+  }
+
+  /** Sends the current documents of these contents to the engine, in batches. */
+  async index(cids: string[]): Promise<void> {
+    const all = await Promise.all(cids.map((cid) => this.rules.docsOf(cid)));
+    for (let i = 0; i < all.length; i += this.settings.INDEX_BATCH) await this.engine.replace(all.slice(i, i + this.settings.INDEX_BATCH));
+  }
+
+  /** Takes over events that a dead indexer read and never acknowledged. */
+  private async claimAbandoned(): Promise<void> {
+    for (let p = 0; p < this.settings.PARTITIONS && this.running; p++) {
+      try {
+        const [, entries] = (await (this.redis as unknown as { xautoclaimBuffer(...a: (string | number)[]): Promise<unknown> }).xautoclaimBuffer(keys.events(p), INDEXER_GROUP, this.consumer, CLAIM_IDLE_MS, '0-0', 'COUNT', this.settings.INDEX_BATCH)) as [Buffer, Entry[]];
+        const live = entries.filter((e) => e && e[1]);
+        if (live.length) {
+          this.log.info({ partition: p, events: live.length }, 'indexer took over abandoned events');
+          await this.indexUntilDone([{ stream: keys.events(p), entries: live }]);
+        }
+      } catch (e) {
+        this.log.warn({ err: String(e), partition: p }, 'claiming abandoned events failed');
+      }
+    }
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

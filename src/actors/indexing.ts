@@ -1,0 +1,44 @@
+import type { ContentStore } from '../adapters/content-store.js';
+import type { ContentDocs, SearchDoc } from '../adapters/search-engine.js';
+import { TAXONOMY_NAMESPACE } from './content/model.js';
+import { INDEXING_VARIANT, type Variants } from './content/variants.js';
+import { resolveView } from './content/views.js';
+
+/**
+ * What the index holds for a content (spec Events 2-4, CONTRACT §9): one document per version
+ * that is currently on an indexed view, each the version in the svcIndexing variant; nothing
+ * once the content is deleted. Time state is not applied here: the document carries its
+ * windows and searches apply them, so a window opening needs no re-index.
+ */
+export class IndexingRules {
+  constructor(
+    private readonly store: ContentStore,
+    private readonly variants: Variants,
+    private readonly indexedViews: string[],
+  ) {}
+
+  async docsOf(cid: string): Promise<ContentDocs> {
+    const head = await this.store.head(cid);
+    if (!head || head.deleted) return { cid, docs: [] };
+    const keys = new Set<string>();
+    for (const v of this.indexedViews) {
+      const k = resolveView(head, v);
+      if (k !== null) keys.add(k);
+    }
+    const docs: SearchDoc[] = [];
+    for (const key of keys) {
+      const version = await this.store.version(cid, key);
+      if (!version) continue;
+      const aspects = await this.variants.apply(INDEXING_VARIANT, {
+        snapshot: head,
+        version,
+        hasTaxonomyContent: async (id) => (await this.store.resolveAlias(TAXONOMY_NAMESPACE, id)) !== null,
+      });
+      const doc = aspects?.svcSolrDocument;
+      if (!doc) continue; // not available in svcIndexing: not indexed
+      const { _type, ...fields } = doc;
+      docs.push(fields as SearchDoc);
+    }
+    return { cid, docs };
+  }
+}

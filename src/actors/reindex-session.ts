@@ -1,0 +1,167 @@
+import { hostname } from 'node:os';
+import { pack, unpack } from '../adapters/codec.js';
+import type { ContentStore } from '../adapters/content-store.js';
+import { newContentKey } from '../adapters/ids.js';
+import { keys, connectRedis, type RedisClient } from '../adapters/redis.js';
+import type { Logger } from '../adapters/log.js';
+import type { SolrEngine } from '../adapters/search-engine.js';
+import type { Settings } from '../../config/settings.js';
+import type { IndexingRules } from './indexing.js';
+
+export const REINDEXER_GROUP = 'reindexer';
+/** Content keys per record on the re-index topic. */
+const CHUNK = 250;
+const SESSION_TTL_S = 7 * 86400;
+
+/** What a session re-indexes. */
+export type ReindexScope = { kind: 'full'; from?: number; to?: number } | { kind: 'type'; type: string } | { kind: 'contents'; cids: string[] };
+
+interface ReindexRecord {
+  session: string;
+  total: number;
+  cids: string[];
+}
+
+/**
+ * Re-indexing sessions (spec: Re-indexing endpoints, Events 5-6). A trigger finds the content
+ * in the partition catalogs and queues it, in records of CHUNK keys, on the re-index topic
+ * (`svcReindexEvents`), a secondary stream apart from the content events. Re-index actors
+ * (consumer group `reindexer`) index each record and log start, progress and completion.
+ */
+export class ReindexSessions {
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly store: ContentStore,
+    private readonly settings: Settings,
+  ) {}
+
+  /** Queues the content of a scope; returns the session id and how many contents were queued. */
+  async trigger(scope: ReindexScope): Promise<{ session: string; total: number }> {
+    const cids = await this.select(scope);
+    const session = newContentKey();
+    await this.redis.hset(keys.reindexSession(session), 'total', cids.length, 'done', 0, 'started', Date.now());
+    await this.redis.expire(keys.reindexSession(session), SESSION_TTL_S);
+    const topic = keys.reindexQueue(this.settings.REINDEX_TOPIC);
+    for (let i = 0; i < cids.length; i += CHUNK) {
+      const record: ReindexRecord = { session, total: cids.length, cids: cids.slice(i, i + CHUNK) };
+      await this.redis.xadd(topic, '*', 'r', pack(record));
+    }
+    if (cids.length === 0) await this.redis.xadd(topic, '*', 'r', pack({ session, total: 0, cids: [] } satisfies ReindexRecord));
+    return { session, total: cids.length };
+  }
+
+  private async select(scope: ReindexScope): Promise<string[]> {
+    if (scope.kind === 'contents') return [...new Set(scope.cids)];
+    const out: string[] = [];
+    for (let p = 0; p < this.settings.PARTITIONS; p++) {
+      out.push(...(scope.kind === 'type' ? await this.store.ofType(p, scope.type) : await this.store.changedBetween(p, scope.from ?? -Infinity, scope.to ?? Infinity)));
+    }
+    return out;
+  }
+}
+
+/** The re-index actor: consumes the re-index topic and logs each session's progress. */
+export class Reindexer {
+  private readonly consumer = `${hostname()}:${process.pid}`;
+  private running = true;
+  private loop?: Promise<void>;
+  private readonly conn: RedisClient;
+  private readonly lastProgress = new Map<string, number>();
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly settings: Settings,
+    private readonly rules: IndexingRules,
+    private readonly engine: SolrEngine,
+    private readonly log: Logger,
+  ) {
+    this.conn = connectRedis(settings, { blocking: true, name: 'reindexer' });
+  }
+
+  private get topic(): string {
+    return keys.reindexQueue(this.settings.REINDEX_TOPIC);
+  }
+
+  async start(): Promise<void> {
+    try {
+      await this.redis.xgroup('CREATE', this.topic, REINDEXER_GROUP, '0', 'MKSTREAM');
+    } catch (e) {
+      if (!String(e).includes('BUSYGROUP')) throw e;
+    }
+    this.loop = this.run();
+    this.log.info({ topic: this.topic }, 're-indexer started');
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    this.conn.disconnect();
+    await this.loop;
+  }
+
+  private async run(): Promise<void> {
+    // First what this consumer read before a restart and never acknowledged, then new records.
+    let cursor = '0';
+    while (this.running) {
+      let res: [Buffer, [Buffer, Buffer[]][]][] | null;
+      try {
+        res = (await this.conn.xreadgroupBuffer('GROUP', REINDEXER_GROUP, this.consumer, 'COUNT', 4, 'BLOCK', 1000, 'STREAMS', this.topic, cursor)) as typeof res;
+      } catch (e) {
+        if (!this.running) return;
+        this.log.warn({ err: String(e) }, 're-index read failed, retrying');
+        await sleep(500);
+        continue;
+      }
+      const entries = res?.[0]?.[1] ?? [];
+      if (cursor === '0' && entries.length === 0) cursor = '>';
+      for (const [id, fields] of entries) {
+        if (!this.running) return;
+        await this.process(id.toString(), fields[1]);
+        if (cursor !== '>') cursor = id.toString();
+      }
+    }
+  }
+
+  private async process(entryId: string, raw: Buffer | undefined): Promise<void> {
+    let rec: ReindexRecord | null = null;
+    try {
+      rec = raw ? unpack<ReindexRecord>(raw) : null;
+    } catch {
+      rec = null;
+    }
+    if (!rec) {
+      await this.redis.xack(this.topic, REINDEXER_GROUP, entryId);
+      return;
+    }
+    const key = keys.reindexSession(rec.session);
+    if ((await this.redis.hsetnx(key, 'logged', 1)) === 1) {
+      this.log.info(`Re-indexing session ${rec.session} started with a total of ${rec.total} content queued.`);
+    }
+    for (let attempt = 1; this.running; attempt++) {
+      try {
+        const docs = await Promise.all(rec.cids.map((cid) => this.rules.docsOf(cid)));
+        await this.engine.replace(docs);
+        break;
+      } catch (e) {
+        const wait = Math.min(5000, 100 * 2 ** attempt);
+        this.log.warn({ err: String(e), session: rec.session, attempt }, 're-indexing a record failed; retrying');
+        await sleep(wait);
+      }
+    }
+    if (!this.running) return;
+    const done = await this.redis.hincrby(key, 'done', rec.cids.length);
+    await this.redis.xack(this.topic, REINDEXER_GROUP, entryId);
+    const started = Number(await this.redis.hget(key, 'started')) || Date.now();
+    const seconds = (Date.now() - started) / 1000;
+    if (done >= rec.total) {
+      if ((await this.redis.hsetnx(key, 'completed', Date.now())) === 1) {
+        await this.engine.commit().catch(() => undefined);
+        this.log.info(`Re-indexing session ${rec.session} complete. Duration: ${Math.round(seconds)} seconds (${Math.round(rec.total / Math.max(seconds, 0.001))} content / second).`);
+      }
+    } else if (Date.now() - (this.lastProgress.get(rec.session) ?? 0) >= 1000) {
+      this.lastProgress.set(rec.session, Date.now());
+      this.log.info(`Re-indexing session ${rec.session} progress: ${Math.floor((done / rec.total) * 100)}% (duration: ${Math.round(seconds)} seconds).`);
+    }
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,0 +1,102 @@
+import SolrNode from 'solr-node';
+import type { Json } from '../actors/content/model.js';
+
+/** A search document: the fields of an svcSolrDocument aspect, `_type` removed. */
+export type SearchDoc = Record<string, Json>;
+
+/** The documents one content should have in the index now (none once it is deleted or on no indexed view). */
+export interface ContentDocs {
+  cid: string;
+  docs: SearchDoc[];
+}
+
+/**
+ * The search engine behind a small interface: Solr through `solr-node` for updates, plain
+ * HTTP for the search proxy (which must pass the engine's status and body on unchanged).
+ */
+/**
+ * What the platform uses of a solr-node client. Its published types lack basic-auth options
+ * and `_requestPost`, the client's own POST helper, which sends a batch of JSON update commands
+ * in one request (its `update` sends one document per request).
+ */
+interface SolrClient {
+  ping(): Promise<{ status?: string }>;
+  _requestPost(path: string, data: unknown, urlOptions: Record<string, unknown>): Promise<unknown>;
+}
+
+export class SolrEngine {
+  private readonly client: SolrClient;
+  private readonly base: URL;
+  private readonly auth?: string;
+
+  constructor(
+    url: string,
+    readonly collection: string,
+    credentials?: { username: string; password: string },
+    private readonly commitWithinMs = 500,
+  ) {
+    this.base = new URL(url.replace(/\/$/, ''));
+    this.client = new SolrNode({
+      host: this.base.hostname,
+      port: this.base.port || (this.base.protocol === 'https:' ? 443 : 80),
+      protocol: this.base.protocol === 'https:' ? 'https' : 'http',
+      rootPath: this.base.pathname.replace(/^\//, '') || 'solr',
+      core: collection,
+      ...(credentials ? { user: credentials.username, password: credentials.password } : {}),
+    } as ConstructorParameters<typeof SolrNode>[0]) as unknown as SolrClient;
+    if (credentials) this.auth = `Basic ${Buffer.from(`${credentials.username}:${credentials.password}`).toString('base64')}`;
+  }
+
+  /** Is the collection answering? */
+  async ping(): Promise<boolean> {
+    try {
+      const r = await this.client.ping();
+      return r?.status === 'OK';
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * Makes the index hold exactly `docs` for each content: documents of the content that are not
+   * among them (older versions, views left, a deleted content), with their child documents, are
+   * deleted, then the documents are added (Solr replaces a block by its root id).
+   */
+  async replace(contents: ContentDocs[]): Promise<void> {
+    if (!contents.length) return;
+    const clauses = contents.map(({ cid, docs }) => {
+      const keep = docs.map((d) => `"${escapePhrase(String(d.id))}"`);
+      const mine = `(id:${escapeTerm(`c:${cid}:`)}* OR _root_:${escapeTerm(`c:${cid}:`)}*)`;
+      return keep.length ? `(${mine} AND -id:(${keep.join(' OR ')}) AND -_root_:(${keep.join(' OR ')}))` : mine;
+    });
+    await this.client._requestPost('update', { delete: { query: clauses.join(' OR ') } }, { commitWithin: this.commitWithinMs, wt: 'json' });
+    const docs = contents.flatMap((c) => c.docs);
+    if (docs.length) await this.client._requestPost('update', docs, { commitWithin: this.commitWithinMs, wt: 'json' });
+  }
+
+  /** Makes every change so far searchable (tests and re-index completion). */
+  async commit(): Promise<void> {
+    await this.client._requestPost('update', { commit: {} }, { wt: 'json' });
+  }
+
+  /** Sends a select to the engine and answers its status, content type and body unchanged. */
+  async select(collection: string, params: URLSearchParams): Promise<{ status: number; contentType: string; body: string }> {
+    const url = `${this.base.href}/${encodeURIComponent(collection)}/select`;
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded', ...(this.auth ? { Authorization: this.auth } : {}) },
+      body: params.toString(),
+    });
+    return { status: res.status, contentType: res.headers.get('content-type') ?? 'application/json', body: await res.text() };
+  }
+}
+
+/** Escapes a term for the standard query parser (every special character). */
+export function escapeTerm(s: string): string {
+  return s.replace(/[+\-!(){}[\]^"~*?:\\/&|\s]/g, '\\$&');
+}
+
+/** Escapes the inside of a quoted phrase. */
+export function escapePhrase(s: string): string {
+  return s.replace(/["\\]/g, '\\$&');
+}
