@@ -13,7 +13,12 @@ interface Waiting {
   resolve: (v: unknown) => void;
   reject: (e: AppError) => void;
   timer: NodeJS.Timeout;
+  partition: number;
+  since: number;
 }
+
+/** A command waiting longer than this has its recorded reply looked up (see sweepLostReplies). */
+const LOST_REPLY_AFTER_MS = 1500;
 
 /**
  * The gateway's side of the actors: it appends a command to the mailbox of the content's
@@ -36,6 +41,7 @@ export class Mailbox {
   }
 
   private ttlTimer?: NodeJS.Timeout;
+  private sweepTimer?: NodeJS.Timeout;
 
   start(): void {
     this.loop = this.readReplies();
@@ -43,11 +49,30 @@ export class Mailbox {
     const touch = () => void this.redis.pexpire(this.replyStream, REPLY_TTL_MS).catch(() => undefined);
     this.ttlTimer = setInterval(touch, REPLY_TTL_MS / 3);
     this.ttlTimer.unref();
+    this.sweepTimer = setInterval(() => void this.sweepLostReplies(), LOST_REPLY_AFTER_MS / 2);
+    this.sweepTimer.unref();
+  }
+
+  /**
+   * An actor that dies after its commit and before its reply leaves the command committed and
+   * acknowledged, so nobody replays it; its reply is recorded with the commit, though. Commands
+   * waiting unusually long look theirs up, so the client gets the answer instead of a 503.
+   */
+  private async sweepLostReplies(): Promise<void> {
+    const now = Date.now();
+    const old = [...this.waiting.entries()].filter(([, w]) => now - w.since > LOST_REPLY_AFTER_MS);
+    if (!old.length) return;
+    const found = await Promise.all(old.map(([id, w]) => this.redis.getBuffer(keys.done(w.partition, id)).catch(() => null)));
+    old.forEach((_, i) => {
+      const buf = found[i];
+      if (buf) this.deliver(buf);
+    });
   }
 
   async stop(): Promise<void> {
     this.running = false;
     clearInterval(this.ttlTimer);
+    clearInterval(this.sweepTimer);
     this.reader.disconnect();
     await this.loop;
     for (const w of this.waiting.values()) {
@@ -78,7 +103,7 @@ export class Mailbox {
         this.waiting.delete(cmd.id);
         reject(new AppError('UNAVAILABLE', 'No actor answered in time', { partition: p }, 1));
       }, this.settings.ACTOR_REPLY_TIMEOUT_MS);
-      this.waiting.set(cmd.id, { resolve: resolve as (v: unknown) => void, reject, timer });
+      this.waiting.set(cmd.id, { resolve: resolve as (v: unknown) => void, reject, timer, partition: p, since: Date.now() });
       this.redis.xadd(keys.commands(p), '*', 'm', pack(cmd)).catch((e: unknown) => {
         clearTimeout(timer);
         this.waiting.delete(cmd.id);
@@ -86,6 +111,22 @@ export class Mailbox {
         reject(new AppError('UNAVAILABLE', 'Command store unavailable', {}, 1));
       });
     });
+  }
+
+  /** Hands a reply to the request waiting for it; a late or duplicate reply finds none. */
+  private deliver(body: Buffer): void {
+    let reply: Reply;
+    try {
+      reply = unpack<Reply>(body);
+    } catch {
+      return;
+    }
+    const w = this.waiting.get(reply.id);
+    if (!w) return;
+    this.waiting.delete(reply.id);
+    clearTimeout(w.timer);
+    if (reply.ok) w.resolve(reply.value);
+    else w.reject(AppError.fromWire(reply.error));
   }
 
   private async readReplies(): Promise<void> {
@@ -103,20 +144,7 @@ export class Mailbox {
       if (!res) continue;
       for (const [id, fields] of res[0][1]) {
         last = id.toString();
-        const body = fields[1];
-        if (!body) continue;
-        let reply: Reply;
-        try {
-          reply = unpack<Reply>(body);
-        } catch {
-          continue;
-        }
-        const w = this.waiting.get(reply.id);
-        if (!w) continue; // timed out already, or a duplicate reply after a replay
-        this.waiting.delete(reply.id);
-        clearTimeout(w.timer);
-        if (reply.ok) w.resolve(reply.value);
-        else w.reject(AppError.fromWire(reply.error));
+        if (fields[1]) this.deliver(fields[1]);
       }
       // Replies read are not needed again; keep the stream short.
       this.redis.xtrim(this.replyStream, 'MINID', last).catch(() => undefined);

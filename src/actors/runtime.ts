@@ -138,6 +138,7 @@ export class ActorHost<C extends CommandBase = CommandBase> {
           const loop = new PartitionLoop<C>(p, this.owner, this.redis, this.settings, this.handler, this.log);
           this.owned.set(p, loop);
           loop.start();
+          this.log.info({ partition: p, owner: this.owner }, 'partition taken');
         }
       } else if (this.owned.size > share) {
         const extra = [...this.owned.keys()].slice(share);
