@@ -260,10 +260,18 @@ class PartitionLoop<C extends CommandBase> {
 
     // One chain per content keeps its commands in order; different contents run side by side.
     const chains = new Map<string, Promise<void>>();
+    const seen = new Set<string>();
     items.forEach((it, i) => {
+      // The same command twice in one batch (a client or gateway retry): the later one runs
+      // after the first on the same chain, and must look for the first one's recorded reply.
+      const again = it.cmd !== undefined && seen.has(it.cmd.id);
+      if (it.cmd) seen.add(it.cmd.id);
       const key = it.cmd?.cid ?? `\u0000${it.entryId}`;
       const prev = chains.get(key) ?? Promise.resolve();
-      chains.set(key, prev.then(() => this.processOne(it.entryId, it.raw, it.cmd, done[i])));
+      chains.set(
+        key,
+        prev.then(async () => this.processOne(it.entryId, it.raw, it.cmd, again ? await this.redis.getBuffer(keys.done(this.partition, it.cmd!.id)) : done[i])),
+      );
     });
     await Promise.all(chains.values());
     if (this.running) {
