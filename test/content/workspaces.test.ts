@@ -210,6 +210,18 @@ describe('content service: workspaces (spec Workspace, draft and alias reservati
     });
   });
 
+  it('workspace reads take variants like normal reads (spec: workspace read supports variants)', async () => {
+    const ws = wsName();
+    const d = await editor.req('POST', `/content/workspace/${ws}`, { body: { system: { contentType: 'article' }, aspects: { body: { title: 't' }, secret: { v: 1 } } } });
+    const t = await editor.req('GET', `${wsPath(ws, d.json.system.id)}?variant=teaser`);
+    expect(t.status).to.equal(200);
+    expect(t.json.aspects).to.deep.equal({ _type: 'article', body: { _type: 'body', title: 't' } });
+    expect((await editor.req('GET', `${wsPath(ws, d.json.system.id)}?variant=nope`)).status).to.equal(404);
+    const c = await editor.create({ system: { contentType: 'article' }, aspects: { body: { title: 'm' }, secret: { v: 1 } } });
+    const m = await editor.req('GET', `${wsPath(ws, c.json.system.id)}?variant=teaser`);
+    expect(m.json.aspects).to.not.have.property('secret');
+  });
+
   describe('alias reservation table', () => {
     it('free -> reserved by a workspace write: usable on the workspace, refused to any other content', async () => {
       const ws = wsName();
