@@ -119,6 +119,7 @@ export class ActorHost<C extends CommandBase = CommandBase> {
         }
       }
 
+      const before = this.owned.size;
       if (this.owned.size < share) {
         const start = Math.floor(Math.random() * P);
         const candidates: number[] = [];
@@ -138,7 +139,7 @@ export class ActorHost<C extends CommandBase = CommandBase> {
           const loop = new PartitionLoop<C>(p, this.owner, this.redis, this.settings, this.handler, this.log);
           this.owned.set(p, loop);
           loop.start();
-          this.log.info({ partition: p, owner: this.owner }, 'partition taken');
+          this.log.debug({ partition: p, owner: this.owner }, 'partition taken');
         }
       } else if (this.owned.size > share) {
         const extra = [...this.owned.keys()].slice(share);
@@ -148,6 +149,7 @@ export class ActorHost<C extends CommandBase = CommandBase> {
           void loop.stop().then(() => this.redis.releaseLease(keys.lease(p), this.owner)).then(() => this.log.info({ partition: p }, 'partition handed over'));
         }
       }
+      if (this.owned.size !== before) this.log.info({ owner: this.owner, partitions: this.owned.size, members }, 'partition share changed');
     } catch (e) {
       this.log.error({ err: e }, 'actor host tick failed');
     } finally {

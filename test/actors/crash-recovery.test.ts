@@ -15,7 +15,7 @@ const logs = new Map<number, { msg: string; partition?: number; recovered?: numb
 /** An actor process of the Procfile's `actors` role, against the test Redis. */
 function actorProcess(): ChildProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'actors'], {
-    env: { ...process.env, ...ENV, LOG_LEVEL: 'info' },
+    env: { ...process.env, ...ENV, LOG_LEVEL: 'debug' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const mine: { msg: string }[] = [];
