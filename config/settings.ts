@@ -32,6 +32,11 @@ export const settingsSchema = z.object({
   ACTOR_REPLY_TIMEOUT_MS: int(50, 600000).default(10000),
   /** Commands an actor takes from its mailbox at once. */
   ACTOR_BATCH: int(1, 10000).default(256),
+  /**
+   * When web and actors run in one process, hand commands of partitions this process owns to
+   * its actors directly instead of through the command and reply streams.
+   */
+  LOCAL_DISPATCH: bool.default(true),
   /** Attempts before a command goes to the dead-letter stream. */
   ACTOR_MAX_ATTEMPTS: int(1, 100).default(3),
   /** Approximate bound of each partition's event stream. */

@@ -66,7 +66,7 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
       log: (level, msg) => log[level]({ role: 'web' }, msg),
     });
     await tokens.start();
-    const mailbox = new Mailbox(redis, settings, log.child({ role: 'web' }));
+    const mailbox = new Mailbox(redis, settings, log.child({ role: 'web' }), settings.LOCAL_DISPATCH ? platform.actors : undefined);
     mailbox.start();
     const metrics = new Metrics(redis, settings.PARTITIONS, () => mailbox.inFlight);
     const reindex = engine ? new ReindexSessions(redis, store, settings) : null;

@@ -36,6 +36,8 @@ export class Mailbox {
     private readonly redis: RedisClient,
     private readonly settings: Settings,
     private readonly log: Logger,
+    /** The actor host of this process, when it runs one: commands of its partitions skip the streams. */
+    private readonly local?: { runLocal(cmd: CommandBase): Promise<Reply | null> },
   ) {
     this.reader = connectRedis(settings, { blocking: true, name: `replies-${this.gatewayId}` });
   }
@@ -92,7 +94,18 @@ export class Mailbox {
    * Sends a command to the actor owning its content and resolves with the reply's value;
    * rejects with the actor's AppError, or 503 with Retry-After when no actor answers in time.
    */
-  send<T, C extends CommandBase = CommandBase>(cmd: C): Promise<T> {
+  async send<T, C extends CommandBase = CommandBase>(cmd: C): Promise<T> {
+    if (this.local) {
+      const reply = await this.local.runLocal(cmd);
+      if (reply) {
+        if (reply.ok) return reply.value as T;
+        throw AppError.fromWire(reply.error);
+      }
+    }
+    return this.sendByStream<T>(cmd);
+  }
+
+  private sendByStream<T>(cmd: CommandBase): Promise<T> {
     if (this.waiting.size >= this.settings.MAX_IN_FLIGHT) {
       return Promise.reject(new AppError('UNAVAILABLE', 'Too many requests in flight', {}, 1));
     }

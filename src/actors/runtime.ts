@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { pack, unpack } from '../adapters/codec.js';
 import { keys, ACTOR_GROUP, connectRedis, type RedisClient } from '../adapters/redis.js';
+import { partitionOf } from '../adapters/ids.js';
 import type { Logger } from '../adapters/log.js';
 import type { Settings } from '../../config/settings.js';
 import { AppError, type WireError } from '../errors.js';
@@ -19,8 +20,13 @@ export type Reply = { id: string; ok: true; value: unknown } | { id: string; ok:
 export interface ActorContext {
   partition: number;
   owner: string;
-  /** The command's stream entry; the commit script acknowledges it. */
+  /** The command's stream entry; the commit script acknowledges it ('' for a local command). */
   entryId: string;
+  /**
+   * A command handed over in process by a gateway of this process (no stream entry): nobody
+   * will replay it, so its commit records no reply.
+   */
+  local?: boolean;
 }
 
 /**
@@ -77,6 +83,17 @@ export class ActorHost<C extends CommandBase = CommandBase> {
     await this.tick();
     this.ticker = setInterval(() => void this.tick(), Math.max(100, Math.floor(this.settings.LEASE_MS / 3)));
     this.log.info({ owner: this.owner, partitions: [...this.owned.keys()].length }, 'actor host started');
+  }
+
+  /**
+   * Runs a command here when this process owns its partition, in order with the partition's
+   * stream commands of the same content; null when it does not (then it goes by the stream).
+   * A gateway in the same process skips the mailbox round trips this way. Nothing is lost if
+   * the process dies: the client's connection dies with it, before any acknowledgement.
+   */
+  runLocal(cmd: C): Promise<Reply | null> {
+    const loop = this.owned.get(partitionOf(cmd.cid, this.settings.PARTITIONS));
+    return loop ? loop.runLocal(cmd) : Promise.resolve(null);
   }
 
   /** Partitions this process owns now. */
@@ -164,6 +181,8 @@ class PartitionLoop<C extends CommandBase> {
   private running = true;
   private done?: Promise<void>;
   private readonly attempts = new Map<string, number>();
+  /** The tail of each content's chain: its commands run one after another, in arrival order. */
+  private readonly tails = new Map<string, Promise<unknown>>();
 
   constructor(
     readonly partition: number,
@@ -191,6 +210,43 @@ class PartitionLoop<C extends CommandBase> {
   abandon(): void {
     this.running = false;
     this.conn.disconnect();
+  }
+
+  /** Runs `work` after every earlier command of the same content (stream or local). */
+  private serial<T>(key: string, work: () => Promise<T>): Promise<T> {
+    const prev = this.tails.get(key) ?? Promise.resolve();
+    const next = prev.then(work);
+    const tail = next.catch(() => undefined);
+    this.tails.set(key, tail);
+    void tail.then(() => {
+      if (this.tails.get(key) === tail) this.tails.delete(key);
+    });
+    return next;
+  }
+
+  /** A command from a gateway in this process; null when the partition is being given up. */
+  runLocal(cmd: C): Promise<Reply | null> {
+    if (!this.running) return Promise.resolve(null);
+    return this.serial(cmd.cid, async () => {
+      if (!this.running) return null;
+      const ctx: ActorContext = { partition: this.partition, owner: this.owner, entryId: '', local: true };
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const out = await this.handler.handle(cmd, ctx);
+          if (out === 'lease-lost') {
+            this.abandon();
+            return null;
+          }
+          return out.reply;
+        } catch (e) {
+          this.log.error({ err: e, partition: this.partition, command: cmd.id, attempt }, 'command failed');
+          if (attempt >= this.settings.ACTOR_MAX_ATTEMPTS || !this.running) {
+            return { id: cmd.id, ok: false, error: new AppError('INTERNAL', 'The command could not be processed').toWire() };
+          }
+          await sleep(50 * attempt);
+        }
+      }
+    });
   }
 
   private get stream(): string {
@@ -261,21 +317,18 @@ class PartitionLoop<C extends CommandBase> {
     const done = items.map((it) => (it.cmd ? found[k++] : null));
 
     // One chain per content keeps its commands in order; different contents run side by side.
-    const chains = new Map<string, Promise<void>>();
     const seen = new Set<string>();
-    items.forEach((it, i) => {
-      // The same command twice in one batch (a client or gateway retry): the later one runs
-      // after the first on the same chain, and must look for the first one's recorded reply.
-      const again = it.cmd !== undefined && seen.has(it.cmd.id);
-      if (it.cmd) seen.add(it.cmd.id);
-      const key = it.cmd?.cid ?? `\u0000${it.entryId}`;
-      const prev = chains.get(key) ?? Promise.resolve();
-      chains.set(
-        key,
-        prev.then(async () => this.processOne(it.entryId, it.raw, it.cmd, again ? await this.redis.getBuffer(keys.done(this.partition, it.cmd!.id)) : done[i])),
-      );
-    });
-    await Promise.all(chains.values());
+    await Promise.all(
+      items.map((it, i) => {
+        // The same command twice in one batch (a client or gateway retry): the later one runs
+        // after the first on the same chain, and must look for the first one's recorded reply.
+        const again = it.cmd !== undefined && seen.has(it.cmd.id);
+        if (it.cmd) seen.add(it.cmd.id);
+        return this.serial(it.cmd?.cid ?? `\u0000${it.entryId}`, async () =>
+          this.processOne(it.entryId, it.raw, it.cmd, again ? await this.redis.getBuffer(keys.done(this.partition, it.cmd!.id)) : done[i]),
+        );
+      }),
+    );
     if (this.running) {
       const last = items[items.length - 1].entryId;
       this.redis.xtrim(this.stream, 'MINID', last).catch(() => undefined);

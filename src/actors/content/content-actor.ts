@@ -357,7 +357,8 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
       version,
       viewEvents,
       event,
-      reply: pack(reply),
+      // A local command is never replayed: no reply to record.
+      reply: ctx.local ? EMPTY : pack(reply),
       commandId: cmd.id,
       entryId: ctx.entryId,
       promotedFrom,
@@ -381,6 +382,8 @@ export function conflictInfo(head: Snapshot): Record<string, unknown> {
     ETag: etagOf(head.cid, head.rev),
   };
 }
+
+const EMPTY = Buffer.alloc(0);
 
 const committed = (out: Outcome): boolean => out !== 'lease-lost' && out.reply.ok;
 

@@ -232,7 +232,7 @@ export class Workspaces {
   private async write(cmd: Cmd, ctx: ActorContext, draft: Draft | null, value: unknown): Promise<Outcome> {
     if (draft) await this.store.addToWorkspace(cmd.workspace, cmd.cid);
     const reply: Reply = { id: cmd.id, ok: true, value };
-    const ok = await this.store.commitDraft({ owner: ctx.owner, cid: cmd.cid, workspace: cmd.workspace, draft, reply: pack(reply), commandId: cmd.id, entryId: ctx.entryId });
+    const ok = await this.store.commitDraft({ owner: ctx.owner, cid: cmd.cid, workspace: cmd.workspace, draft, reply: ctx.local ? Buffer.alloc(0) : pack(reply), commandId: cmd.id, entryId: ctx.entryId });
     return ok ? { reply, committed: true } : 'lease-lost';
   }
 }

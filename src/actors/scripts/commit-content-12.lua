@@ -15,7 +15,7 @@
 -- KEYS[12] cat:{p}:t:<type>  catalog: content keys of one type (re-indexing by type)
 -- ARGV[1] owner  ARGV[2] expected rev  ARGV[3] new rev  ARGV[4] snapshot
 -- ARGV[5] version key ('' for none)  ARGV[6] version blob  ARGV[7] version index entry
--- ARGV[8] event blob  ARGV[9] events maxlen  ARGV[10] reply blob  ARGV[11] dedup ttl (s)
+-- ARGV[8] event blob  ARGV[9] events maxlen  ARGV[10] reply blob ('' records none)  ARGV[11] dedup ttl (s)
 -- ARGV[12] time of this change (ms)  ARGV[13] group  ARGV[14] command entry id ('' when none)
 -- ARGV[15] workspace whose draft the commit promotes ('' for none)
 -- ARGV[16..] view history entries
@@ -35,6 +35,6 @@ redis.call('ZADD', KEYS[11], ARGV[12], cid)
 redis.call('SADD', KEYS[12], cid)
 for i = 16, #ARGV do redis.call('RPUSH', KEYS[6], ARGV[i]) end
 redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[9], '*', 'e', ARGV[8])
-redis.call('SET', KEYS[8], ARGV[10], 'EX', ARGV[11])
+if ARGV[10] ~= '' then redis.call('SET', KEYS[8], ARGV[10], 'EX', ARGV[11]) end
 if ARGV[14] ~= '' then redis.call('XACK', KEYS[10], ARGV[13], ARGV[14]) end
 return {1}
