@@ -22,6 +22,7 @@ import {
 } from './envelope.js';
 import type { Exchange } from './http.js';
 import { WorkspaceService } from './workspace-service.js';
+import type { HeadCache } from './head-cache.js';
 import { Router, type Params } from './router.js';
 import { SYSTEM_VIEWS, resolveView, versionOnView } from '../actors/content/views.js';
 import { INDEXING_VARIANT, type Variants } from '../actors/content/variants.js';
@@ -42,6 +43,8 @@ export interface ContentServiceDeps {
   clock: () => number;
   /** The public address of the gateway, e.g. http://127.0.0.1:8080. */
   baseUrl: () => string;
+  /** Heads of contents for reads, dropped on every change. */
+  heads: HeadCache;
 }
 
 export const CONTENT_PREFIX = 'content-service';
@@ -117,6 +120,7 @@ export class ContentService {
     const aspects = Object.fromEntries(Object.entries(env.aspects).filter(([, a]) => a !== null)) as Record<string, NonNullable<(typeof env.aspects)[string]>>;
     const cmd: ContentCommand = { k: 'create', id: newCommandId(), cid: newContentKey(), requestId: x.requestId, user, type: env.contentType, aspects, ops: env.operations };
     const res = await this.d.mailbox.send<WriteResult>(cmd);
+    this.d.heads.drop(cmd.cid);
     const status = res.subResults.length ? partialCreated(res.subResults) : STATUS_CREATED;
     const fmt = formatOf(x.query.get('format'), x.header('accept'));
     x.send(201, [
@@ -136,7 +140,7 @@ export class ContentService {
     const env = parseEnvelope(await x.json());
     const cid = await this.cidOf(p);
     const cmd: ContentCommand = { k: 'update', id: newCommandId(), cid, requestId: x.requestId, user, ifMatch, unsafe, mode, aspects: env.aspects, ops: env.operations };
-    const res = await this.d.mailbox.send<WriteResult>(cmd);
+    const res = await this.d.mailbox.send<WriteResult>(cmd).finally(() => this.d.heads.drop(cid));
     const fmt = formatOf(x.query.get('format'), x.header('accept'));
     x.send(200, [
       ['Content-Type', 'application/json'],
@@ -149,7 +153,7 @@ export class ContentService {
     const ifMatch = x.header('if-match');
     if (ifMatch === undefined) throw new AppError('BAD_REQUEST', 'A delete requires If-Match');
     const cid = await this.cidOf(p);
-    await this.d.mailbox.send<unknown, ContentCommand>({ k: 'delete', id: newCommandId(), cid, requestId: x.requestId, user, ifMatch });
+    await this.d.mailbox.send<unknown, ContentCommand>({ k: 'delete', id: newCommandId(), cid, requestId: x.requestId, user, ifMatch }).finally(() => this.d.heads.drop(cid));
     x.send(204, []);
   }
 
@@ -173,7 +177,7 @@ export class ContentService {
     const cmd: ContentCommand = workspace === undefined
       ? { k: 'releaseAlias', id: newCommandId(), cid, user, namespace: p.ns, alias: p.alias }
       : { k: 'wsReleaseAlias', id: newCommandId(), cid, user, workspace, namespace: p.ns, alias: p.alias };
-    const res = await this.d.mailbox.send<{ released: boolean }, ContentCommand>(cmd);
+    const res = await this.d.mailbox.send<{ released: boolean }, ContentCommand>(cmd).finally(() => this.d.heads.drop(cid));
     x.send(res.released ? 204 : 200, []);
   }
 
@@ -244,7 +248,7 @@ export class ContentService {
       const cid = await this.cidOf({ ns: alias.slice(0, i), alias: alias.slice(i + 1) } as Params);
       cmd = { k: 'assignView', id: newCommandId(), cid, user, view, ifMatch, target: this.viewName(targetView.slice(1)) };
     }
-    const res = await this.d.mailbox.send<{ cid: string; rev: number }, ContentCommand>(cmd);
+    const res = await this.d.mailbox.send<{ cid: string; rev: number }, ContentCommand>(cmd).finally(() => this.d.heads.drop(cmd.cid));
     x.send(200, [['ETag', etagOf(res.cid, res.rev)]]);
   }
 
@@ -253,7 +257,7 @@ export class ContentService {
     const user = await this.authenticate(x);
     const view = this.assignableView(p.view);
     const cid = await this.cidOf(p);
-    const res = await this.d.mailbox.send<{ cid: string; rev: number }, ContentCommand>({ k: 'removeFromView', id: newCommandId(), cid, user, view });
+    const res = await this.d.mailbox.send<{ cid: string; rev: number }, ContentCommand>({ k: 'removeFromView', id: newCommandId(), cid, user, view }).finally(() => this.d.heads.drop(cid));
     x.send(204, [['ETag', etagOf(res.cid, res.rev)]]);
   }
 
@@ -269,13 +273,14 @@ export class ContentService {
   private async redirect(x: Exchange, p: Params, kind: ReadKind): Promise<void> {
     const user = await this.authenticate(x);
     const cid = await this.cidOf(p);
-    const head = await this.d.store.head(cid);
+    const least = x.query.get('atLeastRevision');
+    if (least !== null && !/^\d{1,15}$/.test(least)) throw new AppError('BAD_REQUEST', 'atLeastRevision must be an integer');
+    // atLeastRevision bypasses a cached head older than it
+    const head = await this.d.heads.get(cid, least === null ? 0 : Number(least));
     if (!head || head.deleted) throw new AppError('NOT_FOUND', `Content ${p.ns}/${p.alias} not found`);
     this.checkRead(user, head);
-    const least = x.query.get('atLeastRevision');
-    if (least !== null) {
-      if (!/^\d{1,15}$/.test(least)) throw new AppError('BAD_REQUEST', 'atLeastRevision must be an integer');
-      if (head.rev < Number(least)) throw new AppError('VERSION_NOT_FOUND', `Revision ${least} is not available yet (current ${head.rev})`, { revision: head.rev });
+    if (least !== null && head.rev < Number(least)) {
+      throw new AppError('VERSION_NOT_FOUND', `Revision ${least} is not available yet (current ${head.rev})`, { revision: head.rev });
     }
     this.variantOf(x, head.type);
     formatOf(x.query.get('format'), x.header('accept')); // 400 now, not after the redirect
@@ -296,7 +301,7 @@ export class ContentService {
     const user = await this.authenticate(x);
     const cid = await this.cidOf(p);
     const rev = Number(p.rev);
-    const head = await this.d.store.head(cid);
+    const head = await this.d.heads.get(cid, rev);
     if (!head || head.deleted) throw new AppError('NOT_FOUND', `Content ${p.ns}/${p.alias} not found`);
     this.checkRead(user, head);
     const etag = etagOf(cid, rev);

@@ -6,6 +6,7 @@ import { AppError } from '../errors.js';
 import type { Metrics } from '../adapters/metrics.js';
 import type { SolrEngine } from '../adapters/search-engine.js';
 import { SEARCH_PREFIX, SearchService } from './search-service.js';
+import { HeadCache } from './head-cache.js';
 import { Exchange, segmentsOf } from './http.js';
 import { CONTENT_PREFIX, ContentService, type ContentServiceDeps } from './content-service.js';
 
@@ -18,7 +19,7 @@ const ORIGINS: Record<string, string | undefined> = {
   'taxonomy-service': undefined,
 };
 
-export interface GatewayDeps extends Omit<ContentServiceDeps, 'baseUrl'> {
+export interface GatewayDeps extends Omit<ContentServiceDeps, 'baseUrl' | 'heads'> {
   redis: RedisClient;
   metrics: Metrics;
   engine: SolrEngine | null;
@@ -34,9 +35,11 @@ export class Gateway {
   private active = 0;
   private readonly content: ContentService;
   private readonly search: SearchService;
+  private readonly heads: HeadCache;
 
   constructor(private readonly d: GatewayDeps) {
-    this.content = new ContentService({ ...d, baseUrl: () => this.baseUrl() });
+    this.heads = new HeadCache(d.store, d.settings, d.log);
+    this.content = new ContentService({ ...d, heads: this.heads, baseUrl: () => this.baseUrl() });
     this.search = new SearchService(d);
   }
 
@@ -46,6 +49,7 @@ export class Gateway {
   }
 
   listen(): Promise<number> {
+    this.heads.start();
     const app = uWS.App();
     app.any('/*', (res, req) => this.dispatch(new Exchange(res, req, this.d.settings.MAX_BODY_BYTES)));
     return new Promise((resolve, reject) => {
@@ -65,6 +69,7 @@ export class Gateway {
     this.listenSocket = null;
     const deadline = Date.now() + 5000;
     while (this.active > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await this.heads.stop();
   }
 
   private dispatch(x: Exchange): void {

@@ -163,7 +163,7 @@ export class WorkspaceService {
     const user = await this.content.authenticate(x);
     const ws = this.workspace(p);
     const cid = await this.cidOf(p, ws);
-    const res = await this.d.mailbox.send<WriteResult, ContentCommand>({ k: 'wsPromote', id: newCommandId(), cid, user, workspace: ws });
+    const res = await this.d.mailbox.send<WriteResult, ContentCommand>({ k: 'wsPromote', id: newCommandId(), cid, user, workspace: ws }).finally(() => this.d.heads.drop(cid));
     x.send(200, [['Content-Type', 'application/json'], ['ETag', etagOf(cid, res.snapshot.rev)]], serialize(contentEnvelope(res.snapshot, res.version, STATUS_OK), formatOf(x.query.get('format'), x.header('accept'))));
   }
 }

@@ -1,0 +1,103 @@
+import { LRUCache } from 'lru-cache';
+import type { Settings } from '../../config/settings.js';
+import { unpack } from '../adapters/codec.js';
+import type { ContentStore } from '../adapters/content-store.js';
+import type { Logger } from '../adapters/log.js';
+import { keys, connectRedis, type RedisClient } from '../adapters/redis.js';
+import type { ContentEvent, Snapshot } from '../actors/content/model.js';
+
+/** How long a head may be served without news of a change (a safety net behind the events). */
+const TTL_MS = 5000;
+
+/**
+ * The heads of contents, kept in process for reads. A head changes with every commit; every
+ * commit appends its event, and this cache tails every partition's event stream and drops the
+ * heads it names, so a change made through any gateway is seen within the event latency.
+ * Writes answered through this gateway drop their head at once. `atLeastRevision` skips a
+ * cached head older than the revision asked for.
+ */
+export class HeadCache {
+  private readonly heads: LRUCache<string, { snap: Snapshot | null }>;
+  /** Per content, the invalidation count when it was last dropped (guards in-flight loads). */
+  private readonly dropped = new LRUCache<string, number>({ max: 100000 });
+  private epoch = 0;
+  private running = false;
+  /** True once the tail knows where each stream is: only then may heads be kept. */
+  private ready = false;
+  private conn?: RedisClient;
+  private loop?: Promise<void>;
+
+  constructor(
+    private readonly store: ContentStore,
+    private readonly settings: Settings,
+    private readonly log: Logger,
+    max = settings.READ_CACHE_ENTRIES,
+  ) {
+    this.heads = new LRUCache({ max: Math.max(1, max), ttl: TTL_MS });
+  }
+
+  /** Tails the event streams; on Redis Cluster (no multi-slot reads) the cache stays off. */
+  start(): void {
+    if (this.settings.REDIS_CLUSTER_NODES || this.settings.READ_CACHE_ENTRIES === 0) return;
+    this.running = true;
+    this.conn = connectRedis(this.settings, { blocking: true, name: 'head-cache' });
+    this.loop = this.tail(this.conn);
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    this.ready = false;
+    this.conn?.disconnect();
+    await this.loop;
+  }
+
+  /** The head of a content (null when it never existed), at least at revision `atLeast`. */
+  async get(cid: string, atLeast = 0): Promise<Snapshot | null> {
+    if (this.ready) {
+      const hit = this.heads.get(cid);
+      if (hit && (atLeast === 0 || (hit.snap !== null && hit.snap.rev >= atLeast))) return hit.snap;
+    }
+    const started = this.epoch;
+    const snap = await this.store.head(cid);
+    if (this.ready && (this.dropped.get(cid) ?? -1) < started) this.heads.set(cid, { snap });
+    return snap;
+  }
+
+  /** Forgets a head (a write of this gateway, or an event of any). */
+  drop(cid: string): void {
+    this.epoch++;
+    this.dropped.set(cid, this.epoch);
+    this.heads.delete(cid);
+  }
+
+  private async tail(conn: RedisClient): Promise<void> {
+    const streams = Array.from({ length: this.settings.PARTITIONS }, (_, p) => keys.events(p));
+    // Each stream's own last id ('$' would be taken anew at every read and skip events).
+    const last = await Promise.all(streams.map(async (k) => ((await this.store.redis.xrevrange(k, '+', '-', 'COUNT', 1))[0]?.[0] ?? '0-0')));
+    this.ready = this.running;
+    while (this.running) {
+      try {
+        const res = (await conn.xreadBuffer('COUNT', 1000, 'BLOCK', 2000, 'STREAMS', ...streams, ...last)) as [Buffer, [Buffer, Buffer[]][]][] | null;
+        for (const [stream, entries] of res ?? []) {
+          const i = streams.indexOf(stream.toString());
+          for (const [id, fields] of entries) {
+            last[i] = id.toString();
+            try {
+              this.drop(unpack<ContentEvent>(fields[1]).cid);
+            } catch {
+              // an unreadable event names no content
+            }
+          }
+        }
+      } catch (e) {
+        if (!this.running) return;
+        // Events may have been missed: start over with an empty cache.
+        this.ready = false;
+        this.heads.clear();
+        this.log.warn({ err: String(e) }, 'head cache lost the event stream; cleared');
+        await new Promise((r) => setTimeout(r, 500));
+        this.ready = this.running;
+      }
+    }
+  }
+}
