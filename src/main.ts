@@ -9,6 +9,7 @@ import { IndexingRules } from './actors/indexing.js';
 import { Indexer } from './actors/indexer.js';
 import { ReindexSessions, Reindexer } from './actors/reindex-session.js';
 import { ensureLocalRedis } from './adapters/redis-server.js';
+import { javaAndMavenAvailable, startSolr } from './adapters/solr-server.js';
 import { ContentActor, type ContentCommand } from './actors/content/content-actor.js';
 import { Mailbox } from './actors/mailbox.js';
 import { AuditTrailHook, type LifecycleHook } from './actors/content/lifecycle-hooks.js';
@@ -126,6 +127,18 @@ async function cli(): Promise<void> {
   }
   if (!settings.REDIS_URL && !settings.REDIS_CLUSTER_NODES) {
     settings = { ...settings, REDIS_URL: await ensureLocalRedis(settings.DATA_DIR, (m) => log.info(m)) };
+  }
+  if (!settings.SOLR_URL && (args.length === 0 || args.some((r) => r !== 'actors'))) {
+    if (javaAndMavenAvailable()) {
+      const solr = await startSolr({ dataDir: `${settings.DATA_DIR}/solr`, port: 8983, log: (m) => log.info(m) }).catch(async (e: unknown) => {
+        log.warn(`embedded Solr on 8983 failed (${(e as Error).message.split('\n')[0]}); trying a free port`);
+        return startSolr({ dataDir: `${settings.DATA_DIR}/solr`, log: (m) => log.info(m) });
+      });
+      settings = { ...settings, SOLR_URL: solr.url };
+      process.once('exit', () => void solr.stop());
+    } else {
+      log.warn('No search engine: SOLR_URL is unset and Java or Maven is missing, so the embedded Solr cannot run; search answers 503');
+    }
   }
   log.info({ settings: describeSettings(settings) }, 'starting');
   const platform = await startPlatform({ settings, roles: args.length ? (args as Role[]) : ROLES, log });
