@@ -113,11 +113,9 @@ export class Reindexer {
       }
       const entries = res?.[0]?.[1] ?? [];
       if (cursor === '0' && entries.length === 0) cursor = '>';
-      for (const [id, fields] of entries) {
-        if (!this.running) return;
-        await this.process(id.toString(), fields[1]);
-        if (cursor !== '>') cursor = id.toString();
-      }
+      // The records of a read are indexed side by side (the engine takes batches in parallel).
+      await Promise.all(entries.map(([id, fields]) => this.process(id.toString(), fields[1])));
+      if (cursor !== '>' && entries.length) cursor = entries[entries.length - 1][0].toString();
     }
   }
 

@@ -58,20 +58,35 @@ export class SolrEngine {
   }
 
   /**
-   * Makes the index hold exactly `docs` for each content: documents of the content that are not
-   * among them (older versions, views left, a deleted content), with their child documents, are
-   * deleted, then the documents are added (Solr replaces a block by its root id).
+   * Makes the index hold exactly `docs` for each content: the documents the index holds for
+   * these contents are looked up (a cheap prefix query), those not among `docs` (older
+   * versions, views left, a deleted content) are deleted by id, then `docs` are added. Solr
+   * replaces an added document's whole block (its child documents) through `_root_`, and a
+   * delete by the id of a root document removes its block. A delete-by-query is kept for the
+   * rare batch whose lookup would not fit one page.
    */
   async replace(contents: ContentDocs[]): Promise<void> {
     if (!contents.length) return;
-    const clauses = contents.map(({ cid, docs }) => {
-      const keep = docs.map((d) => `"${escapePhrase(String(d.id))}"`);
-      const mine = `(id:${escapeTerm(`c:${cid}:`)}* OR _root_:${escapeTerm(`c:${cid}:`)}*)`;
-      return keep.length ? `(${mine} AND -id:(${keep.join(' OR ')}) AND -_root_:(${keep.join(' OR ')}))` : mine;
-    });
-    await this.client._requestPost('update', { delete: { query: clauses.join(' OR ') } }, { commitWithin: this.commitWithinMs, wt: 'json' });
+    const wanted = new Set(contents.flatMap((c) => c.docs.map((d) => String(d.id))));
+    const prefixes = contents.map(({ cid }) => `id:${escapeTerm(`c:${cid}:`)}*`);
+    const rows = Math.max(100, contents.length * 20);
+    const found = (await this.postSelect(this.collection, new URLSearchParams({ q: prefixes.join(' OR '), fl: 'id', rows: String(rows), wt: 'json' }))) as { response: { numFound: number; docs: { id: string }[] } };
+    if (found.response.numFound > rows) {
+      const keep = [...wanted].map((id) => `"${escapePhrase(id)}"`);
+      const query = `(${prefixes.join(' OR ')})${keep.length ? ` AND -id:(${keep.join(' OR ')})` : ''}`;
+      await this.client._requestPost('update', { delete: { query } }, { commitWithin: this.commitWithinMs, wt: 'json' });
+    } else {
+      const stale = found.response.docs.map((d) => d.id).filter((id) => !wanted.has(id));
+      if (stale.length) await this.client._requestPost('update', { delete: stale }, { commitWithin: this.commitWithinMs, wt: 'json' });
+    }
     const docs = contents.flatMap((c) => c.docs);
     if (docs.length) await this.client._requestPost('update', docs, { commitWithin: this.commitWithinMs, wt: 'json' });
+  }
+
+  private async postSelect(collection: string, params: URLSearchParams): Promise<unknown> {
+    const r = await this.select(collection, params);
+    if (r.status !== 200) throw new Error(`Solr select failed: ${r.status} ${r.body.slice(0, 300)}`);
+    return JSON.parse(r.body);
   }
 
   /** Makes every change so far searchable (tests and re-index completion). */

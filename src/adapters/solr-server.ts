@@ -55,7 +55,7 @@ export async function startSolr(opts: { dataDir: string; port?: number; log?: (m
   const port = opts.port ?? (await freePort());
   const child: ChildProcess = spawn(
     'java',
-    ['-Xms128m', '-Xmx512m', `-Dsolr.log.dir=${join(home, 'logs')}`, '-cp', `${join(TOOL_DIR, 'target', 'classes')}:${join(TOOL_DIR, 'target', 'lib', '*')}`, 'platform.EmbeddedSolr', String(port), home],
+    ['-Xms256m', '-Xmx1g', `-Dsolr.log.dir=${join(home, 'logs')}`, '-cp', `${join(TOOL_DIR, 'target', 'classes')}:${join(TOOL_DIR, 'target', 'lib', '*')}`, 'platform.EmbeddedSolr', String(port), home],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const kill = () => child.kill('SIGKILL');
