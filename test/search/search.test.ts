@@ -188,6 +188,43 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
       }
     });
 
+    it('an injection table of 50 parameter sets never returns what the caller may not read', async () => {
+      const type = `${T}f`;
+      const qs = [`svc_type_s:${type}`, '*:*', `{!lucene}*:*`, `{!edismax qf=id}*`, `*:* OR id:*`, `{!join from=root to=id}*:*`, `{!frange l=0}1`, `{!parent which=*:*}*:*`, `(*:*) OR (svc_security_context_ss:*)`, `{!lucene q.op=OR}*:* -svc_type_s:nothing`];
+      const extras: Record<string, string>[] = [
+        {},
+        { fq: '*:*' },
+        { fq: `{!cache=false}*:*` },
+        { defType: 'edismax', qf: 'id svc_type_s', mm: '0' },
+        { defType: 'dismax', 'q.alt': '*:*' },
+      ];
+      let cases = 0;
+      for (const q of qs) {
+        for (const extra of extras) {
+          const params = { q, ...extra, fl: 'id,svc_security_context_ss', rows: '1000' };
+          const r = await select(sports, params);
+          cases++;
+          if (r.status !== 200) {
+            expect(r.status, JSON.stringify(params)).to.be.within(400, 499);
+            continue;
+          }
+          for (const d of r.json.response.docs as { svc_security_context_ss?: string[] }[]) {
+            expect(d.svc_security_context_ss ?? [], JSON.stringify(params)).to.include('sports');
+          }
+          const anonymous = await select(anon, params, null);
+          if (anonymous.status === 200) {
+            expect(ids(anonymous), JSON.stringify(params)).to.not.include.members([hidden.version, later.version, latestOnly.version, sportsOnly.version]);
+          }
+        }
+      }
+      expect(cases).to.equal(50);
+    });
+
+    it('sysadmin sees everything, reader everything readable, on the same data', async () => {
+      const all = [pub, hidden, later, latestOnly, sportsOnly].map((c) => c.version).sort();
+      expect(ids(await select(sysadmin, { q: `svc_type_s:${T}f` }))).to.deep.equal(all);
+    });
+
     it('POST with form parameters works; the JSON request API is refused', async () => {
       const form = await sports.req('POST', `${p.search}/content/select`, { raw: new URLSearchParams({ q: `svc_type_s:${T}f` }).toString(), headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
       expect(form.status).to.equal(200);
