@@ -43,7 +43,7 @@ export function buildEmbeddedSolr(log: (m: string) => void = () => undefined): v
  * Starts Solr (the `content` core from tools/solr/configsets/content) on a free port with its
  * home and data under `dataDir`; stopped with the returned handle or when this process exits.
  */
-export async function startSolr(opts: { dataDir: string; port?: number; log?: (m: string) => void; startTimeoutMs?: number }): Promise<SolrHandle> {
+export async function startSolr(opts: { dataDir: string; port?: number; log?: (m: string) => void; startTimeoutMs?: number; /** security.json for the Solr home (e.g. basic authentication). */ securityJson?: string }): Promise<SolrHandle> {
   const log = opts.log ?? (() => undefined);
   buildEmbeddedSolr(log);
   const home = resolve(opts.dataDir);
@@ -52,6 +52,7 @@ export async function startSolr(opts: { dataDir: string; port?: number; log?: (m
   // The configset is copied on every start, so a schema change in the repo takes effect.
   cpSync(join(TOOL_DIR, 'configsets', 'content', 'conf'), join(core, 'conf'), { recursive: true });
   writeFileSync(join(core, 'core.properties'), 'name=content\n');
+  if (opts.securityJson) writeFileSync(join(home, 'security.json'), opts.securityJson);
   const port = opts.port ?? (await freePort());
   const child: ChildProcess = spawn(
     'java',
