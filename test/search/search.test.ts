@@ -99,6 +99,25 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
     await eventually(async () => expect(ids(await select(editor, { q: `svc_type_s:${T}c` }))).to.deep.equal([u.json.system.version]));
   });
 
+  it('child documents (Events 3-4): indexed with the parent, deleted with it on update and on delete', async () => {
+    const type = `${T}k`;
+    const child = `part-${Date.now()}`;
+    const c = await create('with parts', type, [], { svcSolrDocument: { parts: [{ id: child, part_s: 'kid' }] } });
+    const find = async () => ids(await select(sysadmin, { q: `id:"${child}"` }));
+    await eventually(async () => expect(await find()).to.deep.equal([child]));
+    const kid = (await select(sysadmin, { q: `id:"${child}"`, fl: 'id,root' })).json.response.docs[0];
+    expect(kid.root).to.equal(c.version);
+    // an update without the children: the block is replaced, the child is gone
+    const u = await editor.req('PUT', `/content/alias/${c.id}`, { body: { aspects: { svcSolrDocument: null } }, headers: { 'If-Match': c.etag } });
+    expect(u.status).to.equal(200);
+    await eventually(async () => expect(await find()).to.deep.equal([]));
+    // children again, then a delete of the content removes them with their parent
+    const u2 = await editor.req('PUT', `/content/alias/${c.id}`, { body: { aspects: { svcSolrDocument: { parts: [{ id: child, part_s: 'kid' }] } } }, headers: { 'If-Match': u.headers.get('etag')! } });
+    await eventually(async () => expect(await find()).to.deep.equal([child]));
+    await editor.req('DELETE', `/content/alias/${c.id}`, { headers: { 'If-Match': u2.headers.get('etag')! } });
+    await eventually(async () => expect(await find()).to.deep.equal([]));
+  });
+
   describe('filters', () => {
     let pub: { version: string };
     let hidden: { version: string };

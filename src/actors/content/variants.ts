@@ -116,6 +116,12 @@ export const indexingStandard: Composer = (aspects, { snapshot, version }) => {
     system[`svc_timestate_${fieldSafe(v)}_drange`] = dateRange(w.on, w.off);
   }
   const doc = withoutType(aspects.svcSolrDocument ?? {});
+  // Child documents (lists of objects with an id) belong to this document's block: `root`,
+  // which every document needs, names the parent unless the content set it.
+  for (const v of Object.values(doc)) {
+    if (!Array.isArray(v)) continue;
+    for (const child of v) if (child && typeof child === 'object' && !Array.isArray(child) && 'id' in child && !('root' in child)) (child as Record<string, Json>).root = vid;
+  }
   for (const [k, v] of Object.entries(system)) doc[k] = Array.isArray(v) && Array.isArray(doc[k]) ? [...new Set([...(doc[k] as Json[]), ...v])] : v;
   return { ...aspects, svcSolrDocument: { _type: 'svcSolrDocument', ...doc } };
 };
