@@ -25,6 +25,11 @@ export class Router {
     return this;
   }
 
+  /** Every route: its pattern and methods (for the OpenAPI document). */
+  describe(): { pattern: string; methods: string[] }[] {
+    return this.routes.map((r) => ({ pattern: r.pattern.join('/'), methods: Object.keys(r.methods) }));
+  }
+
   /** Finds the handler; throws 404 (no route) or 405 (route, other method). */
   match(method: string, segs: string[]): { handler: Handler; params: Params; pattern: string } {
     let allowed: string[] | null = null;

@@ -111,7 +111,7 @@ export function invalid(err: z.ZodError, prefix: (string | number)[] = []): AppE
   return new AppError('BAD_REQUEST', `Invalid request: ${issues[0]?.path ? issues[0].path + ': ' : ''}${issues[0]?.message ?? 'invalid'}`, { issues });
 }
 
-const viewBodySchema = z.union([
+export const viewBodySchema = z.union([
   z.strictObject({ version: z.string().min(1).max(1024) }),
   z.strictObject({
     symbolic: z.strictObject({

@@ -7,6 +7,7 @@ import type { Metrics } from '../adapters/metrics.js';
 import type { SolrEngine } from '../adapters/search-engine.js';
 import { SEARCH_PREFIX, SearchService } from './search-service.js';
 import { HeadCache } from './head-cache.js';
+import { openApiDocument } from './openapi.js';
 import { Exchange, segmentsOf } from './http.js';
 import { CONTENT_PREFIX, ContentService, type ContentServiceDeps } from './content-service.js';
 
@@ -36,6 +37,7 @@ export class Gateway {
   private readonly content: ContentService;
   private readonly search: SearchService;
   private readonly heads: HeadCache;
+  private openapi?: string;
 
   constructor(private readonly d: GatewayDeps) {
     this.heads = new HeadCache(d.store, d.settings, d.log);
@@ -89,6 +91,12 @@ export class Gateway {
     if (segs.length === 1 && segs[0] === 'health') {
       x.route = 'health';
       return this.health(x);
+    }
+    if (segs.length === 1 && segs[0] === 'openapi.json') {
+      x.route = 'openapi';
+      this.openapi ??= JSON.stringify(openApiDocument(this.d.settings.API_VERSION, { [CONTENT_PREFIX]: this.content.router, [SEARCH_PREFIX]: this.search.router }));
+      x.send(200, [['Content-Type', 'application/json']], this.openapi);
+      return;
     }
     if (segs.length === 1 && segs[0] === 'metrics') {
       x.route = 'metrics';

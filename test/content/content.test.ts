@@ -443,6 +443,16 @@ describe('content service: content (spec Endpoints/Content, CONTRACT §5, §11, 
       expect(bad.headers.get('x-request-id')).to.match(/^[A-Za-z0-9_-]{12}$/);
     });
 
+    it('GET /openapi.json: an OpenAPI 3.1 document of every route, bodies from the zod schemas', async () => {
+      const r = await editor.req('GET', `${p.url}/openapi.json`);
+      expect(r.status).to.equal(200);
+      expect(r.json.openapi).to.equal('3.1.0');
+      expect(r.json.paths['/content-service/content'].post.requestBody.content['application/json'].schema.properties).to.have.property('aspects');
+      expect(r.json.paths['/content-service/content/alias/{ns}/{alias}/{rev}'].get.parameters.map((x: { name: string }) => x.name)).to.deep.equal(['ns', 'alias', 'rev']);
+      expect(r.json.paths).to.have.property('/search-service/{collection}/select');
+      expect(r.json.paths).to.have.property('/content-service/content/workspace/{ws}/alias/{ns}/{alias}/promote');
+    });
+
     it('health answers 200 with status ok', async () => {
       const r = await editor.req('GET', `${p.url}/health`);
       expect(r.status).to.equal(200);
