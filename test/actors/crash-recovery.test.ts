@@ -3,6 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { partitionOf } from '../../src/adapters/ids.js';
 import { Client, article, startTestPlatform } from '../support/platform.js';
+import { until } from '../support/wait.js';
 
 type P = Awaited<ReturnType<typeof startTestPlatform>>;
 
@@ -36,13 +37,6 @@ function actorProcess(): ChildProcess {
   return child;
 }
 
-async function until(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe('actors: an owner killed mid-stream (ARCHITECTURE principle 3)', function () {
   this.timeout(90000);

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { Client, article, startTestPlatform } from '../support/platform.js';
+import { until } from '../support/wait.js';
 
 type P = Awaited<ReturnType<typeof startTestPlatform>>;
 const ENV = { PARTITIONS: '2', LEASE_MS: '1000' };
@@ -10,13 +11,6 @@ function actorProcess(): ChildProcess {
   return spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'actors'], { env: { ...process.env, ...ENV, LOG_LEVEL: 'warn' }, stdio: ['ignore', 'ignore', 'inherit'] });
 }
 
-async function until(check: () => Promise<boolean>, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe('workspaces: the actor owning a content killed during a promote (issue 4)', function () {
   this.timeout(120000);

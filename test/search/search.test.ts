@@ -5,23 +5,10 @@ import { loadSettings } from '../../config/settings.js';
 import { startPlatform } from '../../src/main.js';
 import { Client } from '../support/platform.js';
 import { ensureTestSolr } from '../support/solr.js';
+import { eventually } from '../support/wait.js';
 
 type P = Awaited<ReturnType<typeof startPlatform>> & { base: string; search: string };
 
-/** Polls until `check` passes or `ms` run out (a change is searchable within 2 s: CONTRACT §9). */
-async function eventually<T>(check: () => Promise<T>, ms = 4000): Promise<T> {
-  const until = Date.now() + ms;
-  let last: unknown;
-  for (;;) {
-    try {
-      return await check();
-    } catch (e) {
-      last = e;
-      if (Date.now() > until) throw last;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-}
 
 describe('search service, indexer and re-indexing (spec Search service, Events 2-6, CONTRACT §9)', function () {
   this.timeout(240000);

@@ -1,0 +1,21 @@
+/** Polls `check` until it is true; fails after `ms` naming `what`. */
+export async function until(check: () => Promise<boolean>, ms: number, what = 'a condition'): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Retries an assertion until it passes or `ms` run out (then its last failure is thrown). */
+export async function eventually<T>(check: () => Promise<T>, ms = 4000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    try {
+      return await check();
+    } catch (e) {
+      if (Date.now() > end) throw e;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
