@@ -27,8 +27,6 @@ export class Indexer {
   private readonly loops: Promise<void>[] = [];
   private readonly conns: RedisClient[] = [];
   private claimTimer?: NodeJS.Timeout;
-  /** Time of the newest event indexed, for the commit-to-searchable lag metric. */
-  lastIndexedEventTs = 0;
 
   constructor(
     private readonly redis: RedisClient,
@@ -86,13 +84,10 @@ export class Indexer {
   /** Indexes a batch, retrying with back-off until the engine takes it, then acknowledges it. */
   private async indexUntilDone(batch: { stream: string; entries: Entry[] }[]): Promise<void> {
     const cids = new Set<string>();
-    let newest = 0;
     for (const { entries } of batch) {
       for (const [, fields] of entries) {
         try {
-          const e = unpack<ContentEvent>(fields[1]);
-          cids.add(e.cid);
-          newest = Math.max(newest, e.ts);
+          cids.add(unpack<ContentEvent>(fields[1]).cid);
         } catch {
           // an unreadable event names no content; it is acknowledged with the rest
         }
@@ -110,7 +105,6 @@ export class Indexer {
     }
     if (!this.running) return;
     await Promise.all(batch.map(({ stream, entries }) => entries.length && this.redis.xack(stream, INDEXER_GROUP, ...entries.map(([id]) => id))));
-    this.lastIndexedEventTs = Math.max(this.lastIndexedEventTs, newest);
   }
 
   /** Sends the current documents of these contents to the engine, in batches. */
