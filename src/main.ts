@@ -130,12 +130,20 @@ async function cli(): Promise<void> {
   }
   if (!settings.SOLR_URL && (args.length === 0 || args.some((r) => r !== 'actors'))) {
     if (javaAndMavenAvailable()) {
-      const solr = await startSolr({ dataDir: `${settings.DATA_DIR}/solr`, port: 8983, log: (m) => log.info(m) }).catch(async (e: unknown) => {
-        log.warn(`embedded Solr on 8983 failed (${(e as Error).message.split('\n')[0]}); trying a free port`);
-        return startSolr({ dataDir: `${settings.DATA_DIR}/solr`, log: (m) => log.info(m) });
-      });
-      settings = { ...settings, SOLR_URL: solr.url };
-      process.once('exit', () => void solr.stop());
+      const dataDir = `${settings.DATA_DIR}/solr`;
+      const solr = await startSolr({ dataDir, port: 8983, log: (m) => log.info(m) })
+        .catch((e: unknown) => {
+          log.warn(`embedded Solr on 8983 failed (${(e as Error).message.split('\n')[0]}); trying a free port`);
+          return startSolr({ dataDir, log: (m) => log.info(m) });
+        })
+        .catch((e: unknown) => {
+          log.error(`No search engine: the embedded Solr could not start (${(e as Error).message.split('\n')[0]}); search answers 503`);
+          return null;
+        });
+      if (solr) {
+        settings = { ...settings, SOLR_URL: solr.url };
+        process.once('exit', () => void solr.stop());
+      }
     } else {
       log.warn('No search engine: SOLR_URL is unset and Java or Maven is missing, so the embedded Solr cannot run; search answers 503');
     }

@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { javaAndMavenAvailable, startSolr } from '../../src/adapters/solr-server.js';
@@ -6,15 +6,29 @@ import { javaAndMavenAvailable, startSolr } from '../../src/adapters/solr-server
 let solr: Promise<string> | undefined;
 
 /**
- * One Solr for the whole test run: SOLR_URL when given, else the embedded Solr started once
- * (built with Maven on first use) in a temporary directory; it ends with the test process.
+ * One Solr for the whole test process: TEST_SOLR_URL when given (its `content` collection
+ * receives test documents; SOLR_URL is never used, so a developer's Solr is left alone), else
+ * the embedded Solr, built with Maven on first use and started once in a temporary directory
+ * that is removed when the test process exits.
  */
 export function ensureTestSolr(): Promise<string> {
-  if (!process.env.TEST_SOLR_URL && !javaAndMavenAvailable()) {
-    throw new Error('The search tests need Solr: install Java 17 and Maven (the embedded Solr is built from Maven Central), or set TEST_SOLR_URL');
+  const given = process.env.TEST_SOLR_URL;
+  if (given) return (solr ??= Promise.resolve(given.replace(/\/+$/, '')));
+  if (!javaAndMavenAvailable()) {
+    return Promise.reject(new Error('The search tests need Solr: install Java 17 and Maven (the embedded Solr is built from Maven Central), or set TEST_SOLR_URL'));
   }
-  solr ??= process.env.TEST_SOLR_URL
-    ? Promise.resolve(process.env.TEST_SOLR_URL)
-    : startSolr({ dataDir: mkdtempSync(join(tmpdir(), 'test-solr-')), log: (m) => console.log(`[test setup] ${m}`) }).then((h) => h.url);
+  solr ??= (async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'test-solr-'));
+    const h = await startSolr({ dataDir: dir, log: (m) => console.log(`[test setup] ${m}`) });
+    // startSolr kills the JVM on exit (registered first, so it runs first); then its files go.
+    process.once('exit', () => {
+      try {
+        rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+      } catch {
+        // a JVM still closing files; the OS temp cleaner gets the rest
+      }
+    });
+    return h.url;
+  })();
   return solr;
 }
