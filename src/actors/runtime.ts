@@ -121,7 +121,9 @@ export class ActorHost<C extends CommandBase = CommandBase> {
       const now = Date.now();
       const P = this.settings.PARTITIONS;
       await this.redis.zadd(keys.members, now, this.owner);
-      await this.redis.zremrangebyscore(keys.members, '-inf', now - 3 * this.settings.LEASE_MS);
+      // A member silent for a whole lease (three missed heartbeats) is gone: its leases have
+      // expired too, so the survivors' shares grow at once and they take its partitions over.
+      await this.redis.zremrangebyscore(keys.members, '-inf', now - this.settings.LEASE_MS);
       const members = Math.max(1, await this.redis.zcard(keys.members));
       const share = Math.ceil(P / members);
 
