@@ -155,6 +155,12 @@ async function cli(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'shutting down: draining requests and handing partitions over');
+    // A drain that cannot finish (Redis gone: its calls wait for a reconnect) must not keep the
+    // process alive: leases expire by themselves and another owner replays what is pending.
+    setTimeout(() => {
+      log.error('shutdown did not finish within 15 s; exiting');
+      process.exit(1);
+    }, 15000).unref();
     platform.stop().then(
       () => process.exit(0),
       (e: unknown) => {
