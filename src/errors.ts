@@ -18,6 +18,7 @@ export const ERRORS = {
   PRECONDITION_FAILED: { statusCode: '41200', http: 412, message: 'Precondition failed' },
   PAYLOAD_TOO_LARGE: { statusCode: '41300', http: 413, message: 'Payload too large' },
   UNSUPPORTED_MEDIA_TYPE: { statusCode: '41500', http: 415, message: 'Unsupported media type' },
+  RANGE_NOT_SATISFIABLE: { statusCode: '41600', http: 416, message: 'Range not satisfiable' },
   INTERNAL: { statusCode: '50000', http: 500, message: 'Internal server error' },
   UNAVAILABLE: { statusCode: '50300', http: 503, message: 'Service unavailable' },
 } as const;

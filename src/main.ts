@@ -9,6 +9,9 @@ import { IndexingRules } from './actors/indexing.js';
 import { Indexer } from './actors/indexer.js';
 import { ReindexSessions, Reindexer } from './actors/reindex-session.js';
 import { ensureLocalRedis } from './adapters/redis-server.js';
+import { startTmpSweeper, type FileStore } from './adapters/file-store.js';
+import { DiskFileStore } from './adapters/file-store-disk.js';
+import { S3FileStore } from './adapters/file-store-s3.js';
 import { javaAndMavenAvailable, startSolr } from './adapters/solr-server.js';
 import { ContentActor, type ContentCommand } from './actors/content/content-actor.js';
 import { Mailbox } from './actors/mailbox.js';
@@ -33,6 +36,7 @@ export interface Platform {
   tokens?: TokenService;
   engine?: SolrEngine | null;
   indexer?: Indexer;
+  files?: FileStore;
   stop(): Promise<void>;
 }
 
@@ -71,7 +75,11 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
     mailbox.start();
     const metrics = new Metrics(redis, settings.PARTITIONS, () => mailbox.inFlight);
     const reindex = engine ? new ReindexSessions(redis, store, settings) : null;
-    const gateway = new Gateway({ settings, redis, store, mailbox, tokens, security, variants, clock, metrics, engine, reindex, log: log.child({ role: 'web' }) });
+    const files = await fileStore(settings, log.child({ role: 'web' }));
+    const sweeper = startTmpSweeper(files, { tmpTtlSeconds: settings.TMP_TTL_SECONDS, log: (m) => log.info({ role: 'web' }, m) });
+    stops.push(async () => sweeper.stop());
+    platform.files = files;
+    const gateway = new Gateway({ settings, redis, store, mailbox, tokens, security, variants, clock, metrics, engine, reindex, files, log: log.child({ role: 'web' }) });
     await gateway.listen();
     platform.gateway = gateway;
     platform.tokens = tokens;
@@ -101,6 +109,37 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
     redis.disconnect();
   };
   return platform;
+}
+
+/**
+ * The file store the settings select (S3 when S3_ENDPOINT is set, else FILES_DIR on disk).
+ * When it cannot be set up yet (S3 unreachable), the platform starts anyway: file requests
+ * answer 503 and /health names the store while setup is retried every 5 s.
+ */
+async function fileStore(settings: Settings, log: Logger): Promise<FileStore> {
+  const storeLog = (m: string) => log.warn(m);
+  const files: FileStore = settings.S3_ENDPOINT
+    ? new S3FileStore({
+        endPoint: settings.S3_ENDPOINT,
+        port: settings.S3_PORT,
+        useSSL: settings.S3_USE_SSL,
+        accessKey: settings.S3_ACCESS_KEY ?? '',
+        secretKey: settings.S3_SECRET_KEY ?? '',
+        bucket: settings.S3_BUCKET,
+        tmpTtlSeconds: settings.TMP_TTL_SECONDS,
+        log: storeLog,
+      })
+    : new DiskFileStore({ dir: settings.FILES_DIR, tmpTtlSeconds: settings.TMP_TTL_SECONDS, log: storeLog });
+  const setUp = (): Promise<boolean> =>
+    files.ready().then(
+      () => (log.info({ kind: files.kind }, 'file store ready'), true),
+      (e: unknown) => (log.error({ err: e }, 'file store could not be set up; retrying in 5 s'), false),
+    );
+  if (!(await setUp())) {
+    const retry = setInterval(() => void setUp().then((ok) => ok && clearInterval(retry)), 5000);
+    retry.unref();
+  }
+  return files;
 }
 
 /** The hooks LIFECYCLE_HOOKS names, in order. */

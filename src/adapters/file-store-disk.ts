@@ -101,6 +101,13 @@ export class DiskFileStore implements FileStore {
     await mkdir(join(this.dir, 'content'), { recursive: true });
   }
 
+  async ping(): Promise<boolean> {
+    return stat(this.incoming).then(
+      (st) => st.isDirectory(),
+      () => false,
+    );
+  }
+
   private hostDir(key: FileKey): string {
     return join(this.dir, key.space, key.host);
   }

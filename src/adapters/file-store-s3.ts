@@ -118,6 +118,11 @@ export class S3FileStore implements FileStore {
     await this.setLifecycleRule();
   }
 
+  async ping(): Promise<boolean> {
+    const timeout = new Promise<boolean>((done) => setTimeout(() => done(false), 1000).unref());
+    return Promise.race([this.client.bucketExists(this.bucket).catch(() => false), timeout]);
+  }
+
   /** Expires `tmp/` objects after the TTL rounded up to whole days (S3 counts in days). */
   private async setLifecycleRule(): Promise<void> {
     const days = Math.max(1, Math.ceil(this.ttlMs / 86400_000));

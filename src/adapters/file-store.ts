@@ -1,7 +1,7 @@
 /**
  * The file store of the file service (spec "File service", "File parameters"; CONTRACT §8):
  * one interface, two implementations, S3 through `minio` (file-store-s3.ts) and the local disk
- * (file-store-disk.ts), chosen by the settings in `createFileStore`.
+ * (file-store-disk.ts), chosen by the settings in src/main.ts (`fileStore`).
  *
  * - Files are immutable. Every upload gets a new, globally unique object id, and the stored
  *   path is `<objectId>/<requested path>`: no upload ever overwrites another. The storage key
@@ -17,7 +17,6 @@
 import { finished, Transform, type Readable, type TransformCallback } from 'node:stream';
 import { fileTypeFromBuffer } from 'file-type';
 import { ulid } from 'ulid';
-import type { Settings } from '../../config/settings.js';
 import { AppError } from '../errors.js';
 
 /** The spec's spaces (the scheme of a file URI). */
@@ -91,6 +90,8 @@ export interface FileStore {
   readonly kind: 'disk' | 's3';
   /** Creates what the store needs (directories, bucket, lifecycle rule); idempotent. */
   ready(): Promise<void>;
+  /** Does the store answer (for /health)? Never throws. */
+  ping(): Promise<boolean>;
   /** Streams `body` into a new file under a new object id; atomic, never overwrites. */
   put(key: FileKey, body: Readable, opts: PutOptions): Promise<StoredFile>;
   /** Opens a stored file (the key of a `StoredFile`); NOT_FOUND when it is not there. */
@@ -168,6 +169,7 @@ export function fileKeyOf(space: string, host: string, path: string): FileKey {
   if (!(FILE_SPACES as readonly string[]).includes(space)) throw refuse('space must be tmp or content', { space });
   if (typeof host !== 'string' || typeof path !== 'string') throw refuse('host and path must be strings');
   if (host.includes('/')) throw refuse('host contains a slash');
+  if (DRIVE.test(host)) throw refuse('host is a drive letter');
   checkSegment(host, 'host');
   if (path === '') throw refuse('empty path');
   if (path.startsWith('/') || path.startsWith('\\')) throw refuse('absolute path');
@@ -335,32 +337,10 @@ export function resolveRange(range: ByteRange | undefined, length: number): { st
 }
 
 // ---------------------------------------------------------------------------------------------
-// Choosing a store, sweeping
+// Sweeping
 
 export interface FileStoreLog {
   (msg: string): void;
-}
-
-/**
- * The store the settings select (CONTRACT §1 "Files"): S3 when S3_ENDPOINT is set, else the
- * local disk under FILES_DIR. The implementation is loaded on demand (minio only when used).
- */
-export async function createFileStore(s: Settings, log: FileStoreLog = () => undefined): Promise<FileStore> {
-  if (s.S3_ENDPOINT) {
-    const { S3FileStore } = await import('./file-store-s3.js');
-    return new S3FileStore({
-      endPoint: s.S3_ENDPOINT,
-      port: s.S3_PORT,
-      useSSL: s.S3_USE_SSL,
-      accessKey: s.S3_ACCESS_KEY ?? '',
-      secretKey: s.S3_SECRET_KEY ?? '',
-      bucket: s.S3_BUCKET,
-      tmpTtlSeconds: s.TMP_TTL_SECONDS,
-      log,
-    });
-  }
-  const { DiskFileStore } = await import('./file-store-disk.js');
-  return new DiskFileStore({ dir: s.FILES_DIR, tmpTtlSeconds: s.TMP_TTL_SECONDS, log });
 }
 
 /**

@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { AppError } from '../errors.js';
 import { newRequestId } from '../adapters/ids.js';
@@ -6,7 +7,7 @@ import { newRequestId } from '../adapters/ids.js';
 const REASONS: Record<number, string> = {
   200: 'OK', 201: 'Created', 204: 'No Content', 206: 'Partial Content', 303: 'See Other', 304: 'Not Modified',
   400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 405: 'Method Not Allowed',
-  409: 'Conflict', 412: 'Precondition Failed', 413: 'Payload Too Large', 415: 'Unsupported Media Type',
+  409: 'Conflict', 412: 'Precondition Failed', 413: 'Payload Too Large', 415: 'Unsupported Media Type', 416: 'Range Not Satisfiable',
   500: 'Internal Server Error', 503: 'Service Unavailable',
 };
 const statusLine = (code: number) => `${code} ${REASONS[code] ?? 'Unknown'}`;
@@ -32,11 +33,21 @@ export class Exchange {
   /** Headers every response of this exchange carries (version, origin). */
   readonly baseHeaders: [string, string][] = [];
   private bodyPromise?: Promise<Buffer>;
+  private upload?: Readable;
+  /** Set once an upload stopped being read: later chunks are dropped and never pause the socket. */
+  private discarding = false;
+  /** Whether uWS was told to pause the body (the upload's reader is behind). */
+  private paused = false;
 
+  /**
+   * `streamed`: the body is not collected but handed out as a stream (`bodyStream`), read with
+   * backpressure; for file uploads, which may be far larger than memory.
+   */
   constructor(
     readonly res: HttpResponse,
     req: HttpRequest,
     private readonly maxBody: number,
+    streamed = false,
   ) {
     this.method = req.getMethod().toUpperCase();
     this.path = req.getUrl();
@@ -51,9 +62,11 @@ export class Exchange {
     this.baseHeaders.push(['X-Request-Id', this.requestId]);
     res.onAborted(() => {
       this.aborted = true;
+      this.upload?.destroy(new Error('The client went away during the upload'));
     });
     // The body must be subscribed to now, before the handler goes async.
-    if (this.method === 'POST' || this.method === 'PUT' || this.method === 'PATCH' || this.method === 'DELETE') {
+    if (streamed) this.upload = this.streamBody();
+    else if (this.method === 'POST' || this.method === 'PUT' || this.method === 'PATCH' || this.method === 'DELETE') {
       this.bodyPromise = this.collectBody();
       this.bodyPromise.catch(() => undefined);
     }
@@ -85,6 +98,50 @@ export class Exchange {
     } catch (e) {
       throw new AppError('BAD_REQUEST', `Malformed JSON: ${(e as Error).message}`);
     }
+  }
+
+  /** The body of a streamed exchange; throws for any other. */
+  bodyStream(): Readable {
+    if (!this.upload) throw new Error('This exchange does not stream its body');
+    return this.upload;
+  }
+
+  /**
+   * Stops reading a streamed body that was not used up (an upload refused part-way): the rest
+   * is dropped as it arrives, so the answer can still be read by the client.
+   */
+  discardBody(): void {
+    if (!this.upload || this.discarding) return;
+    this.discarding = true;
+    this.upload.destroy();
+    // resume() on a socket that is not paused upsets uWS's keep-alive handling: only when paused.
+    if (this.paused && !this.aborted) {
+      this.paused = false;
+      this.res.resume();
+    }
+  }
+
+  /** The body as a Readable fed by uWS: the socket is paused while the reader is behind. */
+  private streamBody(): Readable {
+    const stream = new Readable({
+      highWaterMark: 1024 * 1024,
+      read: () => {
+        if (this.paused && !this.aborted && !this.discarding) {
+          this.paused = false;
+          this.res.resume();
+        }
+      },
+    });
+    this.res.onData((ab, isLast) => {
+      if (this.discarding || stream.destroyed) return;
+      // uWS reuses the chunk's memory after the callback: copy it.
+      if (!stream.push(Buffer.from(ab.slice(0))) && !isLast && !this.paused) {
+        this.paused = true;
+        this.res.pause();
+      }
+      if (isLast) stream.push(null);
+    });
+    return stream;
   }
 
   private collectBody(): Promise<Buffer> {
@@ -127,6 +184,84 @@ export class Exchange {
     });
   }
 
+  /**
+   * Streams `length` bytes from `stream` as the body, following the socket's backpressure
+   * (uWS tryEnd/onWritable): memory stays flat whatever the length. Resolves when the body is
+   * sent, the client went away, or the stream failed (the connection is then closed, since
+   * the status line is gone already).
+   */
+  sendStream(status: number, headers: [string, string][], stream: Readable, length: number): Promise<void> {
+    if (this.aborted || this.responded) {
+      stream.destroy();
+      return Promise.resolve();
+    }
+    this.responded = true;
+    this.status = status;
+    const res = this.res;
+    let headSent = false;
+    const writeHead = () => {
+      if (headSent) return;
+      headSent = true;
+      res.writeStatus(statusLine(status));
+      for (const [k, v] of this.baseHeaders) res.writeHeader(k, v);
+      for (const [k, v] of headers) res.writeHeader(k, v);
+    };
+    if (this.method === 'HEAD' || length === 0) {
+      stream.destroy();
+      res.cork(() => {
+        writeHead();
+        if (this.method === 'HEAD') res.endWithoutBody(length);
+        else res.end('');
+      });
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => {
+      let done = false;
+      const finish = () => {
+        if (done) return;
+        done = true;
+        stream.destroy();
+        resolve();
+      };
+      /** Sends what it can of `chunk` (which starts at write offset `at`); false when the socket is full. */
+      const attempt = (chunk: Buffer, at: number): boolean => {
+        let result: [boolean, boolean] = [false, false];
+        res.cork(() => {
+          writeHead();
+          result = res.tryEnd(chunk.subarray(res.getWriteOffset() - at), length);
+        });
+        const [ok, responded] = result;
+        if (responded) finish();
+        return ok;
+      };
+      stream.on('data', (chunk: Buffer) => {
+        if (this.aborted) return finish();
+        const at = res.getWriteOffset();
+        if (attempt(chunk, at) || done) return;
+        stream.pause();
+        res.onWritable(() => {
+          if (this.aborted) {
+            finish();
+            return true;
+          }
+          const ok = attempt(chunk, at);
+          if (ok && !done) stream.resume();
+          return ok;
+        });
+      });
+      stream.once('error', () => {
+        if (!this.aborted && !done) res.close();
+        finish();
+      });
+      stream.once('end', () => {
+        // A file shorter than announced: the client must not wait for the missing bytes.
+        if (!done && !this.aborted) res.close();
+        finish();
+      });
+      stream.once('close', finish);
+    });
+  }
+
   sendJson(status: number, value: unknown, headers: [string, string][] = [], pretty = false): void {
     this.send(status, [['Content-Type', 'application/json'], ...headers], pretty ? JSON.stringify(value, null, 2) : JSON.stringify(value));
   }
@@ -138,6 +273,7 @@ export class Exchange {
     const headers: [string, string][] = [];
     if (err.retryAfter !== undefined) headers.push(['Retry-After', String(err.retryAfter)]);
     if (err.code === 'METHOD_NOT_ALLOWED' && Array.isArray(err.extraInfo.allow)) headers.push(['Allow', err.extraInfo.allow.join(', ')]);
+    if (err.code === 'RANGE_NOT_SATISFIABLE') headers.push(['Content-Range', `bytes */${String(err.extraInfo.length)}`]);
     this.sendJson(err.http, err.toBody(), headers);
   }
 }

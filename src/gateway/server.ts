@@ -10,12 +10,14 @@ import { HeadCache } from './head-cache.js';
 import { openApiDocument } from './openapi.js';
 import { Exchange, segmentsOf } from './http.js';
 import { CONTENT_PREFIX, ContentService, type ContentServiceDeps } from './content-service.js';
+import type { FileStore } from '../adapters/file-store.js';
+import { DELIVERY_PREFIX, FILE_PREFIX, FileDeliveryService, FileService } from './file-service.js';
 
 /** Service prefixes of CONTRACT §2, and the `Svc-Response-Origin` each one answers with. */
 const ORIGINS: Record<string, string | undefined> = {
   [CONTENT_PREFIX]: 'content-service',
-  'file-service': 'file-service',
-  'file-delivery-service': undefined,
+  [FILE_PREFIX]: 'file-service',
+  [DELIVERY_PREFIX]: undefined,
   [SEARCH_PREFIX]: undefined,
   'taxonomy-service': undefined,
 };
@@ -24,6 +26,7 @@ export interface GatewayDeps extends Omit<ContentServiceDeps, 'baseUrl' | 'heads
   redis: RedisClient;
   metrics: Metrics;
   engine: SolrEngine | null;
+  files: FileStore;
 }
 
 /**
@@ -36,6 +39,8 @@ export class Gateway {
   private active = 0;
   private readonly content: ContentService;
   private readonly search: SearchService;
+  private readonly fileService: FileService;
+  private readonly delivery: FileDeliveryService;
   private readonly heads: HeadCache;
   private openapi?: string;
 
@@ -43,6 +48,9 @@ export class Gateway {
     this.heads = new HeadCache(d.store, d.settings, d.log);
     this.content = new ContentService({ ...d, heads: this.heads, baseUrl: () => this.baseUrl() });
     this.search = new SearchService(d);
+    const fileDeps = { ...d, baseUrl: () => this.baseUrl() };
+    this.fileService = new FileService(fileDeps);
+    this.delivery = new FileDeliveryService(fileDeps);
   }
 
   /** The public address used in Location headers. */
@@ -53,7 +61,12 @@ export class Gateway {
   listen(): Promise<number> {
     this.heads.start();
     const app = uWS.App();
-    app.any('/*', (res, req) => this.dispatch(new Exchange(res, req, this.d.settings.MAX_BODY_BYTES)));
+    const uploadPrefix = `/${FILE_PREFIX}/`;
+    app.any('/*', (res, req) => {
+      // File uploads stream from the socket into the store instead of being collected.
+      const streamed = req.getMethod() === 'post' && req.getUrl().startsWith(uploadPrefix);
+      this.dispatch(new Exchange(res, req, this.d.settings.MAX_BODY_BYTES, streamed));
+    });
     return new Promise((resolve, reject) => {
       app.listen(this.d.settings.HOST, this.d.settings.PORT, (sock) => {
         if (!sock) return reject(new Error(`Cannot listen on ${this.d.settings.HOST}:${this.d.settings.PORT} (address in use?)`));
@@ -78,7 +91,10 @@ export class Gateway {
     x.baseHeaders.push(['Svc-Api-Version', this.d.settings.API_VERSION]);
     this.active++;
     this.handle(x)
-      .catch((e: unknown) => x.sendError(e, (err) => this.d.log.error({ err, method: x.method, path: x.path, requestId: x.requestId }, 'request failed')))
+      .catch((e: unknown) => {
+        x.discardBody();
+        x.sendError(e, (err) => this.d.log.error({ err, method: x.method, path: x.path, requestId: x.requestId }, 'request failed'));
+      })
       .finally(() => {
         this.active--;
         this.d.metrics.observe(x.route, x.method, x.status || 499, (performance.now() - x.started) / 1000);
@@ -117,6 +133,9 @@ export class Gateway {
       x.route = `${prefix}/${pattern}`;
       return handler(x, params);
     }
+    if (prefix === FILE_PREFIX || prefix === DELIVERY_PREFIX) {
+      return (prefix === FILE_PREFIX ? this.fileService : this.delivery).handle(x, segs.slice(1));
+    }
     throw new AppError('NOT_FOUND', prefix in ORIGINS ? `Service ${prefix} is not available yet` : 'No such resource');
   }
 
@@ -131,8 +150,9 @@ export class Gateway {
       parts.redis = `failing: ${(e as Error).message}`;
     }
     parts.search = this.d.engine ? ((await this.d.engine.ping()) ? 'ok' : 'failing: the search engine does not answer') : 'not configured';
+    parts.files = (await this.d.files.ping()) ? 'ok' : `failing: the ${this.d.files.kind} file store does not answer`;
     parts.actorsInFlight = String(this.d.mailbox.inFlight);
-    const ok = parts.redis === 'ok' && !parts.search.startsWith('failing');
+    const ok = parts.redis === 'ok' && !parts.search.startsWith('failing') && !parts.files.startsWith('failing');
     x.sendJson(ok ? 200 : 503, { status: ok ? 'ok' : 'unavailable', ...parts });
   }
 }

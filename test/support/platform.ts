@@ -1,15 +1,26 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { loadSettings, type Settings } from '../../config/settings.js';
 import { createLogger } from '../../src/adapters/log.js';
 import { startPlatform, type Platform, type Role } from '../../src/main.js';
 
 /**
  * Starts the platform in this process on a free port against the private test Redis
- * (REDIS_URL, set by test/support/global-setup.ts). Logs are silent unless TEST_LOG is set.
+ * (REDIS_URL, set by test/support/global-setup.ts), with files in a temporary directory.
+ * Logs are silent unless TEST_LOG is set.
  */
 export async function startTestPlatform(overrides: Partial<Record<keyof Settings, string>> = {}, roles?: Role[], clock?: () => number): Promise<Platform & { url: string; base: string }> {
-  const settings = loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', ...overrides });
+  // Files go to a fresh directory of the run (unless a test names S3 or a directory).
+  const filesDir = mkdtempSync(join(tmpdir(), 'test-files-'));
+  const settings = loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', FILES_DIR: filesDir, ...overrides });
   const log = createLogger(process.env.TEST_LOG ?? 'silent');
   const p = await startPlatform({ settings, roles, log, clock });
+  const stop = p.stop;
+  p.stop = async () => {
+    await stop();
+    rmSync(filesDir, { recursive: true, force: true });
+  };
   return Object.assign(p, { url: p.url ?? '', base: `${p.url}/content-service` });
 }
 

@@ -1,0 +1,341 @@
+import { supportedMimeTypes } from 'file-type';
+import mime from 'mime-types';
+import type { Settings } from '../../config/settings.js';
+import type { ContentStore } from '../adapters/content-store.js';
+import { fileKeyOf, fileUriOf, type FileKey, type FileStore, type StoredFile } from '../adapters/file-store.js';
+import { contextsOf, parseVersionId, TAXONOMY_NAMESPACE, type Aspect, type Snapshot, type VersionRecord } from '../actors/content/model.js';
+import type { Variants } from '../actors/content/variants.js';
+import { versionOnView } from '../actors/content/views.js';
+import { AppError } from '../errors.js';
+import { isAllowed, type Principal, type SecurityConfig } from '../security/permissions.js';
+import type { TokenService } from '../security/token-service.js';
+import type { Exchange } from './http.js';
+import { checkAlias } from './schemas.js';
+
+export const FILE_PREFIX = 'file-service';
+export const DELIVERY_PREFIX = 'file-delivery-service';
+
+/** Files never change: clients may keep them (spec Limits). */
+const FILE_CACHE_CONTROL = 'private, no-transform, max-age=31536000';
+/** An alias may point at another version tomorrow: revalidate (the ETag makes that cheap). */
+const ALIAS_CACHE_CONTROL = 'private, no-transform, no-cache';
+/** Path of an upload whose path was omitted (under its object id, so still unique). */
+const GENERATED_PATH = 'file';
+/** The variant that overrides the file mapping of a content (spec "File delivery service"). */
+export const DELIVERY_VARIANT = 'svcFileDelivery.variant';
+
+export interface FileServiceDeps {
+  settings: Settings;
+  files: FileStore;
+  store: ContentStore;
+  tokens: TokenService;
+  security: SecurityConfig;
+  variants: Variants;
+  clock: () => number;
+  baseUrl: () => string;
+}
+
+/** The spec's "File info" of a stored file. */
+export function fileInfoOf(f: StoredFile) {
+  return {
+    URI: fileUriOf(f.key),
+    length: f.length,
+    creationTime: f.creationTime,
+    modifiedTime: f.modifiedTime,
+    accessTime: f.accessTime,
+    mimeType: f.mimeType,
+    originalPath: f.originalPath,
+  };
+}
+
+/** Decoded request path segments as a file path; an encoded slash (`%2F`) must not become a separator. */
+function joinSegments(segs: string[]): string {
+  if (segs.some((s) => s.includes('/'))) throw new AppError('BAD_REQUEST', 'Invalid file key: a path segment contains an encoded slash', { reason: 'encoded slash' });
+  return segs.join('/');
+}
+
+/** A key's path as request path segments, each percent-encoded. */
+const encodePath = (path: string): string => path.split('/').map(encodeURIComponent).join('/');
+
+/**
+ * The file service (spec "File service", CONTRACT §8): uploads into `tmp` or `content`, reads,
+ * info and delete, all with a valid token. Uploads stream from the socket into the store.
+ *
+ *   POST   file/<space>[/<host>[/<path>]]   201, Location, file info
+ *   GET    file/<space>/<host>/<path>       the bytes (Range, ETag)
+ *   DELETE file/<space>/<host>/<path>       200, empty
+ *   GET    file/info/<space>/<host>/<path>  file info
+ */
+export class FileService {
+  constructor(private readonly d: FileServiceDeps) {}
+
+  async handle(x: Exchange, segs: string[]): Promise<void> {
+    if (segs[0] !== 'file' || segs.length < 2) throw new AppError('NOT_FOUND', 'No such resource');
+    if (segs[1] === 'info') {
+      x.route = `${FILE_PREFIX}/file/info`;
+      if (x.method !== 'GET' && x.method !== 'HEAD') throw new AppError('METHOD_NOT_ALLOWED', `Method ${x.method} not allowed here`, { allow: ['GET'] });
+      await this.authenticate(x);
+      const info = await this.d.files.stat(this.keyOf(segs.slice(2)));
+      if (!info) throw new AppError('NOT_FOUND', 'File not found');
+      x.sendJson(200, fileInfoOf(info));
+      return;
+    }
+    x.route = `${FILE_PREFIX}/file`;
+    switch (x.method) {
+      case 'POST':
+        return this.upload(x, segs.slice(1));
+      case 'GET':
+      case 'HEAD':
+        await this.authenticate(x);
+        return sendFile(x, this.d.files, this.keyOf(segs.slice(1)), { cacheControl: FILE_CACHE_CONTROL });
+      case 'DELETE': {
+        await x.noBody();
+        await this.authenticate(x);
+        if (!(await this.d.files.delete(this.keyOf(segs.slice(1))))) throw new AppError('NOT_FOUND', 'File not found');
+        x.send(200, []);
+        return;
+      }
+      default:
+        throw new AppError('METHOD_NOT_ALLOWED', `Method ${x.method} not allowed here`, { allow: ['GET', 'POST', 'DELETE'] });
+    }
+  }
+
+  private async authenticate(x: Exchange): Promise<Principal> {
+    const principal = await this.d.tokens.authenticate(x.header('x-auth-token'));
+    if (!principal) throw new AppError('NOT_AUTHENTICATED', x.header('x-auth-token') ? 'Invalid or expired token' : 'X-Auth-Token required');
+    return principal;
+  }
+
+  /** The key of a stored file from `<space>/<host>/<path...>`. */
+  private keyOf(segs: string[]): FileKey {
+    if (segs.length < 3) throw new AppError('NOT_FOUND', 'A file address is <space>/<host>/<path>');
+    return fileKeyOf(segs[0], segs[1], joinSegments(segs.slice(2)));
+  }
+
+  private async upload(x: Exchange, segs: string[]): Promise<void> {
+    const user = await this.authenticate(x);
+    const [space, host = user.userId, ...rest] = segs;
+    const key = fileKeyOf(space, host, rest.length ? joinSegments(rest) : GENERATED_PATH);
+    const cl = x.header('content-length');
+    const declaredLength = cl !== undefined && x.header('transfer-encoding') === undefined && /^\d{1,16}$/.test(cl) ? Number(cl) : undefined;
+    const info = await this.d.files.put(key, x.bodyStream(), {
+      maxBytes: this.d.settings.MAX_UPLOAD_BYTES,
+      contentType: x.header('content-type'),
+      declaredLength,
+    });
+    const location = `${this.d.baseUrl()}/${FILE_PREFIX}/file/${info.key.space}/${encodeURIComponent(info.key.host)}/${encodePath(info.key.path)}`;
+    x.sendJson(201, fileInfoOf(info), [
+      ['Location', location],
+      ['X-Original-Path', encodePath(info.originalPath)],
+    ]);
+  }
+}
+
+/**
+ * The file delivery service (spec "File delivery service", CONTRACT §8): the files of a content
+ * by version or alias, under the paths of its `svcFiles` aspect (or of its
+ * `svcFileDelivery.variant` variant). Read permission on the content is needed, except for
+ * content on a public view.
+ *
+ *   GET version/<version id>/<path in content>
+ *   GET alias/<namespace>/<alias>/<path in content>
+ */
+export class FileDeliveryService {
+  constructor(private readonly d: FileServiceDeps) {}
+
+  async handle(x: Exchange, segs: string[]): Promise<void> {
+    const byVersion = segs[0] === 'version' && segs.length >= 3;
+    const byAlias = segs[0] === 'alias' && segs.length >= 4;
+    if (!byVersion && !byAlias) throw new AppError('NOT_FOUND', 'No such resource');
+    x.route = `${DELIVERY_PREFIX}/${segs[0]}`;
+    if (x.method !== 'GET' && x.method !== 'HEAD') throw new AppError('METHOD_NOT_ALLOWED', `Method ${x.method} not allowed here`, { allow: ['GET'] });
+    const principal = await this.principalOf(x);
+    let head: Snapshot;
+    let key: string;
+    let path: string;
+    if (byVersion) {
+      const vid = parseVersionId(segs[1]);
+      if (!vid) throw new AppError('NOT_FOUND', `No version ${segs[1]}`);
+      head = await this.headOf(vid.cid);
+      key = vid.key;
+      path = segs.slice(2).join('/');
+      const publicKeys = this.publicVersions(head);
+      if (!publicKeys.includes(key)) this.checkRead(principal, head);
+    } else {
+      checkAlias(segs[1], segs[2]);
+      const cid = await this.d.store.resolveAlias(segs[1], segs[2]);
+      if (!cid) throw new AppError('NOT_FOUND', `Content ${segs[1]}/${segs[2]} not found`);
+      head = await this.headOf(cid);
+      path = segs.slice(3).join('/');
+      // Who may read gets the latest version; anyone else the version on a public view.
+      const publicKeys = this.publicVersions(head);
+      if (principal && this.mayRead(principal, head)) key = head.head;
+      else if (publicKeys.length) key = publicKeys[0];
+      else throw this.denied(principal, head);
+    }
+    const version = await this.d.store.version(head.cid, key);
+    if (!version) throw new AppError('NOT_FOUND', `No version ${key}`);
+    const fileUri = (await this.mappingOf(head, version))[path];
+    if (fileUri === undefined) throw new AppError('NOT_FOUND', `The content has no file at ${path}`);
+    const fileKey = fileKeyOfUri(fileUri);
+    if (!fileKey) throw new AppError('NOT_FOUND', `The content maps ${path} to ${fileUri}, which is not a file address`);
+    await sendFile(x, this.d.files, fileKey, {
+      cacheControl: byVersion ? FILE_CACHE_CONTROL : ALIAS_CACHE_CONTROL,
+      contentType: (info) => deliveryContentType(info.mimeType, path),
+    });
+  }
+
+  /** The caller of a token, null without one; 401 for a token that is not valid. */
+  private async principalOf(x: Exchange): Promise<Principal | null> {
+    const token = x.header('x-auth-token');
+    if (token === undefined) return null;
+    const principal = await this.d.tokens.authenticate(token);
+    if (!principal) throw new AppError('NOT_AUTHENTICATED', 'Invalid or expired token');
+    return principal;
+  }
+
+  private async headOf(cid: string): Promise<Snapshot> {
+    const head = await this.d.store.head(cid);
+    if (!head || head.deleted) throw new AppError('NOT_FOUND', 'Content not found');
+    return head;
+  }
+
+  /** Versions on a public view now (inside its time state), none for hidden content. */
+  private publicVersions(head: Snapshot): string[] {
+    if (head.meta.svcContentState?.hidden === true) return [];
+    const now = this.d.clock();
+    return this.d.settings.PUBLIC_VIEWS.split(',')
+      .map((v) => versionOnView(head, v, now))
+      .filter((k): k is string => k !== null);
+  }
+
+  private mayRead(principal: Principal, head: Snapshot): boolean {
+    return isAllowed(this.d.security, principal, 'Read', head.type, contextsOf(head.meta));
+  }
+
+  /** CONTRACT §12: no token 401, a token without Read 403. */
+  private checkRead(principal: Principal | null, head: Snapshot): void {
+    if (!principal || !this.mayRead(principal, head)) throw this.denied(principal, head);
+  }
+
+  private denied(principal: Principal | null, head: Snapshot): AppError {
+    return principal
+      ? new AppError('PERMISSION_DENIED', `Read on ${head.type} denied for ${principal.userId}`)
+      : new AppError('NOT_AUTHENTICATED', 'X-Auth-Token required: the content is not on a public view');
+  }
+
+  /**
+   * Path in content → file URI. With a `svcFileDelivery.variant` variant for the type, its
+   * `svcFiles` is the whole mapping; without, the version's `svcFiles` less the main image
+   * (`svcImage.filePath`).
+   */
+  private async mappingOf(head: Snapshot, version: VersionRecord): Promise<Record<string, string>> {
+    if (this.d.variants.has(version.type, DELIVERY_VARIANT)) {
+      const aspects = await this.d.variants.apply(DELIVERY_VARIANT, {
+        snapshot: head,
+        version,
+        hasTaxonomyContent: async (id) => (await this.d.store.resolveAlias(TAXONOMY_NAMESPACE, id)) !== null,
+      });
+      return filesOf(aspects?.svcFiles);
+    }
+    const mapping = filesOf(version.aspects.svcFiles);
+    const main = version.aspects.svcImage?.filePath;
+    if (typeof main === 'string') delete mapping[main];
+    return mapping;
+  }
+}
+
+/** `svcFiles` (`{files: {<path>: {fileUri, filePath}}}`) as path → file URI. */
+function filesOf(aspect: Aspect | undefined): Record<string, string> {
+  const out: Record<string, string> = Object.create(null) as Record<string, string>;
+  const files = aspect?.files;
+  if (!files || typeof files !== 'object' || Array.isArray(files)) return out;
+  for (const [path, entry] of Object.entries(files)) {
+    if (entry && typeof entry === 'object' && !Array.isArray(entry) && typeof entry.fileUri === 'string') {
+      out[typeof entry.filePath === 'string' ? entry.filePath : path] = entry.fileUri;
+    }
+  }
+  return out;
+}
+
+/** A file URI (`<space>://<host>/<path>` or `<space>:<host>/<path>`) as a key; null when it is none. */
+export function fileKeyOfUri(uri: string): FileKey | null {
+  const m = /^([a-z]+):(?:\/\/)?([^/]+)\/(.+)$/.exec(uri);
+  if (!m) return null;
+  try {
+    return fileKeyOf(m[1], m[2], m[3]);
+  } catch {
+    return null;
+  }
+}
+
+/** Types file-type recognises by their data: when the stored type is one, the data has spoken. */
+const SNIFFED = new Set<string>(supportedMimeTypes);
+
+/**
+ * The Content-Type of a delivered file, from the data and the extension together: a type the
+ * data was recognised as wins (a PNG named .jpg is a PNG); otherwise (text, or types the data
+ * does not reveal) the extension's type, else the type stored with the file.
+ */
+export function deliveryContentType(stored: string, path: string): string {
+  if (SNIFFED.has(stored)) return stored;
+  return mime.contentType(path.slice(path.lastIndexOf('/') + 1)) || stored;
+}
+
+/**
+ * Answers with a stored file: 200 or 206 for `Range: bytes=a-b` (one range; several are
+ * answered whole), 304 for a matching If-None-Match, 416 for a range past the end. The ETag is
+ * the object id: a file never changes.
+ */
+export async function sendFile(
+  x: Exchange,
+  files: FileStore,
+  key: FileKey,
+  opts: { cacheControl: string; contentType?: (info: StoredFile) => string },
+): Promise<void> {
+  const info = await files.stat(key);
+  if (!info) throw new AppError('NOT_FOUND', 'File not found');
+  const etag = `"${info.objectId}"`;
+  const headers: [string, string][] = [
+    ['ETag', etag],
+    ['Cache-Control', opts.cacheControl],
+    ['Accept-Ranges', 'bytes'],
+  ];
+  const inm = x.header('if-none-match');
+  if (inm !== undefined && inm.split(',').some((t) => t.trim().replace(/^W\//, '') === etag || t.trim() === '*')) {
+    x.send(304, headers);
+    return;
+  }
+  const range = rangeOf(x.header('range'), info.length);
+  const read = await files.get(key, range ?? undefined);
+  headers.push(['Content-Type', opts.contentType ? opts.contentType(info) : info.mimeType], ['X-Content-Type-Options', 'nosniff']);
+  if (range) {
+    headers.push(['Content-Range', `bytes ${range.start}-${range.end}/${info.length}`]);
+    await x.sendStream(206, headers, read.stream, range.end - range.start + 1);
+  } else {
+    await x.sendStream(200, headers, read.stream, info.length);
+  }
+}
+
+/** One `bytes=` range of a Range header (RFC 9110 §14.1.2), null to send the whole file; 416 when unsatisfiable. */
+export function rangeOf(header: string | undefined, length: number): { start: number; end: number } | null {
+  if (header === undefined) return null;
+  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  if (!m || (m[1] === '' && m[2] === '')) return null; // several ranges or another unit: the whole file
+  let start: number;
+  let end: number;
+  if (m[1] === '') {
+    const suffix = Number(m[2]);
+    if (suffix === 0) throw unsatisfiable(length);
+    start = Math.max(0, length - suffix);
+    end = length - 1;
+  } else {
+    start = Number(m[1]);
+    end = m[2] === '' ? length - 1 : Math.min(Number(m[2]), length - 1);
+    if (m[2] !== '' && Number(m[2]) < start) return null; // invalid: ignored, as RFC 9110 says
+  }
+  if (start >= length) throw unsatisfiable(length);
+  return { start, end };
+}
+
+const unsatisfiable = (length: number) => new AppError('RANGE_NOT_SATISFIABLE', `Range not satisfiable: the file has ${length} bytes`, { length });
