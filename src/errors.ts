@@ -25,8 +25,18 @@ export const ERRORS = {
 
 export type ErrorName = keyof typeof ERRORS;
 
+/** Marks AppErrors across copies of this module (a module loaded twice, as tsx may do for a dynamic import). */
+const BRAND = Symbol.for('content-platform.AppError');
+
 /** A failure with the spec's statusCode; `extraInfo` goes into the error body unchanged. */
 export class AppError extends Error {
+  readonly [BRAND] = true;
+
+  /** `instanceof AppError` holds for AppErrors of every copy of this module. */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[BRAND] === true;
+  }
+
   readonly code: ErrorName;
   readonly statusCode: string;
   readonly http: number;

@@ -9,9 +9,7 @@ import { IndexingRules } from './actors/indexing.js';
 import { Indexer } from './actors/indexer.js';
 import { ReindexSessions, Reindexer } from './actors/reindex-session.js';
 import { ensureLocalRedis } from './adapters/redis-server.js';
-import { startTmpSweeper, type FileStore } from './adapters/file-store.js';
-import { DiskFileStore } from './adapters/file-store-disk.js';
-import { S3FileStore } from './adapters/file-store-s3.js';
+import { createFileStore, startTmpSweeper, type FileStore } from './adapters/file-store.js';
 import { javaAndMavenAvailable, startSolr } from './adapters/solr-server.js';
 import { ContentActor, type ContentCommand } from './actors/content/content-actor.js';
 import { Mailbox } from './actors/mailbox.js';
@@ -117,19 +115,7 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
  * answer 503 and /health names the store while setup is retried every 5 s.
  */
 async function fileStore(settings: Settings, log: Logger): Promise<FileStore> {
-  const storeLog = (m: string) => log.warn(m);
-  const files: FileStore = settings.S3_ENDPOINT
-    ? new S3FileStore({
-        endPoint: settings.S3_ENDPOINT,
-        port: settings.S3_PORT,
-        useSSL: settings.S3_USE_SSL,
-        accessKey: settings.S3_ACCESS_KEY ?? '',
-        secretKey: settings.S3_SECRET_KEY ?? '',
-        bucket: settings.S3_BUCKET,
-        tmpTtlSeconds: settings.TMP_TTL_SECONDS,
-        log: storeLog,
-      })
-    : new DiskFileStore({ dir: settings.FILES_DIR, tmpTtlSeconds: settings.TMP_TTL_SECONDS, log: storeLog });
+  const files = await createFileStore(settings, (m) => log.warn(m));
   const setUp = (): Promise<boolean> =>
     files.ready().then(
       () => (log.info({ kind: files.kind }, 'file store ready'), true),

@@ -124,7 +124,7 @@ export class Exchange {
   /** The body as a Readable fed by uWS: the socket is paused while the reader is behind. */
   private streamBody(): Readable {
     const stream = new Readable({
-      highWaterMark: 1024 * 1024,
+      highWaterMark: 256 * 1024,
       read: () => {
         if (this.paused && !this.aborted && !this.discarding) {
           this.paused = false;
@@ -132,6 +132,9 @@ export class Exchange {
         }
       },
     });
+    // A client that goes away destroys the stream with an error; whoever reads it sees that
+    // error, and one nobody reads must not bring the process down.
+    stream.on('error', () => undefined);
     this.res.onData((ab, isLast) => {
       if (this.discarding || stream.destroyed) return;
       // uWS reuses the chunk's memory after the callback: copy it.
@@ -139,7 +142,15 @@ export class Exchange {
         this.paused = true;
         this.res.pause();
       }
-      if (isLast) stream.push(null);
+      if (isLast) {
+        stream.push(null);
+        // uWS may hand over data it already holds after pause(); with the body complete, a
+        // paused socket would never be resumed by a read and the connection would stall.
+        if (this.paused && !this.aborted) {
+          this.paused = false;
+          this.res.resume();
+        }
+      }
     });
     return stream;
   }
@@ -217,11 +228,19 @@ export class Exchange {
     }
     return new Promise<void>((resolve) => {
       let done = false;
+      /** A chunk waits for the socket to drain (the stream is paused meanwhile). */
+      let pending = false;
+      let ended = false;
       const finish = () => {
         if (done) return;
         done = true;
         stream.destroy();
         resolve();
+      };
+      /** The body cannot be completed (stream failed or ended short): the client must not wait for it. */
+      const cut = () => {
+        if (!done && !this.aborted) res.close();
+        finish();
       };
       /** Sends what it can of `chunk` (which starts at write offset `at`); false when the socket is full. */
       const attempt = (chunk: Buffer, at: number): boolean => {
@@ -238,27 +257,31 @@ export class Exchange {
         if (this.aborted) return finish();
         const at = res.getWriteOffset();
         if (attempt(chunk, at) || done) return;
+        pending = true;
         stream.pause();
         res.onWritable(() => {
-          if (this.aborted) {
+          if (this.aborted || done) {
             finish();
             return true;
           }
           const ok = attempt(chunk, at);
-          if (ok && !done) stream.resume();
+          if (ok) {
+            pending = false;
+            if (ended) cut();
+            else if (!done) stream.resume();
+          }
           return ok;
         });
       });
-      stream.once('error', () => {
-        if (!this.aborted && !done) res.close();
-        finish();
-      });
+      stream.once('error', cut);
+      // 'end' can come while the last chunk still waits for the socket: it finishes then.
       stream.once('end', () => {
-        // A file shorter than announced: the client must not wait for the missing bytes.
-        if (!done && !this.aborted) res.close();
-        finish();
+        ended = true;
+        if (!pending) cut();
       });
-      stream.once('close', finish);
+      stream.once('close', () => {
+        if (!ended) cut();
+      });
     });
   }
 
