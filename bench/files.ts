@@ -1,0 +1,102 @@
+/**
+ * File upload and download throughput (budget: ≥ 200 MB/s on loopback, flat memory).
+ * Starts its own Redis and the platform (one process, disk store in a temporary directory, or
+ * S3 when S3_ENDPOINT is set), then for 1 MB files (8 clients) and 100 MB files (1 client)
+ * uploads and downloads for a while each, and prints MB/s and the process's peak RSS.
+ *   node --import tsx bench/files.ts [seconds per workload, default 10]
+ * Prints one JSON line per workload (prefixed `RESULT `) for the bench harness.
+ */
+import { randomFillSync } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadSettings } from '../config/settings.js';
+import { createLogger } from '../src/adapters/log.js';
+import { startRedisServer } from '../src/adapters/redis-server.js';
+import { startPlatform } from '../src/main.js';
+
+const SECONDS = Number(process.argv[2] ?? 10);
+const MB = 1_000_000;
+const dir = mkdtempSync(join(tmpdir(), 'files-bench-'));
+const redis = await startRedisServer({});
+const settings = loadSettings({ ...process.env, PORT: '0', REDIS_URL: redis.url, FILES_DIR: join(dir, 'files'), SOLR_URL: 'http://127.0.0.1:1/solr', MAX_UPLOAD_BYTES: String(1024 * MB) });
+const p = await startPlatform({ settings, log: createLogger('warn'), roles: ['web', 'actors'] });
+const token = ((await (await fetch(`${p.url}/content-service/security/token`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ username: 'editor', password: 'editor' }) })).json()) as { token: string }).token;
+const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+
+let peakRss = 0;
+const sampler = setInterval(() => {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'));
+  if (m) peakRss = Math.max(peakRss, Number(m[1]) * 1024);
+}, 50);
+
+/** One upload of `size` bytes (1 MiB chunks of one random block, with backpressure); resolves with its Location. */
+function upload(size: number, block: Buffer): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${p.url}/file-service/file/tmp/bench/f.bin`, { method: 'POST', agent, headers: { 'X-Auth-Token': token, 'Content-Length': String(size) } });
+    req.on('response', (res) => {
+      res.resume();
+      res.on('end', () => (res.statusCode === 201 ? resolve(res.headers.location!) : reject(new Error(`upload ${res.statusCode}`))));
+    });
+    req.on('error', reject);
+    void (async () => {
+      for (let n = 0; n < size; ) {
+        const c = block.subarray(0, Math.min(block.length, size - n));
+        n += c.length;
+        if (!req.write(c)) await new Promise((r) => req.once('drain', r));
+      }
+      req.end();
+    })();
+  });
+}
+
+function download(url: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    http.get(url, { agent, headers: { 'X-Auth-Token': token } }, (res) => {
+      let n = 0;
+      res.on('data', (d: Buffer) => (n += d.length));
+      res.on('end', () => (res.statusCode === 200 ? resolve(n) : reject(new Error(`download ${res.statusCode}`))));
+    }).on('error', reject);
+  });
+}
+
+async function workload(name: string, size: number, clients: number): Promise<void> {
+  const block = randomFillSync(Buffer.allocUnsafe(Math.min(size, 1 << 20)));
+  const locations: string[] = [];
+  for (const [kind, op] of [
+    ['upload', async () => void locations.push(await upload(size, block))],
+    ['download', async () => void (await download(locations[Math.floor(Math.random() * locations.length)]))],
+  ] as const) {
+    peakRss = 0;
+    let bytes = 0;
+    let ops = 0;
+    const t0 = performance.now();
+    const until = t0 + SECONDS * 1000;
+    await Promise.all(
+      Array.from({ length: clients }, async () => {
+        while (performance.now() < until) {
+          await op();
+          bytes += size;
+          ops++;
+        }
+      }),
+    );
+    const secs = (performance.now() - t0) / 1000;
+    const result = { workload: `${kind} ${name}`, clients, ops, seconds: +secs.toFixed(2), mbPerSecond: +(bytes / MB / secs).toFixed(1), peakRssMiB: Math.round(peakRss / 2 ** 20) };
+    console.log(`${result.workload.padEnd(18)} ${String(result.mbPerSecond).padStart(7)} MB/s  ${ops} files in ${result.seconds} s, ${clients} client(s), peak RSS ${result.peakRssMiB} MiB`);
+    console.log(`RESULT ${JSON.stringify(result)}`);
+  }
+}
+
+try {
+  await workload('1 MB', MB, 8);
+  await workload('100 MB', 100 * MB, 1);
+} finally {
+  clearInterval(sampler);
+  agent.destroy();
+  await p.stop();
+  await redis.stop();
+  rmSync(dir, { recursive: true, force: true });
+}
+process.exit(0);
