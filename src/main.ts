@@ -46,7 +46,7 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
   const security = loadSecurityConfig();
   const variants = new Variants(loadVariantsConfig());
   const clock = opts.clock ?? Date.now;
-  const redis = connectRedis(settings, { name: 'platform' });
+  const redis = connectRedis(settings, { name: 'platform', log });
   await redis.ping();
   const store = new ContentStore(redis, settings.PARTITIONS, settings.EVENTS_MAXLEN, settings.DEDUP_TTL_SECONDS);
   const stops: (() => Promise<void>)[] = [];
@@ -134,26 +134,17 @@ function lifecycleHooks(settings: Settings, redis: RedisClient): LifecycleHook[]
   return settings.LIFECYCLE_HOOKS.split(',').filter(Boolean).map((name) => built[name]());
 }
 
-/** `node dist/src/main.js [role ...]`: runs the roles until SIGINT or SIGTERM. */
-async function cli(): Promise<void> {
-  const log = createLogger();
-  let settings: Settings;
-  try {
-    settings = loadSettings();
-  } catch (e) {
-    log.fatal((e as Error).message);
-    process.exit(2);
-  }
-  const args = process.argv.slice(2);
-  const bad = args.filter((a) => !(ROLES as readonly string[]).includes(a));
-  if (bad.length) {
-    log.fatal(`Unknown role(s) ${bad.join(', ')}: use ${ROLES.join(', ')}`);
-    process.exit(2);
-  }
+/**
+ * For a local run: a Redis (started under DATA_DIR unless REDIS_URL or REDIS_CLUSTER_NODES is
+ * set) and, when `search` and SOLR_URL is unset, the embedded Solr (8983, else a free port; it
+ * stops with this process). Without Java and Maven, or when Solr cannot start, one line is
+ * logged and search answers 503.
+ */
+export async function withLocalServices(settings: Settings, log: Logger, search: boolean): Promise<Settings> {
   if (!settings.REDIS_URL && !settings.REDIS_CLUSTER_NODES) {
     settings = { ...settings, REDIS_URL: await ensureLocalRedis(settings.DATA_DIR, (m) => log.info(m)) };
   }
-  if (!settings.SOLR_URL && (args.length === 0 || args.some((r) => r !== 'actors'))) {
+  if (search && !settings.SOLR_URL) {
     if (javaAndMavenAvailable()) {
       const dataDir = `${settings.DATA_DIR}/solr`;
       const solr = await startSolr({ dataDir, port: 8983, log: (m) => log.info(m) })
@@ -173,6 +164,26 @@ async function cli(): Promise<void> {
       log.warn('No search engine: SOLR_URL is unset and Java or Maven is missing, so the embedded Solr cannot run; search answers 503');
     }
   }
+  return settings;
+}
+
+/** `node dist/src/main.js [role ...]`: runs the roles until SIGINT or SIGTERM. */
+async function cli(): Promise<void> {
+  const log = createLogger();
+  let settings: Settings;
+  try {
+    settings = loadSettings();
+  } catch (e) {
+    log.fatal((e as Error).message);
+    process.exit(2);
+  }
+  const args = process.argv.slice(2);
+  const bad = args.filter((a) => !(ROLES as readonly string[]).includes(a));
+  if (bad.length) {
+    log.fatal(`Unknown role(s) ${bad.join(', ')}: use ${ROLES.join(', ')}`);
+    process.exit(2);
+  }
+  settings = await withLocalServices(settings, log, args.length === 0 || args.some((r) => r !== 'actors'));
   log.info({ settings: describeSettings(settings) }, 'starting');
   const platform = await startPlatform({ settings, roles: args.length ? (args as Role[]) : ROLES, log });
   let stopping = false;

@@ -9,8 +9,13 @@ import type { IndexingRules } from './indexing.js';
 
 export const INDEXER_GROUP = 'indexer';
 const BLOCK_MS = 1000;
-/** Events read by a consumer that died are taken over after this long. */
-const CLAIM_IDLE_MS = 30000;
+/**
+ * Events read by a consumer that died are taken over after this long. Short, because indexing
+ * is idempotent (the current documents of a content are sent again): taking over the events of
+ * an indexer that is only slow (retrying a Solr outage) costs repeated work, never a wrong
+ * index, while a dead indexer's events wait this long to be indexed.
+ */
+const CLAIM_IDLE_MS = 5000;
 
 type Entry = [Buffer, Buffer[]];
 
@@ -48,7 +53,7 @@ export class Indexer {
     // One blocking reader over all streams; on Redis Cluster one per partition (no cross-slot reads).
     const groups = this.settings.REDIS_CLUSTER_NODES ? Array.from({ length: P }, (_, p) => [p]) : [Array.from({ length: P }, (_, p) => p)];
     for (const parts of groups) {
-      const conn = connectRedis(this.settings, { blocking: true, name: 'indexer' });
+      const conn = connectRedis(this.settings, { blocking: true, name: 'indexer', log: this.log });
       this.conns.push(conn);
       this.loops.push(this.run(conn, parts));
     }

@@ -39,7 +39,7 @@ export class Mailbox {
     /** The actor host of this process, when it runs one: commands of its partitions skip the streams. */
     private readonly local?: { runLocal(cmd: CommandBase): Promise<Reply | null> },
   ) {
-    this.reader = connectRedis(settings, { blocking: true, name: `replies-${this.gatewayId}` });
+    this.reader = connectRedis(settings, { blocking: true, name: `replies-${this.gatewayId}`, log: this.log });
   }
 
   private ttlTimer?: NodeJS.Timeout;

@@ -75,7 +75,7 @@ export class Reindexer {
     private readonly engine: SolrEngine,
     private readonly log: Logger,
   ) {
-    this.conn = connectRedis(settings, { blocking: true, name: 'reindexer' });
+    this.conn = connectRedis(settings, { blocking: true, name: 'reindexer', log: this.log });
   }
 
   private get topic(): string {

@@ -194,7 +194,7 @@ class PartitionLoop<C extends CommandBase> {
     private readonly handler: CommandHandler<C>,
     private readonly log: Logger,
   ) {
-    this.conn = connectRedis(settings, { blocking: true, name: `actor-p${partition}` });
+    this.conn = connectRedis(settings, { blocking: true, name: `actor-p${partition}`, log });
   }
 
   start(): void {

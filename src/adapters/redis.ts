@@ -3,6 +3,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Settings } from '../../config/settings.js';
+import type { Logger } from './log.js';
 
 /**
  * The Redis key layout. Every key of one content and its partition's streams share the hash
@@ -81,7 +82,7 @@ function baseOptions(extra: RedisOptions = {}): RedisOptions {
  * Opens a client for REDIS_URL or, with REDIS_CLUSTER_NODES, for Redis Cluster.
  * `blocking` clients serve one blocking read each (XREADGROUP/XREAD BLOCK) and skip pipelining.
  */
-export function connectRedis(settings: Pick<Settings, 'REDIS_URL' | 'REDIS_CLUSTER_NODES'>, opts: { blocking?: boolean; name?: string } = {}): RedisClient {
+export function connectRedis(settings: Pick<Settings, 'REDIS_URL' | 'REDIS_CLUSTER_NODES'>, opts: { blocking?: boolean; name?: string; log?: Logger } = {}): RedisClient {
   const extra: RedisOptions = opts.blocking ? { enableAutoPipelining: false } : {};
   if (opts.name) extra.connectionName = opts.name;
   let client: Redis | Cluster;
@@ -95,5 +96,13 @@ export function connectRedis(settings: Pick<Settings, 'REDIS_URL' | 'REDIS_CLUST
     client = new Redis(settings.REDIS_URL ?? 'redis://127.0.0.1:6379', baseOptions(extra));
   }
   defineScripts(client);
+  // ioredis reconnects by itself; without a listener every failed attempt is printed to stderr.
+  let lastReport = 0;
+  client.on('error', (err: Error) => {
+    const now = Date.now();
+    if (now - lastReport < 10_000) return;
+    lastReport = now;
+    opts.log?.warn({ err: err.message, connection: opts.name }, 'Redis connection failing; reconnecting');
+  });
   return client as RedisClient;
 }

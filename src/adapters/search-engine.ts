@@ -1,3 +1,4 @@
+import { AppError } from '../errors.js';
 import SolrNode from 'solr-node';
 import type { Json } from '../actors/content/model.js';
 
@@ -101,6 +102,10 @@ export class SolrEngine {
       method: 'POST',
       headers: { 'Content-Type': 'application/x-www-form-urlencoded', ...(this.auth ? { Authorization: this.auth } : {}) },
       body: params.toString(),
+      signal: AbortSignal.timeout(30_000),
+    }).catch((e: unknown) => {
+      // The engine cannot be reached (down, restarting, too slow): 503, try again shortly.
+      throw new AppError('UNAVAILABLE', 'The search engine is unavailable', { cause: String((e as Error).cause ?? e) }, 5);
     });
     return { status: res.status, contentType: res.headers.get('content-type') ?? 'application/json', body: await res.text() };
   }

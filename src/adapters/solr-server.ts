@@ -19,6 +19,8 @@ const LOCK = join(TARGET, '.build-lock');
 export interface SolrHandle {
   /** Base URL, e.g. http://127.0.0.1:8983/solr (the core is `content`). */
   url: string;
+  /** Every node's base URL (one, unless SolrCloud). */
+  nodes: string[];
   pid: number;
   stop(): Promise<void>;
 }
@@ -35,6 +37,11 @@ export interface StartSolrOptions {
   heap?: string;
   /** security.json for the Solr home (e.g. basic authentication). */
   securityJson?: string;
+  /**
+   * SolrCloud instead of a single core: an embedded ZooKeeper and `nodes` Solr nodes on free
+   * ports, the `content` collection in `shards` shards (`port` and `securityJson` do not apply).
+   */
+  cloud?: { nodes: number; shards: number };
 }
 
 let toolsChecked: boolean | undefined;
@@ -120,7 +127,7 @@ export async function startSolr(opts: StartSolrOptions): Promise<SolrHandle> {
   cpSync(join(TOOL_DIR, 'configsets', 'content', 'conf'), join(core, 'conf'), { recursive: true });
   writeFileSync(join(core, 'core.properties'), 'name=content\n');
   if (opts.securityJson) writeFileSync(join(home, 'security.json'), opts.securityJson);
-  const port = opts.port ?? (await freePort());
+  const port = opts.cloud ? 0 : (opts.port ?? (await freePort()));
   const heap = opts.heap ?? process.env.SOLR_HEAP ?? '512m';
   const timeoutMs = opts.startTimeoutMs ?? 180_000;
   const t0 = Date.now();
@@ -133,9 +140,9 @@ export async function startSolr(opts: StartSolrOptions): Promise<SolrHandle> {
       '-Dsolr.log.dir=' + join(home, 'logs'),
       '-cp',
       `${join(TARGET, 'classes')}:${join(TARGET, 'lib', '*')}`,
-      'platform.EmbeddedSolr',
-      String(port),
-      home,
+      ...(opts.cloud
+        ? ['platform.EmbeddedSolrCloud', String(opts.cloud.nodes), String(opts.cloud.shards), join(home, 'cloud'), join(core, 'conf')]
+        : ['platform.EmbeddedSolr', String(port), home]),
       '--exit-on-stdin-eof',
     ],
     { stdio: ['pipe', 'pipe', 'pipe'] },
@@ -171,6 +178,7 @@ export async function startSolr(opts: StartSolrOptions): Promise<SolrHandle> {
     log(`embedded Solr (pid ${child.pid}) serving ${url}, started in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     return {
       url,
+      nodes: /SOLR NODES (\S+)/.exec(output)?.[1].split(',') ?? [url],
       pid: child.pid!,
       stop: () =>
         new Promise<void>((done) => {

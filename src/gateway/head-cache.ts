@@ -40,7 +40,7 @@ export class HeadCache {
   start(): void {
     if (this.settings.REDIS_CLUSTER_NODES || this.settings.READ_CACHE_ENTRIES === 0) return;
     this.running = true;
-    this.conn = connectRedis(this.settings, { blocking: true, name: 'head-cache' });
+    this.conn = connectRedis(this.settings, { blocking: true, name: 'head-cache', log: this.log });
     this.loop = this.tail(this.conn);
   }
 

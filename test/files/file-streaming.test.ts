@@ -1,4 +1,4 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomFillSync } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import http from 'node:http';
@@ -9,6 +9,7 @@ import * as Minio from 'minio';
 import { DiskFileStore } from '../../src/adapters/file-store-disk.js';
 import { S3FileStore } from '../../src/adapters/file-store-s3.js';
 import { freePort } from '../../src/adapters/redis-server.js';
+import { buildDist } from '../support/build.js';
 import { ensureTestS3 } from '../support/s3.js';
 import { until } from '../support/wait.js';
 
@@ -28,12 +29,6 @@ interface Web {
   child: ChildProcess;
   url: string;
   output: string[];
-}
-
-/** Builds dist/ (tsc, a few seconds), so the process runs as in production, without tsx. */
-function build(): void {
-  const r = spawnSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.json'], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`tsc failed:\n${r.stdout}\n${r.stderr}`);
 }
 
 async function startWeb(env: Record<string, string>): Promise<Web> {
@@ -151,7 +146,7 @@ describe('file service in its own process: 1 GiB streamed, and a kill mid-upload
   let web: Web | undefined;
   let dir: string;
 
-  before(() => build());
+  before(() => buildDist());
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), 'test-files-stream-'));
   });
