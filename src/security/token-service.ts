@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { decodeProtectedHeader, importSPKI, importX509, jwtVerify, type CryptoKey, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
-import { createClient } from 'redis';
+import { createClient, createCluster } from 'redis';
 import { Repository, Schema, type Entity } from 'redis-om';
 import { z } from 'zod';
 import type { Settings } from '../../config/settings.js';
@@ -79,7 +79,7 @@ interface CachedToken {
   expireTime: number;
 }
 
-type RedisClient = ReturnType<typeof createClient>;
+type RedisClient = ReturnType<typeof createClient> | ReturnType<typeof createCluster>;
 
 /** One message for unknown user and wrong password (CONTRACT §4). */
 const BAD_CREDENTIALS = 'Invalid username or password';
@@ -167,7 +167,12 @@ export class TokenService {
   async connect(): Promise<void> {
     if (this.client) return;
     // Fail fast while disconnected instead of queueing: a request should get 503, not hang.
-    const client = createClient({ url: this.redisUrl, disableOfflineQueue: true });
+    // REDIS_CLUSTER_NODES selects Redis Cluster, as for the rest of the platform; account and
+    // token hashes are single keys, so nothing here spans slots.
+    const nodes = this.settings.REDIS_CLUSTER_NODES?.split(',').filter(Boolean);
+    const client: RedisClient = nodes?.length
+      ? createCluster({ rootNodes: nodes.map((hp) => ({ url: `redis://${hp}` })), defaults: { disableOfflineQueue: true } })
+      : createClient({ url: this.redisUrl, disableOfflineQueue: true });
     client.on('error', (err: Error) => {
       // node-redis emits on every reconnect attempt; say it once per message per 10 s.
       const now = Date.now();
@@ -189,7 +194,7 @@ export class TokenService {
     this.accounts = null;
     this.tokens = null;
     this.cache.clear();
-    if (client?.isOpen) await client.quit();
+    if (client && (!('isOpen' in client) || client.isOpen)) await client.quit().catch(() => undefined);
   }
 
   // ---- issuing ---------------------------------------------------------------------------
@@ -395,7 +400,9 @@ export class TokenService {
     if (!client) throw new Error('TokenService is not connected');
     // No search module on plain Redis: one SCAN that stops at the first account key.
     const match = `${escapeGlob(this.accountSchema.schemaName)}:*`;
-    for await (const _key of client.scanIterator({ MATCH: match, COUNT: 1000 })) return true;
+    // On Redis Cluster every master holds a part of the keys: scan each.
+    const nodes = 'masters' in client ? await Promise.all(client.masters.map((m) => client.nodeClient(m))) : [client];
+    for (const node of nodes) for await (const _key of node.scanIterator({ MATCH: match, COUNT: 1000 })) return true;
     return false;
   }
 
