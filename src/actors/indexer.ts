@@ -89,10 +89,14 @@ export class Indexer {
   /** Indexes a batch, retrying with back-off until the engine takes it, then acknowledges it. */
   private async indexUntilDone(batch: { stream: string; entries: Entry[] }[]): Promise<void> {
     const cids = new Set<string>();
+    /** The requests whose changes this batch indexes: gateway → actor → indexer in the logs. */
+    const requestIds: string[] = [];
     for (const { entries } of batch) {
       for (const [, fields] of entries) {
         try {
-          cids.add(unpack<ContentEvent>(fields[1]).cid);
+          const event = unpack<ContentEvent>(fields[1]);
+          cids.add(event.cid);
+          if (event.requestId) requestIds.push(event.requestId);
         } catch {
           // an unreadable event names no content; it is acknowledged with the rest
         }
@@ -101,10 +105,11 @@ export class Indexer {
     for (let attempt = 1; this.running; attempt++) {
       try {
         await this.index([...cids]);
+        this.log.debug({ contents: cids.size, requestIds }, 'indexed');
         break;
       } catch (e) {
         const wait = Math.min(5000, 100 * 2 ** attempt);
-        this.log.warn({ err: String(e), attempt, retryInMs: wait, contents: cids.size }, 'indexing failed; events kept for retry');
+        this.log.warn({ err: String(e), attempt, retryInMs: wait, contents: cids.size, requestIds: requestIds.slice(0, 20) }, 'indexing failed; events kept for retry');
         await sleep(wait);
       }
     }

@@ -241,7 +241,7 @@ class PartitionLoop<C extends CommandBase> {
           }
           return out.reply;
         } catch (e) {
-          this.log.error({ err: e, partition: this.partition, command: cmd.id, attempt }, 'command failed');
+          this.log.error({ err: e, partition: this.partition, command: cmd.id, requestId: cmd.requestId, attempt }, 'command failed');
           if (attempt >= this.settings.ACTOR_MAX_ATTEMPTS || !this.running) {
             return { id: cmd.id, ok: false, error: new AppError('INTERNAL', 'The command could not be processed').toWire() };
           }
@@ -359,7 +359,7 @@ class PartitionLoop<C extends CommandBase> {
       try {
         const out = await this.handler.handle(cmd, ctx);
         if (out === 'lease-lost') {
-          this.log.warn({ partition: this.partition, command: cmd.id }, 'commit refused: partition lease lost');
+          this.log.warn({ partition: this.partition, command: cmd.id, requestId: cmd.requestId }, 'commit refused: partition lease lost');
           this.abandon();
           return;
         }
@@ -368,7 +368,7 @@ class PartitionLoop<C extends CommandBase> {
         this.attempts.delete(entryId);
         return;
       } catch (e) {
-        this.log.error({ err: e, partition: this.partition, command: cmd.id, attempt }, 'command failed');
+        this.log.error({ err: e, partition: this.partition, command: cmd.id, requestId: cmd.requestId, attempt }, 'command failed');
         if (!this.running) return;
         await sleep(50 * attempt);
       }
@@ -380,7 +380,7 @@ class PartitionLoop<C extends CommandBase> {
     this.attempts.delete(entryId);
     await this.redis.xadd(keys.deadLetter(this.partition), 'MAXLEN', '~', 100000, '*', 'm', raw ?? '', 'reason', reason, 'entry', entryId);
     await this.redis.xack(this.stream, ACTOR_GROUP, entryId);
-    this.log.error({ partition: this.partition, entry: entryId, command: cmd?.id, reason }, 'command moved to dead-letter stream');
+    this.log.error({ partition: this.partition, entry: entryId, command: cmd?.id, requestId: cmd?.requestId, reason }, 'command moved to dead-letter stream');
     if (cmd) sendReply(this.redis, cmd.replyTo, { id: cmd.id, ok: false, error: new AppError('INTERNAL', 'The command could not be processed').toWire() });
   }
 }

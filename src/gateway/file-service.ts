@@ -67,6 +67,16 @@ const encodePath = (path: string): string => path.split('/').map(encodeURICompon
  *   GET    file/info/<space>/<host>/<path>  file info
  */
 export class FileService {
+  /** The routes, for the OpenAPI document (`:path` may hold `/`). */
+  static readonly routes = {
+    describe: () => [
+      { pattern: 'file/:space', methods: ['POST'] },
+      { pattern: 'file/:space/:host', methods: ['POST'] },
+      { pattern: 'file/:space/:host/:path', methods: ['POST', 'GET', 'DELETE'] },
+      { pattern: 'file/info/:space/:host/:path', methods: ['GET'] },
+    ],
+  };
+
   constructor(private readonly d: FileServiceDeps) {}
 
   async handle(x: Exchange, segs: string[]): Promise<void> {
@@ -141,6 +151,14 @@ export class FileService {
  *   GET alias/<namespace>/<alias>/<path in content>
  */
 export class FileDeliveryService {
+  /** The routes, for the OpenAPI document (`:path` may hold `/`). */
+  static readonly routes = {
+    describe: () => [
+      { pattern: 'version/:versionId/:path', methods: ['GET'] },
+      { pattern: 'alias/:ns/:alias/:path', methods: ['GET'] },
+    ],
+  };
+
   constructor(private readonly d: FileServiceDeps) {}
 
   async handle(x: Exchange, segs: string[]): Promise<void> {

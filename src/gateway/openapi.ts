@@ -23,7 +23,7 @@ const errorBody = {
  * The OpenAPI 3.1 document of the gateway, served at GET /openapi.json: every route of every
  * service router, its path parameters, and the request bodies generated from the zod schemas.
  */
-export function openApiDocument(version: string, routers: Record<string, Router>): Record<string, unknown> {
+export function openApiDocument(version: string, routers: Record<string, Pick<Router, 'describe'>>): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const [prefix, router] of Object.entries(routers)) {
     for (const { pattern, methods } of router.describe()) {

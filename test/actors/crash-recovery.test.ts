@@ -1,3 +1,4 @@
+import type { Answer } from '../../src/client/index.js';
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Redis } from 'ioredis';
@@ -168,10 +169,10 @@ describe('actors: the owner of a partition killed (kill -9) mid-stream (ARCHITEC
       acked.set(key, 0);
       for (let i = 0; ; i++) {
         const marker = `${key}#${i}`;
-        const unsafe = etag === null;
+        const unsafe: boolean = etag === null;
         const start = Date.now();
         // After a failure the current ETag is not known: the next write goes unsafe.
-        const r = await editor.req('PUT', `/content/alias/${id}${unsafe ? '?unsafeUpdate=true' : ''}`, { body: article(marker), headers: unsafe ? {} : { 'If-Match': etag! } });
+        const r: Answer = await editor.req('PUT', `/content/alias/${id}${unsafe ? '?unsafeUpdate=true' : ''}`, { body: article(marker), headers: unsafe ? {} : { 'If-Match': etag! } });
         const a: Attempt = { key, partition, marker, unsafe, start, end: Date.now(), status: r.status, statusCode: r.json?.statusCode, retryAfter: r.headers.get('retry-after') };
         attempts.push(a);
         if (r.status === 200) {

@@ -24,53 +24,8 @@ export async function startTestPlatform(overrides: Partial<Record<keyof Settings
   return Object.assign(p, { url: p.url ?? '', base: `${p.url}/content-service` });
 }
 
-/** A small HTTP client for the tests: JSON in and out, redirects not followed. */
-export class Client {
-  constructor(
-    readonly base: string,
-    public token?: string,
-  ) {}
-
-  async req(method: string, path: string, opts: { body?: unknown; raw?: string | Buffer; headers?: Record<string, string>; token?: string | null } = {}) {
-    const headers: Record<string, string> = { ...opts.headers };
-    const token = opts.token === null ? undefined : (opts.token ?? this.token);
-    if (token) headers['X-Auth-Token'] = token;
-    let body: string | Buffer | undefined = opts.raw;
-    if (opts.body !== undefined) {
-      body = JSON.stringify(opts.body);
-      headers['Content-Type'] ??= 'application/json';
-    }
-    const url = path.startsWith('http') ? path : `${this.base}${path}`;
-    const res = await fetch(url, { method, headers, body: body as BodyInit | undefined, redirect: "manual" });
-    const text = await res.text();
-    let json: any;
-    try {
-      json = text ? JSON.parse(text) : undefined;
-    } catch {
-      json = undefined;
-    }
-    return { status: res.status, headers: res.headers, text, json };
-  }
-
-  /** Logs in and keeps the token. */
-  async login(username: string, password = username): Promise<this> {
-    const r = await this.req('POST', '/security/token', { body: { username, password }, token: null });
-    if (r.status !== 200) throw new Error(`login ${username} failed: ${r.status} ${r.text}`);
-    this.token = r.json.token;
-    return this;
-  }
-
-  /** GET that follows one 303 redirect, as clients do. */
-  async read(path: string, headers: Record<string, string> = {}) {
-    const first = await this.req('GET', path, { headers });
-    if (first.status !== 303) return first;
-    return this.req('GET', first.headers.get('location')!, { headers });
-  }
-
-  async create(envelope: unknown, headers: Record<string, string> = {}) {
-    return this.req('POST', '/content', { body: envelope, headers });
-  }
-}
+/** The tests' HTTP client is the platform's typed client (src/client), so the two stay in step. */
+export { PlatformClient as Client } from '../../src/client/index.js';
 
 export const article = (title: string, extra: Record<string, unknown> = {}) => ({
   system: { contentType: 'article' },

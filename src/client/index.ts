@@ -1,0 +1,236 @@
+/**
+ * A typed client of the platform's HTTP API (spec "Endpoints", CONTRACT §2), on fetch. The
+ * end-to-end tests use it for every request (test/support/platform.ts), so it stays in step
+ * with the server. Answers are returned, never thrown: callers check `status`.
+ *
+ * @example
+ * const c = await new PlatformClient('http://127.0.0.1:8080/content-service').login('editor');
+ * const created = await c.create({ system: { contentType: 'article' }, aspects: { body: { title: 'Hi' } } });
+ * const read = await c.read(`/content/alias/${created.json.system.id}`);
+ */
+
+/** A content envelope (spec "Content envelope"): what create and update send and reads answer. */
+export interface ContentEnvelope {
+  system?: { contentType?: string; id?: string; version?: string; [k: string]: unknown };
+  aspects?: Record<string, { _type?: string; [field: string]: unknown }>;
+  operations?: { _type: string; [k: string]: unknown }[];
+  [k: string]: unknown;
+}
+
+/** The error body of every 4xx/5xx (spec "Error body", CONTRACT §11). */
+export interface ErrorBody {
+  message: string;
+  statusCode: string;
+  extraInfo: Record<string, unknown>;
+}
+
+/** The token response (spec "Token response"). */
+export interface TokenResponse {
+  token: string;
+  userId: string;
+  /** Epoch milliseconds, as a string of digits. */
+  expireTime: string;
+  renewTime: string;
+}
+
+/** File info (spec "File info"). */
+export interface FileInfo {
+  URI: string;
+  length: number;
+  creationTime: number;
+  modifiedTime: number;
+  accessTime: number;
+  mimeType: string;
+  originalPath?: string;
+}
+
+/** An answer: status, headers, the raw text and the parsed JSON (undefined when not JSON). */
+export interface Answer<T = any> {
+  status: number;
+  headers: Headers;
+  text: string;
+  json: T;
+}
+
+export interface RequestOptions {
+  /** A JSON body (sent with Content-Type: application/json). */
+  body?: unknown;
+  /** Raw bytes or text, sent as they are. */
+  raw?: string | Buffer | Uint8Array;
+  headers?: Record<string, string>;
+  /** The token for this request; null for none; default the client's. */
+  token?: string | null;
+}
+
+export class PlatformClient {
+  /** The gateway's root (`http://host:port`), from the content service base. */
+  readonly root: string;
+
+  /** `base` is `{base_url}`, e.g. `http://127.0.0.1:8080/content-service`. */
+  constructor(
+    readonly base: string,
+    public token?: string,
+  ) {
+    this.root = base.replace(/\/content-service\/?$/, '');
+  }
+
+  /** Any request. `path` is relative to the content service unless it is a full URL. Redirects are not followed. */
+  async req<T = any>(method: string, path: string, opts: RequestOptions = {}): Promise<Answer<T>> {
+    const headers: Record<string, string> = { ...opts.headers };
+    const token = opts.token === null ? undefined : (opts.token ?? this.token);
+    if (token) headers['X-Auth-Token'] = token;
+    let body: string | Buffer | Uint8Array | undefined = opts.raw;
+    if (opts.body !== undefined) {
+      body = JSON.stringify(opts.body);
+      headers['Content-Type'] ??= 'application/json';
+    }
+    const url = path.startsWith('http') ? path : `${this.base}${path}`;
+    const res = await fetch(url, { method, headers, body: body as BodyInit | undefined, redirect: 'manual' });
+    const text = await res.text();
+    let json: T;
+    try {
+      json = (text ? JSON.parse(text) : undefined) as T;
+    } catch {
+      json = undefined as T;
+    }
+    return { status: res.status, headers: res.headers, text, json };
+  }
+
+  // ---- tokens ----
+
+  /** POST /security/token; keeps the token. Throws when the login fails (a setup step). */
+  async login(username: string, password = username): Promise<this> {
+    const r = await this.issueToken({ username, password });
+    if (r.status !== 200) throw new Error(`login ${username} failed: ${r.status} ${r.text}`);
+    this.token = r.json.token;
+    return this;
+  }
+
+  /** POST /security/token with credentials, a renewal `{username, token}` or an external `{token}`. */
+  issueToken(body: { username?: string; password?: string; token?: string }): Promise<Answer<TokenResponse>> {
+    return this.req('POST', '/security/token', { body, token: null });
+  }
+
+  /** GET /security/permission/<user>. */
+  permission(userId: string): Promise<Answer> {
+    return this.req('GET', `/security/permission/${encodeURIComponent(userId)}`);
+  }
+
+  // ---- content ----
+
+  /** GET that follows one 303 redirect, as clients do. */
+  async read<T = any>(path: string, headers: Record<string, string> = {}): Promise<Answer<T>> {
+    const first = await this.req<T>('GET', path, { headers });
+    if (first.status !== 303) return first;
+    return this.req<T>('GET', first.headers.get('location')!, { headers });
+  }
+
+  /** POST /content. */
+  create<T = any>(envelope: ContentEnvelope | unknown, headers: Record<string, string> = {}): Promise<Answer<T>> {
+    return this.req('POST', '/content', { body: envelope, headers });
+  }
+
+  /** The content of an alias (`<ns>/<alias>`, e.g. a content's `system.id`), following the redirect. */
+  readContent(id: string, query = ''): Promise<Answer<ContentEnvelope>> {
+    return this.read(`/content/alias/${id}${query ? `?${query}` : ''}`);
+  }
+
+  /** PUT /content/alias/<ns>/<alias> with If-Match (or `unsafeUpdate=true` when etag is null). */
+  update(id: string, envelope: ContentEnvelope | unknown, etag: string | null, query = ''): Promise<Answer<ContentEnvelope>> {
+    const q = etag === null ? `?unsafeUpdate=true${query ? `&${query}` : ''}` : query ? `?${query}` : '';
+    return this.req('PUT', `/content/alias/${id}${q}`, { body: envelope, headers: etag === null ? {} : { 'If-Match': etag } });
+  }
+
+  /** DELETE /content/alias/<ns>/<alias>. */
+  remove(id: string, etag?: string): Promise<Answer> {
+    return this.req('DELETE', `/content/alias/${id}`, { headers: etag ? { 'If-Match': etag } : {} });
+  }
+
+  /** Metadata (`_contentInfo`) or history of an alias, following the redirect. */
+  metadata(id: string): Promise<Answer> {
+    return this.read(`/content/alias/${id}/metadata`);
+  }
+
+  history(id: string): Promise<Answer> {
+    return this.read(`/content/alias/${id}/history`);
+  }
+
+  // ---- views ----
+
+  /** PUT /view/<view> with `{version}` or `{symbolic: {...}}` and If-Match. */
+  putView(view: string, body: unknown, etag: string): Promise<Answer> {
+    return this.req('PUT', `/view/${encodeURIComponent(view)}`, { body, headers: { 'If-Match': etag } });
+  }
+
+  /** A view read, following the redirect. */
+  readView(view: string, id: string): Promise<Answer<ContentEnvelope>> {
+    return this.read(`/content/view/${encodeURIComponent(view)}/alias/${id}`);
+  }
+
+  // ---- workspaces ----
+
+  /** POST /content/workspace/<ws> (a new draft). */
+  createDraft(ws: string, envelope: ContentEnvelope | unknown): Promise<Answer<ContentEnvelope>> {
+    return this.req('POST', `/content/workspace/${encodeURIComponent(ws)}`, { body: envelope });
+  }
+
+  /** GET /content/workspace/<ws> (workspace info). */
+  workspace(ws: string): Promise<Answer> {
+    return this.req('GET', `/content/workspace/${encodeURIComponent(ws)}`);
+  }
+
+  // ---- files ----
+
+  /** POST {file_url}/file/<space>[/<host>[/<path>]]; the file info, `Location` in the headers. */
+  upload(where: string, data: string | Buffer | Uint8Array, contentType = 'application/octet-stream'): Promise<Answer<FileInfo>> {
+    return this.req('POST', `${this.root}/file-service/file/${where}`, { raw: data, headers: { 'Content-Type': contentType, Accept: 'application/json' } });
+  }
+
+  /** GET of a file (a `Location` from upload, or a delivery URL) as bytes. */
+  async download(url: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; body: Buffer }> {
+    const h: Record<string, string> = { ...headers };
+    if (this.token) h['X-Auth-Token'] = this.token;
+    const res = await fetch(url, { headers: h });
+    return { status: res.status, headers: res.headers, body: Buffer.from(await res.arrayBuffer()) };
+  }
+
+  /** GET {delivery_url}/version/<version id>/<path> or /alias/<ns>/<alias>/<path>. */
+  deliver(by: { version: string } | { alias: string }, path: string, headers: Record<string, string> = {}) {
+    const where = 'version' in by ? `version/${by.version}` : `alias/${by.alias}`;
+    return this.download(`${this.root}/file-delivery-service/${where}/${path}`, headers);
+  }
+
+  // ---- search, taxonomy, operations ----
+
+  /** GET {search_url}/<collection>/select with the engine's parameters plus view, variant, inlineData. */
+  search(params: Record<string, string>, collection = 'content'): Promise<Answer> {
+    return this.req('GET', `${this.root}/search-service/${encodeURIComponent(collection)}/select?${new URLSearchParams(params)}`);
+  }
+
+  /** POST /index/reindex/full (sysadmin). */
+  reindexFull(query = ''): Promise<Answer> {
+    return this.req('POST', `/index/reindex/full${query ? `?${query}` : ''}`);
+  }
+
+  /** GET {taxonomy_url}/structure[/<id>] and /complete/<dimension>/<input>. */
+  taxonomyStructure(id?: string, depth?: number): Promise<Answer> {
+    const q = depth === undefined ? '' : `?depth=${depth}`;
+    return this.req('GET', `${this.root}/taxonomy-service/structure${id === undefined ? '' : `/${encodeURIComponent(id)}`}${q}`, { token: null });
+  }
+
+  taxonomyComplete(dimension: string, input: string): Promise<Answer> {
+    return this.req('GET', `${this.root}/taxonomy-service/complete/${encodeURIComponent(dimension)}/${encodeURIComponent(input)}`, { token: null });
+  }
+
+  health(): Promise<Answer<Record<string, string>>> {
+    return this.req('GET', `${this.root}/health`, { token: null });
+  }
+
+  openApi(): Promise<Answer> {
+    return this.req('GET', `${this.root}/openapi.json`, { token: null });
+  }
+
+  metrics(): Promise<Answer> {
+    return this.req('GET', `${this.root}/metrics`, { token: null });
+  }
+}
