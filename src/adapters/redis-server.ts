@@ -232,11 +232,17 @@ async function startOnce(opts: RedisServerOptions, port: number): Promise<RedisS
 
 /** Starts a private redis-server bound to 127.0.0.1 and waits until it answers PING. */
 export async function startRedisServer(opts: RedisServerOptions = {}): Promise<RedisServerHandle> {
-  if (opts.port !== undefined) return startOnce(opts, opts.port);
-  // A chosen free port can be taken by someone else before redis binds it: try again.
+  return opts.port !== undefined ? startOnce(opts, opts.port) : onFreePort((port) => startOnce(opts, port));
+}
+
+/**
+ * Starts a server on a free port. A port found free can be taken by someone else before the
+ * server binds it: then (the start failed with `addressInUse` set) up to three ports are tried.
+ */
+export async function onFreePort<T>(start: (port: number) => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startOnce(opts, await freePort());
+      return await start(await freePort());
     } catch (e) {
       if (attempt >= 3 || !(e as { addressInUse?: boolean }).addressInUse) throw e;
     }

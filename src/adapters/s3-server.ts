@@ -17,7 +17,7 @@ import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort } from './redis-server.js';
+import { onFreePort } from './redis-server.js';
 
 /** tools/s3proxy of this repository (from src/adapters or dist/src/adapters). */
 const TOOL_DIR = (() => {
@@ -188,13 +188,5 @@ async function startOnce(opts: S3ServerOptions, port: number): Promise<S3ServerH
 /** Starts S3Proxy on 127.0.0.1 (fetching it first if needed) and waits until it answers. */
 export async function startS3Server(opts: S3ServerOptions): Promise<S3ServerHandle> {
   await buildS3Proxy(opts.log);
-  if (opts.port !== undefined) return startOnce(opts, opts.port);
-  // A chosen free port can be taken before Java binds it: try again on another.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await startOnce(opts, await freePort());
-    } catch (e) {
-      if (attempt >= 3 || !(e as { addressInUse?: boolean }).addressInUse) throw e;
-    }
-  }
+  return opts.port !== undefined ? startOnce(opts, opts.port) : onFreePort((port) => startOnce(opts, port));
 }

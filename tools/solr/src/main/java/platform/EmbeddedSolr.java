@@ -1,6 +1,5 @@
 package platform;
 
-import java.io.InputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Map;
@@ -54,21 +53,7 @@ public final class EmbeddedSolr {
       Runtime.getRuntime().halt(1);
     }
 
-    if (watchStdin) {
-      Thread t = new Thread(() -> {
-        try (InputStream in = System.in) {
-          byte[] buf = new byte[256];
-          while (in.read(buf) >= 0) {
-            // the parent writes nothing; EOF means it is gone
-          }
-        } catch (Exception e) {
-          // treat a broken stdin like EOF
-        }
-        System.exit(0);
-      }, "embedded-solr-stdin-watch");
-      t.setDaemon(true);
-      t.start();
-    }
+    if (watchStdin) ParentWatch.exitWhenStdinCloses("embedded-solr-stdin-watch");
 
     System.out.println("SOLR READY http://127.0.0.1:" + jetty.getLocalPort() + "/solr");
     System.out.flush();

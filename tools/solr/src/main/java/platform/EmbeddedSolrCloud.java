@@ -1,6 +1,5 @@
 package platform;
 
-import java.io.InputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -56,21 +55,7 @@ public final class EmbeddedSolrCloud {
       }
     }, "embedded-solrcloud-shutdown"));
 
-    if (watchStdin) {
-      Thread t = new Thread(() -> {
-        try (InputStream in = System.in) {
-          byte[] buf = new byte[256];
-          while (in.read(buf) >= 0) {
-            // the parent writes nothing; EOF means it is gone
-          }
-        } catch (Exception e) {
-          // treat a broken stdin like EOF
-        }
-        System.exit(0);
-      }, "embedded-solrcloud-stdin-watch");
-      t.setDaemon(true);
-      t.start();
-    }
+    if (watchStdin) ParentWatch.exitWhenStdinCloses("embedded-solrcloud-stdin-watch");
 
     List<String> urls = new ArrayList<>();
     for (JettySolrRunner j : cluster.getJettySolrRunners()) urls.add(j.getBaseUrl().toString());
