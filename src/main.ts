@@ -20,6 +20,9 @@ import { Gateway } from './gateway/server.js';
 import { loadSecurityConfig } from './security/security-config.js';
 import { TokenService } from './security/token-service.js';
 
+/** How long each part (gateway, actors, ...) may take to stop before the shutdown goes on. */
+const STOP_PART_MS = 8000;
+
 /** The roles of the Procfile; `npm start` runs them all in one process. */
 export const ROLES = ['web', 'actors', 'indexer', 'reindexer'] as const;
 export type Role = (typeof ROLES)[number];
@@ -49,7 +52,7 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
   const redis = connectRedis(settings, { name: 'platform', log });
   await redis.ping();
   const store = new ContentStore(redis, settings.PARTITIONS, settings.EVENTS_MAXLEN, settings.DEDUP_TTL_SECONDS);
-  const stops: (() => Promise<void>)[] = [];
+  const stops: [string, () => Promise<void>][] = [];
   const platform: Platform = { settings, redis, stop: async () => undefined };
   const engine = settings.SOLR_URL ? new SolrEngine(settings.SOLR_URL, settings.SOLR_COLLECTION, solrCredentials(settings)) : null;
   const rules = new IndexingRules(store, variants, settings.INDEXED_VIEWS.split(','));
@@ -59,7 +62,7 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
     const actors = new ActorHost<ContentCommand>(redis, settings, new ContentActor(store, security, lifecycleHooks(settings, redis)), log.child({ role: 'actors' }));
     await actors.start();
     platform.actors = actors;
-    stops.push(() => actors.stop());
+    stops.push(['actors', () => actors.stop()]);
   }
   if (roles.includes('web')) {
     const tokens = new TokenService({
@@ -75,7 +78,7 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
     const reindex = engine ? new ReindexSessions(redis, store, settings) : null;
     const files = await fileStore(settings, log.child({ role: 'web' }));
     const sweeper = startTmpSweeper(files, { tmpTtlSeconds: settings.TMP_TTL_SECONDS, log: (m) => log.info({ role: 'web' }, m) });
-    stops.push(async () => sweeper.stop());
+    stops.push(['tmp sweeper', async () => sweeper.stop()]);
     platform.files = files;
     const gateway = new Gateway({ settings, redis, store, mailbox, tokens, security, variants, clock, metrics, engine, reindex, files, log: log.child({ role: 'web' }) });
     await gateway.listen();
@@ -83,9 +86,9 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
     platform.tokens = tokens;
     platform.url = gateway.baseUrl();
     // Stop order: no new requests, then no more replies awaited, then the token store.
-    stops.unshift(() => tokens.stop());
-    stops.unshift(() => mailbox.stop());
-    stops.unshift(() => gateway.close());
+    stops.unshift(['token store', () => tokens.stop()]);
+    stops.unshift(['mailbox', () => mailbox.stop()]);
+    stops.unshift(['gateway', () => gateway.close()]);
   }
   if (!engine && (roles.includes('indexer') || roles.includes('reindexer'))) {
     log.warn('No search engine: SOLR_URL is unset (npm start sets it when Java and Maven can run the embedded Solr); the indexer and re-indexer stay idle and search answers 503');
@@ -94,16 +97,25 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
     const indexer = new Indexer(redis, settings, rules, engine, log.child({ role: 'indexer' }));
     await indexer.start();
     platform.indexer = indexer;
-    stops.push(() => indexer.stop());
+    stops.push(['indexer', () => indexer.stop()]);
   }
   if (engine && roles.includes('reindexer')) {
     const reindexer = new Reindexer(redis, settings, rules, engine, log.child({ role: 'reindexer' }));
     await reindexer.start();
-    stops.push(() => reindexer.stop());
+    stops.push(['reindexer', () => reindexer.stop()]);
   }
 
+  // Each part gets a bounded time to stop: a part stuck on a connection that cannot finish (a
+  // Redis that restarted mid-command) must not keep the rest from stopping. Leases expire by
+  // themselves and another owner replays whatever was pending.
   platform.stop = async () => {
-    for (const s of stops) await s();
+    for (const [name, stop] of stops) {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), STOP_PART_MS)));
+      const outcome = await Promise.race([stop().then(() => 'stopped' as const), late]).catch((e: unknown) => (log.warn({ err: e, part: name }, 'stop failed'), 'failed' as const));
+      clearTimeout(timer);
+      if (outcome === 'late') log.warn({ part: name, ms: STOP_PART_MS }, 'part did not stop in time; going on');
+    }
     redis.disconnect();
   };
   return platform;

@@ -234,6 +234,10 @@ class PartitionLoop<C extends CommandBase> {
       const ctx: ActorContext = { partition: this.partition, owner: this.owner, entryId: '', local: true };
       for (let attempt = 1; ; attempt++) {
         try {
+          if (attempt > 1) {
+            const recorded = await this.recordedReply(cmd);
+            if (recorded) return recorded;
+          }
           const out = await this.handler.handle(cmd, ctx);
           if (out === 'lease-lost') {
             this.abandon();
@@ -249,6 +253,16 @@ class PartitionLoop<C extends CommandBase> {
         }
       }
     });
+  }
+
+  /**
+   * The reply a commit recorded for this command, or null. Checked before every retry: a commit
+   * whose answer was lost with the connection (Redis restarting) may have been applied, and
+   * running the command again would answer 409 for a write that took place.
+   */
+  private async recordedReply(cmd: C): Promise<Reply | null> {
+    const raw = await this.redis.getBuffer(keys.done(this.partition, cmd.id));
+    return raw ? unpack<Reply>(raw) : null;
   }
 
   private get stream(): string {
@@ -357,6 +371,13 @@ class PartitionLoop<C extends CommandBase> {
       }
       this.attempts.set(entryId, attempt);
       try {
+        const recorded = attempt > 1 ? await this.redis.getBuffer(keys.done(this.partition, cmd.id)) : null;
+        if (recorded) {
+          sendReply(this.redis, cmd.replyTo, recorded);
+          await this.redis.xack(this.stream, ACTOR_GROUP, entryId);
+          this.attempts.delete(entryId);
+          return;
+        }
         const out = await this.handler.handle(cmd, ctx);
         if (out === 'lease-lost') {
           this.log.warn({ partition: this.partition, command: cmd.id, requestId: cmd.requestId }, 'commit refused: partition lease lost');
