@@ -10,7 +10,8 @@
 # Environment: DURATION (10s), CONNS (50), THREADS (1), BUILD (1: tsc into dist/ first;
 # 0: run the existing dist/), RUN_TSX (1: run src/main.ts with tsx instead of dist/),
 # CPU_PROF (a directory: run node with --cpu-prof into it), KEEP_LOGS (1: keep the temp dir),
-# SPLIT (1: run the `web` and `actors` roles of the Procfile as two processes instead of one).
+# SPLIT (1: run the `web` and `actors` roles of the Procfile as two processes instead of one),
+# ROLES (e.g. "web actors": the roles of the one process; default all, indexing into Solr).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -73,7 +74,8 @@ else
   ENTRY=(dist/src/main.js)
 fi
 APP_PORT=$(free_port)
-ROLES=()
+# ROLES="web actors": leave out the indexer (no Solr work during the create run).
+read -r -a ROLES <<<"${ROLES:-}"
 if [ "${SPLIT:-0}" = 1 ]; then
   ROLES=(web)
   REDIS_URL="redis://127.0.0.1:$REDIS_PORT" LOG_LEVEL=warn NODE_ENV=development \
