@@ -41,6 +41,8 @@ export class ReindexSessions {
     const session = newContentKey();
     await this.redis.hset(keys.reindexSession(session), 'total', cids.length, 'done', 0, 'started', Date.now());
     await this.redis.expire(keys.reindexSession(session), SESSION_TTL_S);
+    await this.redis.zadd(keys.reindexSessions, Date.now(), session);
+    await this.redis.zremrangebyrank(keys.reindexSessions, 0, -21); // the latest 20
     const topic = keys.reindexQueue(this.settings.REINDEX_TOPIC);
     for (let i = 0; i < cids.length; i += CHUNK) {
       const record: ReindexRecord = { session, total: cids.length, cids: cids.slice(i, i + CHUNK) };

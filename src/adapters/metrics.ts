@@ -7,7 +7,13 @@ interface PartitionRow {
   pending: number;
   dead: number;
   lag: number;
+  /** Content events no indexer has read yet, and read but not yet indexed. */
+  indexLag: number;
+  indexPending: number;
 }
+
+/** The consumer group of the indexers on the event streams (src/actors/indexer.ts). */
+const INDEXER_GROUP = 'indexer';
 
 /**
  * Prometheus metrics of one process, served at GET /metrics. Request metrics are recorded on
@@ -70,6 +76,24 @@ export class Metrics {
     perPartition('actor_queue_lag', 'Commands of each partition mailbox no actor has read yet', (r) => r.lag);
     perPartition('actor_pending_commands', 'Commands read by an actor but not yet committed, per partition', (r) => r.pending);
     perPartition('actor_dead_letters', 'Commands in each partition dead-letter stream', (r) => r.dead);
+    perPartition('indexer_lag', 'Content events of each partition no indexer has read yet', (r) => r.indexLag);
+    perPartition('indexer_pending', 'Content events of each partition read by an indexer and not yet indexed', (r) => r.indexPending);
+    const redisOf = () => this.redis;
+    new Gauge({
+      name: 'reindex_session_progress_ratio',
+      help: 'Share of the content of each recent re-indexing session that is indexed (1 when complete)',
+      labelNames: ['session'] as const,
+      registers: [this.registry],
+      async collect() {
+        this.reset();
+        const r = redisOf();
+        for (const id of await r.zrange(keys.reindexSessions, '0', '-1')) {
+          const [total, done] = await r.hmget(keys.reindexSession(id), 'total', 'done');
+          if (total === null) continue;
+          this.set({ session: id }, Number(total) === 0 ? 1 : Math.min(1, Number(done) / Number(total)));
+        }
+      },
+    });
   }
 
   /** Every partition's queue figures, read once (pipelined) and shared by one scrape's gauges. */
@@ -78,15 +102,20 @@ export class Metrics {
     if (this.scrape && now - this.scrape.at < 1000) return this.scrape.rows;
     const rows = Promise.all(
       Array.from({ length: this.partitions }, async (_, p): Promise<PartitionRow> => {
-        const [depth, pend, dead, groups] = await Promise.all([
+        const [depth, pend, dead, groups, eventGroups] = await Promise.all([
           this.redis.xlen(keys.commands(p)),
           this.redis.xpending(keys.commands(p), ACTOR_GROUP).catch(() => [0]) as Promise<unknown[]>,
           this.redis.xlen(keys.deadLetter(p)),
           this.redis.xinfo('GROUPS', keys.commands(p)).catch(() => []) as Promise<unknown[][]>,
+          this.redis.xinfo('GROUPS', keys.events(p)).catch(() => []) as Promise<unknown[][]>,
         ]);
-        const group = groups.find((g) => g[1] === ACTOR_GROUP);
-        const at = group ? group.indexOf('lag') : -1;
-        return { p: String(p), depth, pending: Number(pend[0] ?? 0), dead, lag: at >= 0 ? Number(group![at + 1] ?? 0) : 0 };
+        const field = (group: unknown[] | undefined, name: string) => {
+          const at = group ? group.indexOf(name) : -1;
+          return at >= 0 ? Number(group![at + 1] ?? 0) : 0;
+        };
+        const actors = groups.find((g) => g[1] === ACTOR_GROUP);
+        const indexer = eventGroups.find((g) => g[1] === INDEXER_GROUP);
+        return { p: String(p), depth, pending: Number(pend[0] ?? 0), dead, lag: field(actors, 'lag'), indexLag: field(indexer, 'lag'), indexPending: field(indexer, 'pending') };
       }),
     );
     this.scrape = { at: now, rows };

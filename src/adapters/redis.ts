@@ -28,6 +28,8 @@ export const keys = {
   catalogOfType: (p: number, type: string) => `cat:{${p}}:t:${type}`,
   reindexQueue: (topic: string) => topic,
   reindexSession: (id: string) => `reindex:${id}`,
+  /** Sorted set of re-indexing session ids by start time (for the progress metric). */
+  reindexSessions: 'reindex:sessions',
   alias: (namespace: string, alias: string) => `alias:${namespace}/${alias}`,
   replies: (gatewayId: string) => `reply:${gatewayId}`,
   members: 'actors:members',

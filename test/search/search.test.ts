@@ -276,6 +276,11 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
       await eventually(async () => expect(ids(await select(sysadmin, { q: `svc_type_s:${type}` }))).to.have.length(5));
       await eventually(async () => expect(lines).to.include(`Re-indexing session ${session} started with a total of 5 content queued.`));
       await eventually(async () => expect(lines.some((l) => new RegExp(`^Re-indexing session ${session} complete\\. Duration: \\d+ seconds \\(\\d+ content / second\\)\\.$`).test(l))).to.equal(true));
+      // the progress metric and the indexer's lag are on /metrics
+      const metrics = await sysadmin.metrics();
+      expect(metrics.text).to.contain(`reindex_session_progress_ratio{session="${session}"} 1`);
+      expect(metrics.text).to.match(/indexer_lag\{partition="0"\} \d+/);
+      expect(metrics.text).to.match(/indexer_pending\{partition="0"\} \d+/);
 
       const byAlias = await sysadmin.req('POST', `/index/reindex?aliases=${encodeURIComponent(made.slice(0, 2).map((c) => c.id).join(','))}`);
       expect(byAlias.text).to.match(/^Re-indexing session \S+ started: 2 content queued\.$/);
