@@ -1,8 +1,8 @@
 import type { ContentStore } from '../adapters/content-store.js';
 import type { ContentDocs, SearchDoc } from '../adapters/search-engine.js';
-import { TAXONOMY_NAMESPACE } from './content/model.js';
 import { INDEXING_VARIANT, type Variants } from './content/variants.js';
 import { resolveView } from './content/views.js';
+import { entityHasContent } from './content/taxonomy.js';
 
 /**
  * What the index holds for a content (spec Events 2-4, CONTRACT §9): one document per version
@@ -32,7 +32,7 @@ export class IndexingRules {
       const aspects = await this.variants.apply(INDEXING_VARIANT, {
         snapshot: head,
         version,
-        hasTaxonomyContent: async (id) => (await this.store.resolveAlias(TAXONOMY_NAMESPACE, id)) !== null,
+        hasTaxonomyContent: (id, dim) => entityHasContent(this.store, dim, id),
       });
       const doc = aspects?.svcSolrDocument;
       if (!doc) continue; // not available in svcIndexing: not indexed

@@ -157,6 +157,15 @@ export class ContentStore {
     return this.redis.smembers(keys.catalogOfType(partition, type));
   }
 
+  /** Content keys of a partition that hold (or once held) the content hierarchy aspect. */
+  async hierarchyMembers(partition: number): Promise<string[]> {
+    return this.redis.smembers(keys.hierarchyMembers(partition));
+  }
+
+  async addHierarchyMember(partition: number, cid: string): Promise<void> {
+    await this.redis.sadd(keys.hierarchyMembers(partition), cid);
+  }
+
   // ---- workspace drafts ----
 
   async draft(cid: string, workspace: string): Promise<Draft | null> {

@@ -4,7 +4,7 @@ import type { ContentStore } from '../adapters/content-store.js';
 import { newCommandId, newContentKey } from '../adapters/ids.js';
 import type { Logger } from '../adapters/log.js';
 import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
-import { contextsOf, etagOf, parseVersionId, MAIN_NAMESPACE, TAXONOMY_NAMESPACE, type Snapshot } from '../actors/content/model.js';
+import { contextsOf, etagOf, parseVersionId, MAIN_NAMESPACE, type Snapshot } from '../actors/content/model.js';
 import type { Mailbox } from '../actors/mailbox.js';
 import { AppError } from '../errors.js';
 import { isAllowed, isSysadmin, type Principal, type SecurityConfig } from '../security/permissions.js';
@@ -28,6 +28,7 @@ import { SYSTEM_VIEWS, resolveView, versionOnView } from '../actors/content/view
 import { INDEXING_VARIANT, type Variants } from '../actors/content/variants.js';
 import { checkAlias, parseEnvelope, parseViewBody, typeSchema, updateModeOf, viewSchema } from './schemas.js';
 import type { ReindexScope, ReindexSessions } from '../actors/reindex-session.js';
+import { entityHasContent } from '../actors/content/taxonomy.js';
 
 export interface ContentServiceDeps {
   settings: Settings;
@@ -358,7 +359,7 @@ export class ContentService {
     const aspects = await this.d.variants.apply(variant, {
       snapshot: snap,
       version,
-      hasTaxonomyContent: async (id) => (await this.d.store.resolveAlias(TAXONOMY_NAMESPACE, id)) !== null,
+      hasTaxonomyContent: (id, dim) => entityHasContent(this.d.store, dim, id),
     });
     if (aspects === null) throw new AppError('NOT_FOUND', `Content is not available in variant ${variant}`);
     return serialize(contentEnvelope(snap, { ...version, aspects }), fmt);

@@ -3,7 +3,7 @@ import mime from 'mime-types';
 import type { Settings } from '../../config/settings.js';
 import type { ContentStore } from '../adapters/content-store.js';
 import { fileKeyOf, fileUriOf, type FileKey, type FileStore, type StoredFile } from '../adapters/file-store.js';
-import { contextsOf, parseVersionId, TAXONOMY_NAMESPACE, type Aspect, type Snapshot, type VersionRecord } from '../actors/content/model.js';
+import { contextsOf, parseVersionId, type Aspect, type Snapshot, type VersionRecord } from '../actors/content/model.js';
 import type { Variants } from '../actors/content/variants.js';
 import { versionOnView } from '../actors/content/views.js';
 import { AppError } from '../errors.js';
@@ -11,6 +11,7 @@ import { isAllowed, type Principal, type SecurityConfig } from '../security/perm
 import type { TokenService } from '../security/token-service.js';
 import type { Exchange } from './http.js';
 import { checkAlias } from './schemas.js';
+import { entityHasContent } from '../actors/content/taxonomy.js';
 
 export const FILE_PREFIX = 'file-service';
 export const DELIVERY_PREFIX = 'file-delivery-service';
@@ -252,7 +253,7 @@ export class FileDeliveryService {
       const aspects = await this.d.variants.apply(DELIVERY_VARIANT, {
         snapshot: head,
         version,
-        hasTaxonomyContent: async (id) => (await this.d.store.resolveAlias(TAXONOMY_NAMESPACE, id)) !== null,
+        hasTaxonomyContent: (id, dim) => entityHasContent(this.d.store, dim, id),
       });
       return filesOf(aspects?.svcFiles);
     }

@@ -9,6 +9,7 @@ import type { TokenService } from '../security/token-service.js';
 import { contentEnvelope } from './envelope.js';
 import type { Exchange } from './http.js';
 import { Router, type Params } from './router.js';
+import { entityHasContent } from '../actors/content/taxonomy.js';
 
 export const SEARCH_PREFIX = 'search-service';
 
@@ -128,7 +129,7 @@ export class SearchService {
     const version = await this.d.store.version(v.cid, v.key);
     if (!head || head.deleted || !version) return null;
     if (variant === null) return contentEnvelope(head, version);
-    const aspects = await this.d.variants.apply(variant, { snapshot: head, version, hasTaxonomyContent: async () => false });
+    const aspects = await this.d.variants.apply(variant, { snapshot: head, version, hasTaxonomyContent: (id, dim) => entityHasContent(this.d.store, dim, id) });
     return aspects ? contentEnvelope(head, { ...version, aspects }) : null;
   }
 }

@@ -12,6 +12,7 @@ import { Exchange, segmentsOf } from './http.js';
 import { CONTENT_PREFIX, ContentService, type ContentServiceDeps } from './content-service.js';
 import type { FileStore } from '../adapters/file-store.js';
 import { DELIVERY_PREFIX, FILE_PREFIX, FileDeliveryService, FileService } from './file-service.js';
+import { TAXONOMY_PREFIX, TaxonomyService } from './taxonomy-service.js';
 
 /** Service prefixes of CONTRACT §2, and the `Svc-Response-Origin` each one answers with. */
 const ORIGINS: Record<string, string | undefined> = {
@@ -19,7 +20,7 @@ const ORIGINS: Record<string, string | undefined> = {
   [FILE_PREFIX]: 'file-service',
   [DELIVERY_PREFIX]: undefined,
   [SEARCH_PREFIX]: undefined,
-  'taxonomy-service': undefined,
+  [TAXONOMY_PREFIX]: undefined,
 };
 
 export interface GatewayDeps extends Omit<ContentServiceDeps, 'baseUrl' | 'heads'> {
@@ -41,6 +42,7 @@ export class Gateway {
   private readonly search: SearchService;
   private readonly fileService: FileService;
   private readonly delivery: FileDeliveryService;
+  private readonly taxonomy: TaxonomyService;
   private readonly heads: HeadCache;
   private openapi?: string;
 
@@ -51,6 +53,7 @@ export class Gateway {
     const fileDeps = { ...d, baseUrl: () => this.baseUrl() };
     this.fileService = new FileService(fileDeps);
     this.delivery = new FileDeliveryService(fileDeps);
+    this.taxonomy = new TaxonomyService(d);
   }
 
   /** The public address used in Location headers. */
@@ -136,6 +139,7 @@ export class Gateway {
     if (prefix === FILE_PREFIX || prefix === DELIVERY_PREFIX) {
       return (prefix === FILE_PREFIX ? this.fileService : this.delivery).handle(x, segs.slice(1));
     }
+    if (prefix === TAXONOMY_PREFIX) return this.taxonomy.handle(x, segs.slice(1));
     throw new AppError('NOT_FOUND', prefix in ORIGINS ? `Service ${prefix} is not available yet` : 'No such resource');
   }
 

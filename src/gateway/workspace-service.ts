@@ -9,6 +9,7 @@ import { STATUS_CREATED, STATUS_OK, contentEnvelope, draftEnvelope, formatOf, pa
 import type { Exchange } from './http.js';
 import type { Params } from './router.js';
 import { checkAlias, nameSchema, parseEnvelope } from './schemas.js';
+import { entityHasContent } from '../actors/content/taxonomy.js';
 
 const workspaceSchema = nameSchema('workspace');
 
@@ -107,7 +108,7 @@ export class WorkspaceService {
       if (variant !== null) {
         const snapshot = head ?? draftSnapshot(draft);
         const version: VersionRecord = { key: 'draft', type, aspects: draft.aspects, created: draft.modified, creator: draft.creator, rev: snapshot.rev };
-        const out = await this.d.variants.apply(variant, { snapshot, version, hasTaxonomyContent: async () => false });
+        const out = await this.d.variants.apply(variant, { snapshot, version, hasTaxonomyContent: (id, dim) => entityHasContent(this.d.store, dim, id) });
         if (out === null) throw new AppError('NOT_FOUND', `Content is not available in variant ${variant}`);
         aspects = out;
       }
@@ -117,7 +118,7 @@ export class WorkspaceService {
     let version = await this.d.store.version(cid, head!.head);
     if (!version) throw new AppError('NOT_FOUND', 'Version missing');
     if (variant !== null) {
-      const aspects = await this.d.variants.apply(variant, { snapshot: head!, version, hasTaxonomyContent: async () => false });
+      const aspects = await this.d.variants.apply(variant, { snapshot: head!, version, hasTaxonomyContent: (id, dim) => entityHasContent(this.d.store, dim, id) });
       if (aspects === null) throw new AppError('NOT_FOUND', `Content is not available in variant ${variant}`);
       version = { ...version, aspects };
     }

@@ -8,6 +8,7 @@ import { applyUpdateMode, type UpdateMode } from './update-modes.js';
 import { symbolicCycle } from './views.js';
 import type { LifecycleHook, Via } from './lifecycle-hooks.js';
 import { Workspaces, type MainWrites, type WorkspaceCommand } from './workspace.js';
+import { CONTENT_HIERARCHY_ASPECT, checkTaxonomyAspects } from './taxonomy.js';
 import {
   LATEST_VIEW,
   contextsOf,
@@ -119,6 +120,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     const contexts = contextsOf(meta);
     this.allow(cmd.user, 'Create', input.type, contexts);
     if (input.ops.some(isViewOp)) this.allow(cmd.user, 'AssignToView', input.type, contexts);
+    await checkTaxonomyAspects(this.store, cmd.cid, input.aspects);
     const hook = { cid: cmd.cid, type: input.type, userId: cmd.user.userId, via, partition: ctx.partition };
     for (const h of this.hooks) await h.beforeCreate?.({ ...hook, aspects: input.aspects });
 
@@ -140,6 +142,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     };
     const version: VersionRecord = { key: vk, type: input.type, aspects: input.aspects, created: now, creator: cmd.user.userId, rev: 1 };
     const viewEvents = applyOperations(snapshot, vk, input.ops, cmd.user.userId, now);
+    await this.joinHierarchy(ctx, cmd.cid, version);
     const { subResults } = await this.assignAliases(snapshot, input.ops);
     const out = await this.commit(cmd, ctx, 0, snapshot, version, viewEvents, subResults, 'created', [], promotedFrom);
     if (committed(out)) for (const h of this.hooks) await h.afterCreate?.({ ...hook, snapshot, version });
@@ -180,7 +183,10 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
       creator: cmd.user.userId,
       rev,
     };
+    // Only the aspects this write sets are checked: a merge that leaves them alone passes.
+    await checkTaxonomyAspects(this.store, cmd.cid, Object.fromEntries(Object.keys(input.aspects).flatMap((k) => (version.aspects[k] ? [[k, version.aspects[k]]] : []))));
     const viewEvents = applyOperations(snapshot, vk, input.ops, cmd.user.userId, now);
+    await this.joinHierarchy(ctx, cmd.cid, version);
     const { subResults, reserved } = await this.assignAliases(snapshot, input.ops);
     if (subResults.length) {
       await this.compensate(cmd.cid, reserved);
@@ -272,6 +278,15 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     delete symbolic[cmd.view];
     const snapshot: Snapshot = { ...head, rev, modified: now, committer: cmd.user.userId, views, symbolic };
     return this.commitRaw(cmd, ctx, head.rev, snapshot, undefined, [], { cid: cmd.cid, rev }, 'views');
+  }
+
+  /**
+   * A version with the content hierarchy aspect makes its content a member of the partition's
+   * hierarchy catalog, before the commit: a member whose commit then fails is harmless, readers
+   * check the aspect of the head version.
+   */
+  private async joinHierarchy(ctx: ActorContext, cid: string, version: VersionRecord): Promise<void> {
+    if (version.aspects[CONTENT_HIERARCHY_ASPECT]) await this.store.addHierarchyMember(ctx.partition, cid);
   }
 
   /** The head of existing content: 404 when it never existed, 409/40904 when it was deleted. */

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { contextsOf, versionId, type Aspect, type Aspects, type Json, type Snapshot, type VersionRecord } from './model.js';
 import { timeWindow, viewsOfVersion } from './views.js';
+import { taxonomyRepresentation } from './taxonomy.js';
 
 /**
  * Variants: alternative representations of a content, selected with `variant` on reads.
@@ -13,8 +14,8 @@ import { timeWindow, viewsOfVersion } from './views.js';
 export interface ComposeContext {
   snapshot: Snapshot;
   version: VersionRecord;
-  /** Does a taxonomy entity with this id have content (alias `_taxonomy/<id>`)? */
-  hasTaxonomyContent(id: string): Promise<boolean>;
+  /** Does the entity with this id, of this dimension, have content (see `entityHasContent`)? */
+  hasTaxonomyContent(id: string, dimension: string): Promise<boolean>;
 }
 
 /** Builds (or rewrites) the aspects of a variant; null when the content is not available in it. */
@@ -82,7 +83,8 @@ export class Variants {
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
-const fieldSafe = (s: string) => s.replace(/[^A-Za-z0-9_-]/g, '_');
+/** A name as a part of an index field name: anything but letters, digits, `_` and `-` becomes `_`. */
+export const fieldSafe = (s: string) => s.replace(/[^A-Za-z0-9_-]/g, '_');
 
 /**
  * A `*_drange` value: `[on TO off]`, an open end written as the year 0000 or 9999. Solr's
@@ -155,7 +157,8 @@ export const indexingCategorization: Composer = async (aspects, ctx) => {
   const dims = Array.isArray(cat?.dimensions) ? (cat.dimensions as { id?: unknown; entities?: unknown }[]) : [];
   for (const dim of dims) {
     if (typeof dim?.id !== 'string' || !Array.isArray(dim.entities)) continue;
-    const d = fieldSafe(dim.id);
+    const dimId = dim.id;
+    const d = fieldSafe(dimId);
     const names = new Set<string>();
     const ids = new Set<string>();
     const walk = async (list: EntityIn[], namePath: string, idPath: string, depth: number) => {
@@ -169,7 +172,7 @@ export const indexingCategorization: Composer = async (aspects, ctx) => {
         let ip = '';
         if (typeof e.id === 'string') {
           ip = idPath ? `${idPath}/${e.id}` : e.id;
-          if (await ctx.hasTaxonomyContent(e.id)) ids.add(ip);
+          if (await ctx.hasTaxonomyContent(e.id, dimId)) ids.add(ip);
         }
         if (Array.isArray(e.entities)) await walk(e.entities as EntityIn[], np, ip, depth + 1);
       }
@@ -188,4 +191,5 @@ export const indexingCategorization: Composer = async (aspects, ctx) => {
 export const COMPOSERS: Record<string, Composer> = {
   'svcIndexing.standard': indexingStandard,
   'svcIndexing.categorization': indexingCategorization,
+  'svcTaxonomy.default': (aspects) => taxonomyRepresentation(aspects),
 };

@@ -1,0 +1,151 @@
+import type { ContentStore } from '../../adapters/content-store.js';
+import { AppError } from '../../errors.js';
+import { MAIN_NAMESPACE, TAXONOMY_NAMESPACE, mainAlias, type Aspect, type Aspects, type Json } from './model.js';
+
+/**
+ * The taxonomy rules of the spec ("Taxonomy resources", "Categorization"; CONTRACT §10) that
+ * hold for every write and every reader: the definition aspects and their `svcTaxonomy`
+ * representation, the special `contentHierarchy` taxonomy, parent references without cycles,
+ * and `childrenOmitted` never accepted back in a categorization.
+ */
+
+/** The special taxonomy that models hierarchies among contents (spec "Taxonomy resources"). */
+export const CONTENT_HIERARCHY = 'contentHierarchy';
+/** Its one dimension: every content that holds the `svcContentHierarchy` aspect is an entity of it. */
+export const CONTENT_HIERARCHY_DIMENSION = 'contentHierarchy.contents';
+/**
+ * The aspect that places a content in the content hierarchy:
+ * `{ name?, localizations?, attributes?, parent? }`, `parent` the id (`contentid/<key>`) or any
+ * alias (`<namespace>/<alias>`) of the parent content; without a parent it is a root.
+ */
+export const CONTENT_HIERARCHY_ASPECT = 'svcContentHierarchy';
+
+/** A parent chain longer than this is refused (the structure shows at most 100 levels anyway). */
+const MAX_CHAIN = 10_000;
+
+export const str = (v: Json | undefined, fallback = ''): string => (typeof v === 'string' ? v : fallback);
+export const strings = (v: Json | undefined): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
+export function stringMap(v: Json | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (v && typeof v === 'object' && !Array.isArray(v)) for (const [k, x] of Object.entries(v)) if (typeof x === 'string' && k !== '__proto__') out[k] = x;
+  return out;
+}
+
+/**
+ * The `svcTaxonomy.default` composer mapping (spec "Taxonomy resources"): a definition aspect
+ * to its representation (svcTaxonomy, svcDimension, svcEntity); null when the content holds no
+ * definition aspect. Custom types reuse it by naming the composer in config/variants.json.
+ */
+export function taxonomyRepresentation(aspects: Aspects): Aspects | null {
+  const t = aspects.svcTaxonomyDefinition;
+  if (t) return { svcTaxonomy: { _type: 'svcTaxonomy', id: str(t.id), name: str(t.name), dimensions: strings(t.dimensions) } };
+  const d = aspects.svcDimensionDefinition;
+  if (d) return { svcDimension: { _type: 'svcDimension', id: str(d.id), name: str(d.name), enumerable: d.enumerable === true, localizations: stringMap(d.localizations) } };
+  const e = aspects.svcEntityDefinition;
+  if (e) {
+    const entity: Aspect = { _type: 'svcEntity', id: str(e.id), name: str(e.name), localizations: stringMap(e.localizations), attributes: stringMap(e.attributes) };
+    if (typeof e.parent === 'string') entity.parent = e.parent;
+    return { svcEntity: entity };
+  }
+  return null;
+}
+
+/** The content key a content reference (`contentid/<key>` or `<namespace>/<alias>`) names, or null. */
+export async function resolveContentRef(store: ContentStore, ref: string): Promise<string | null> {
+  const i = ref.indexOf('/');
+  if (i <= 0 || i === ref.length - 1) return null;
+  const ns = ref.slice(0, i);
+  const rest = ref.slice(i + 1);
+  if (ns === MAIN_NAMESPACE) {
+    const head = await store.head(rest);
+    return head && !head.deleted ? rest : null;
+  }
+  return store.resolveAlias(ns, rest);
+}
+
+/**
+ * Does an entity of this dimension have content (spec: `svc_tag_id_<dim>_ss` holds id paths
+ * "for entities that have content")? Entities of the content hierarchy are contents; others
+ * have content when their alias `_taxonomy/<id>` exists.
+ */
+export async function entityHasContent(store: ContentStore, dimension: string, id: string): Promise<boolean> {
+  if (dimension === CONTENT_HIERARCHY_DIMENSION) return (await resolveContentRef(store, id)) !== null;
+  return (await store.resolveAlias(TAXONOMY_NAMESPACE, id)) !== null;
+}
+
+/**
+ * Checks the taxonomy aspects of a version about to be written to main (create, update,
+ * promote), 400 with nothing written when:
+ * - `svcEntityDefinition.parent` (or `svcContentHierarchy.parent`) leads, through the parents
+ *   of the stored definitions (contents), back to this entity (content): an entity has at most
+ *   one parent and the hierarchy is a tree;
+ * - `svcCategorization` carries `childrenOmitted`, which is only information about a taxonomy
+ *   response and must not be sent back when categorizing.
+ * Two writes racing to close one cycle through different contents can both pass; readers
+ * never show entities on a cycle, so such a pair is hidden, not looped over.
+ */
+export async function checkTaxonomyAspects(store: ContentStore, cid: string, aspects: Aspects): Promise<void> {
+  const categorization = aspects.svcCategorization;
+  if (categorization !== undefined) {
+    const at = childrenOmittedAt(categorization, 'svcCategorization', 0);
+    if (at) throw new AppError('BAD_REQUEST', 'childrenOmitted is information about a taxonomy response and cannot be sent back when categorizing', { field: at });
+  }
+  const entity = aspects.svcEntityDefinition;
+  if (entity && typeof entity.parent === 'string') {
+    const self = str(entity.id);
+    const chain = [self];
+    let parent: string | null = entity.parent;
+    while (parent !== null) {
+      chain.push(parent);
+      if (parent === self || chain.length > MAX_CHAIN) throw cycle('svcEntityDefinition.parent', chain);
+      const holder = await store.resolveAlias(TAXONOMY_NAMESPACE, parent);
+      if (holder === cid) throw cycle('svcEntityDefinition.parent', chain);
+      if (holder === null || chain.indexOf(parent) < chain.length - 1) break; // unknown parent, or a cycle elsewhere
+      const def = await currentAspect(store, holder, 'svcEntityDefinition');
+      parent = def && typeof def.parent === 'string' ? def.parent : null;
+    }
+  }
+  const node = aspects[CONTENT_HIERARCHY_ASPECT];
+  if (node && typeof node.parent === 'string') {
+    const chain = [mainAlias(cid)];
+    const seen = new Set<string>([cid]);
+    let parent: string | null = node.parent;
+    while (parent !== null) {
+      chain.push(parent);
+      const holder = await resolveContentRef(store, parent);
+      if (holder === cid || chain.length > MAX_CHAIN) throw cycle(`${CONTENT_HIERARCHY_ASPECT}.parent`, chain);
+      if (holder === null || seen.has(holder)) break;
+      seen.add(holder);
+      const up = await currentAspect(store, holder, CONTENT_HIERARCHY_ASPECT);
+      parent = up && typeof up.parent === 'string' ? up.parent : null;
+    }
+  }
+}
+
+function cycle(field: string, chain: string[]): AppError {
+  return new AppError('BAD_REQUEST', `${field} makes a cycle: ${chain.join(' -> ')}`, { field, cycle: chain });
+}
+
+async function currentAspect(store: ContentStore, cid: string, name: string): Promise<Aspect | undefined> {
+  const head = await store.head(cid);
+  if (!head || head.deleted) return undefined;
+  return (await store.version(cid, head.head))?.aspects[name];
+}
+
+/** The path of the first `childrenOmitted` key in a categorization, or null. */
+function childrenOmittedAt(v: Json | Aspect | undefined, path: string, depth: number): string | null {
+  if (depth > 200 || v === null || typeof v !== 'object') return null;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) {
+      const at = childrenOmittedAt(v[i], `${path}[${i}]`, depth + 1);
+      if (at) return at;
+    }
+    return null;
+  }
+  for (const [k, x] of Object.entries(v)) {
+    if (k === 'childrenOmitted') return `${path}.${k}`;
+    const at = childrenOmittedAt(x, `${path}.${k}`, depth + 1);
+    if (at) return at;
+  }
+  return null;
+}
