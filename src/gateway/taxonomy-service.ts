@@ -66,6 +66,35 @@ interface Model {
   byId: Map<string, Def>;
   children: Map<string, EntityDef[]>;
   taxonomies: TaxonomyDef[];
+  /** Completion candidates per dimension, made on the first completion of the model. */
+  candidates: Map<string, Candidate[]>;
+}
+
+/** A name path with its lowercased tokens per level, and the entity when it is defined. */
+interface Candidate {
+  path: string[];
+  words: string[][];
+  entity?: EntityDef;
+}
+
+const candidate = (path: string[], entity?: EntityDef): Candidate => ({ path, words: path.map(tokens), entity });
+
+/** Every defined entity of a dimension with its name path, parents before children. */
+function candidatesOf(model: Model, dimId: string): Candidate[] {
+  let list = model.candidates.get(dimId);
+  if (list) return list;
+  list = [];
+  const walk = (parent: string, path: string[], depth: number) => {
+    if (depth > MAX_DEPTH) return;
+    for (const e of model.children.get(parent) ?? []) {
+      const p = [...path, e.name];
+      list!.push(candidate(p, e));
+      walk(e.id, p, depth + 1);
+    }
+  };
+  walk(dimId, [], 1);
+  model.candidates.set(dimId, list);
+  return list;
 }
 
 /**
@@ -119,24 +148,24 @@ export class TaxonomyService {
     const dim = model.byId.get(dimId);
     if (!dim || dim.kind !== 'dimension') throw new AppError('NOT_FOUND', `No dimension ${dimId}`);
     const levels = input.split('/').map((l) => tokens(l)).filter((l) => l.length > 0);
-    const found: { path: string[]; entity?: EntityDef }[] = [];
-    const seen = new Set<string>();
-    const walk = (parent: string, path: string[], depth: number) => {
-      if (depth > MAX_DEPTH) return;
-      for (const e of model.children.get(parent) ?? []) {
-        const p = [...path, e.name];
-        seen.add(p.join('/'));
-        found.push({ path: p, entity: e });
-        walk(e.id, p, depth + 1);
-      }
-    };
-    walk(dim.id, [], 1);
-    if (this.d.engine && levels.length) {
+    if (!levels.length) return this.sendCompletion(x, model, dim, []);
+    const defined = candidatesOf(model, dim.id);
+    const matches: Candidate[] = [];
+    for (const c of defined) if (matchesWords(c.words, levels) && matches.push(c) >= MAX_COMPLETIONS) break;
+    // An enumerable dimension has all its entities defined; only the others are looked up in the index.
+    if (this.d.engine && !dim.enumerable && matches.length < MAX_COMPLETIONS) {
+      const known = new Set(defined.map((c) => c.path.join('/')));
       for (const path of await this.indexedPaths(dim.id, levels.flat())) {
-        if (!seen.has(path)) found.push({ path: path.split('/') });
+        if (known.has(path)) continue;
+        const c = candidate(path.split('/'));
+        if (matchesWords(c.words, levels) && matches.push(c) >= MAX_COMPLETIONS) break;
       }
     }
-    const matches = levels.length ? found.filter((f) => matchesLevels(f.path, levels)).slice(0, MAX_COMPLETIONS) : [];
+    this.sendCompletion(x, model, dim, matches);
+  }
+
+  /** The Completion result: the Dimension shape with each match an element of `entities`. */
+  private sendCompletion(x: Exchange, model: Model, dim: DimensionDef, matches: Candidate[]): void {
     x.sendJson(200, {
       id: dim.id,
       name: dim.name,
@@ -281,7 +310,7 @@ function buildModel(defs: Iterable<Def>): Model {
   }
   for (const list of children.values()) list.sort((a, b) => a.name.localeCompare(b.name) || a.id.localeCompare(b.id));
   const taxonomies = [...byId.values()].filter((d): d is TaxonomyDef => d.kind === 'taxonomy').sort((a, b) => a.id.localeCompare(b.id));
-  return { byId, children, taxonomies };
+  return { byId, children, taxonomies, candidates: new Map() };
 }
 
 /** Lowercased whitespace tokens. */
@@ -290,8 +319,7 @@ function tokens(s: string): string[] {
 }
 
 /** Every input token is a prefix of a name token, in order (`A B` matches `Ab Bc`, not `Bc Ab`). */
-function levelMatches(name: string, input: string[]): boolean {
-  const words = tokens(name);
+function levelMatches(words: string[], input: string[]): boolean {
   let at = 0;
   for (const t of input) {
     while (at < words.length && !words[at].startsWith(t)) at++;
@@ -301,11 +329,17 @@ function levelMatches(name: string, input: string[]): boolean {
   return true;
 }
 
-/** The input's levels match the last levels of the path, one each. */
+/** The input's levels match the last levels of a path (given as tokens per level), one each. */
+function matchesWords(words: string[][], levels: string[][]): boolean {
+  const skip = words.length - levels.length;
+  if (skip < 0) return false;
+  for (let i = levels.length - 1; i >= 0; i--) if (!levelMatches(words[skip + i], levels[i])) return false;
+  return true;
+}
+
+/** The input's levels match the last levels of the path, one each (spec "completion matching"). */
 export function matchesLevels(path: string[], levels: string[][]): boolean {
-  if (levels.length > path.length) return false;
-  const tail = path.slice(path.length - levels.length);
-  return levels.every((l, i) => levelMatches(tail[i], l));
+  return matchesWords(path.map(tokens), levels);
 }
 
 /** Does following parents from `e` come back to `e` (a cycle is never shown)? */
