@@ -113,7 +113,7 @@ export class Gateway {
     }
     if (segs.length === 1 && segs[0] === 'openapi.json') {
       x.route = 'openapi';
-      this.openapi ??= JSON.stringify(openApiDocument(this.d.settings.API_VERSION, { [CONTENT_PREFIX]: this.content.router, [SEARCH_PREFIX]: this.search.router, [FILE_PREFIX]: FileService.routes, [DELIVERY_PREFIX]: FileDeliveryService.routes }));
+      this.openapi ??= JSON.stringify(openApiDocument(this.d.settings.API_VERSION, { [CONTENT_PREFIX]: this.content.router, [SEARCH_PREFIX]: this.search.router, [FILE_PREFIX]: FileService.routes, [DELIVERY_PREFIX]: FileDeliveryService.routes, [TAXONOMY_PREFIX]: TaxonomyService.routes }));
       x.send(200, [['Content-Type', 'application/json']], this.openapi);
       return;
     }

@@ -113,6 +113,15 @@ export class TaxonomyService {
   private fullAt = 0;
   private reloading?: Promise<void>;
 
+  /** The routes, for the OpenAPI document. */
+  static readonly routes = {
+    describe: () => [
+      { pattern: 'structure', methods: ['GET'] },
+      { pattern: 'structure/:id', methods: ['GET'] },
+      { pattern: 'complete/:dimension/:input', methods: ['GET'] },
+    ],
+  };
+
   constructor(private readonly d: { store: ContentStore; settings: Settings; engine: SolrEngine | null }) {}
 
   async handle(x: Exchange, segs: string[]): Promise<void> {

@@ -59,7 +59,7 @@ describe('typed client (src/client)', () => {
     const doc = await c.openApi();
     expect(doc.status).to.equal(200);
     expect(doc.json.openapi).to.match(/^3\.1/);
-    expect(Object.keys(doc.json.paths)).to.include.members(['/content-service/content', '/file-service/file/{space}/{host}/{path}', '/file-delivery-service/version/{versionId}/{path}']);
+    expect(Object.keys(doc.json.paths)).to.include.members(['/content-service/content', '/file-service/file/{space}/{host}/{path}', '/file-delivery-service/version/{versionId}/{path}', '/taxonomy-service/structure/{id}', '/taxonomy-service/complete/{dimension}/{input}']);
     const m = await c.metrics();
     expect(m.text).to.match(/http_requests_total\{route="file-service\/file",method="POST",status="201"\} \d+/);
   });
