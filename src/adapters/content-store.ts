@@ -157,13 +157,13 @@ export class ContentStore {
     return this.redis.smembers(keys.catalogOfType(partition, type));
   }
 
-  /** Content keys of a partition that hold (or once held) the content hierarchy aspect. */
-  async hierarchyMembers(partition: number): Promise<string[]> {
-    return this.redis.smembers(keys.hierarchyMembers(partition));
+  /** Content keys of a partition that hold (or once held) a taxonomy aspect (`TAXONOMY_ASPECTS`). */
+  async taxonomyMembers(partition: number): Promise<string[]> {
+    return this.redis.smembers(keys.taxonomyMembers(partition));
   }
 
-  async addHierarchyMember(partition: number, cid: string): Promise<void> {
-    await this.redis.sadd(keys.hierarchyMembers(partition), cid);
+  async addTaxonomyMember(partition: number, cid: string): Promise<void> {
+    await this.redis.sadd(keys.taxonomyMembers(partition), cid);
   }
 
   // ---- workspace drafts ----

@@ -26,8 +26,8 @@ export const keys = {
   audit: (p: number) => `audit:{${p}}`,
   catalog: (p: number) => `cat:{${p}}`,
   catalogOfType: (p: number, type: string) => `cat:{${p}}:t:${type}`,
-  /** contents that hold (or held) the content hierarchy aspect */
-  hierarchyMembers: (p: number) => `cat:{${p}}:h`,
+  /** contents that hold (or once held) a taxonomy definition or the content hierarchy aspect */
+  taxonomyMembers: (p: number) => `cat:{${p}}:tx`,
   reindexQueue: (topic: string) => topic,
   reindexSession: (id: string) => `reindex:${id}`,
   /** Sorted set of re-indexing session ids by start time (for the progress metric). */

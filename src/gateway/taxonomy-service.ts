@@ -9,8 +9,6 @@ import type { Exchange } from './http.js';
 
 export const TAXONOMY_PREFIX = 'taxonomy-service';
 
-/** The optional definition content types (spec "Taxonomy resources"). */
-export const TAXONOMY_TYPES = ['svcTaxonomyDefinitionContent', 'svcDimensionDefinitionContent', 'svcEntityDefinitionContent'] as const;
 /** Default and maximum of the `depth` parameter (CONTRACT §10). */
 export const MAX_DEPTH = 100;
 /** How long a loaded model serves reads before the next (incremental) load starts. */
@@ -242,9 +240,9 @@ export class TaxonomyService {
   }
 
   /**
-   * Reads what changed since the last load. The first load reads every definition (the
-   * catalogs of the three definition types and the content hierarchy members of every
-   * partition); later loads read only the members whose time of change (the commit catalog)
+   * Reads what changed since the last load. The first load reads every member of every
+   * partition's taxonomy catalog (contents that hold a definition aspect, of any type, or a
+   * content hierarchy node); later loads read only the members whose time of change (the commit catalog)
    * is within CHANGE_MARGIN_MS of the previous load, so 10,000 unchanged entities cost one
    * membership scan, not 20,000 reads.
    */
@@ -255,8 +253,7 @@ export class TaxonomyService {
     const members = new Set<string>();
     await Promise.all(
       partitions.map(async (p) => {
-        const sets = await Promise.all([...TAXONOMY_TYPES.map((t) => store.ofType(p, t)), store.hierarchyMembers(p)]);
-        for (const set of sets) for (const cid of set) members.add(cid);
+        for (const cid of await store.taxonomyMembers(p)) members.add(cid);
       }),
     );
     const full = this.built === undefined || started - this.fullAt > FULL_LOAD_MS;

@@ -112,6 +112,23 @@ describe('taxonomy structure (spec Taxonomy service, CONTRACT §10)', function (
     expect(t0.json).to.deep.equal({ id: id('news'), name: 'News', dimensions: [] });
   });
 
+  it('a custom content type holding a definition aspect is part of the structure like the definition types', async () => {
+    const r = await editor.create({
+      system: { contentType: 'topic' },
+      aspects: { svcEntityDefinition: { id: id('custom'), name: 'Custom Topic', localizations: { de: 'Eigenes Thema' }, parent: id('politics') } },
+      operations: [{ _type: 'svcSetAlias', namespace: '_taxonomy', alias: id('custom') }],
+    });
+    expect(r.status, r.text).to.equal(201);
+    await eventually(async () => {
+      const s = await structure(`/${id('politics')}`);
+      expect(s.json.entities).to.deep.equal([{ id: id('custom'), name: 'Custom Topic', localizations: { de: 'Eigenes Thema' }, attributes: {}, entities: [], childrenOmitted: false }]);
+    });
+    // and it leaves the structure with its content
+    expect((await editor.remove(`_taxonomy/${id('custom')}`, r.headers.get('etag')!)).status).to.equal(204);
+    await eventually(async () => expect((await structure(`/${id('custom')}`)).status).to.equal(404));
+    expect((await structure(`/${id('politics')}`)).json.entities).to.deep.equal([]);
+  });
+
   it('unknown ids answer 404, other methods 405, a bad depth 400', async () => {
     const r = await structure('/nothing-here');
     expect(r.status).to.equal(404);

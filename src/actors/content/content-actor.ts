@@ -8,7 +8,7 @@ import { applyUpdateMode, type UpdateMode } from './update-modes.js';
 import { symbolicCycle } from './views.js';
 import type { LifecycleHook, Via } from './lifecycle-hooks.js';
 import { Workspaces, type MainWrites, type WorkspaceCommand } from './workspace.js';
-import { CONTENT_HIERARCHY_ASPECT, checkTaxonomyAspects } from './taxonomy.js';
+import { TAXONOMY_ASPECTS, checkTaxonomyAspects } from './taxonomy.js';
 import {
   LATEST_VIEW,
   contextsOf,
@@ -142,7 +142,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     };
     const version: VersionRecord = { key: vk, type: input.type, aspects: input.aspects, created: now, creator: cmd.user.userId, rev: 1 };
     const viewEvents = applyOperations(snapshot, vk, input.ops, cmd.user.userId, now);
-    await this.joinHierarchy(ctx, cmd.cid, version);
+    await this.joinTaxonomy(ctx, cmd.cid, version);
     const { subResults } = await this.assignAliases(snapshot, input.ops);
     const out = await this.commit(cmd, ctx, 0, snapshot, version, viewEvents, subResults, 'created', [], promotedFrom);
     if (committed(out)) for (const h of this.hooks) await h.afterCreate?.({ ...hook, snapshot, version });
@@ -186,7 +186,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     // Only the aspects this write sets are checked: a merge that leaves them alone passes.
     await checkTaxonomyAspects(this.store, cmd.cid, Object.fromEntries(Object.keys(input.aspects).flatMap((k) => (version.aspects[k] ? [[k, version.aspects[k]]] : []))));
     const viewEvents = applyOperations(snapshot, vk, input.ops, cmd.user.userId, now);
-    await this.joinHierarchy(ctx, cmd.cid, version);
+    await this.joinTaxonomy(ctx, cmd.cid, version);
     const { subResults, reserved } = await this.assignAliases(snapshot, input.ops);
     if (subResults.length) {
       await this.compensate(cmd.cid, reserved);
@@ -281,12 +281,13 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
   }
 
   /**
-   * A version with the content hierarchy aspect makes its content a member of the partition's
-   * hierarchy catalog, before the commit: a member whose commit then fails is harmless, readers
-   * check the aspect of the head version.
+   * A version with a taxonomy aspect (a definition, of any content type, or a content hierarchy
+   * node) makes its content a member of the partition's taxonomy catalog, which the taxonomy
+   * service reads. Added before the commit: a member whose commit then fails is harmless, the
+   * readers look at the aspects of the head version.
    */
-  private async joinHierarchy(ctx: ActorContext, cid: string, version: VersionRecord): Promise<void> {
-    if (version.aspects[CONTENT_HIERARCHY_ASPECT]) await this.store.addHierarchyMember(ctx.partition, cid);
+  private async joinTaxonomy(ctx: ActorContext, cid: string, version: VersionRecord): Promise<void> {
+    if (TAXONOMY_ASPECTS.some((a) => version.aspects[a])) await this.store.addTaxonomyMember(ctx.partition, cid);
   }
 
   /** The head of existing content: 404 when it never existed, 409/40904 when it was deleted. */

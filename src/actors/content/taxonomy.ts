@@ -20,6 +20,9 @@ export const CONTENT_HIERARCHY_DIMENSION = 'contentHierarchy.contents';
  */
 export const CONTENT_HIERARCHY_ASPECT = 'svcContentHierarchy';
 
+/** The aspects that make a content part of a taxonomy, whatever its type. */
+export const TAXONOMY_ASPECTS = ['svcTaxonomyDefinition', 'svcDimensionDefinition', 'svcEntityDefinition', CONTENT_HIERARCHY_ASPECT] as const;
+
 /** A parent chain longer than this is refused (the structure shows at most 100 levels anyway). */
 const MAX_CHAIN = 10_000;
 
