@@ -229,6 +229,20 @@ describe('security: token service (spec Token response, CONTRACT §3-4)', functi
       expect(Object.values(h)).not.to.include(r.token);
     });
 
+    it('tokens are unguessable: 256 random bits each, no two alike, no shared structure', async () => {
+      const tokens = await Promise.all(Array.from({ length: 200 }, () => svc.login('reader', 'reader').then((r) => r.token)));
+      expect(new Set(tokens).size).to.equal(tokens.length);
+      const bytes = tokens.map((t) => Buffer.from(t, 'base64url'));
+      for (const b of bytes) expect(b.length).to.equal(32);
+      // every bit position is set in some tokens and clear in others (no fixed prefix, counter or time)
+      for (let bit = 0; bit < 256; bit++) {
+        const ones = bytes.filter((b) => (b[bit >> 3] >> (bit & 7)) & 1).length;
+        expect(ones, `bit ${bit}`).to.be.within(50, 150);
+      }
+      // a token of the same shape that was never issued authenticates no one
+      expect(await svc.authenticate(Buffer.alloc(32, 7).toString('base64url'))).to.equal(null);
+    });
+
     it('401 with the same body for an unknown user and a wrong password', async () => {
       const unknown = await appError(svc.login('nobody-here', 'editor'));
       const wrong = await appError(svc.login('editor', 'not-the-password'));
