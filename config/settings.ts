@@ -117,11 +117,11 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
   return parsed.data;
 }
 
-/** Settings with secrets masked, for the start-up log. */
+/** Settings with secrets masked, for the start-up log: secret settings, and credentials in any URL. */
 export function describeSettings(s: Settings): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(s)) {
-    out[k] = v !== undefined && SECRET.test(k) ? '***' : k === 'REDIS_URL' && typeof v === 'string' ? v.replace(/\/\/[^@/]*@/, '//***@') : v;
+    out[k] = v !== undefined && SECRET.test(k) ? '***' : typeof v === 'string' ? v.replace(/(\/\/)[^@/\s]*@/g, '$1***@') : v;
   }
   return out;
 }

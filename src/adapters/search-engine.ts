@@ -75,13 +75,13 @@ export class SolrEngine {
     if (found.response.numFound > rows) {
       const keep = [...wanted].map((id) => `"${escapePhrase(id)}"`);
       const query = `(${prefixes.join(' OR ')})${keep.length ? ` AND -id:(${keep.join(' OR ')})` : ''}`;
-      await this.client._requestPost('update', { delete: { query } }, { commitWithin: this.commitWithinMs, wt: 'json' });
+      await withoutCredentials(this.client._requestPost('update', { delete: { query } }, { commitWithin: this.commitWithinMs, wt: 'json' }));
     } else {
       const stale = found.response.docs.map((d) => d.id).filter((id) => !wanted.has(id));
-      if (stale.length) await this.client._requestPost('update', { delete: stale }, { commitWithin: this.commitWithinMs, wt: 'json' });
+      if (stale.length) await withoutCredentials(this.client._requestPost('update', { delete: stale }, { commitWithin: this.commitWithinMs, wt: 'json' }));
     }
     const docs = contents.flatMap((c) => c.docs);
-    if (docs.length) await this.client._requestPost('update', docs, { commitWithin: this.commitWithinMs, wt: 'json' });
+    if (docs.length) await withoutCredentials(this.client._requestPost('update', docs, { commitWithin: this.commitWithinMs, wt: 'json' }));
   }
 
   private async postSelect(collection: string, params: URLSearchParams): Promise<unknown> {
@@ -92,7 +92,7 @@ export class SolrEngine {
 
   /** Makes every change so far searchable (tests and re-index completion). */
   async commit(): Promise<void> {
-    await this.client._requestPost('update', { commit: {} }, { wt: 'json' });
+    await withoutCredentials(this.client._requestPost('update', { commit: {} }, { wt: 'json' }));
   }
 
   /** Sends a select to the engine and answers its status, content type and body unchanged. */
@@ -109,6 +109,25 @@ export class SolrEngine {
     });
     return { status: res.status, contentType: res.headers.get('content-type') ?? 'application/json', body: await res.text() };
   }
+}
+
+/** `scheme://user:password@host` as `scheme://***@host`. */
+const maskUrlCredentials = (s: string): string => s.replace(/(\b[a-z][a-z0-9+.-]*:\/\/)[^/@\s]*@/gi, '$1***@');
+
+/**
+ * solr-node sends basic authentication as credentials in its request URLs, and node-fetch names
+ * the URL in its errors (`request to http://user:password@host/... failed`): such an error must
+ * lose the credentials before anything logs it.
+ */
+function withoutCredentials<T>(p: Promise<T>): Promise<T> {
+  return p.catch((e: unknown) => {
+    if (e instanceof Error) {
+      e.message = maskUrlCredentials(e.message);
+      if (e.stack) e.stack = maskUrlCredentials(e.stack);
+      throw e;
+    }
+    throw typeof e === 'string' ? maskUrlCredentials(e) : e;
+  });
 }
 
 /** Escapes a term for the standard query parser (every special character). */

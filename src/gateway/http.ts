@@ -38,6 +38,8 @@ export class Exchange {
   private discarding = false;
   /** Whether uWS was told to pause the body (the upload's reader is behind). */
   private paused = false;
+  /** Fails the collected body (set while it is being collected). */
+  private abortBody?: (e: Error) => void;
 
   /**
    * `streamed`: the body is not collected but handed out as a stream (`bodyStream`), read with
@@ -63,6 +65,9 @@ export class Exchange {
     res.onAborted(() => {
       this.aborted = true;
       this.upload?.destroy(new Error('The client went away during the upload'));
+      // A body that will never be complete: the handler waiting for it must end (it holds an
+      // in-flight slot of the gateway until it does).
+      this.abortBody?.(new AppError('BAD_REQUEST', 'The client went away before the body was complete'));
     });
     // The body must be subscribed to now, before the handler goes async.
     if (streamed) this.upload = this.streamBody();
@@ -166,6 +171,10 @@ export class Exchange {
       const chunks: Buffer[] = [];
       let size = 0;
       let failed = false;
+      this.abortBody = (e) => {
+        failed = true;
+        reject(e);
+      };
       this.res.onData((ab, isLast) => {
         if (failed) return;
         size += ab.byteLength;
@@ -186,13 +195,26 @@ export class Exchange {
     if (this.aborted || this.responded) return;
     this.responded = true;
     this.status = status;
-    this.res.cork(() => {
-      this.res.writeStatus(statusLine(status));
-      for (const [k, v] of this.baseHeaders) this.res.writeHeader(k, v);
-      for (const [k, v] of headers) this.res.writeHeader(k, v);
-      if (status === 204 || status === 304) this.res.endWithoutBody();
-      else this.res.end(body ?? '');
-    });
+    try {
+      this.res.cork(() => {
+        this.res.writeStatus(statusLine(status));
+        for (const [k, v] of this.baseHeaders) this.res.writeHeader(k, v);
+        for (const [k, v] of headers) this.res.writeHeader(k, v);
+        if (status === 204 || status === 304) this.res.endWithoutBody();
+        // HEAD: the length a GET would have, and no body (uWS would send one, and a keep-alive
+        // client would read it as the start of the next answer).
+        else if (this.method === 'HEAD') this.res.endWithoutBody(body === undefined ? 0 : typeof body === 'string' ? Buffer.byteLength(body) : body.length);
+        else this.res.end(body ?? '');
+      });
+    } catch (e) {
+      // uWS refused a part (a header value that is not a string): part of the answer may be out
+      // already, so the connection is closed rather than left waiting for the rest.
+      if (!this.aborted) {
+        this.aborted = true;
+        this.res.close();
+      }
+      throw e;
+    }
   }
 
   /**

@@ -98,6 +98,9 @@ export class Gateway {
         x.discardBody();
         x.sendError(e, (err) => this.d.log.error({ err, method: x.method, path: x.path, requestId: x.requestId }, 'request failed'));
       })
+      // Answering failed itself (Exchange.send closed the connection): logged, never left as an
+      // unhandled rejection, which would stop the process.
+      .catch((e: unknown) => this.d.log.error({ err: e, method: x.method, path: x.path, requestId: x.requestId }, 'answer failed'))
       .finally(() => {
         this.active--;
         this.d.metrics.observe(x.route, x.method, x.status || 499, (performance.now() - x.started) / 1000);
@@ -105,25 +108,31 @@ export class Gateway {
   }
 
   private async handle(x: Exchange): Promise<void> {
-    if (this.active > this.d.settings.MAX_IN_FLIGHT) throw new AppError('UNAVAILABLE', 'Too many requests in flight', {}, 1);
     const segs = segmentsOf(x.path);
+    // Readiness is answered even while the gateway sheds load: an orchestrator must not take an
+    // overloaded gateway for a dead one (it costs one Redis PING).
     if (segs.length === 1 && segs[0] === 'health') {
       x.route = 'health';
       return this.health(x);
     }
+    if (this.active > this.d.settings.MAX_IN_FLIGHT) throw new AppError('UNAVAILABLE', 'Too many requests in flight', {}, 1);
     if (segs.length === 1 && segs[0] === 'openapi.json') {
       x.route = 'openapi';
+      getOnly(x);
       this.openapi ??= JSON.stringify(openApiDocument(this.d.settings.API_VERSION, { [CONTENT_PREFIX]: this.content.router, [SEARCH_PREFIX]: this.search.router, [FILE_PREFIX]: FileService.routes, [DELIVERY_PREFIX]: FileDeliveryService.routes, [TAXONOMY_PREFIX]: TaxonomyService.routes }));
       x.send(200, [['Content-Type', 'application/json']], this.openapi);
       return;
     }
     if (segs.length === 1 && segs[0] === 'metrics') {
       x.route = 'metrics';
+      getOnly(x);
       x.send(200, [['Content-Type', this.d.metrics.registry.contentType]], await this.d.metrics.registry.metrics());
       return;
     }
     const prefix = segs[0] ?? '';
-    const origin = ORIGINS[prefix];
+    // Own keys only: `/constructor` or `/__proto__` must not find Object.prototype's members.
+    const known = Object.hasOwn(ORIGINS, prefix);
+    const origin = known ? ORIGINS[prefix] : undefined;
     if (origin) x.baseHeaders.push(['Svc-Response-Origin', origin]);
     if (prefix === CONTENT_PREFIX) {
       const { handler, params, pattern } = this.content.router.match(x.method, segs.slice(1));
@@ -140,12 +149,12 @@ export class Gateway {
       return (prefix === FILE_PREFIX ? this.fileService : this.delivery).handle(x, segs.slice(1));
     }
     if (prefix === TAXONOMY_PREFIX) return this.taxonomy.handle(x, segs.slice(1));
-    throw new AppError('NOT_FOUND', prefix in ORIGINS ? `Service ${prefix} is not available yet` : 'No such resource');
+    throw new AppError('NOT_FOUND', known ? `Service ${prefix} is not available yet` : 'No such resource');
   }
 
   /** Readiness: 200 once Redis answers, 503 naming the failing part otherwise. */
   private async health(x: Exchange): Promise<void> {
-    if (x.method !== 'GET' && x.method !== 'HEAD') throw new AppError('METHOD_NOT_ALLOWED', 'Use GET', { allow: ['GET'] });
+    getOnly(x);
     const parts: Record<string, string> = {};
     try {
       await Promise.race([this.d.redis.ping(), new Promise((_, rej) => setTimeout(() => rej(new Error('timeout')), 1000))]);
@@ -159,4 +168,9 @@ export class Gateway {
     const ok = parts.redis === 'ok' && !parts.search.startsWith('failing') && !parts.files.startsWith('failing');
     x.sendJson(ok ? 200 : 503, { status: ok ? 'ok' : 'unavailable', ...parts });
   }
+}
+
+/** 405 (with Allow: GET) for any method but GET and HEAD. */
+function getOnly(x: Exchange): void {
+  if (x.method !== 'GET' && x.method !== 'HEAD') throw new AppError('METHOD_NOT_ALLOWED', 'Use GET', { allow: ['GET'] });
 }

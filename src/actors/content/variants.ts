@@ -50,7 +50,8 @@ export class Variants {
   }
 
   private def(type: string, variant: string): VariantDef | undefined {
-    const own = this.config.types[type];
+    // Own keys only: a content type such as `constructor` must not find Object.prototype's members.
+    const own = Object.prototype.hasOwnProperty.call(this.config.types, type) ? this.config.types[type] : undefined;
     if (own && Object.prototype.hasOwnProperty.call(own, variant)) return own[variant];
     const all = this.config.types['*'];
     return all && Object.prototype.hasOwnProperty.call(all, variant) ? all[variant] : undefined;
