@@ -4,7 +4,11 @@
  * S3 when S3_ENDPOINT is set), then for 1 MB files (8 clients) and 100 MB files (1 client)
  * uploads and downloads for a while each, and prints MB/s and the process's peak RSS.
  *   node --import tsx bench/files.ts [seconds per workload, default 10]
- * Prints one JSON line per workload (prefixed `RESULT `) for the bench harness.
+ * With BENCH_URL set (a running gateway, e.g. http://127.0.0.1:8080; `npm run bench` sets it),
+ * it loads that platform instead of starting its own, and the peak RSS is the harness's to
+ * sample. FILES_SIZES=1,100 (MB) picks the file sizes.
+ * Prints one JSON line per workload (prefixed `RESULT `) for the bench harness, with the
+ * latency of each file's upload or download (p50/p99/p999, ms).
  */
 import { randomFillSync } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -18,10 +22,11 @@ import { startPlatform } from '../src/main.js';
 
 const SECONDS = Number(process.argv[2] ?? 10);
 const MB = 1_000_000;
+const EXTERNAL = process.env.BENCH_URL;
 const dir = mkdtempSync(join(tmpdir(), 'files-bench-'));
-const redis = await startRedisServer({});
-const settings = loadSettings({ ...process.env, PORT: '0', REDIS_URL: redis.url, FILES_DIR: join(dir, 'files'), SOLR_URL: 'http://127.0.0.1:1/solr', MAX_UPLOAD_BYTES: String(1024 * MB) });
-const p = await startPlatform({ settings, log: createLogger('warn'), roles: ['web', 'actors'] });
+const redis = EXTERNAL ? null : await startRedisServer({});
+const settings = redis ? loadSettings({ ...process.env, PORT: '0', REDIS_URL: redis.url, FILES_DIR: join(dir, 'files'), SOLR_URL: 'http://127.0.0.1:1/solr', MAX_UPLOAD_BYTES: String(1024 * MB) }) : null;
+const p = settings ? await startPlatform({ settings, log: createLogger('warn'), roles: ['web', 'actors'] }) : { url: EXTERNAL!.replace(/\/+$/, ''), stop: async () => undefined };
 const token = ((await (await fetch(`${p.url}/content-service/security/token`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ username: 'editor', password: 'editor' }) })).json()) as { token: string }).token;
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
@@ -71,32 +76,36 @@ async function workload(name: string, size: number, clients: number): Promise<vo
     peakRss = 0;
     let bytes = 0;
     let ops = 0;
+    const times: number[] = [];
     const t0 = performance.now();
     const until = t0 + SECONDS * 1000;
     await Promise.all(
       Array.from({ length: clients }, async () => {
         while (performance.now() < until) {
+          const t = performance.now();
           await op();
+          times.push(performance.now() - t);
           bytes += size;
           ops++;
         }
       }),
     );
     const secs = (performance.now() - t0) / 1000;
-    const result = { workload: `${kind} ${name}`, clients, ops, seconds: +secs.toFixed(2), mbPerSecond: +(bytes / MB / secs).toFixed(1), peakRssMiB: Math.round(peakRss / 2 ** 20) };
-    console.log(`${result.workload.padEnd(18)} ${String(result.mbPerSecond).padStart(7)} MB/s  ${ops} files in ${result.seconds} s, ${clients} client(s), peak RSS ${result.peakRssMiB} MiB`);
+    times.sort((a, b) => a - b);
+    const q = (x: number) => +times[Math.min(times.length - 1, Math.floor(x * times.length))].toFixed(2);
+    const result = { workload: `${kind} ${name}`, clients, ops, seconds: +secs.toFixed(2), mbPerSecond: +(bytes / MB / secs).toFixed(1), p50: q(0.5), p99: q(0.99), p999: q(0.999), ...(EXTERNAL ? {} : { peakRssMiB: Math.round(peakRss / 2 ** 20) }) };
+    console.log(`${result.workload.padEnd(18)} ${String(result.mbPerSecond).padStart(7)} MB/s  ${ops} files in ${result.seconds} s, ${clients} client(s), p50 ${result.p50} ms, p99 ${result.p99} ms${EXTERNAL ? '' : `, peak RSS ${result.peakRssMiB} MiB`}`);
     console.log(`RESULT ${JSON.stringify(result)}`);
   }
 }
 
 try {
-  await workload('1 MB', MB, 8);
-  await workload('100 MB', 100 * MB, 1);
+  for (const mb of (process.env.FILES_SIZES ?? '1,100').split(',').map(Number)) await workload(`${mb} MB`, mb * MB, mb >= 100 ? 1 : 8);
 } finally {
   clearInterval(sampler);
   agent.destroy();
   await p.stop();
-  await redis.stop();
+  await redis?.stop();
   rmSync(dir, { recursive: true, force: true });
 }
 process.exit(0);

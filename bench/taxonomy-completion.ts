@@ -4,6 +4,8 @@
  * definitions), defines one dimension with N entities (N/100 parents of 100 children each), then
  * sends completion requests one after another and prints p50/p99/p999.
  *   node --import tsx bench/taxonomy-completion.ts [N, default 10000] [requests, default 3000]
+ * With BENCH_URL set (a running gateway; `npm run bench` sets it), it defines the dimension there
+ * instead of starting its own platform.
  */
 import { loadSettings } from '../config/settings.js';
 import { createLogger } from '../src/adapters/log.js';
@@ -12,9 +14,10 @@ import { startPlatform } from '../src/main.js';
 
 const N = Number(process.argv[2] ?? 10000);
 const REQUESTS = Number(process.argv[3] ?? 3000);
-const redis = await startRedisServer({});
-const settings = loadSettings({ ...process.env, PORT: '0', REDIS_URL: redis.url, SOLR_URL: 'http://127.0.0.1:1/solr', LOG_LEVEL: 'warn' });
-const p = await startPlatform({ settings, log: createLogger('warn') });
+const EXTERNAL = process.env.BENCH_URL;
+const redis = EXTERNAL ? null : await startRedisServer({});
+const settings = redis ? loadSettings({ ...process.env, PORT: '0', REDIS_URL: redis.url, SOLR_URL: 'http://127.0.0.1:1/solr', LOG_LEVEL: 'warn' }) : null;
+const p = settings ? await startPlatform({ settings, log: createLogger('warn') }) : { url: EXTERNAL!.replace(/\/+$/, ''), stop: async () => undefined };
 const base = `${p.url}/content-service`;
 const token = ((await (await fetch(`${base}/security/token`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ username: 'editor', password: 'editor' }) })).json()) as { token: string }).token;
 const headers = { 'Content-Type': 'application/json', 'X-Auth-Token': token };
@@ -65,6 +68,6 @@ try {
   console.log(`RESULT ${JSON.stringify({ workload: 'taxonomy completion', entities: N, requests: REQUESTS, p50: +q(0.5), p99: +q(0.99), p999: +q(0.999) })}`);
 } finally {
   await p.stop();
-  await redis.stop();
+  await redis?.stop();
 }
 process.exit(0);

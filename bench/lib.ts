@@ -1,0 +1,107 @@
+/**
+ * Helpers shared by the bench scripts (bench/bench.ts and the load generators it starts):
+ * keep-alive HTTP requests with their latency, percentiles, the `RESULT {json}` line every
+ * load generator prints for the harness, and the indexer's lag read from Redis.
+ */
+import http from 'node:http';
+import { Redis } from 'ioredis';
+
+/** Latency summary in milliseconds. */
+export interface Latency {
+  p50: number;
+  p90: number;
+  p99: number;
+  p999: number;
+  max: number;
+  mean: number;
+}
+
+/** p50/p90/p99/p999/max/mean of `ms` (milliseconds), rounded to 0.01 ms; zeros when empty. */
+export function latencyOf(ms: ArrayLike<number>): Latency {
+  const a = Float64Array.from(ms).sort();
+  if (a.length === 0) return { p50: 0, p90: 0, p99: 0, p999: 0, max: 0, mean: 0 };
+  const q = (x: number) => round2(a[Math.min(a.length - 1, Math.floor(x * a.length))]);
+  let sum = 0;
+  for (const v of a) sum += v;
+  return { p50: q(0.5), p90: q(0.9), p99: q(0.99), p999: q(0.999), max: round2(a[a.length - 1]), mean: round2(sum / a.length) };
+}
+
+export const round2 = (x: number) => Math.round(x * 100) / 100;
+
+/** Prints the line the harness (bench/bench.ts) collects. */
+export function result(r: Record<string, unknown>): void {
+  console.log(`RESULT ${JSON.stringify(r)}`);
+}
+
+export interface HttpAnswer {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: Buffer;
+  /** From the request's start to the last byte of the answer. */
+  ms: number;
+}
+
+/** One HTTP request on a keep-alive agent; never throws for a status, rejects on a connection error. */
+export function request(agent: http.Agent, method: string, url: string, headers: Record<string, string> = {}, body?: string | Buffer): Promise<HttpAnswer> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const h: Record<string, string | number> = { ...headers };
+    if (body !== undefined) h['Content-Length'] = Buffer.byteLength(body);
+    const req = http.request(url, { method, agent, headers: h }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks), ms: performance.now() - t0 }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+export const json = (a: HttpAnswer): any => {
+  try {
+    return JSON.parse(a.body.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+};
+
+/** Logs in (the development accounts: password = user name) at a gateway root; the token. */
+export async function login(root: string, user: string): Promise<string> {
+  const r = await fetch(`${root}/content-service/security/token`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ username: user, password: user }) });
+  if (r.status !== 200) throw new Error(`login ${user} at ${root}: ${r.status} ${await r.text()}`);
+  return ((await r.json()) as { token: string }).token;
+}
+
+/** The revision an ETag `W/"<key>/<rev>"` names. */
+export const revOf = (etag: string | undefined): number => Number(/\/(\d+)"$/.exec(etag ?? '')?.[1] ?? NaN);
+
+/** Content events no indexer has read yet plus those read and not yet indexed, over every partition. */
+export async function indexerBacklog(redis: Redis, partitions: number): Promise<number> {
+  const groups = await Promise.all(Array.from({ length: partitions }, (_, p) => (redis.xinfo('GROUPS', `events:{${p}}`) as Promise<unknown[][]>).catch(() => [] as unknown[][])));
+  let n = 0;
+  for (const gs of groups) {
+    const g = gs.find((x) => x[1] === 'indexer');
+    if (!g) continue;
+    const field = (name: string) => Number(g[g.indexOf(name) + 1] ?? 0) || 0;
+    n += field('lag') + field('pending');
+  }
+  return n;
+}
+
+/** Waits until the indexer has indexed every content event (or `timeoutMs`); the seconds waited and the backlog left. */
+export async function indexerSettled(redisUrl: string, partitions: number, timeoutMs: number): Promise<{ seconds: number; backlog: number }> {
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 2 });
+  const t0 = Date.now();
+  try {
+    for (;;) {
+      const backlog = await indexerBacklog(redis, partitions);
+      if (backlog === 0 || Date.now() - t0 > timeoutMs) return { seconds: round2((Date.now() - t0) / 1000), backlog };
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  } finally {
+    redis.disconnect();
+  }
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
