@@ -36,6 +36,12 @@ export interface ActorContext {
  */
 export interface CommandHandler<C extends CommandBase = CommandBase> {
   handle(cmd: C, ctx: ActorContext): Promise<{ reply: Reply; committed: boolean } | 'lease-lost'>;
+  /**
+   * Before a retry: when the command's commit took place although its answer was lost (Redis
+   * restarting), finishes the idempotent steps that follow that commit and answers the reply;
+   * null when the commit did not take place and the command must run again.
+   */
+  resumeApplied?(cmd: C): Promise<Reply | null>;
 }
 
 type Entry = [id: Buffer, fields: Buffer[]];
@@ -234,9 +240,10 @@ class PartitionLoop<C extends CommandBase> {
       const ctx: ActorContext = { partition: this.partition, owner: this.owner, entryId: '', local: true };
       for (let attempt = 1; ; attempt++) {
         try {
+          // A local commit records no reply; a retry asks whether the commit took place.
           if (attempt > 1) {
-            const recorded = await this.recordedReply(cmd);
-            if (recorded) return recorded;
+            const applied = await this.handler.resumeApplied?.(cmd);
+            if (applied) return applied;
           }
           const out = await this.handler.handle(cmd, ctx);
           if (out === 'lease-lost') {
@@ -253,16 +260,6 @@ class PartitionLoop<C extends CommandBase> {
         }
       }
     });
-  }
-
-  /**
-   * The reply a commit recorded for this command, or null. Checked before every retry: a commit
-   * whose answer was lost with the connection (Redis restarting) may have been applied, and
-   * running the command again would answer 409 for a write that took place.
-   */
-  private async recordedReply(cmd: C): Promise<Reply | null> {
-    const raw = await this.redis.getBuffer(keys.done(this.partition, cmd.id));
-    return raw ? unpack<Reply>(raw) : null;
   }
 
   private get stream(): string {
@@ -371,8 +368,12 @@ class PartitionLoop<C extends CommandBase> {
       }
       this.attempts.set(entryId, attempt);
       try {
+        // A retry after a failed commit: the commit may have taken place (its answer lost with
+        // the connection); then its recorded reply is the answer, and what follows the commit
+        // is finished, instead of running the command again (which would answer 409).
         const recorded = attempt > 1 ? await this.redis.getBuffer(keys.done(this.partition, cmd.id)) : null;
         if (recorded) {
+          await this.handler.resumeApplied?.(cmd);
           sendReply(this.redis, cmd.replyTo, recorded);
           await this.redis.xack(this.stream, ACTOR_GROUP, entryId);
           this.attempts.delete(entryId);

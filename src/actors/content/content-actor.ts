@@ -102,6 +102,47 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     }
   }
 
+  /**
+   * A retry of a command whose commit took place but whose answer was lost: the head revision
+   * names the command. Finishes the idempotent steps that follow such a commit (freeing the
+   * global alias keys of a delete or a release, the workspace membership of a promote) and
+   * answers the command's reply, rebuilt from the stored revision (a partial create's
+   * subResults are not kept; the rebuilt reply has none). The after-hooks do not run again.
+   * Null when the head is not the command's: it did not take place.
+   */
+  async resumeApplied(cmd: ContentCommand): Promise<Reply | null> {
+    const head = await this.store.head(cmd.cid);
+    if (!head || head.cmd !== cmd.id) return null;
+    const ok = (value: unknown): Reply => ({ id: cmd.id, ok: true, value });
+    switch (cmd.k) {
+      case 'create':
+      case 'update':
+      case 'wsPromote': {
+        const version = await this.store.version(cmd.cid, head.head);
+        if (!version) return null;
+        if (cmd.k === 'wsPromote') await this.store.removeFromWorkspace(cmd.workspace, cmd.cid);
+        return ok({ snapshot: head, version, subResults: [] } satisfies WriteResult);
+      }
+      case 'delete': {
+        const before = await this.store.snapshotAt(cmd.cid, head.rev - 1);
+        for (const a of before?.aliases ?? []) {
+          const [ns, alias] = splitAlias(a);
+          await this.store.releaseAlias(ns, alias, cmd.cid);
+        }
+        return ok({ cid: cmd.cid, rev: head.rev });
+      }
+      case 'releaseAlias':
+        await this.store.releaseAlias(cmd.namespace, cmd.alias, cmd.cid);
+        return ok({ released: true });
+      case 'assignView':
+      case 'removeFromView':
+        return ok({ cid: cmd.cid, rev: head.rev });
+      default:
+        // Draft writes change no head: they run again (a draft write is a plain overwrite).
+        return null;
+    }
+  }
+
   private allow(user: Principal, permission: string, type: string, contexts: string[]): void {
     if (!isAllowed(this.security, user, permission, type, contexts)) {
       throw new AppError('PERMISSION_DENIED', `${permission} on ${type} denied for ${user.userId}`);
@@ -365,6 +406,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     promotedFrom?: string,
   ): Promise<Outcome> {
     const reply: Reply = { id: cmd.id, ok: true, value };
+    snapshot.cmd = cmd.id;
     const event: ContentEvent = { kind, cid: snapshot.cid, rev: snapshot.rev, type: snapshot.type, version: version?.key, ts: snapshot.modified, userId: cmd.user.userId, requestId: cmd.requestId };
     const res = await this.store.commit({
       owner: ctx.owner,

@@ -40,6 +40,11 @@ export interface Snapshot {
   meta: Aspects;
   /** Aliases besides the main one, as `namespace/alias`. */
   aliases: string[];
+  /**
+   * The command whose commit wrote this revision: a retry of a command whose commit took place
+   * but whose answer was lost finds it here (see ContentActor.resumeApplied).
+   */
+  cmd?: string;
 }
 
 /** An entry of the version index, the source of the history response. */
