@@ -72,6 +72,8 @@ interface Rec {
   errors?: number;
   statuses?: Record<string, number>;
   rssMB?: Record<string, number>;
+  /** CPU of each tracked process over the workload, in % of one core (200% = both cores). */
+  cpuPercent?: Record<string, number>;
   budget?: string;
   met?: boolean | null;
   metNote?: string;
@@ -96,13 +98,35 @@ function say(line: string): void {
 class Rss {
   private pids = new Map<string, number>();
   private peaks = new Map<string, number>();
+  /** CPU time (jiffies) of each process when its CPU was last taken, and what untracked ones used. */
+  private cpuFrom = new Map<string, number>();
+  private cpuDone = new Map<string, number>();
+  private cpuSince = Date.now();
   private timer = setInterval(() => this.sample(), 200);
   track(name: string, pid: number | undefined): void {
-    if (pid) this.pids.set(name, pid);
+    if (!pid) return;
+    this.pids.set(name, pid);
+    this.cpuFrom.set(name, cpuOf(pid));
   }
   untrack(name: string): void {
     this.sample();
+    const pid = this.pids.get(name);
+    if (pid) this.cpuDone.set(name, (this.cpuDone.get(name) ?? 0) + cpuOf(pid) - (this.cpuFrom.get(name) ?? 0));
     this.pids.delete(name);
+    this.cpuFrom.delete(name);
+  }
+  /** CPU of each process since the last call, in % of one core (200% = both cores). */
+  takeCpu(): Record<string, number> {
+    const secs = (Date.now() - this.cpuSince) / 1000;
+    const used = new Map(this.cpuDone);
+    for (const [name, pid] of this.pids) {
+      const now = cpuOf(pid);
+      used.set(name, (used.get(name) ?? 0) + now - (this.cpuFrom.get(name) ?? now));
+      this.cpuFrom.set(name, now);
+    }
+    this.cpuDone.clear();
+    this.cpuSince = Date.now();
+    return Object.fromEntries([...used].filter(([, j]) => j > 0).map(([k, j]) => [k, secs > 0 ? Math.round(j / secs) : 0]));
   }
   /** The current RSS (MB) of one tracked process. */
   now(name: string): number {
@@ -123,6 +147,16 @@ class Rss {
   }
   stop(): void {
     clearInterval(this.timer);
+  }
+}
+/** utime + stime of a process, in jiffies (1/100 s). */
+function cpuOf(pid: number): number {
+  try {
+    const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const x = st.slice(st.lastIndexOf(')') + 2).split(' ');
+    return Number(x[11]) + Number(x[12]);
+  } catch {
+    return 0;
   }
 }
 function rssOf(pid: number): number {
@@ -292,14 +326,17 @@ async function workload(key: string, name: string, group: Rec['group'], run: () 
   if (!want(key)) return;
   say(`\n== ${group === 'one process' ? '' : `${group}: `}${name}`);
   rss.take();
+  rss.takeCpu();
   const t0 = Date.now();
   const cpu0 = cpuSnapshot();
   try {
     const out = await run();
     const peaks = rss.take();
+    const cpu = rss.takeCpu();
     const other = otherCpu(cpu0, cpuSnapshot());
     for (const r of Array.isArray(out) ? out : [out]) {
       r.rssMB ??= peaks;
+      r.cpuPercent ??= cpu;
       r.otherCpuPercent = other;
       records.push(r);
       say(`  => ${line(r)}`);
@@ -755,9 +792,9 @@ function writeResultsMd(path: string): void {
     const rows = records.filter((r) => r.group === group);
     if (!rows.length) return '';
     return [
-      '| Workload | Figure | p50 / p99 / p999 ms | Errors | Peak RSS MB | Budget | Met | Ratio to ceiling | Other CPU |',
-      '|---|---|---|---|---|---|---|---|---|',
-      ...rows.map((r) => `| ${r.workload} | ${r.figure === undefined ? '—' : `${fmt(r.figure, 1)} ${r.unit}`} | ${lat(r)} | ${errs(r)} | ${rssText(r.rssMB)} | ${r.budget ?? '—'} | ${met(r)} | ${ratios(r)} | ${r.otherCpuPercent === undefined ? '—' : `${r.otherCpuPercent}%`} |`),
+      '| Workload | Figure | p50 / p99 / p999 ms | Errors | Peak RSS MB | CPU % of a core | Budget | Met | Ratio to ceiling | Other CPU |',
+      '|---|---|---|---|---|---|---|---|---|---|',
+      ...rows.map((r) => `| ${r.workload} | ${r.figure === undefined ? '—' : `${fmt(r.figure, 1)} ${r.unit}`} | ${lat(r)} | ${errs(r)} | ${rssText(r.rssMB)} | ${rssText(r.cpuPercent)} | ${r.budget ?? '—'} | ${met(r)} | ${ratios(r)} | ${r.otherCpuPercent === undefined ? '—' : `${r.otherCpuPercent}%`} |`),
     ].join('\n');
   };
   const contentionNote = records
@@ -787,6 +824,7 @@ function writeResultsMd(path: string): void {
     '- Errors: socket errors, timeouts and answers other than the expected one (200 for reads, 303 for unversioned reads, 201 for creates); the 409s of the contention update are expected and counted apart.',
     '- Peak RSS: VmRSS sampled every 200 ms during the workload; `loadgen` is the load generator.',
     '- wrk runs with one thread, except against the fleet: two threads, one per gateway (the ceilings are measured with one).',
+    '- CPU % of a core: user and system time of each process over the workload (utime + stime from /proc), in % of one core; the two cores give 200% in all. It shows what the figure is bound by.',
     '- Other CPU: CPU that processes outside this run (other work on the machine) used during the workload, in % of one core (200% = both cores); figures measured while it is high are low by that much.',
     ...contentionNote,
     ...notes.map((n) => `- ${n}`),
