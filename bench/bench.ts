@@ -340,7 +340,8 @@ async function workload(key: string, name: string, group: Rec['group'], run: () 
   try {
     const out = await run();
     const peaks = rss.take();
-    const cpu = rss.takeCpu();
+    const cpu = loadCpu ?? rss.takeCpu();
+    loadCpu = undefined;
     const other = otherCpu(cpu0, cpuSnapshot());
     for (const r of Array.isArray(out) ? out : [out]) {
       r.rssMB ??= peaks;
@@ -350,6 +351,7 @@ async function workload(key: string, name: string, group: Rec['group'], run: () 
       say(`  => ${line(r)}`);
     }
   } catch (e) {
+    loadCpu = undefined;
     const r: Rec = { workload: name, group, error: (e as Error).message.split('\n')[0], rssMB: rss.take() };
     records.push(r);
     say(`  !! ${name} failed: ${(e as Error).stack ?? e}`);
@@ -457,8 +459,11 @@ async function waitHealthy(root: string, child: ChildProcess | undefined, timeou
   throw new Error(`${root}/health not ok within ${timeoutMs / 1000} s: ${last}`);
 }
 
+/** CPU of the load phase of a workload that then waits for the indexer (the wait is not the load). */
+let loadCpu: Record<string, number> | undefined;
 async function settle(what: string): Promise<number> {
   if (!redis) return 0;
+  loadCpu ??= rss.takeCpu();
   const s = await indexerSettled(redis.url, PARTITIONS, 120_000);
   if (s.seconds > 0.3 || s.backlog) say(`  (indexer caught up with ${what} in ${s.seconds} s${s.backlog ? `, ${s.backlog} events still not indexed` : ''})`);
   return s.seconds;
@@ -850,7 +855,7 @@ function writeResultsMd(path: string): void {
     '- Errors: socket errors, timeouts and answers other than the expected one (200 for reads, 303 for unversioned reads, 201 for creates); the 409s of the contention update are expected and counted apart.',
     '- Peak RSS: VmRSS sampled every 200 ms during the workload; `loadgen` is the load generator.',
     '- wrk runs with one thread, except against the fleet: two threads, one per gateway (the ceilings are measured with one).',
-    '- CPU % of a core: user and system time of each process over the workload (utime + stime from /proc), in % of one core; the two cores give 200% in all. It shows what the figure is bound by.',
+    '- CPU % of a core: user and system time of each process over the load (utime + stime from /proc; for writes, before the wait for the indexer to catch up), in % of one core; the two cores give 200% in all. It shows what the figure is bound by.',
     '- Other CPU: CPU that processes outside this run (other work on the machine) used during the workload, in % of one core (200% = both cores); figures measured while it is high are low by that much.',
     ...contentionNote,
     ...notes.map((n) => `- ${n}`),
