@@ -39,6 +39,6 @@ export class IndexingRules {
       const { _type, ...fields } = doc;
       docs.push(fields as SearchDoc);
     }
-    return { cid, docs };
+    return { cid, docs, firstRevision: head.rev === 1 };
   }
 }

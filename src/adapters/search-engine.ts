@@ -9,6 +9,11 @@ export type SearchDoc = Record<string, Json>;
 export interface ContentDocs {
   cid: string;
   docs: SearchDoc[];
+  /**
+   * The content has one revision: the index can hold no document of it but these (its one
+   * version), so there is nothing stale to look up. Most of a create-heavy load is such.
+   */
+  firstRevision?: boolean;
 }
 
 /**
@@ -60,7 +65,8 @@ export class SolrEngine {
 
   /**
    * Makes the index hold exactly `docs` for each content: the documents the index holds for
-   * these contents are looked up (a cheap prefix query), those not among `docs` (older
+   * these contents are looked up (a cheap prefix query; not for a content with one revision,
+   * see `firstRevision`), those not among `docs` (older
    * versions, views left, a deleted content) are deleted by id, then `docs` are added. Solr
    * replaces an added document's whole block (its child documents) through `_root_`, and a
    * delete by the id of a root document removes its block. A delete-by-query is kept for the
@@ -68,6 +74,14 @@ export class SolrEngine {
    */
   async replace(contents: ContentDocs[]): Promise<void> {
     if (!contents.length) return;
+    const docs = contents.flatMap((c) => c.docs);
+    const older = contents.filter((c) => !c.firstRevision);
+    if (older.length) await this.deleteStale(older);
+    if (docs.length) await withoutCredentials(this.client._requestPost('update', docs, { commitWithin: this.commitWithinMs, wt: 'json' }));
+  }
+
+  /** Deletes what the index holds for these contents that is not among their documents now. */
+  private async deleteStale(contents: ContentDocs[]): Promise<void> {
     const wanted = new Set(contents.flatMap((c) => c.docs.map((d) => String(d.id))));
     const prefixes = contents.map(({ cid }) => `id:${escapeTerm(`c:${cid}:`)}*`);
     const rows = Math.max(100, contents.length * 20);
@@ -80,8 +94,6 @@ export class SolrEngine {
       const stale = found.response.docs.map((d) => d.id).filter((id) => !wanted.has(id));
       if (stale.length) await withoutCredentials(this.client._requestPost('update', { delete: stale }, { commitWithin: this.commitWithinMs, wt: 'json' }));
     }
-    const docs = contents.flatMap((c) => c.docs);
-    if (docs.length) await withoutCredentials(this.client._requestPost('update', docs, { commitWithin: this.commitWithinMs, wt: 'json' }));
   }
 
   private async postSelect(collection: string, params: URLSearchParams): Promise<unknown> {
