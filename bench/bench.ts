@@ -36,7 +36,7 @@ import { Redis } from 'ioredis';
 import { freePort, startRedisServer, type RedisServerHandle } from '../src/adapters/redis-server.js';
 import { startSolr, type SolrHandle } from '../src/adapters/solr-server.js';
 import { Fleet } from '../src/fleet.js';
-import { indexerSettled, login, round2, sleep } from './lib.js';
+import { cpuOf, indexerSettled, login, round2, sleep } from './lib.js';
 
 const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
 process.chdir(ROOT);
@@ -155,16 +155,6 @@ class Rss {
   }
   stop(): void {
     clearInterval(this.timer);
-  }
-}
-/** utime + stime of a process, in jiffies (1/100 s). */
-function cpuOf(pid: number): number {
-  try {
-    const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const x = st.slice(st.lastIndexOf(')') + 2).split(' ');
-    return Number(x[11]) + Number(x[12]);
-  } catch {
-    return 0;
   }
 }
 function rssOf(pid: number): number {

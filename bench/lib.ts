@@ -3,6 +3,7 @@
  * keep-alive HTTP requests with their latency, percentiles, the `RESULT {json}` line every
  * load generator prints for the harness, and the indexer's lag read from Redis.
  */
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { Redis } from 'ioredis';
 
@@ -105,3 +106,14 @@ export async function indexerSettled(redisUrl: string, partitions: number, timeo
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** utime + stime of a process, in jiffies (1/100 s); 0 once it is gone. */
+export function cpuOf(pid: number): number {
+  try {
+    const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const x = st.slice(st.lastIndexOf(')') + 2).split(' ');
+    return Number(x[11]) + Number(x[12]);
+  } catch {
+    return 0;
+  }
+}

@@ -14,22 +14,12 @@ import { closeSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync } fro
 import { join } from 'node:path';
 import { freePort, startRedisServer } from '../src/adapters/redis-server.js';
 import { startSolr } from '../src/adapters/solr-server.js';
-import { login, sleep } from './lib.js';
+import { cpuOf, login, sleep } from './lib.js';
 
 const SECONDS = Number(process.argv[2] ?? 10);
 const DIR = join('.cache', 'profile');
 rmSync(DIR, { recursive: true, force: true });
 mkdirSync(DIR, { recursive: true });
-
-const cpuOf = (pid: number): number => {
-  try {
-    const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const x = st.slice(st.lastIndexOf(')') + 2).split(' ');
-    return Number(x[11]) + Number(x[12]);
-  } catch {
-    return 0;
-  }
-};
 
 const redis = await startRedisServer({});
 const solr = await startSolr({ dataDir: join(DIR, 'solr'), log: () => undefined });

@@ -95,33 +95,33 @@ export async function checkTaxonomyAspects(store: ContentStore, cid: string, asp
   }
   const entity = aspects.svcEntityDefinition;
   if (entity && typeof entity.parent === 'string') {
-    const self = str(entity.id);
-    const chain = [self];
-    let parent: string | null = entity.parent;
-    while (parent !== null) {
-      chain.push(parent);
-      if (parent === self || chain.length > MAX_CHAIN) throw cycle('svcEntityDefinition.parent', chain);
-      const holder = await store.resolveAlias(TAXONOMY_NAMESPACE, parent);
-      if (holder === cid) throw cycle('svcEntityDefinition.parent', chain);
-      if (holder === null || chain.indexOf(parent) < chain.length - 1) break; // unknown parent, or a cycle elsewhere
-      const def = await currentAspect(store, holder, 'svcEntityDefinition');
-      parent = def && typeof def.parent === 'string' ? def.parent : null;
-    }
+    await refuseParentCycle(store, cid, str(entity.id), entity.parent, 'svcEntityDefinition', (ref) => store.resolveAlias(TAXONOMY_NAMESPACE, ref));
   }
   const node = aspects[CONTENT_HIERARCHY_ASPECT];
   if (node && typeof node.parent === 'string') {
-    const chain = [mainAlias(cid)];
-    const seen = new Set<string>([cid]);
-    let parent: string | null = node.parent;
-    while (parent !== null) {
-      chain.push(parent);
-      const holder = await resolveContentRef(store, parent);
-      if (holder === cid || chain.length > MAX_CHAIN) throw cycle(`${CONTENT_HIERARCHY_ASPECT}.parent`, chain);
-      if (holder === null || seen.has(holder)) break;
-      seen.add(holder);
-      const up = await currentAspect(store, holder, CONTENT_HIERARCHY_ASPECT);
-      parent = up && typeof up.parent === 'string' ? up.parent : null;
-    }
+    await refuseParentCycle(store, cid, mainAlias(cid), node.parent, CONTENT_HIERARCHY_ASPECT, (ref) => resolveContentRef(store, ref));
+  }
+}
+
+/**
+ * Follows `parent` references from `first` through the stored contents that hold them (their
+ * current `aspect`), and refuses the write when the chain comes back to this content (`cid`,
+ * named `self` in references). Stops at a root, an unknown parent or a cycle elsewhere.
+ */
+async function refuseParentCycle(store: ContentStore, cid: string, self: string, first: string, aspect: string, holderOf: (ref: string) => Promise<string | null>): Promise<void> {
+  const field = `${aspect}.parent`;
+  const chain = [self];
+  const seen = new Set<string>([cid]);
+  let parent: string | null = first;
+  while (parent !== null) {
+    chain.push(parent);
+    if (parent === self) throw cycle(field, chain);
+    const holder = await holderOf(parent);
+    if (holder === cid || chain.length > MAX_CHAIN) throw cycle(field, chain);
+    if (holder === null || seen.has(holder)) return; // a root's unknown parent, or a cycle elsewhere
+    seen.add(holder);
+    const up = await currentAspect(store, holder, aspect);
+    parent = up && typeof up.parent === 'string' ? up.parent : null;
   }
 }
 
