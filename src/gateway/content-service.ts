@@ -116,6 +116,7 @@ export class ContentService {
   private async create(x: Exchange): Promise<void> {
     if (x.header('if-match') !== undefined) throw new AppError('PRECONDITION_FAILED', 'A create must not carry If-Match');
     const user = await this.authenticate(x);
+    const fmt = formatOf(x.query.get('format'), x.header('accept')); // refused before anything is written
     const env = parseEnvelope(await x.json());
     if (!env.contentType) throw new AppError('BAD_REQUEST', 'system.contentType is required on create');
     const aspects = Object.fromEntries(Object.entries(env.aspects).filter(([, a]) => a !== null)) as Record<string, NonNullable<(typeof env.aspects)[string]>>;
@@ -123,7 +124,6 @@ export class ContentService {
     const res = await this.d.mailbox.send<WriteResult>(cmd);
     this.d.heads.drop(cmd.cid);
     const status = res.subResults.length ? partialCreated(res.subResults) : STATUS_CREATED;
-    const fmt = formatOf(x.query.get('format'), x.header('accept'));
     x.send(201, [
       ['Content-Type', 'application/json'],
       ['Location', this.versionedUrl(MAIN_NAMESPACE, res.snapshot.cid, res.snapshot.rev, 'content')],
@@ -138,11 +138,11 @@ export class ContentService {
     if (!unsafe && ifMatch === null) throw new AppError('BAD_REQUEST', 'If-Match is required (or unsafeUpdate=true)');
     if (x.query.has('variant')) throw new AppError('BAD_REQUEST', 'Variants cannot be used when updating');
     const mode = updateModeOf(x.query.get('updateMode'));
+    const fmt = formatOf(x.query.get('format'), x.header('accept')); // refused before anything is written
     const env = parseEnvelope(await x.json());
     const cid = await this.cidOf(p);
     const cmd: ContentCommand = { k: 'update', id: newCommandId(), cid, requestId: x.requestId, user, ifMatch, unsafe, mode, aspects: env.aspects, ops: env.operations };
     const res = await this.d.mailbox.send<WriteResult>(cmd).finally(() => this.d.heads.drop(cid));
-    const fmt = formatOf(x.query.get('format'), x.header('accept'));
     x.send(200, [
       ['Content-Type', 'application/json'],
       ['ETag', etagOf(cid, res.snapshot.rev)],

@@ -38,6 +38,8 @@ export class Gateway {
   private listenSocket: uWS.us_listen_socket | null = null;
   private port = 0;
   private active = 0;
+  /** GET /health requests among `active`: they are answered even while the gateway sheds load. */
+  private healthInFlight = 0;
   private readonly content: ContentService;
   private readonly search: SearchService;
   private readonly fileService: FileService;
@@ -113,9 +115,11 @@ export class Gateway {
     // overloaded gateway for a dead one (it costs one Redis PING).
     if (segs.length === 1 && segs[0] === 'health') {
       x.route = 'health';
-      return this.health(x);
+      this.healthInFlight++;
+      return this.health(x).finally(() => this.healthInFlight--);
     }
-    if (this.active > this.d.settings.MAX_IN_FLIGHT) throw new AppError('UNAVAILABLE', 'Too many requests in flight', {}, 1);
+    // Health checks in flight take no slot of MAX_IN_FLIGHT.
+    if (this.active - this.healthInFlight > this.d.settings.MAX_IN_FLIGHT) throw new AppError('UNAVAILABLE', 'Too many requests in flight', {}, 1);
     if (segs.length === 1 && segs[0] === 'openapi.json') {
       x.route = 'openapi';
       getOnly(x);

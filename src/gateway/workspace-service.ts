@@ -55,12 +55,13 @@ export class WorkspaceService {
   private async create(x: Exchange, p: Params): Promise<void> {
     const user = await this.content.authenticate(x);
     const ws = this.workspace(p);
+    const fmt = formatOf(x.query.get('format'), x.header('accept')); // refused before anything is written
     const env = parseEnvelope(await x.json());
     if (!env.contentType) throw new AppError('BAD_REQUEST', 'system.contentType is required on create');
     const aspects = Object.fromEntries(Object.entries(env.aspects).filter(([, a]) => a !== null)) as Record<string, NonNullable<(typeof env.aspects)[string]>>;
     const res = await this.d.mailbox.send<DraftResult, ContentCommand>({ k: 'wsCreate', id: newCommandId(), cid: newContentKey(), user, workspace: ws, type: env.contentType, aspects, ops: env.operations });
     const status = res.subResults.length ? partialCreated(res.subResults) : STATUS_CREATED;
-    x.send(201, [['Content-Type', 'application/json']], serialize(draftEnvelope(res.draft, null, status), formatOf(x.query.get('format'), x.header('accept'))));
+    x.send(201, [['Content-Type', 'application/json']], serialize(draftEnvelope(res.draft, null, status), fmt));
   }
 
   /** GET workspace: `{workspaceId, drafts: {<main alias>: {}}}`. */
@@ -143,11 +144,12 @@ export class WorkspaceService {
     const m = x.query.get('updateMode') ?? 'update';
     if (m !== 'update' && m !== 'replace') throw new AppError('BAD_REQUEST', `updateMode '${m}' is not allowed on a workspace: use update or replace`);
     if (x.query.has('variant')) throw new AppError('BAD_REQUEST', 'Variants cannot be used when updating');
+    const fmt = formatOf(x.query.get('format'), x.header('accept')); // refused before anything is written
     const env = parseEnvelope(await x.json());
     const cid = await this.cidOf(p, ws);
     const res = await this.d.mailbox.send<DraftResult, ContentCommand>({ k: 'wsUpdate', id: newCommandId(), cid, user, workspace: ws, aspects: env.aspects, ops: env.operations, origin: env.origin, mode: m });
     const head = await this.liveHead(cid);
-    x.send(200, [['Content-Type', 'application/json']], serialize(draftEnvelope(res.draft, head), formatOf(x.query.get('format'), x.header('accept'))));
+    x.send(200, [['Content-Type', 'application/json']], serialize(draftEnvelope(res.draft, head), fmt));
   }
 
   /** DELETE draft: only the workspace is affected. 204. */
@@ -163,9 +165,10 @@ export class WorkspaceService {
   private async promote(x: Exchange, p: Params): Promise<void> {
     const user = await this.content.authenticate(x);
     const ws = this.workspace(p);
+    const fmt = formatOf(x.query.get('format'), x.header('accept')); // refused before anything is written
     const cid = await this.cidOf(p, ws);
     const res = await this.d.mailbox.send<WriteResult, ContentCommand>({ k: 'wsPromote', id: newCommandId(), cid, user, workspace: ws }).finally(() => this.d.heads.drop(cid));
-    x.send(200, [['Content-Type', 'application/json'], ['ETag', etagOf(cid, res.snapshot.rev)]], serialize(contentEnvelope(res.snapshot, res.version, STATUS_OK), formatOf(x.query.get('format'), x.header('accept'))));
+    x.send(200, [['Content-Type', 'application/json'], ['ETag', etagOf(cid, res.snapshot.rev)]], serialize(contentEnvelope(res.snapshot, res.version, STATUS_OK), fmt));
   }
 }
 

@@ -395,6 +395,36 @@ describe('gateway: bad input is refused cleanly and changes nothing (CONTRACT §
     });
   });
 
+
+  // --- the response format of a write ---
+
+  describe('an unknown response format on a write (format=...)', () => {
+    const write = (method: string, path: string, body: string | undefined, headers: Record<string, string> = {}): RawRequest => ({
+      method,
+      path,
+      headers: { 'X-Auth-Token': editorToken, 'Content-Type': 'application/json', ...headers },
+      body,
+    });
+
+    it('is refused with 400 before anything is written: create, update, workspace create, update and promote', async () => {
+      const valid = JSON.stringify(article('format'));
+      // A draft to update and promote, written before the snapshot of each refused request.
+      const draft = await rawRequest(port, write('PUT', cs(`/content/workspace/fmt/alias/contentid/${key}`), valid));
+      expect(draft.status, draft.body).to.equal(200);
+      for (const format of ['xml', '__proto__', 'json%0d%0aX-Injected:%201', 'JSON']) {
+        await refused(`create, format=${format}`, write('POST', cs(`/content?format=${format}`), valid), 400);
+        await refused(`update, format=${format}`, write('PUT', `${target()}?format=${format}`, valid, { 'If-Match': etag }), 400);
+        await refused(`workspace create, format=${format}`, write('POST', cs(`/content/workspace/fmt?format=${format}`), valid), 400);
+        await refused(`workspace update, format=${format}`, write('PUT', cs(`/content/workspace/fmt/alias/contentid/${key}?format=${format}`), valid), 400);
+        await refused(`promote, format=${format}`, write('POST', cs(`/content/workspace/fmt/alias/contentid/${key}/promote?format=${format}`), undefined), 400);
+      }
+      // Control: the same requests with a known format are written.
+      const ok = await rawRequest(port, write('POST', cs('/content/workspace/fmt?format=json%2Bpretty'), valid));
+      expect(ok.status, ok.body).to.equal(201);
+      expect(ok.body).to.contain('\n  "system"');
+      await rawRequest(port, write('DELETE', cs('/content/workspace/fmt'), undefined));
+    });
+  });
   // --- token ---
 
   describe('token: POST /content-service/security/token', () => {

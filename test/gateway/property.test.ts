@@ -68,6 +68,7 @@ for _, k in ipairs(keys) do
     acc[#acc + 1] = k .. '\\0' .. (d and redis.sha1hex(d) or '-')
   end
 end
+if ARGV[2] == 'keys' then return acc end
 return { #acc, redis.sha1hex(table.concat(acc, '\\n')) }
 `;
 
@@ -280,6 +281,12 @@ describe('gateway: generated hostile requests (issue 8, item 4; CONTRACT §11)',
         return `${f}:${s.isDirectory() ? 'd' : s.size}`;
       });
     return `${n}/${h}/${files.length}/${files.join('|').length}/${files.join('|')}`;
+  }
+
+  /** Each non-volatile key with the SHA-1 of its DUMP, to name what a culprit changed. */
+  async function keyDigests(): Promise<Map<string, string>> {
+    const rows = (await redis.eval(DIGEST_LUA, 0, JSON.stringify(VOLATILE_PREFIXES), 'keys')) as string[];
+    return new Map(rows.map((row) => row.split('\0') as [string, string]));
   }
 
   function arbitraries(): fc.Arbitrary<GenRequest> {
@@ -650,8 +657,13 @@ describe('gateway: generated hostile requests (issue 8, item 4; CONTRACT §11)',
       const found: string[] = [];
       for (const r of reqs) {
         const before = await digest();
+        const keysBefore = await keyDigests();
         const [o] = await sendAll([r]);
-        if ((await digest()) !== before) found.push(`\n    changed by: ${describeReq(r)} => ${o.ok ? o.res.status : o.reason}`);
+        if ((await digest()) !== before) {
+          const keysAfter = await keyDigests();
+          const changed = [...new Set([...keysBefore.keys(), ...keysAfter.keys()])].filter((k) => keysBefore.get(k) !== keysAfter.get(k));
+          found.push(`\n    changed by: ${describeReq(r)} => ${o.ok ? o.res.status : o.reason}\n      keys changed: ${JSON.stringify(changed.slice(0, 10))}`);
+        }
         if (found.length >= 3) break;
       }
       return found.length ? found.join('') : `; no single request changes it again:\n    ${reqs.map(describeReq).join('\n    ')}`;
