@@ -327,7 +327,10 @@ export async function sendFile(
   }
   const range = rangeOf(x.header('range'), info.length);
   const read = await files.get(key, range ?? undefined);
-  headers.push(['Content-Type', opts.contentType ? opts.contentType(info) : info.mimeType], ['X-Content-Type-Options', 'nosniff']);
+  // Files come from uploaders and are served from the platform's own origin: nosniff keeps a
+  // browser to the type given, and the sandbox policy keeps an uploaded HTML or SVG page from
+  // running scripts as the platform (stored XSS reaching tokens and the API). Media ignore it.
+  headers.push(['Content-Type', opts.contentType ? opts.contentType(info) : info.mimeType], ['X-Content-Type-Options', 'nosniff'], ['Content-Security-Policy', 'sandbox']);
   if (range) {
     headers.push(['Content-Range', `bytes ${range.start}-${range.end}/${info.length}`]);
     await x.sendStream(206, headers, read.stream, range.end - range.start + 1);

@@ -85,6 +85,9 @@ for (const kind of ['disk', 's3'] as const) {
         expect(r.headers.get('content-type')).to.equal('text/css; charset=utf-8');
         expect(r.headers.get('cache-control')).to.equal('private, no-transform, max-age=31536000');
         expect(r.headers.get('etag')).to.match(/^"[0-9A-Z]{26}"$/);
+        // Uploaded files are served from the platform's origin: never run as its pages.
+        expect(r.headers.get('content-security-policy')).to.equal('sandbox');
+        expect(r.headers.get('x-content-type-options')).to.equal('nosniff');
       });
 
       it('the data decides over the extension when it reveals its type (a PNG named .jpg is image/png)', async () => {

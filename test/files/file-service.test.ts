@@ -193,6 +193,18 @@ describe('file service (spec "File service", CONTRACT §8)', () => {
       expect(r.headers.get('x-content-type-options')).to.equal('nosniff');
     });
 
+    it('an uploaded HTML page is served sandboxed: scripts in it never run with the platform origin', async () => {
+      const html = '<!doctype html><html><body><script>fetch("/content-service/security/token")</script></body></html>';
+      const up = await upload('content/story-9/embed/page.html', html, { 'Content-Type': 'text/html' });
+      expect(up.status).to.equal(201);
+      const r = await download(up.headers.get('location')!);
+      expect(r.status).to.equal(200);
+      expect(r.body.toString()).to.equal(html);
+      expect(r.headers.get('content-type')).to.match(/^text\/html/);
+      expect(r.headers.get('content-security-policy')).to.equal('sandbox');
+      expect(r.headers.get('x-content-type-options')).to.equal('nosniff');
+    });
+
     it('the file info read answers the info of the upload', async () => {
       const info = await editor.req('GET', location.replace('/file-service/file/', '/file-service/file/info/'), { headers: { Accept: 'application/json' } });
       expect(info.status).to.equal(200);
