@@ -83,6 +83,17 @@ function baseOptions(extra: RedisOptions = {}): RedisOptions {
 }
 
 /**
+ * Is this error Redis being out of reach for a moment (a server down or restarting, a Cluster
+ * failover under way) rather than a fault of ours? Such a request is answered 503 with
+ * Retry-After, as the spec's errors ask for an unavailable store, never 500.
+ */
+export function redisUnreachable(e: unknown): boolean {
+  if (!(e instanceof Error)) return false;
+  if (e.name === 'MaxRetriesPerRequestError' || e.name === 'ClusterAllFailedError') return true;
+  return /^(?:Too many Cluster redirections|Connection is closed|Stream isn't writeable|Failed to refresh slots cache|CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY)|ECONNREFUSED|ECONNRESET/.test(e.message);
+}
+
+/**
  * Opens a client for REDIS_URL or, with REDIS_CLUSTER_NODES, for Redis Cluster.
  * `blocking` clients serve one blocking read each (XREADGROUP/XREAD BLOCK) and skip pipelining.
  */

@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { AppError } from '../errors.js';
 import { newRequestId } from '../adapters/ids.js';
+import { redisUnreachable } from '../adapters/redis.js';
 
 /** Reason phrases of the status lines the platform answers. */
 const REASONS: Record<number, string> = {
@@ -313,7 +314,7 @@ export class Exchange {
 
   /** The one place an error becomes an HTTP answer: the spec's error body and status. */
   sendError(e: unknown, log?: (err: unknown) => void): void {
-    const err = e instanceof AppError ? e : new AppError('INTERNAL');
+    const err = e instanceof AppError ? e : redisUnreachable(e) ? new AppError('UNAVAILABLE', 'Store unavailable', {}, 1) : new AppError('INTERNAL');
     if (!(e instanceof AppError) && log) log(e);
     const headers: [string, string][] = [];
     if (err.retryAfter !== undefined) headers.push(['Retry-After', String(err.retryAfter)]);

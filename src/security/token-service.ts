@@ -1,7 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
+import net from 'node:net';
 import { decodeProtectedHeader, importSPKI, importX509, jwtVerify, type CryptoKey, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
-import { createClient, createCluster } from 'redis';
+import { ErrorReply, createClient, createCluster } from 'redis';
 import { Repository, Schema, type Entity } from 'redis-om';
 import { z } from 'zod';
 import type { Settings } from '../../config/settings.js';
@@ -97,6 +98,30 @@ const defaultLog: SecurityLog = (level, msg) => {
   else console.log(line);
 };
 
+/**
+ * The `host:port` seeds with those that accept a connection first: node-redis discovers a
+ * cluster through the first seed that connects and would keep retrying a dead one.
+ */
+async function reachableFirst(seeds: string[]): Promise<string[]> {
+  const up = await Promise.all(
+    seeds.map(
+      (hp) =>
+        new Promise<boolean>((resolve) => {
+          const i = hp.lastIndexOf(':');
+          const sock = net.connect({ host: hp.slice(0, i), port: Number(hp.slice(i + 1)), timeout: 500 });
+          const done = (ok: boolean) => {
+            sock.destroy();
+            resolve(ok);
+          };
+          sock.once('connect', () => done(true));
+          sock.once('error', () => done(false));
+          sock.once('timeout', () => done(false));
+        }),
+    ),
+  );
+  return [...seeds.filter((_, i) => up[i]), ...seeds.filter((_, i) => !up[i])];
+}
+
 function freezePrincipal(userId: string, contexts: Record<string, string[]>): Principal {
   const copy: Record<string, string[]> = {};
   for (const [ctx, roles] of Object.entries(contexts)) {
@@ -125,7 +150,8 @@ export class TokenService {
   private tokens: Repository<TokenEntity> | null = null;
   private hsKey: Uint8Array | null = null;
   private rsKey: CryptoKey | null = null;
-  private lastRedisError = { msg: '', at: 0 };
+  /** When each Redis failure message was last logged. */
+  private readonly redisErrorsLogged = new Map<string, number>();
 
   constructor(opts: TokenServiceOptions) {
     this.redisUrl = opts.redisUrl;
@@ -166,25 +192,58 @@ export class TokenService {
   /** Connects to Redis only (no seeding or production checks); for account tools. */
   async connect(): Promise<void> {
     if (this.client) return;
+    const client = await this.openClient();
+    this.use(client);
+  }
+
+  private use(client: RedisClient): void {
+    this.client = client;
+    this.accounts = new Repository(this.accountSchema, client);
+    this.tokens = new Repository(this.tokenSchema, client);
+  }
+
+  private async openClient(): Promise<RedisClient> {
     // Fail fast while disconnected instead of queueing: a request should get 503, not hang.
     // REDIS_CLUSTER_NODES selects Redis Cluster, as for the rest of the platform; account and
     // token hashes are single keys, so nothing here spans slots.
     const nodes = this.settings.REDIS_CLUSTER_NODES?.split(',').filter(Boolean);
     const client: RedisClient = nodes?.length
-      ? createCluster({ rootNodes: nodes.map((hp) => ({ url: `redis://${hp}` })), defaults: { disableOfflineQueue: true } })
+      ? createCluster({ rootNodes: (await reachableFirst(nodes)).map((hp) => ({ url: `redis://${hp}` })), defaults: { disableOfflineQueue: true } })
       : createClient({ url: this.redisUrl, disableOfflineQueue: true });
-    client.on('error', (err: Error) => {
-      // node-redis emits on every reconnect attempt; say it once per message per 10 s.
-      const now = Date.now();
-      if (err.message !== this.lastRedisError.msg || now - this.lastRedisError.at > 10_000) {
-        this.lastRedisError = { msg: err.message, at: now };
-        this.log('error', `token store Redis: ${err.message}`);
-      }
-    });
+    // node-redis emits on every reconnect attempt.
+    client.on('error', (err: Error) => this.logRedisError(`token store Redis: ${err.message}`));
     await client.connect();
-    this.client = client;
-    this.accounts = new Repository(this.accountSchema, client);
-    this.tokens = new Repository(this.tokenSchema, client);
+    return client;
+  }
+
+  /**
+   * On Redis Cluster, after a connection failure: a new client, which learns the slots afresh.
+   * node-redis 4 learns a new topology only from MOVED/ASK answers, which a dead master never
+   * gives, so once a replica had taken over every call for its slots kept failing with "The
+   * client is offline" (node-redis#2806; found by test/faults/redis-failover.fault.ts). At most
+   * one rediscovery runs at a time, and at most one a second.
+   */
+  private rediscoveryStarted = 0;
+  private rediscovering = false;
+  private rediscoverCluster(): void {
+    if (!this.settings.REDIS_CLUSTER_NODES || !this.client) return;
+    // One at a time, one a second; an attempt that hangs (no seed answers) no longer blocks after 5 s.
+    const since = Date.now() - this.rediscoveryStarted;
+    if (since < 1000 || (this.rediscovering && since < 5000)) return;
+    this.rediscoveryStarted = Date.now();
+    this.rediscovering = true;
+    const old = this.client;
+    this.openClient()
+      .then((fresh) => {
+        if (this.client !== old) return void fresh.disconnect().catch(() => undefined); // stopped or replaced meanwhile
+        this.use(fresh);
+        this.log('warn', 'token store: reconnected to Redis Cluster after a connection failure (slots learnt afresh)');
+        return void old.disconnect().catch(() => undefined);
+      })
+      .catch((e: unknown) => this.logRedisError(`token store: Redis Cluster rediscovery failed: ${(e as Error).message}`))
+      .finally(() => {
+        this.rediscovering = false;
+      });
   }
 
   /** Closes the Redis connection and forgets cached tokens. */
@@ -473,13 +532,24 @@ export class TokenService {
     return r;
   }
 
+  /** Logs a Redis failure once per message per 10 s: an outage fails every request alike. */
+  private logRedisError(msg: string): void {
+    const now = Date.now();
+    if (now - (this.redisErrorsLogged.get(msg) ?? 0) <= 10_000) return;
+    if (this.redisErrorsLogged.size > 100) this.redisErrorsLogged.clear();
+    this.redisErrorsLogged.set(msg, now);
+    this.log('error', msg);
+  }
+
   /** Runs a Redis call; a Redis failure becomes 503 (the token store is unavailable). */
   private async withRedis<T>(fn: () => Promise<T>): Promise<T> {
     try {
       return await fn();
     } catch (e) {
       if (e instanceof AppError) throw e;
-      this.log('error', `token store: ${(e as Error).message}`);
+      this.logRedisError(`token store: ${(e as Error).message}`);
+      // An error answer of a live server (other than CLUSTERDOWN) says nothing about topology.
+      if (!(e instanceof ErrorReply) || e.message.startsWith('CLUSTERDOWN')) this.rediscoverCluster();
       throw new AppError('UNAVAILABLE', 'Token store unavailable', {}, 1);
     }
   }
