@@ -117,11 +117,14 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
   return parsed.data;
 }
 
+/** Credentials in any URL of a text (`scheme://user:password@host` as `scheme://***@host`). */
+export const maskUrlCredentials = (s: string): string => s.replace(/(\/\/)[^@/\s]*@/g, '$1***@');
+
 /** Settings with secrets masked, for the start-up log: secret settings, and credentials in any URL. */
 export function describeSettings(s: Settings): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(s)) {
-    out[k] = v !== undefined && SECRET.test(k) ? '***' : typeof v === 'string' ? v.replace(/(\/\/)[^@/\s]*@/g, '$1***@') : v;
+    out[k] = v !== undefined && SECRET.test(k) ? '***' : typeof v === 'string' ? maskUrlCredentials(v) : v;
   }
   return out;
 }

@@ -1,6 +1,7 @@
 import { AppError } from '../errors.js';
 import SolrNode from 'solr-node';
 import type { Json } from '../actors/content/model.js';
+import { maskUrlCredentials } from '../../config/settings.js';
 
 /** A search document: the fields of an svcSolrDocument aspect, `_type` removed. */
 export type SearchDoc = Record<string, Json>;
@@ -122,9 +123,6 @@ export class SolrEngine {
     return { status: res.status, contentType: res.headers.get('content-type') ?? 'application/json', body: await res.text() };
   }
 }
-
-/** `scheme://user:password@host` as `scheme://***@host`. */
-const maskUrlCredentials = (s: string): string => s.replace(/(\b[a-z][a-z0-9+.-]*:\/\/)[^/@\s]*@/gi, '$1***@');
 
 /**
  * solr-node sends basic authentication as credentials in its request URLs, and node-fetch names

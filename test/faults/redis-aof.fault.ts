@@ -5,7 +5,7 @@ import { expect } from 'chai';
 import { startRedisServer, type RedisServerHandle } from '../../src/adapters/redis-server.js';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { until } from '../support/wait.js';
-import { markersOf, newWriters, runWriters, verifyWriters, type Writer } from '../support/writers.js';
+import { auditWriters, newWriters, runWriters, verifyWriters } from '../support/writers.js';
 import { report } from './report.js';
 
 /**
@@ -54,14 +54,7 @@ for (const mode of ['always', 'everysec'] as const) {
       for (const e of events) if (e.at >= killedAt && e.at < firstOk) duringOutage[e.what] = (duringOutage[e.what] ?? 0) + 1;
 
       // what was lost: acknowledged writes not found at their revision
-      const lost: { w: Writer; marker: string; at: number }[] = [];
-      const all: string[] = [];
-      for (const w of writers) {
-        const markers = await markersOf(editor, w);
-        all.push(...markers);
-        expect(new Set(markers).size, `${w.id}: no write applied twice`).to.equal(markers.length);
-        for (const a of w.acked) if (markers[a.rev - 2] !== a.marker) lost.push({ w, marker: a.marker, at: a.at });
-      }
+      const { lost } = await auditWriters(writers, editor);
       const acked = writers.reduce((s, w) => s + w.acked.length, 0);
       const oldestLostBeforeKill = lost.length ? Math.max(...lost.map((x) => killedAt - x.at)) : 0;
       report(`redis-aof-${mode}`, {

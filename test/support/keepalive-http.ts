@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { parseHead } from './raw-http.js';
 
 /**
  * A raw HTTP/1.1 client over keep-alive connections, for tests that send many hostile requests
@@ -140,19 +141,10 @@ export class KeepAliveConnection {
 
 /** Parses one answer at the start of `buf`; null until it is complete. */
 function parseResponse(buf: Buffer, isHead: boolean, final: boolean, started: number): { res: WireResponse; used: number; keep: boolean } | null {
-  const end = buf.indexOf('\r\n\r\n');
-  if (end < 0) return null;
-  const [statusLine, ...lines] = buf.subarray(0, end).toString('latin1').split('\r\n');
-  const m = /^HTTP\/1\.1 (\d{3})(?: .*)?$/.exec(statusLine);
-  if (!m) throw new Error(`bad status line ${JSON.stringify(statusLine)}`);
-  const headers: Record<string, string> = {};
-  for (const line of lines) {
-    const i = line.indexOf(':');
-    headers[line.slice(0, i).trim().toLowerCase()] = line.slice(i + 1).trim();
-  }
-  const status = Number(m[1]);
+  const head = parseHead(buf);
+  if (!head) return null;
+  const { status, headers, headerLines: lines, bodyStart: rest } = head;
   const keep = !/close/i.test(headers.connection ?? '');
-  const rest = end + 4;
   const ms = performance.now() - started;
   if (isHead || status === 204 || status === 304) return { res: { status, headers, headerLines: lines, body: Buffer.alloc(0), ms }, used: rest, keep: keep && !isHead };
   if (headers['content-length'] !== undefined) {

@@ -25,6 +25,24 @@ export interface RawResponse {
   json: any;
 }
 
+/**
+ * The status line and headers at the start of `buf` (header names lowercased), and where the
+ * body begins; null until the head is complete.
+ */
+export function parseHead(buf: Buffer): { status: number; headerLines: string[]; headers: Record<string, string>; bodyStart: number } | null {
+  const end = buf.indexOf('\r\n\r\n');
+  if (end < 0) return null;
+  const [statusLine, ...headerLines] = buf.subarray(0, end).toString('latin1').split('\r\n');
+  const m = /^HTTP\/1\.1 (\d{3})(?: .*)?$/.exec(statusLine);
+  if (!m) throw new Error(`bad status line ${JSON.stringify(statusLine)}`);
+  const headers: Record<string, string> = {};
+  for (const line of headerLines) {
+    const i = line.indexOf(':');
+    headers[line.slice(0, i).trim().toLowerCase()] = line.slice(i + 1).trim();
+  }
+  return { status: Number(m[1]), headerLines, headers, bodyStart: end + 4 };
+}
+
 export function rawRequest(port: number, r: RawRequest, timeoutMs = 15000): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
     const sock = net.connect(port, '127.0.0.1');
@@ -43,19 +61,10 @@ export function rawRequest(port: number, r: RawRequest, timeoutMs = 15000): Prom
 
     /** Parses the buffer; returns the response once it is complete (or `final` and head seen). */
     function tryParse(final: boolean): RawResponse | null {
-      const end = buf.indexOf('\r\n\r\n');
-      if (end < 0) return null;
-      const head = buf.subarray(0, end).toString('latin1');
-      const [statusLine, ...headerLines] = head.split('\r\n');
-      const m = /^HTTP\/1\.1 (\d{3})(?: .*)?$/.exec(statusLine);
-      if (!m) throw new Error(`bad status line ${JSON.stringify(statusLine)}`);
-      const headers: Record<string, string> = {};
-      for (const line of headerLines) {
-        const i = line.indexOf(':');
-        headers[line.slice(0, i).trim().toLowerCase()] = line.slice(i + 1).trim();
-      }
-      const status = Number(m[1]);
-      let rest = buf.subarray(end + 4);
+      const head = parseHead(buf);
+      if (!head) return null;
+      const { status, headerLines, headers } = head;
+      let rest = buf.subarray(head.bodyStart);
       let body: Buffer | null = null;
       if (status === 204 || status === 304 || r.method === 'HEAD') body = Buffer.alloc(0);
       else if (headers['content-length'] !== undefined) {

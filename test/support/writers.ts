@@ -90,6 +90,23 @@ export async function markersOf(c: Client, w: Writer): Promise<string[]> {
   return markers;
 }
 
+/**
+ * Reads every writer's revisions after a fault that may lose the last acknowledged writes:
+ * asserts none was applied twice; answers each writer's markers and the acknowledged writes
+ * not found at their revision.
+ */
+export async function auditWriters(writers: Writer[], c: Client): Promise<{ markers: Map<Writer, string[]>; lost: { w: Writer; marker: string; at: number }[] }> {
+  const all = new Map<Writer, string[]>();
+  const lost: { w: Writer; marker: string; at: number }[] = [];
+  for (const w of writers) {
+    const markers = await markersOf(c, w);
+    all.set(w, markers);
+    expect(new Set(markers).size, `${w.id}: no write applied twice`).to.equal(markers.length);
+    for (const a of w.acked) if (markers[a.rev - 2] !== a.marker) lost.push({ w, marker: a.marker, at: a.at });
+  }
+  return { markers: all, lost };
+}
+
 /** Asserts nothing acknowledged was lost and nothing applied twice; answers the revisions read. */
 export async function verifyWriters(writers: Writer[], c: Client): Promise<number> {
   let revisions = 0;

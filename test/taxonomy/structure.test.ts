@@ -15,6 +15,15 @@ describe('taxonomy structure (spec Taxonomy service, CONTRACT §10)', function (
   let anon: Client;
   const T = `t${Date.now().toString(36)}`;
   const id = (s: string) => `${T}-${s}`;
+  /** The football entity with its one child, as every full read answers it. */
+  const football = () => ({
+    id: id('football'),
+    name: 'Football',
+    localizations: { de: 'Fußball' },
+    attributes: { color: 'green' },
+    childrenOmitted: false,
+    entities: [{ id: id('pl'), name: 'Premier League', localizations: {}, attributes: {}, entities: [], childrenOmitted: false }],
+  });
 
   async function define(type: 'svcTaxonomyDefinitionContent' | 'svcDimensionDefinitionContent' | 'svcEntityDefinitionContent', aspect: Record<string, unknown>) {
     const name = { svcTaxonomyDefinitionContent: 'svcTaxonomyDefinition', svcDimensionDefinitionContent: 'svcDimensionDefinition', svcEntityDefinitionContent: 'svcEntityDefinition' }[type];
@@ -73,14 +82,7 @@ describe('taxonomy structure (spec Taxonomy service, CONTRACT §10)', function (
               attributes: {},
               childrenOmitted: false,
               entities: [
-                {
-                  id: id('football'),
-                  name: 'Football',
-                  localizations: { de: 'Fußball' },
-                  attributes: { color: 'green' },
-                  childrenOmitted: false,
-                  entities: [{ id: id('pl'), name: 'Premier League', localizations: {}, attributes: {}, entities: [], childrenOmitted: false }],
-                },
+                football(),
               ],
             },
           ],
@@ -100,14 +102,7 @@ describe('taxonomy structure (spec Taxonomy service, CONTRACT §10)', function (
     const d0 = await structure(`/${id('sections')}`, '?depth=0');
     expect(d0.json).to.deep.include({ entities: [], childrenOmitted: true });
     const e = await structure(`/${id('football')}`, '?depth=1');
-    expect(e.json).to.deep.equal({
-      id: id('football'),
-      name: 'Football',
-      localizations: { de: 'Fußball' },
-      attributes: { color: 'green' },
-      childrenOmitted: false,
-      entities: [{ id: id('pl'), name: 'Premier League', localizations: {}, attributes: {}, entities: [], childrenOmitted: false }],
-    });
+    expect(e.json).to.deep.equal(football());
     const t0 = await structure(`/${id('news')}`, '?depth=0');
     expect(t0.json).to.deep.equal({ id: id('news'), name: 'News', dimensions: [] });
   });
