@@ -12,7 +12,8 @@
  *     wrk (bench/wrk-report.lua) or a node script (bench/load.ts, bench/files.ts,
  *     bench/reindex-rate.ts, bench/taxonomy-completion.ts) generates the load in its own process.
  *  3. The fleet (src/fleet.ts: 2 web, 2 actors, 1 indexer, 1 reindexer) on the same Redis and
- *     Solr: versioned read, create and the contention update, through both gateways.
+ *     Solr: versioned read, create and the contention update, through both gateways; how soon
+ *     one gateway serves a head changed through the other (head follow).
  *
  * Every workload gives one record (figure, p50/p99/p999, errors and status counts, peak RSS of
  * every process, budget, ratio to its ceiling), written to <out>/results.json and into the
@@ -33,8 +34,8 @@ import os from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { freePort, startRedisServer, type RedisServerHandle } from '../src/adapters/redis-server.js';
-import { startSolr, type SolrHandle } from '../src/adapters/solr-server.js';
+import { freePort, startRedisServer, type RedisServerHandle } from '../src/dev/redis-server.js';
+import { startSolr, type SolrHandle } from '../src/dev/solr-server.js';
 import { Fleet } from '../src/fleet.js';
 import { cpuOf, indexerSettled, login, round2, sleep } from './lib.js';
 
@@ -748,6 +749,15 @@ try {
         return ratio(r, 'uWS POST', 'Lua commit');
       });
       await workload('fleet', 'update with If-Match under contention through both gateways', 'fleet', () => contention(webs, 'fleet'));
+      // The figure test/gateway/head-cache.test.ts no longer times: how soon a gateway serves a
+      // head changed through the other one (its tail of the event streams).
+      await workload('fleet', 'head follow across gateways', 'fleet', async () => {
+        const run = await node('bench/load.ts', ['follow', webs.join(','), SECONDS], {}, (SECONDS + 120) * 1000);
+        const x = run.results[0];
+        if (!x) throw new Error(`no result (exit ${run.code})`);
+        const r: Rec = { workload: 'head follow across gateways', group: 'fleet', figure: x.p50, unit: 'ms p50', p50: x.p50, p99: x.p99, p999: x.p999, requests: x.updates, seconds: x.seconds, errors: x.errors, loadgen: 'node (bench/load.ts follow), one update at a time, gateway A polled every 1 ms', detail: { maxMs: x.max, note: "from gateway B's update answer to gateway A serving the new head without atLeastRevision; A's cache keeps a head 5 s at most without news" } };
+        return budget(r, 'p99 < 1 s', [[x.errors === 0 && x.p99 < 1000, x.errors === 0 ? 'p99' : 'not all followed']]);
+      });
       for (const p of fleet.processes) rss.untrack(p.name);
       await fleet.stopAll();
       fleet = undefined;

@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadSettings } from '../config/settings.js';
 import { createLogger } from '../src/adapters/log.js';
-import { startRedisServer } from '../src/adapters/redis-server.js';
+import { startRedisServer } from '../src/dev/redis-server.js';
 import { startPlatform } from '../src/main.js';
 
 const SECONDS = Number(process.argv[2] ?? 10);

@@ -19,6 +19,11 @@
  *       paced creates; a poller asks the search service (every 25 ms, one query for all pending
  *       version ids) and times each from the create's answer (the commit) to the first search
  *       that finds it
+ *   node --import tsx bench/load.ts follow <rootA,rootB> <seconds>
+ *       a head cached by gateway A, updated through gateway B: the time from B's answer until A
+ *       serves the new head without atLeastRevision (A's tail of the event streams dropping
+ *       it; A's cache keeps a head 5 s at most without news, so a figure near 5 s means the
+ *       events did not arrive), one update at a time
  *
  * <root> is a gateway's address, e.g. http://127.0.0.1:8080; several (comma-separated) for the
  * contention workload are used in turn (a fleet's gateways).
@@ -29,7 +34,7 @@ import { join } from 'node:path';
 import { json, latencyOf, login, request, result, revOf, round2, sleep, type HttpAnswer } from './lib.js';
 
 const [mode, rootArg, ...rest] = process.argv.slice(2);
-if (!mode || !rootArg) throw new Error('usage: load.ts seed|contention|promote|searchable <root> ...');
+if (!mode || !rootArg) throw new Error('usage: load.ts seed|contention|promote|searchable|follow <root> ...');
 const roots = rootArg.split(',');
 const root = roots[0];
 const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
@@ -280,11 +285,56 @@ async function searchable(): Promise<void> {
   result({ workload: 'commit to searchable', createsPerSecond: Math.round(sent / SECONDS), created: sent, found: found.length, seconds: round2(secs), errors, searchQueries: queries, ...lat });
 }
 
+async function follow(): Promise<void> {
+  if (roots.length < 2) throw new Error('follow needs two gateways: <rootA,rootB>');
+  const [a, b] = roots;
+  const SECONDS = Number(rest[0] ?? 8);
+  const TIMEOUT_MS = 10_000;
+  const token = await login(a, 'editor');
+  const contents = await createMany(token, 20);
+  const latest = (r: HttpAnswer) => /\/(\d+)$/.exec(String(r.headers.location ?? ''))?.[1];
+  const followed: number[] = [];
+  let errors = 0;
+  const t0 = performance.now();
+  for (let i = 0; performance.now() - t0 < SECONDS * 1000; i++) {
+    const c = contents[i % contents.length];
+    const path = `/content-service/content/alias/${c.id}`;
+    const cached = await request(agent, 'GET', `${a}${path}`, { 'X-Auth-Token': token });
+    const u = await request(agent, 'PUT', `${b}${path}`, { 'X-Auth-Token': token, 'Content-Type': 'application/json', 'If-Match': c.etag }, JSON.stringify(article(`follow ${i}`)));
+    if (cached.status !== 303 || u.status !== 200) {
+      errors++;
+      await sleep(50);
+      continue;
+    }
+    c.etag = String(u.headers.etag);
+    const rev = String(revOf(c.etag));
+    const updatedAt = performance.now();
+    for (;;) {
+      const r = await request(agent, 'GET', `${a}${path}`, { 'X-Auth-Token': token });
+      const now = performance.now();
+      if (latest(r) === rev) {
+        followed.push(now - updatedAt);
+        break;
+      }
+      if (now - updatedAt > TIMEOUT_MS) {
+        errors++;
+        break;
+      }
+      await sleep(1);
+    }
+  }
+  const secs = (performance.now() - t0) / 1000;
+  const lat = latencyOf(followed);
+  console.log(`head follow across gateways: ${followed.length} updates, p50 ${lat.p50} ms, p99 ${lat.p99} ms, max ${lat.max} ms, ${errors} errors`);
+  result({ workload: 'head follow across gateways', updates: followed.length, seconds: round2(secs), errors, ...lat });
+}
+
 try {
   if (mode === 'seed') await seed();
   else if (mode === 'contention') await contention();
   else if (mode === 'promote') await promote();
   else if (mode === 'searchable') await searchable();
+  else if (mode === 'follow') await follow();
   else throw new Error(`unknown mode ${mode}`);
 } finally {
   agent.destroy();

@@ -12,8 +12,8 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort, startRedisServer } from '../src/adapters/redis-server.js';
-import { startSolr } from '../src/adapters/solr-server.js';
+import { freePort, startRedisServer } from '../src/dev/redis-server.js';
+import { startSolr } from '../src/dev/solr-server.js';
 import { cpuOf, login, sleep } from './lib.js';
 
 const SECONDS = Number(process.argv[2] ?? 10);

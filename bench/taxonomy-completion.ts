@@ -9,7 +9,7 @@
  */
 import { loadSettings } from '../config/settings.js';
 import { createLogger } from '../src/adapters/log.js';
-import { startRedisServer } from '../src/adapters/redis-server.js';
+import { startRedisServer } from '../src/dev/redis-server.js';
 import { startPlatform } from '../src/main.js';
 
 const N = Number(process.argv[2] ?? 10000);

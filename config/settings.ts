@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { z } from 'zod';
 
 /**
@@ -60,6 +61,21 @@ export const settingsSchema = z.object({
   TOKEN_TTL_SECONDS: int(60, 365 * 86400).default(86400),
   EXTERNAL_JWT_SECRET: z.string().min(16).optional(),
   EXTERNAL_JWT_PUBLIC_KEY: z.string().min(32).optional(),
+  /** When set, an external JWT's `iss` must be exactly this. */
+  EXTERNAL_JWT_ISSUER: z.string().min(1).optional(),
+  /** When set, an external JWT's `aud` must hold this. */
+  EXTERNAL_JWT_AUDIENCE: z.string().min(1).optional(),
+  /** Failed logins per username and per client address within LOGIN_WINDOW_SECONDS before 429. */
+  LOGIN_MAX_FAILURES: int(1, 1000000).default(10),
+  LOGIN_WINDOW_SECONDS: int(1, 86400).default(900),
+  /**
+   * Proxies (addresses or CIDR ranges, comma-separated) whose X-Forwarded-For is believed for the
+   * client address; unset, the client address is the socket's.
+   */
+  TRUSTED_PROXIES: z
+    .string()
+    .refine((v) => v.split(',').every((e) => parseAddressOrRange(e.trim()) !== null), 'must be IP addresses or CIDR ranges, comma-separated')
+    .optional(),
 
   MAX_UPLOAD_BYTES: int(1, Number.MAX_SAFE_INTEGER).default(268435456),
   TMP_TTL_SECONDS: int(60, 10 * 365 * 86400).default(259200),
@@ -92,6 +108,17 @@ export const settingsSchema = z.object({
 });
 
 export type Settings = z.infer<typeof settingsSchema>;
+
+/** `10.0.0.0/8`, `::1` and the like as an address, its family and prefix length; null when not one. */
+export function parseAddressOrRange(entry: string): { address: string; family: 'ipv4' | 'ipv6'; prefix: number } | null {
+  const [address, bits, extra] = entry.split('/');
+  const v = net.isIP(address);
+  if (v === 0 || extra !== undefined) return null;
+  const max = v === 4 ? 32 : 128;
+  const prefix = bits === undefined ? max : /^\d{1,3}$/.test(bits) ? Number(bits) : NaN;
+  if (!(prefix >= 0 && prefix <= max)) return null;
+  return { address, family: v === 4 ? 'ipv4' : 'ipv6', prefix };
+}
 
 /** Solr basic-auth credentials when `solr.authentication.enabled`; refuses to start without them. */
 export function solrCredentials(s: Settings): { username: string; password: string } | undefined {

@@ -1,7 +1,7 @@
 /**
  * The one registry of errors the platform can answer. Each entry maps a name to the spec's
  * five-digit statusCode, its HTTP status and a default message. Errors are values: actors
- * reply with them, the gateway maps them to the error body in one place (gateway/respond.ts).
+ * reply with them, the gateway maps them to the error body in one place (gateway/http.ts).
  */
 export const ERRORS = {
   BAD_REQUEST: { statusCode: '40000', http: 400, message: 'Bad request' },
@@ -19,6 +19,7 @@ export const ERRORS = {
   PAYLOAD_TOO_LARGE: { statusCode: '41300', http: 413, message: 'Payload too large' },
   UNSUPPORTED_MEDIA_TYPE: { statusCode: '41500', http: 415, message: 'Unsupported media type' },
   RANGE_NOT_SATISFIABLE: { statusCode: '41600', http: 416, message: 'Range not satisfiable' },
+  TOO_MANY_REQUESTS: { statusCode: '42900', http: 429, message: 'Too many requests' },
   INTERNAL: { statusCode: '50000', http: 500, message: 'Internal server error' },
   UNAVAILABLE: { statusCode: '50300', http: 503, message: 'Service unavailable' },
 } as const;
@@ -41,7 +42,7 @@ export class AppError extends Error {
   readonly statusCode: string;
   readonly http: number;
   readonly extraInfo: Record<string, unknown>;
-  /** Seconds for a `Retry-After` header (503 only). */
+  /** Seconds for a `Retry-After` header (429 and 503). */
   readonly retryAfter?: number;
 
   constructor(code: ErrorName, message?: string, extraInfo: Record<string, unknown> = {}, retryAfter?: number) {

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { loadSettings } from '../config/settings.js';
 import { createLogger, type Logger } from './adapters/log.js';
 import { ROLES, withLocalServices, type Role } from './main.js';
+import { sleep } from './wait.js';
 
 /**
  * A fleet on one machine: the Procfile's roles as separate processes (by default 2 web, 2
@@ -113,7 +114,7 @@ export class Fleet {
           .catch(() => null);
         if (h?.redis === 'ok') break;
         if (p.child.exitCode !== null || Date.now() > deadline) throw new Error(`${p.name} did not get ready`);
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
     }
   }

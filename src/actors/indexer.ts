@@ -1,13 +1,15 @@
 import { hostname } from 'node:os';
 import { unpack } from '../adapters/codec.js';
-import { keys, connectRedis, type RedisClient } from '../adapters/redis.js';
+import { keys, connectRedis, INDEXER_GROUP, type RedisClient } from '../adapters/redis.js';
+import { autoclaim, ensureGroup, type StreamEntry } from '../adapters/redis-streams.js';
 import type { Logger } from '../adapters/log.js';
 import type { SolrEngine } from '../adapters/search-engine.js';
 import type { Settings } from '../../config/settings.js';
 import type { ContentEvent } from './content/model.js';
 import type { IndexingRules } from './indexing.js';
+import { IndexWriter } from './index-writer.js';
+import { retryWithBackoff, sleep } from '../wait.js';
 
-export const INDEXER_GROUP = 'indexer';
 const BLOCK_MS = 1000;
 /**
  * Events read by a consumer that died are taken over after this long. Short, because indexing
@@ -17,13 +19,12 @@ const BLOCK_MS = 1000;
  */
 const CLAIM_IDLE_MS = 5000;
 
-type Entry = [Buffer, Buffer[]];
-
 /**
  * The indexer: consumes every partition's content event stream in the `indexer` consumer
  * group (many indexer processes share the work) and makes the index hold what IndexingRules
  * says for each content named by a batch of events. It always indexes the content's current
- * state, so order and repeats do not matter. A search engine outage leaves the events
+ * state, so order and repeats do not matter. A document the engine refuses is set aside and the
+ * rest of the batch indexed (IndexWriter). A search engine outage leaves the events
  * unacknowledged; they are retried with back-off and nothing is lost.
  */
 export class Indexer {
@@ -32,23 +33,22 @@ export class Indexer {
   private readonly loops: Promise<void>[] = [];
   private readonly conns: RedisClient[] = [];
   private claimTimer?: NodeJS.Timeout;
+  private readonly writer: IndexWriter;
 
   constructor(
     private readonly redis: RedisClient,
     private readonly settings: Settings,
     private readonly rules: IndexingRules,
-    private readonly engine: SolrEngine,
+    engine: SolrEngine,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.writer = new IndexWriter(engine, redis, settings.PARTITIONS, log);
+  }
 
   async start(): Promise<void> {
     const P = this.settings.PARTITIONS;
     for (let p = 0; p < P; p++) {
-      try {
-        await this.redis.xgroup('CREATE', keys.events(p), INDEXER_GROUP, '0', 'MKSTREAM');
-      } catch (e) {
-        if (!String(e).includes('BUSYGROUP')) throw e;
-      }
+      await ensureGroup(this.redis, keys.events(p), INDEXER_GROUP);
     }
     // One blocking reader over all streams; on Redis Cluster one per partition (no cross-slot reads).
     const groups = this.settings.REDIS_CLUSTER_NODES ? Array.from({ length: P }, (_, p) => [p]) : [Array.from({ length: P }, (_, p) => p)];
@@ -72,7 +72,7 @@ export class Indexer {
   private async run(conn: RedisClient, partitions: number[]): Promise<void> {
     const streams = partitions.map((p) => keys.events(p));
     while (this.running) {
-      let res: [Buffer, Entry[]][] | null;
+      let res: [Buffer, StreamEntry[]][] | null;
       try {
         res = (await conn.xreadgroupBuffer('GROUP', INDEXER_GROUP, this.consumer, 'COUNT', this.settings.INDEX_BATCH, 'BLOCK', BLOCK_MS, 'STREAMS', ...streams, ...streams.map(() => '>'))) as typeof res;
       } catch (e) {
@@ -86,8 +86,8 @@ export class Indexer {
     }
   }
 
-  /** Indexes a batch, retrying with back-off until the engine takes it, then acknowledges it. */
-  private async indexUntilDone(batch: { stream: string; entries: Entry[] }[]): Promise<void> {
+  /** Indexes a batch, retrying with back-off while the engine is out, then acknowledges it. */
+  private async indexUntilDone(batch: { stream: string; entries: StreamEntry[] }[]): Promise<void> {
     const cids = new Set<string>();
     /** The requests whose changes this batch indexes: gateway → actor → indexer in the logs. */
     const requestIds: string[] = [];
@@ -102,17 +102,14 @@ export class Indexer {
         }
       }
     }
-    for (let attempt = 1; this.running; attempt++) {
-      try {
+    await retryWithBackoff(
+      async () => {
         await this.index([...cids]);
         this.log.debug({ contents: cids.size, requestIds }, 'indexed');
-        break;
-      } catch (e) {
-        const wait = Math.min(5000, 100 * 2 ** attempt);
-        this.log.warn({ err: String(e), attempt, retryInMs: wait, contents: cids.size, requestIds: requestIds.slice(0, 20) }, 'indexing failed; events kept for retry');
-        await sleep(wait);
-      }
-    }
+      },
+      () => this.running,
+      (e, attempt, wait) => this.log.warn({ err: String(e), attempt, retryInMs: wait, contents: cids.size, requestIds: requestIds.slice(0, 20) }, 'indexing failed; events kept for retry'),
+    );
     if (!this.running) return;
     await Promise.all(batch.map(({ stream, entries }) => entries.length && this.redis.xack(stream, INDEXER_GROUP, ...entries.map(([id]) => id))));
   }
@@ -120,14 +117,14 @@ export class Indexer {
   /** Sends the current documents of these contents to the engine, in batches. */
   async index(cids: string[]): Promise<void> {
     const all = await Promise.all(cids.map((cid) => this.rules.docsOf(cid)));
-    for (let i = 0; i < all.length; i += this.settings.INDEX_BATCH) await this.engine.replace(all.slice(i, i + this.settings.INDEX_BATCH));
+    for (let i = 0; i < all.length; i += this.settings.INDEX_BATCH) await this.writer.write(all.slice(i, i + this.settings.INDEX_BATCH));
   }
 
   /** Takes over events that a dead indexer read and never acknowledged. */
   private async claimAbandoned(): Promise<void> {
     for (let p = 0; p < this.settings.PARTITIONS && this.running; p++) {
       try {
-        const [, entries] = (await (this.redis as unknown as { xautoclaimBuffer(...a: (string | number)[]): Promise<unknown> }).xautoclaimBuffer(keys.events(p), INDEXER_GROUP, this.consumer, CLAIM_IDLE_MS, '0-0', 'COUNT', this.settings.INDEX_BATCH)) as [Buffer, Entry[]];
+        const [, entries] = await autoclaim(this.redis, keys.events(p), INDEXER_GROUP, this.consumer, CLAIM_IDLE_MS, '0-0', this.settings.INDEX_BATCH);
         const live = entries.filter((e) => e && e[1]);
         if (live.length) {
           this.log.info({ partition: p, events: live.length }, 'indexer took over abandoned events');
@@ -139,5 +136,3 @@ export class Indexer {
     }
   }
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

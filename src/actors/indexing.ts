@@ -3,12 +3,16 @@ import type { ContentDocs, SearchDoc } from '../adapters/search-engine.js';
 import { INDEXING_VARIANT, type Variants } from './content/variants.js';
 import { resolveView } from './content/views.js';
 import { entityHasContent } from './content/taxonomy.js';
+import { searchBlock } from './content/search-document.js';
+import { versionId } from './content/model.js';
 
 /**
  * What the index holds for a content (spec Events 2-4, CONTRACT §9): one document per version
  * that is currently on an indexed view, each the version in the svcIndexing variant; nothing
  * once the content is deleted. Time state is not applied here: the document carries its
- * windows and searches apply them, so a window opening needs no re-index.
+ * windows and searches apply them, so a window opening needs no re-index. Whatever the
+ * composers made, the indexer sets `id` and `root` and derives the child documents' ids
+ * (`searchBlock`, CONTRACT §20): no composer can name another content's document.
  */
 export class IndexingRules {
   constructor(
@@ -37,7 +41,7 @@ export class IndexingRules {
       const doc = aspects?.svcSolrDocument;
       if (!doc) continue; // not available in svcIndexing: not indexed
       const { _type, ...fields } = doc;
-      docs.push(fields as SearchDoc);
+      docs.push(searchBlock(fields as SearchDoc, versionId(cid, key)));
     }
     return { cid, docs, firstRevision: head.rev === 1 };
   }

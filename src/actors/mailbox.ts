@@ -5,6 +5,7 @@ import { partitionOf } from '../adapters/ids.js';
 import type { Logger } from '../adapters/log.js';
 import type { Settings } from '../../config/settings.js';
 import { AppError } from '../errors.js';
+import { sleep } from '../wait.js';
 import type { CommandBase, Reply } from './runtime.js';
 
 const REPLY_TTL_MS = 300000;
@@ -151,7 +152,7 @@ export class Mailbox {
       } catch (e) {
         if (!this.running) return;
         this.log.warn({ err: e }, 'reply read failed, retrying');
-        await new Promise((r) => setTimeout(r, 200));
+        await sleep(200);
         continue;
       }
       if (!res) continue;

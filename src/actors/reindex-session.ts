@@ -3,10 +3,13 @@ import { pack, unpack } from '../adapters/codec.js';
 import type { ContentStore } from '../adapters/content-store.js';
 import { newContentKey } from '../adapters/ids.js';
 import { keys, connectRedis, type RedisClient } from '../adapters/redis.js';
+import { ensureGroup, type StreamEntry } from '../adapters/redis-streams.js';
 import type { Logger } from '../adapters/log.js';
 import type { SolrEngine } from '../adapters/search-engine.js';
 import type { Settings } from '../../config/settings.js';
 import type { IndexingRules } from './indexing.js';
+import { IndexWriter } from './index-writer.js';
+import { retryWithBackoff, sleep } from '../wait.js';
 
 export const REINDEXER_GROUP = 'reindexer';
 /** Content keys per record on the re-index topic. */
@@ -69,6 +72,8 @@ export class Reindexer {
   private loop?: Promise<void>;
   private readonly conn: RedisClient;
   private readonly lastProgress = new Map<string, number>();
+  /** Sets aside what the engine refuses, as the indexer does. */
+  private readonly writer: IndexWriter;
 
   constructor(
     private readonly redis: RedisClient,
@@ -78,6 +83,7 @@ export class Reindexer {
     private readonly log: Logger,
   ) {
     this.conn = connectRedis(settings, { blocking: true, name: 'reindexer', log: this.log });
+    this.writer = new IndexWriter(engine, redis, settings.PARTITIONS, log);
   }
 
   private get topic(): string {
@@ -85,11 +91,7 @@ export class Reindexer {
   }
 
   async start(): Promise<void> {
-    try {
-      await this.redis.xgroup('CREATE', this.topic, REINDEXER_GROUP, '0', 'MKSTREAM');
-    } catch (e) {
-      if (!String(e).includes('BUSYGROUP')) throw e;
-    }
+    await ensureGroup(this.redis, this.topic, REINDEXER_GROUP);
     this.loop = this.run();
     this.log.info({ topic: this.topic }, 're-indexer started');
   }
@@ -104,7 +106,7 @@ export class Reindexer {
     // First what this consumer read before a restart and never acknowledged, then new records.
     let cursor = '0';
     while (this.running) {
-      let res: [Buffer, [Buffer, Buffer[]][]][] | null;
+      let res: [Buffer, StreamEntry[]][] | null;
       try {
         res = (await this.conn.xreadgroupBuffer('GROUP', REINDEXER_GROUP, this.consumer, 'COUNT', 4, 'BLOCK', 1000, 'STREAMS', this.topic, cursor)) as typeof res;
       } catch (e) {
@@ -136,17 +138,12 @@ export class Reindexer {
     if ((await this.redis.hsetnx(key, 'logged', 1)) === 1) {
       this.log.info(`Re-indexing session ${rec.session} started with a total of ${rec.total} content queued.`);
     }
-    for (let attempt = 1; this.running; attempt++) {
-      try {
-        const docs = await Promise.all(rec.cids.map((cid) => this.rules.docsOf(cid)));
-        await this.engine.replace(docs);
-        break;
-      } catch (e) {
-        const wait = Math.min(5000, 100 * 2 ** attempt);
-        this.log.warn({ err: String(e), session: rec.session, attempt }, 're-indexing a record failed; retrying');
-        await sleep(wait);
-      }
-    }
+    const { session, cids } = rec;
+    await retryWithBackoff(
+      async () => this.writer.write(await Promise.all(cids.map((cid) => this.rules.docsOf(cid)))),
+      () => this.running,
+      (e, attempt) => this.log.warn({ err: String(e), session, attempt }, 're-indexing a record failed; retrying'),
+    );
     if (!this.running) return;
     const done = await this.redis.hincrby(key, 'done', rec.cids.length);
     await this.redis.xack(this.topic, REINDEXER_GROUP, entryId);
@@ -163,5 +160,3 @@ export class Reindexer {
     }
   }
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -2,10 +2,12 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { pack, unpack } from '../adapters/codec.js';
 import { keys, ACTOR_GROUP, connectRedis, type RedisClient } from '../adapters/redis.js';
+import { autoclaim, ensureGroup, type StreamEntry } from '../adapters/redis-streams.js';
 import { partitionOf } from '../adapters/ids.js';
 import type { Logger } from '../adapters/log.js';
 import type { Settings } from '../../config/settings.js';
 import { AppError, type WireError } from '../errors.js';
+import { sleep } from '../wait.js';
 
 /** Every command names its content and a command id; the gateway adds where to reply. */
 export interface CommandBase {
@@ -44,9 +46,6 @@ export interface CommandHandler<C extends CommandBase = CommandBase> {
   resumeApplied?(cmd: C): Promise<Reply | null>;
 }
 
-type Entry = [id: Buffer, fields: Buffer[]];
-/** ioredis has the Buffer form of XAUTOCLAIM at run time but not in its types (and `callBuffer` loses the command name under auto-pipelining). */
-type XAutoClaim = { xautoclaimBuffer(...args: (string | number)[]): Promise<unknown> };
 
 const REPLY_STREAM_MAXLEN = 100000;
 const BLOCK_MS = 2000;
@@ -267,16 +266,12 @@ class PartitionLoop<C extends CommandBase> {
   }
 
   private async run(): Promise<void> {
-    try {
-      await this.redis.xgroup('CREATE', this.stream, ACTOR_GROUP, '0', 'MKSTREAM');
-    } catch (e) {
-      if (!String(e).includes('BUSYGROUP')) throw e;
-    }
+    await ensureGroup(this.redis, this.stream, ACTOR_GROUP);
     await this.recover();
     while (this.running) {
-      let res: [Buffer, Entry[]][] | null;
+      let res: [Buffer, StreamEntry[]][] | null;
       try {
-        res = (await this.conn.xreadgroupBuffer('GROUP', ACTOR_GROUP, this.owner, 'COUNT', this.settings.ACTOR_BATCH, 'BLOCK', BLOCK_MS, 'STREAMS', this.stream, '>')) as [Buffer, Entry[]][] | null;
+        res = (await this.conn.xreadgroupBuffer('GROUP', ACTOR_GROUP, this.owner, 'COUNT', this.settings.ACTOR_BATCH, 'BLOCK', BLOCK_MS, 'STREAMS', this.stream, '>')) as [Buffer, StreamEntry[]][] | null;
       } catch (e) {
         if (!this.running) break;
         this.log.warn({ err: e, partition: this.partition }, 'command read failed, retrying');
@@ -292,7 +287,7 @@ class PartitionLoop<C extends CommandBase> {
     let cursor = '0-0';
     let recovered = 0;
     do {
-      const [next, entries] = (await (this.redis as unknown as XAutoClaim).xautoclaimBuffer(this.stream, ACTOR_GROUP, this.owner, 0, cursor, 'COUNT', this.settings.ACTOR_BATCH)) as unknown as [Buffer, Entry[]];
+      const [next, entries] = await autoclaim(this.redis, this.stream, ACTOR_GROUP, this.owner, 0, cursor, this.settings.ACTOR_BATCH);
       cursor = next.toString();
       const live = entries.filter((e) => e && e[1]);
       if (live.length) {
@@ -310,7 +305,7 @@ class PartitionLoop<C extends CommandBase> {
     return new Map(rows.map((r) => [r[0], Number(r[3])]));
   }
 
-  private async processBatch(entries: Entry[]): Promise<void> {
+  private async processBatch(entries: StreamEntry[]): Promise<void> {
     const items: { entryId: string; raw: Buffer | undefined; cmd?: C }[] = entries.map(([id, fields]) => {
       const raw = fieldOf(fields, 'm');
       let cmd: C | undefined;
@@ -411,5 +406,3 @@ function fieldOf(fields: Buffer[], name: string): Buffer | undefined {
   for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i].toString() === name) return fields[i + 1];
   return undefined;
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -3,7 +3,7 @@
  *
  * Layout under `dir`:
  *   <space>/<host>/<objectId>.data   the bytes
- *   <space>/<host>/<objectId>.json   the sidecar: what `stat` answers; its presence is the commit
+ *   <space>/<host>/<objectId>.json   the sidecar: what `stat` answers (the uploader too); its presence is the commit
  *   .incoming/                       uploads in progress (same filesystem, so rename is atomic)
  *
  * The requested path lives in the sidecar only, so no path segment ever becomes a file name:
@@ -51,6 +51,8 @@ interface Sidecar {
   creationTime: number;
   mimeType: string;
   originalPath: string;
+  /** Absent in sidecars written before uploaders were recorded. */
+  uploader?: string;
 }
 
 const INCOMING = '.incoming';
@@ -133,11 +135,12 @@ export class DiskFileStore implements FileStore {
         creationTime,
         mimeType: await sniffMimeType(meter.head(), opts.contentType),
         originalPath: key.path,
+        uploader: opts.uploader,
       });
       await mkdir(dir, { recursive: true });
       await rename(tmpData, data);
       placed = true;
-      const sidecar: Sidecar = { path: stored.path, length: info.length, creationTime, mimeType: info.mimeType, originalPath: info.originalPath };
+      const sidecar: Sidecar = { path: stored.path, length: info.length, creationTime, mimeType: info.mimeType, originalPath: info.originalPath, uploader: opts.uploader };
       await writeFileAtomic(tmpMeta, meta, JSON.stringify(sidecar));
       await syncDir(dir);
       return info;

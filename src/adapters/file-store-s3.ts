@@ -4,7 +4,7 @@
  * Object name: `<space>/<host>/<objectId>/<requested path>` (the storage key). The metadata
  * travels with the object: Content-Type is the sniffed type, `x-amz-meta-original-path`
  * (percent-encoded, headers are ASCII) the requested path, `x-amz-meta-creation-time` the
- * upload's start.
+ * upload's start, `x-amz-meta-uploader` (percent-encoded) the user who uploaded it.
  *
  * Uploads do their own multipart upload instead of minio's `putObject`, for three reasons
  * measured with minio 8.0.7: for a stream of unknown size `putObject` picks a part size of
@@ -64,6 +64,7 @@ const MAX_PARTS = 10000;
 const STALE_UPLOAD_MS = 24 * 3600_000;
 const META_ORIGINAL_PATH = 'original-path';
 const META_CREATION_TIME = 'creation-time';
+const META_UPLOADER = 'uploader';
 
 const isNotFound = (e: unknown): boolean => {
   const code = (e as { code?: string }).code;
@@ -159,6 +160,7 @@ export class S3FileStore implements FileStore {
       'Content-Type': mimeType,
       [`X-Amz-Meta-${META_ORIGINAL_PATH}`]: encodeURIComponent(key.path),
       [`X-Amz-Meta-${META_CREATION_TIME}`]: String(creationTime),
+      [`X-Amz-Meta-${META_UPLOADER}`]: encodeURIComponent(opts.uploader),
     });
 
     let uploadId: string | undefined;
@@ -228,7 +230,7 @@ export class S3FileStore implements FileStore {
       }
       throw unavailable(e);
     }
-    return storedFile(stored, objectId, { length: meter.bytes, creationTime, mimeType, originalPath: key.path });
+    return storedFile(stored, objectId, { length: meter.bytes, creationTime, mimeType, originalPath: key.path, uploader: opts.uploader });
   }
 
   private async statObject(key: FileKey): Promise<StoredFile | null> {
@@ -249,11 +251,18 @@ export class S3FileStore implements FileStore {
     } catch {
       /* written by someone else: keep the path of the key */
     }
+    let uploader: string | undefined;
+    try {
+      uploader = meta[META_UPLOADER] === undefined ? undefined : decodeURIComponent(meta[META_UPLOADER]);
+    } catch {
+      /* written by someone else: no uploader, so sysadmin only */
+    }
     return storedFile(key, split.objectId, {
       length: st.size,
       creationTime: Number.isFinite(created) && created > 0 ? created : st.lastModified.getTime(),
       mimeType: meta['content-type'] ?? 'application/octet-stream',
       originalPath,
+      uploader,
     });
   }
 

@@ -54,11 +54,18 @@ export interface StoredFile {
   mimeType: string;
   /** The path that was requested on upload. */
   originalPath: string;
+  /**
+   * The user who uploaded it (CONTRACT §20: a `tmp` file is its uploader's); absent for files
+   * stored before uploaders were recorded.
+   */
+  uploader?: string;
 }
 
 export interface PutOptions {
   /** The upload limit: a body of this many bytes or more is refused with PAYLOAD_TOO_LARGE. */
   maxBytes: number;
+  /** The user id of the uploader, recorded with the file. */
+  uploader: string;
   /** The declared Content-Type; used when the data's type cannot be sniffed. */
   contentType?: string;
   /** The declared length (Content-Length) when known: refused at once when it reaches maxBytes. */
@@ -84,7 +91,7 @@ export interface FileRead {
  * @example
  * const store = await createFileStore(settings);
  * await store.ready();
- * const info = await store.put(fileKeyOf('tmp', 'editor', 'img/a.png'), req, { maxBytes: settings.MAX_UPLOAD_BYTES });
+ * const info = await store.put(fileKeyOf('tmp', 'editor', 'img/a.png'), req, { maxBytes: settings.MAX_UPLOAD_BYTES, uploader: 'editor' });
  * const { stream } = await store.get(info.key);
  */
 export interface FileStore {
@@ -220,7 +227,7 @@ export function storedKeyOf(key: FileKey, objectId: string): FileKey {
 export function storedFile(
   key: FileKey,
   objectId: string,
-  f: { length: number; creationTime: number; mimeType: string; originalPath: string },
+  f: { length: number; creationTime: number; mimeType: string; originalPath: string; uploader?: string },
 ): StoredFile {
   return {
     key,
@@ -232,6 +239,7 @@ export function storedFile(
     accessTime: -1,
     mimeType: f.mimeType,
     originalPath: f.originalPath,
+    ...(typeof f.uploader === 'string' ? { uploader: f.uploader } : {}),
   };
 }
 
@@ -247,6 +255,7 @@ export const tooLarge = (maxBytes: number): AppError =>
 /** Refuses bad options, and a declared length that already reaches the limit, before any byte is read. */
 export function checkPutOptions(opts: PutOptions): void {
   if (!Number.isSafeInteger(opts.maxBytes) || opts.maxBytes < 1) throw new TypeError('maxBytes must be a positive integer');
+  if (typeof opts.uploader !== 'string' || opts.uploader === '') throw new TypeError('uploader must be a user id');
   if (opts.declaredLength !== undefined && opts.declaredLength >= opts.maxBytes) throw tooLarge(opts.maxBytes);
 }
 

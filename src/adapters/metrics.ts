@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { keys, ACTOR_GROUP, type RedisClient } from './redis.js';
+import { keys, ACTOR_GROUP, INDEXER_GROUP, type RedisClient } from './redis.js';
 
 interface PartitionRow {
   p: string;
@@ -10,10 +10,9 @@ interface PartitionRow {
   /** Content events no indexer has read yet, and read but not yet indexed. */
   indexLag: number;
   indexPending: number;
+  /** Documents the search engine refused and the indexer set aside, ever (dead letters added). */
+  indexRefused: number;
 }
-
-/** The consumer group of the indexers on the event streams (src/actors/indexer.ts). */
-const INDEXER_GROUP = 'indexer';
 
 /**
  * Prometheus metrics of one process, served at GET /metrics. Request metrics are recorded on
@@ -79,6 +78,28 @@ export class Metrics {
     perPartition('indexer_lag', 'Content events of each partition no indexer has read yet', (r) => r.indexLag);
     perPartition('indexer_pending', 'Content events of each partition read by an indexer and not yet indexed', (r) => r.indexPending);
     const redisOf = () => this.redis;
+    const rowsOf = () => this.partitionRows();
+    // Counted in Redis by whichever indexer or re-indexer process set the document aside (those
+    // serve no /metrics): the dead letters ever added to each partition's stream.
+    new Counter({
+      name: 'indexer_refused_documents_total',
+      help: 'Documents the search engine refused and the indexer set aside (indexer-dead:{partition})',
+      labelNames: ['partition'] as const,
+      registers: [this.registry],
+      async collect() {
+        const rows = await rowsOf();
+        this.reset();
+        for (const r of rows) this.inc({ partition: r.p }, r.indexRefused);
+      },
+    });
+    new Gauge({
+      name: 'indexer_refused_contents',
+      help: 'Contents whose documents the search engine refused, until they are indexed again (/health says search is degraded)',
+      registers: [this.registry],
+      async collect() {
+        this.set(await redisOf().hlen(keys.indexerRefused));
+      },
+    });
     new Gauge({
       name: 'reindex_session_progress_ratio',
       help: 'Share of the content of each recent re-indexing session that is indexed (1 when complete)',
@@ -102,12 +123,14 @@ export class Metrics {
     if (this.scrape && now - this.scrape.at < 1000) return this.scrape.rows;
     const rows = Promise.all(
       Array.from({ length: this.partitions }, async (_, p): Promise<PartitionRow> => {
-        const [depth, pend, dead, groups, eventGroups] = await Promise.all([
+        const [depth, pend, dead, groups, eventGroups, refusedStream] = await Promise.all([
           this.redis.xlen(keys.commands(p)),
           this.redis.xpending(keys.commands(p), ACTOR_GROUP).catch(() => [0]) as Promise<unknown[]>,
           this.redis.xlen(keys.deadLetter(p)),
           this.redis.xinfo('GROUPS', keys.commands(p)).catch(() => []) as Promise<unknown[][]>,
           this.redis.xinfo('GROUPS', keys.events(p)).catch(() => []) as Promise<unknown[][]>,
+          // no such key: nothing was ever refused in this partition
+          this.redis.xinfo('STREAM', keys.indexerDeadLetter(p)).catch(() => undefined) as Promise<unknown[] | undefined>,
         ]);
         const field = (group: unknown[] | undefined, name: string) => {
           const at = group ? group.indexOf(name) : -1;
@@ -115,7 +138,9 @@ export class Metrics {
         };
         const actors = groups.find((g) => g[1] === ACTOR_GROUP);
         const indexer = eventGroups.find((g) => g[1] === INDEXER_GROUP);
-        return { p: String(p), depth, pending: Number(pend[0] ?? 0), dead, lag: field(actors, 'lag'), indexLag: field(indexer, 'lag'), indexPending: field(indexer, 'pending') };
+        // `entries-added` counts trimmed entries too (Redis 7); before Redis 7 only `length` is known.
+        const indexRefused = refusedStream?.includes('entries-added') ? field(refusedStream, 'entries-added') : field(refusedStream, 'length');
+        return { p: String(p), depth, pending: Number(pend[0] ?? 0), dead, lag: field(actors, 'lag'), indexLag: field(indexer, 'lag'), indexPending: field(indexer, 'pending'), indexRefused };
       }),
     );
     this.scrape = { at: now, rows };

@@ -1,9 +1,9 @@
 import { Redis, Cluster, type RedisOptions } from 'ioredis';
 import { readFileSync, readdirSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import type { Settings } from '../../config/settings.js';
 import type { Logger } from './log.js';
+import { repoPath } from '../repo-files.js';
 
 /**
  * The Redis key layout. Every key of one content and its partition's streams share the hash
@@ -15,6 +15,10 @@ export const keys = {
   commands: (p: number) => `cmd:{${p}}`,
   events: (p: number) => `events:{${p}}`,
   deadLetter: (p: number) => `dead:{${p}}`,
+  /** Documents the search engine refused, set aside by the indexer (src/actors/index-writer.ts). */
+  indexerDeadLetter: (p: number) => `indexer-dead:{${p}}`,
+  /** Hash: content id → why the engine refused its documents, until that content is indexed. */
+  indexerRefused: 'indexer:refused',
   done: (p: number, commandId: string) => `done:{${p}}:${commandId}`,
   content: (p: number, cid: string) => `ct:{${p}}:${cid}`,
   revisions: (p: number, cid: string) => `rv:{${p}}:${cid}`,
@@ -39,6 +43,8 @@ export const keys = {
 
 /** The consumer group of the content actors on every command stream. */
 export const ACTOR_GROUP = 'actors';
+/** The consumer group of the indexers on every content event stream. */
+export const INDEXER_GROUP = 'indexer';
 
 export type RedisClient = (Redis | Cluster) & ScriptCommands;
 
@@ -52,20 +58,8 @@ export interface ScriptCommands {
   releaseAlias(key: string, cid: string): Promise<number>;
 }
 
-const scriptsDir = (() => {
-  // Works from src/ (tsx) and from dist/src/ (built): the scripts stay in src/actors/scripts.
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 6; i++) {
-    const candidate = join(dir, 'src', 'actors', 'scripts');
-    try {
-      readdirSync(candidate);
-      return candidate;
-    } catch {
-      dir = dirname(dir);
-    }
-  }
-  throw new Error('src/actors/scripts not found');
-})();
+/** The commit scripts (they stay in src/actors/scripts, also for the built dist/). */
+const scriptsDir = repoPath('src', 'actors', 'scripts');
 
 const camel = (s: string) => s.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
 

@@ -1,7 +1,7 @@
 import { AppError } from '../errors.js';
 import SolrNode from 'solr-node';
 import type { Json } from '../actors/content/model.js';
-import { maskUrlCredentials } from '../../config/settings.js';
+import { idsOfBlock, type RawSchema } from '../actors/content/search-document.js';
 
 /** A search document: the fields of an svcSolrDocument aspect, `_type` removed. */
 export type SearchDoc = Record<string, Json>;
@@ -18,19 +18,43 @@ export interface ContentDocs {
 }
 
 /**
- * The search engine behind a small interface: Solr through `solr-node` for updates, plain
- * HTTP for the search proxy (which must pass the engine's status and body on unchanged).
+ * The engine refused documents it was sent (HTTP 400 to an add): sent again as they are, they
+ * would be refused again. `reason` is the engine's message (Solr's `error.msg`).
  */
-/**
- * What the platform uses of a solr-node client. Its published types lack basic-auth options
- * and `_requestPost`, the client's own POST helper, which sends a batch of JSON update commands
- * in one request (its `update` sends one document per request).
- */
-interface SolrClient {
-  ping(): Promise<{ status?: string }>;
-  _requestPost(path: string, data: unknown, urlOptions: Record<string, unknown>): Promise<unknown>;
+export class DocumentRefused extends Error {
+  constructor(readonly reason: string) {
+    super(`The search engine refused a document: ${reason}`);
+    this.name = 'DocumentRefused';
+  }
 }
 
+/** An update the engine did not take for another reason (5xx, authentication, unreachable): an outage, retried. */
+class UpdateFailed extends Error {
+  constructor(
+    readonly status: number,
+    readonly reason: string,
+  ) {
+    super(`Solr update failed: ${status ? `${status} ` : ''}${reason}`);
+    this.name = 'UpdateFailed';
+  }
+}
+
+/** A long batch may take the engine this long; a hung connection is an outage after it. */
+const UPDATE_TIMEOUT_MS = 60_000;
+/** Reasons are logged and kept in dead letters: the start of a long one is enough. */
+const MAX_REASON_CHARS = 2000;
+
+/** What the platform uses of a solr-node client. */
+interface SolrClient {
+  ping(): Promise<{ status?: string }>;
+}
+
+/**
+ * The search engine behind a small interface: Solr through `solr-node` for the ping, plain
+ * HTTP for updates (so that Solr's reason for refusing a document can be read: solr-node hides
+ * the body of an error) and for the search proxy (which must pass the engine's status and
+ * body on unchanged).
+ */
 export class SolrEngine {
   private readonly client: SolrClient;
   private readonly base: URL;
@@ -43,6 +67,10 @@ export class SolrEngine {
     private readonly commitWithinMs = 500,
   ) {
     this.base = new URL(url.replace(/\/$/, ''));
+    // fetch takes no credentials in a URL: those of SOLR_URL become the basic authentication.
+    if (this.base.username && !credentials) credentials = { username: decodeURIComponent(this.base.username), password: decodeURIComponent(this.base.password) };
+    this.base.username = '';
+    this.base.password = '';
     this.client = new SolrNode({
       host: this.base.hostname,
       port: this.base.port || (this.base.protocol === 'https:' ? 443 : 80),
@@ -67,33 +95,46 @@ export class SolrEngine {
   /**
    * Makes the index hold exactly `docs` for each content: the documents the index holds for
    * these contents are looked up (a cheap prefix query; not for a content with one revision,
-   * see `firstRevision`), those not among `docs` (older
-   * versions, views left, a deleted content) are deleted by id, then `docs` are added. Solr
-   * replaces an added document's whole block (its child documents) through `_root_`, and a
-   * delete by the id of a root document removes its block. A delete-by-query is kept for the
-   * rare batch whose lookup would not fit one page.
+   * see `firstRevision`), those not among `docs` and their children (older versions, views
+   * left, a deleted content) are deleted by id, then `docs` are added. Solr replaces an added
+   * document's whole block (its child documents) through `_root_`, and a delete by the id of a
+   * root document removes its block. A delete-by-query is kept for the rare batch whose lookup
+   * would not fit one page. Throws DocumentRefused when the engine refuses a document of the
+   * batch (the documents before it in the batch may be added), anything else on an outage.
    */
   async replace(contents: ContentDocs[]): Promise<void> {
     if (!contents.length) return;
     const docs = contents.flatMap((c) => c.docs);
     const older = contents.filter((c) => !c.firstRevision);
     if (older.length) await this.deleteStale(older);
-    if (docs.length) await withoutCredentials(this.client._requestPost('update', docs, { commitWithin: this.commitWithinMs, wt: 'json' }));
+    if (docs.length) await this.add(docs);
+  }
+
+  /** Adds (or replaces) documents with their blocks; DocumentRefused when the engine refuses one. */
+  async add(docs: SearchDoc[]): Promise<void> {
+    try {
+      await this.update(docs, { commitWithin: String(this.commitWithinMs) });
+    } catch (e) {
+      throw e instanceof UpdateFailed && e.status === 400 ? new DocumentRefused(e.reason) : e;
+    }
   }
 
   /** Deletes what the index holds for these contents that is not among their documents now. */
   private async deleteStale(contents: ContentDocs[]): Promise<void> {
-    const wanted = new Set(contents.flatMap((c) => c.docs.map((d) => String(d.id))));
+    const wanted = new Set(contents.flatMap((c) => c.docs.flatMap((d) => idsOfBlock(d))));
+    const roots = contents.flatMap((c) => c.docs.map((d) => String(d.id)));
     const prefixes = contents.map(({ cid }) => `id:${escapeTerm(`c:${cid}:`)}*`);
     const rows = Math.max(100, contents.length * 20);
     const found = (await this.postSelect(this.collection, new URLSearchParams({ q: prefixes.join(' OR '), fl: 'id', rows: String(rows), wt: 'json' }))) as { response: { numFound: number; docs: { id: string }[] } };
+    const commitWithin = String(this.commitWithinMs);
     if (found.response.numFound > rows) {
-      const keep = [...wanted].map((id) => `"${escapePhrase(id)}"`);
-      const query = `(${prefixes.join(' OR ')})${keep.length ? ` AND -id:(${keep.join(' OR ')})` : ''}`;
-      await withoutCredentials(this.client._requestPost('update', { delete: { query } }, { commitWithin: this.commitWithinMs, wt: 'json' }));
+      // Children of the documents kept go too: the add that follows puts their blocks back whole.
+      const keep = roots.map((id) => `"${escapePhrase(id)}"`).join(' OR ');
+      const query = `(${prefixes.join(' OR ')})${keep ? ` AND -id:(${keep})` : ''}`;
+      await this.update({ delete: { query } }, { commitWithin });
     } else {
       const stale = found.response.docs.map((d) => d.id).filter((id) => !wanted.has(id));
-      if (stale.length) await withoutCredentials(this.client._requestPost('update', { delete: stale }, { commitWithin: this.commitWithinMs, wt: 'json' }));
+      if (stale.length) await this.update({ delete: stale }, { commitWithin });
     }
   }
 
@@ -105,7 +146,39 @@ export class SolrEngine {
 
   /** Makes every change so far searchable (tests and re-index completion). */
   async commit(): Promise<void> {
-    await withoutCredentials(this.client._requestPost('update', { commit: {} }, { wt: 'json' }));
+    await this.update({ commit: {} });
+  }
+
+  /**
+   * The collection's schema from Solr's Schema API (`GET <collection>/schema`): its fields,
+   * dynamic fields and field types, for the write-time check of svcSolrDocument.
+   */
+  async schema(): Promise<RawSchema> {
+    const res = await fetch(`${this.base.href}/${encodeURIComponent(this.collection)}/schema?wt=json`, { headers: this.auth ? { Authorization: this.auth } : {}, signal: AbortSignal.timeout(10_000) });
+    if (!res.ok) throw new Error(`Solr schema request answered ${res.status}`);
+    const body = (await res.json()) as { schema?: Partial<RawSchema> };
+    const { fields, dynamicFields, fieldTypes } = body.schema ?? {};
+    if (!Array.isArray(fields) || !Array.isArray(dynamicFields) || !Array.isArray(fieldTypes)) throw new Error('Solr schema answer without fields, dynamicFields and fieldTypes');
+    return { fields, dynamicFields, fieldTypes };
+  }
+
+  /** POSTs JSON update commands; UpdateFailed with Solr's reason (`error.msg`) when they are not taken. */
+  private async update(body: unknown, params: Record<string, string> = {}): Promise<void> {
+    const url = `${this.base.href}/${encodeURIComponent(this.collection)}/update?${new URLSearchParams({ ...params, wt: 'json' })}`;
+    let res: Response;
+    try {
+      res = await fetch(url, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', ...(this.auth ? { Authorization: this.auth } : {}) },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(UPDATE_TIMEOUT_MS),
+      });
+    } catch (e) {
+      throw new UpdateFailed(0, String((e as Error).cause ?? e));
+    }
+    const text = await res.text();
+    if (res.ok) return;
+    throw new UpdateFailed(res.status, reasonOf(text) ?? `HTTP ${res.status}`);
   }
 
   /** Sends a select to the engine and answers its status, content type and body unchanged. */
@@ -116,28 +189,28 @@ export class SolrEngine {
       headers: { 'Content-Type': 'application/x-www-form-urlencoded', ...(this.auth ? { Authorization: this.auth } : {}) },
       body: params.toString(),
       signal: AbortSignal.timeout(30_000),
-    }).catch((e: unknown) => {
-      // The engine cannot be reached (down, restarting, too slow): 503, try again shortly.
-      throw new AppError('UNAVAILABLE', 'The search engine is unavailable', { cause: String((e as Error).cause ?? e) }, 5);
-    });
-    return { status: res.status, contentType: res.headers.get('content-type') ?? 'application/json', body: await res.text() };
+    }).catch(unavailable);
+    return { status: res.status, contentType: res.headers.get('content-type') ?? 'application/json', body: await res.text().catch(unavailable) };
+
+    /**
+     * The engine cannot be reached, or broke off its answer (down, restarting, too slow): 503, try
+     * again shortly. The error body names no address (CONTRACT §20: fetch's cause holds it).
+     */
+    function unavailable(e: unknown): never {
+      const timedOut = e instanceof Error && (e.name === 'TimeoutError' || e.name === 'AbortError');
+      throw new AppError('UNAVAILABLE', timedOut ? 'The search engine did not answer in time' : 'The search engine is unavailable', {}, 5);
+    }
   }
 }
 
-/**
- * solr-node sends basic authentication as credentials in its request URLs, and node-fetch names
- * the URL in its errors (`request to http://user:password@host/... failed`): such an error must
- * lose the credentials before anything logs it.
- */
-function withoutCredentials<T>(p: Promise<T>): Promise<T> {
-  return p.catch((e: unknown) => {
-    if (e instanceof Error) {
-      e.message = maskUrlCredentials(e.message);
-      if (e.stack) e.stack = maskUrlCredentials(e.stack);
-      throw e;
-    }
-    throw typeof e === 'string' ? maskUrlCredentials(e) : e;
-  });
+/** Solr's message in a JSON error answer (`{"error": {"msg": ...}}`); undefined for any other answer (an HTML page). */
+function reasonOf(body: string): string | undefined {
+  try {
+    const msg = (JSON.parse(body) as { error?: { msg?: unknown } }).error?.msg;
+    return typeof msg === 'string' ? msg.slice(0, MAX_REASON_CHARS) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Escapes a term for the standard query parser (every special character). */

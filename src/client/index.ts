@@ -111,6 +111,11 @@ export class PlatformClient {
     return this.req('POST', '/security/token', { body, token: null });
   }
 
+  /** DELETE /security/token: revokes this client's token (204; 401 when it is not valid). */
+  revoke(): Promise<Answer> {
+    return this.req('DELETE', '/security/token');
+  }
+
   /** GET /security/permission/<user>. */
   permission(userId: string): Promise<Answer> {
     return this.req('GET', `/security/permission/${encodeURIComponent(userId)}`);
@@ -212,14 +217,14 @@ export class PlatformClient {
     return this.req('POST', `/index/reindex/full${query ? `?${query}` : ''}`);
   }
 
-  /** GET {taxonomy_url}/structure[/<id>] and /complete/<dimension>/<input>. */
+  /** GET {taxonomy_url}/structure[/<id>] and /complete/<dimension>/<input>, with the client's token if it has one (content hierarchy nodes are seen by who may see their content). */
   taxonomyStructure(id?: string, depth?: number): Promise<Answer> {
     const q = depth === undefined ? '' : `?depth=${depth}`;
-    return this.req('GET', `${this.root}/taxonomy-service/structure${id === undefined ? '' : `/${encodeURIComponent(id)}`}${q}`, { token: null });
+    return this.req('GET', `${this.root}/taxonomy-service/structure${id === undefined ? '' : `/${encodeURIComponent(id)}`}${q}`);
   }
 
   taxonomyComplete(dimension: string, input: string): Promise<Answer> {
-    return this.req('GET', `${this.root}/taxonomy-service/complete/${encodeURIComponent(dimension)}/${encodeURIComponent(input)}`, { token: null });
+    return this.req('GET', `${this.root}/taxonomy-service/complete/${encodeURIComponent(dimension)}/${encodeURIComponent(input)}`);
   }
 
   health(): Promise<Answer<Record<string, string>>> {

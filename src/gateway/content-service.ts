@@ -4,11 +4,14 @@ import type { ContentStore } from '../adapters/content-store.js';
 import { newCommandId, newContentKey } from '../adapters/ids.js';
 import type { Logger } from '../adapters/log.js';
 import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
-import { contextsOf, etagOf, parseVersionId, MAIN_NAMESPACE, type Snapshot } from '../actors/content/model.js';
+import { contextsOf, etagOf, parseVersionId, MAIN_NAMESPACE, type Aspect, type Snapshot } from '../actors/content/model.js';
+import type { FileStore } from '../adapters/file-store.js';
 import type { Mailbox } from '../actors/mailbox.js';
 import { AppError } from '../errors.js';
-import { isAllowed, isSysadmin, type Principal, type SecurityConfig } from '../security/permissions.js';
+import { readableFileUris } from '../security/file-access.js';
+import { isAllowed, isSysadmin, permissionDenied, type Principal, type SecurityConfig } from '../security/permissions.js';
 import type { TokenService } from '../security/token-service.js';
+import { trustedProxies } from '../security/client-address.js';
 import {
   STATUS_CREATED,
   STATUS_OK,
@@ -46,6 +49,8 @@ export interface ContentServiceDeps {
   baseUrl: () => string;
   /** Heads of contents for reads, dropped on every change. */
   heads: HeadCache;
+  /** The file store: which files a write may map depends on who uploaded them. */
+  files: FileStore;
 }
 
 export const CONTENT_PREFIX = 'content-service';
@@ -70,6 +75,7 @@ export class ContentService {
     this.snapshots = new LRUCache<string, Snapshot>({ max: Math.max(1, d.settings.READ_CACHE_ENTRIES) });
     const r = this.router;
     r.on('POST', 'security/token', (x) => this.token(x));
+    r.on('DELETE', 'security/token', (x) => this.revokeToken(x));
     r.on('GET', 'security/permission/:user', (x, p) => this.permission(x, p));
     r.on('POST', 'content', (x) => this.create(x));
     r.on('GET', 'content/alias/:ns/:alias', (x, p) => this.redirect(x, p, 'content'));
@@ -94,8 +100,17 @@ export class ContentService {
   // ---- security ----
 
   private async token(x: Exchange): Promise<void> {
-    const res = await this.d.tokens.issue(await x.json());
+    // Read before the body is awaited: the socket's address is gone once the client is.
+    const address = x.clientAddress(trustedProxies(this.d.settings.TRUSTED_PROXIES));
+    const res = await this.d.tokens.issue(await x.json(), address);
     x.sendJson(200, res);
+  }
+
+  /** Logout (CONTRACT §20): revokes the request's own token on every process; 204, 401 when not valid. */
+  private async revokeToken(x: Exchange): Promise<void> {
+    await this.authenticate(x);
+    await this.d.tokens.revoke(x.header('x-auth-token')!);
+    x.send(204, []);
   }
 
   private async permission(x: Exchange, p: Params): Promise<void> {
@@ -106,9 +121,7 @@ export class ContentService {
 
   /** 401 unless X-Auth-Token names a valid token. */
   async authenticate(x: Exchange): Promise<Principal> {
-    const principal = await this.d.tokens.authenticate(x.header('x-auth-token'));
-    if (!principal) throw new AppError('NOT_AUTHENTICATED', x.header('x-auth-token') ? 'Invalid or expired token' : 'X-Auth-Token required');
-    return principal;
+    return this.d.tokens.required(x.header('x-auth-token'));
   }
 
   // ---- writes ----
@@ -120,7 +133,8 @@ export class ContentService {
     const env = parseEnvelope(await x.json());
     if (!env.contentType) throw new AppError('BAD_REQUEST', 'system.contentType is required on create');
     const aspects = Object.fromEntries(Object.entries(env.aspects).filter(([, a]) => a !== null)) as Record<string, NonNullable<(typeof env.aspects)[string]>>;
-    const cmd: ContentCommand = { k: 'create', id: newCommandId(), cid: newContentKey(), requestId: x.requestId, user, type: env.contentType, aspects, ops: env.operations };
+    const files = await this.readableFiles(user, aspects.svcFiles);
+    const cmd: ContentCommand = { k: 'create', id: newCommandId(), cid: newContentKey(), requestId: x.requestId, user, files, type: env.contentType, aspects, ops: env.operations };
     const res = await this.d.mailbox.send<WriteResult>(cmd);
     this.d.heads.drop(cmd.cid);
     const status = res.subResults.length ? partialCreated(res.subResults) : STATUS_CREATED;
@@ -141,7 +155,8 @@ export class ContentService {
     const fmt = formatOf(x.query.get('format'), x.header('accept')); // refused before anything is written
     const env = parseEnvelope(await x.json());
     const cid = await this.cidOf(p);
-    const cmd: ContentCommand = { k: 'update', id: newCommandId(), cid, requestId: x.requestId, user, ifMatch, unsafe, mode, aspects: env.aspects, ops: env.operations };
+    const files = await this.readableFiles(user, env.aspects.svcFiles);
+    const cmd: ContentCommand = { k: 'update', id: newCommandId(), cid, requestId: x.requestId, user, files, ifMatch, unsafe, mode, aspects: env.aspects, ops: env.operations };
     const res = await this.d.mailbox.send<WriteResult>(cmd).finally(() => this.d.heads.drop(cid));
     x.send(200, [
       ['Content-Type', 'application/json'],
@@ -366,9 +381,19 @@ export class ContentService {
   }
 
   private checkRead(user: Principal, head: Snapshot): void {
-    if (!isAllowed(this.d.security, user, 'Read', head.type, contextsOf(head.meta))) {
-      throw new AppError('PERMISSION_DENIED', `Read on ${head.type} denied for ${user.userId}`);
-    }
+    if (!isAllowed(this.d.security, user, 'Read', head.type, contextsOf(head.meta))) throw permissionDenied('Read', user);
+  }
+
+  /**
+   * The URIs of a write's `svcFiles` that the writer may read (CONTRACT §20 "File references"),
+   * handed to the actor with the command. The rule is evaluated here because it needs the file
+   * store (who uploaded a tmp file), which the gateway has and an actor process may not; it is
+   * enforced by the actor (`checkFileReferences`), the one writer of main and of drafts, so that
+   * every path writing svcFiles (create, update, draft create and update, promote) is covered,
+   * and a draft that changes between this look and the write cannot slip a URI through.
+   */
+  readableFiles(user: Principal, aspect: Aspect | null | undefined): Promise<string[]> {
+    return readableFileUris(this.d, user, aspect);
   }
 
   private viewName(view: string): string {

@@ -5,9 +5,10 @@ import type { ContentStore } from '../adapters/content-store.js';
 import { fileKeyOf, fileUriOf, type FileKey, type FileStore, type StoredFile } from '../adapters/file-store.js';
 import { contextsOf, parseVersionId, type Aspect, type Snapshot, type VersionRecord } from '../actors/content/model.js';
 import type { Variants } from '../actors/content/variants.js';
-import { versionOnView } from '../actors/content/views.js';
 import { AppError } from '../errors.js';
-import { isAllowed, type Principal, type SecurityConfig } from '../security/permissions.js';
+import { fileAccess, fileKeyOfUri, fileReferencesOf, type FileAction } from '../security/file-access.js';
+import { isAllowed, permissionDenied, type Principal, type SecurityConfig } from '../security/permissions.js';
+import { publicVersionKeys } from '../security/visibility.js';
 import type { TokenService } from '../security/token-service.js';
 import type { Exchange } from './http.js';
 import { checkAlias } from './schemas.js';
@@ -60,7 +61,9 @@ const encodePath = (path: string): string => path.split('/').map(encodeURICompon
 
 /**
  * The file service (spec "File service", CONTRACT §8): uploads into `tmp` or `content`, reads,
- * info and delete, all with a valid token. Uploads stream from the socket into the store.
+ * info and delete, all with a valid token and as `fileAccess` allows (CONTRACT §20: a
+ * content's files by its permissions, tmp files for their uploader and sysadmin; another
+ * user's tmp file answers as a missing one). Uploads stream from the socket into the store.
  *
  *   POST   file/<space>[/<host>[/<path>]]   201, Location, file info
  *   GET    file/<space>/<host>/<path>       the bytes (Range, ETag)
@@ -85,9 +88,10 @@ export class FileService {
     if (segs[1] === 'info') {
       x.route = `${FILE_PREFIX}/file/info`;
       if (x.method !== 'GET' && x.method !== 'HEAD') throw new AppError('METHOD_NOT_ALLOWED', `Method ${x.method} not allowed here`, { allow: ['GET'] });
-      await this.authenticate(x);
-      const info = await this.d.files.stat(this.keyOf(segs.slice(2)));
-      if (!info) throw new AppError('NOT_FOUND', 'File not found');
+      const user = await this.authenticate(x);
+      const key = this.keyOf(segs.slice(2));
+      const info = (await this.access(user, key, 'read')) ?? (await this.d.files.stat(key));
+      if (!info) throw fileNotFound();
       x.sendJson(200, fileInfoOf(info));
       return;
     }
@@ -96,13 +100,18 @@ export class FileService {
       case 'POST':
         return this.upload(x, segs.slice(1));
       case 'GET':
-      case 'HEAD':
-        await this.authenticate(x);
-        return sendFile(x, this.d.files, this.keyOf(segs.slice(1)), { cacheControl: FILE_CACHE_CONTROL });
+      case 'HEAD': {
+        const user = await this.authenticate(x);
+        const key = this.keyOf(segs.slice(1));
+        const info = await this.access(user, key, 'read');
+        return sendFile(x, this.d.files, key, { cacheControl: FILE_CACHE_CONTROL, info: info ?? undefined });
+      }
       case 'DELETE': {
         await x.noBody();
-        await this.authenticate(x);
-        if (!(await this.d.files.delete(this.keyOf(segs.slice(1))))) throw new AppError('NOT_FOUND', 'File not found');
+        const user = await this.authenticate(x);
+        const key = this.keyOf(segs.slice(1));
+        await this.access(user, key, 'update');
+        if (!(await this.d.files.delete(key))) throw fileNotFound();
         x.send(200, []);
         return;
       }
@@ -111,10 +120,20 @@ export class FileService {
     }
   }
 
-  private async authenticate(x: Exchange): Promise<Principal> {
-    const principal = await this.d.tokens.authenticate(x.header('x-auth-token'));
-    if (!principal) throw new AppError('NOT_AUTHENTICATED', x.header('x-auth-token') ? 'Invalid or expired token' : 'X-Auth-Token required');
-    return principal;
+  private authenticate(x: Exchange): Promise<Principal> {
+    return this.d.tokens.required(x.header('x-auth-token'));
+  }
+
+  /**
+   * CONTRACT §20 through `fileAccess`: 403 naming the permission when the owning content
+   * refuses, 404 as for a missing file when the file is another user's; the stat when the rule
+   * looked the file up (null when it did not).
+   */
+  private async access(user: Principal, key: FileKey, action: FileAction): Promise<StoredFile | null> {
+    const decision = await fileAccess(this.d, user, key, action);
+    if (decision.kind === 'denied') throw permissionDenied(decision.permission, user);
+    if (decision.kind === 'hidden') throw fileNotFound();
+    return decision.file;
   }
 
   /** The key of a stored file from `<space>/<host>/<path...>`. */
@@ -127,12 +146,14 @@ export class FileService {
     const user = await this.authenticate(x);
     const [space, host = user.userId, ...rest] = segs;
     const key = fileKeyOf(space, host, rest.length ? joinSegments(rest) : GENERATED_PATH);
+    await this.access(user, key, 'upload');
     const cl = x.header('content-length');
     const declaredLength = cl !== undefined && x.header('transfer-encoding') === undefined && /^\d{1,16}$/.test(cl) ? Number(cl) : undefined;
     const info = await this.d.files.put(key, x.bodyStream(), {
       maxBytes: this.d.settings.MAX_UPLOAD_BYTES,
       contentType: x.header('content-type'),
       declaredLength,
+      uploader: user.userId,
     });
     const location = `${this.d.baseUrl()}/${FILE_PREFIX}/file/${info.key.space}/${encodeURIComponent(info.key.host)}/${encodePath(info.key.path)}`;
     x.sendJson(201, fileInfoOf(info), [
@@ -168,7 +189,7 @@ export class FileDeliveryService {
     if (!byVersion && !byAlias) throw new AppError('NOT_FOUND', 'No such resource');
     x.route = `${DELIVERY_PREFIX}/${segs[0]}`;
     if (x.method !== 'GET' && x.method !== 'HEAD') throw new AppError('METHOD_NOT_ALLOWED', `Method ${x.method} not allowed here`, { allow: ['GET'] });
-    const principal = await this.principalOf(x);
+    const principal = await this.d.tokens.caller(x.header('x-auth-token'));
     let head: Snapshot;
     let key: string;
     let path: string;
@@ -190,7 +211,7 @@ export class FileDeliveryService {
       const publicKeys = this.publicVersions(head);
       if (principal && this.mayRead(principal, head)) key = head.head;
       else if (publicKeys.length) key = publicKeys[0];
-      else throw this.denied(principal, head);
+      else throw this.denied(principal);
     }
     const version = await this.d.store.version(head.cid, key);
     if (!version) throw new AppError('NOT_FOUND', `No version ${key}`);
@@ -204,14 +225,7 @@ export class FileDeliveryService {
     });
   }
 
-  /** The caller of a token, null without one; 401 for a token that is not valid. */
-  private async principalOf(x: Exchange): Promise<Principal | null> {
-    const token = x.header('x-auth-token');
-    if (token === undefined) return null;
-    const principal = await this.d.tokens.authenticate(token);
-    if (!principal) throw new AppError('NOT_AUTHENTICATED', 'Invalid or expired token');
-    return principal;
-  }
+
 
   private async headOf(cid: string): Promise<Snapshot> {
     const head = await this.d.store.head(cid);
@@ -219,13 +233,9 @@ export class FileDeliveryService {
     return head;
   }
 
-  /** Versions on a public view now (inside its time state), none for hidden content. */
+  /** Versions on a public view now (inside its time state), none for hidden content: the rule search uses too. */
   private publicVersions(head: Snapshot): string[] {
-    if (head.meta.svcContentState?.hidden === true) return [];
-    const now = this.d.clock();
-    return this.d.settings.PUBLIC_VIEWS.split(',')
-      .map((v) => versionOnView(head, v, now))
-      .filter((k): k is string => k !== null);
+    return publicVersionKeys(head, this.d.settings.PUBLIC_VIEWS.split(','), this.d.clock());
   }
 
   private mayRead(principal: Principal, head: Snapshot): boolean {
@@ -234,13 +244,11 @@ export class FileDeliveryService {
 
   /** CONTRACT §12: no token 401, a token without Read 403. */
   private checkRead(principal: Principal | null, head: Snapshot): void {
-    if (!principal || !this.mayRead(principal, head)) throw this.denied(principal, head);
+    if (!principal || !this.mayRead(principal, head)) throw this.denied(principal);
   }
 
-  private denied(principal: Principal | null, head: Snapshot): AppError {
-    return principal
-      ? new AppError('PERMISSION_DENIED', `Read on ${head.type} denied for ${principal.userId}`)
-      : new AppError('NOT_AUTHENTICATED', 'X-Auth-Token required: the content is not on a public view');
+  private denied(principal: Principal | null): AppError {
+    return principal ? permissionDenied('Read', principal) : new AppError('NOT_AUTHENTICATED', 'X-Auth-Token required: the content is not on a public view');
   }
 
   /**
@@ -264,28 +272,23 @@ export class FileDeliveryService {
   }
 }
 
-/** `svcFiles` (`{files: {<path>: {fileUri, filePath}}}`) as path → file URI. */
+/** `svcFiles` (`{files: {<key>: {fileUri, filePath}}}`) as path → file URI (later entries win). */
 function filesOf(aspect: Aspect | undefined): Record<string, string> {
   const out: Record<string, string> = Object.create(null) as Record<string, string>;
-  const files = aspect?.files;
-  if (!files || typeof files !== 'object' || Array.isArray(files)) return out;
-  for (const [path, entry] of Object.entries(files)) {
-    if (entry && typeof entry === 'object' && !Array.isArray(entry) && typeof entry.fileUri === 'string') {
-      out[typeof entry.filePath === 'string' ? entry.filePath : path] = entry.fileUri;
-    }
-  }
+  for (const r of fileReferencesOf(aspect)) out[r.path] = r.fileUri;
   return out;
 }
 
-/** A file URI (`<space>://<host>/<path>` or `<space>:<host>/<path>`) as a key; null when it is none. */
-export function fileKeyOfUri(uri: string): FileKey | null {
-  const m = /^([a-z]+):(?:\/\/)?([^/]+)\/(.+)$/.exec(uri);
-  if (!m) return null;
-  try {
-    return fileKeyOf(m[1], m[2], m[3]);
-  } catch {
-    return null;
-  }
+const fileNotFound = () => new AppError('NOT_FOUND', 'File not found');
+
+/**
+ * Media types a browser would render as a document (HTML, SVG, XML and its `+xml` kin): served
+ * as attachments so that an uploaded page never opens as a page of the platform's origin, even
+ * where a browser ignores the sandbox policy (CONTRACT §20 "Served files").
+ */
+export function isMarkup(contentType: string): boolean {
+  const type = contentType.split(';')[0].trim().toLowerCase();
+  return type === 'text/html' || type === 'text/xml' || type === 'application/xml' || type === 'text/xsl' || type.endsWith('+xml');
 }
 
 /** Types file-type recognises by their data: when the stored type is one, the data has spoken. */
@@ -310,10 +313,10 @@ export async function sendFile(
   x: Exchange,
   files: FileStore,
   key: FileKey,
-  opts: { cacheControl: string; contentType?: (info: StoredFile) => string },
+  opts: { cacheControl: string; contentType?: (info: StoredFile) => string; info?: StoredFile },
 ): Promise<void> {
-  const info = await files.stat(key);
-  if (!info) throw new AppError('NOT_FOUND', 'File not found');
+  const info = opts.info ?? (await files.stat(key));
+  if (!info) throw fileNotFound();
   const etag = `"${info.objectId}"`;
   const headers: [string, string][] = [
     ['ETag', etag],
@@ -328,9 +331,12 @@ export async function sendFile(
   const range = rangeOf(x.header('range'), info.length);
   const read = await files.get(key, range ?? undefined);
   // Files come from uploaders and are served from the platform's own origin: nosniff keeps a
-  // browser to the type given, and the sandbox policy keeps an uploaded HTML or SVG page from
-  // running scripts as the platform (stored XSS reaching tokens and the API). Media ignore it.
-  headers.push(['Content-Type', opts.contentType ? opts.contentType(info) : info.mimeType], ['X-Content-Type-Options', 'nosniff'], ['Content-Security-Policy', 'sandbox']);
+  // browser to the type given, the sandbox policy keeps an uploaded HTML or SVG page from
+  // running scripts as the platform (stored XSS reaching tokens and the API), and markup is
+  // downloaded, never rendered inline. Media ignore both.
+  const contentType = opts.contentType ? opts.contentType(info) : info.mimeType;
+  headers.push(['Content-Type', contentType], ['X-Content-Type-Options', 'nosniff'], ['Content-Security-Policy', 'sandbox']);
+  if (isMarkup(contentType)) headers.push(['Content-Disposition', 'attachment']);
   if (range) {
     headers.push(['Content-Range', `bytes ${range.start}-${range.end}/${info.length}`]);
     await x.sendStream(206, headers, read.stream, range.end - range.start + 1);

@@ -5,6 +5,7 @@ import type { ContentStore } from '../adapters/content-store.js';
 import type { Logger } from '../adapters/log.js';
 import { keys, connectRedis, type RedisClient } from '../adapters/redis.js';
 import type { ContentEvent, Snapshot } from '../actors/content/model.js';
+import { sleep } from '../wait.js';
 
 /** How long a head may be served without news of a change (a safety net behind the events). */
 const TTL_MS = 5000;
@@ -95,7 +96,7 @@ export class HeadCache {
         this.ready = false;
         this.heads.clear();
         this.log.warn({ err: String(e) }, 'head cache lost the event stream; cleared');
-        await new Promise((r) => setTimeout(r, 500));
+        await sleep(500);
         this.ready = this.running;
       }
     }

@@ -1,20 +1,33 @@
+import type { BlockList } from 'node:net';
 import { Readable } from 'node:stream';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { AppError } from '../errors.js';
 import { newRequestId } from '../adapters/ids.js';
 import { redisUnreachable } from '../adapters/redis.js';
+import { clientAddressOf } from '../security/client-address.js';
+import { checkStorable } from './body-limits.js';
 
 /** Reason phrases of the status lines the platform answers. */
 const REASONS: Record<number, string> = {
   200: 'OK', 201: 'Created', 204: 'No Content', 206: 'Partial Content', 303: 'See Other', 304: 'Not Modified',
   400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 405: 'Method Not Allowed',
   409: 'Conflict', 412: 'Precondition Failed', 413: 'Payload Too Large', 415: 'Unsupported Media Type', 416: 'Range Not Satisfiable',
-  500: 'Internal Server Error', 503: 'Service Unavailable',
+  429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable',
 };
 const statusLine = (code: number) => `${code} ${REASONS[code] ?? 'Unknown'}`;
 
+/**
+ * Ends a HEAD answer: the Content-Length a GET would have, no body. Not uWS's
+ * endWithoutBody(length): in this uWS it leaves the answer unfinished, and the connection
+ * then answers no further request (a keep-alive client waits for nothing).
+ */
+function endHead(res: HttpResponse, length: number): void {
+  res.writeHeader('Content-Length', String(length));
+  res.endWithoutBody();
+}
+
 /** Headers read once, synchronously, from the uWS request (it is invalid after the handler returns). */
-const READ_HEADERS = ['x-auth-token', 'if-match', 'if-none-match', 'accept', 'content-type', 'content-length', 'transfer-encoding', 'x-request-id', 'range'] as const;
+const READ_HEADERS = ['x-auth-token', 'if-match', 'if-none-match', 'accept', 'content-type', 'content-length', 'transfer-encoding', 'x-request-id', 'range', 'x-forwarded-for'] as const;
 
 /** One request as the route handlers see it: copied out of uWS, with its body to come. */
 export class Exchange {
@@ -41,6 +54,8 @@ export class Exchange {
   private paused = false;
   /** Fails the collected body (set while it is being collected). */
   private abortBody?: (e: Error) => void;
+  /** The socket's peer address, read when first asked for. */
+  private peer?: string;
 
   /**
    * `streamed`: the body is not collected but handed out as a stream (`bodyStream`), read with
@@ -95,15 +110,33 @@ export class Exchange {
     if ((await this.body()).length > 0) throw new AppError('BAD_REQUEST', `${this.method} takes no request body`);
   }
 
-  /** The body parsed as JSON; 400 when it is not JSON. */
+  /**
+   * The body parsed as JSON; 400 when it is not JSON, 400 or 413 when it holds what the platform
+   * cannot store as sent (body-limits.ts).
+   */
   async json(): Promise<unknown> {
     const buf = await this.body();
     if (buf.length === 0) throw new AppError('BAD_REQUEST', 'A JSON body is required');
+    let value: unknown;
     try {
-      return JSON.parse(buf.toString('utf8'));
+      value = JSON.parse(buf.toString('utf8'));
     } catch (e) {
       throw new AppError('BAD_REQUEST', `Malformed JSON: ${(e as Error).message}`);
     }
+    checkStorable(value);
+    return value;
+  }
+
+  /**
+   * The client's address: the socket's peer, or behind a trusted proxy the address it forwarded
+   * (src/security/client-address.ts). '' once the client went away.
+   */
+  clientAddress(trusted: BlockList | null): string {
+    if (this.peer === undefined) {
+      if (this.aborted) return '';
+      this.peer = Buffer.from(this.res.getRemoteAddressAsText()).toString('latin1');
+    }
+    return clientAddressOf(this.peer, this.headers['x-forwarded-for'], trusted);
   }
 
   /** The body of a streamed exchange; throws for any other. */
@@ -204,7 +237,7 @@ export class Exchange {
         if (status === 204 || status === 304) this.res.endWithoutBody();
         // HEAD: the length a GET would have, and no body (uWS would send one, and a keep-alive
         // client would read it as the start of the next answer).
-        else if (this.method === 'HEAD') this.res.endWithoutBody(body === undefined ? 0 : typeof body === 'string' ? Buffer.byteLength(body) : body.length);
+        else if (this.method === 'HEAD') endHead(this.res, body === undefined ? 0 : typeof body === 'string' ? Buffer.byteLength(body) : body.length);
         else this.res.end(body ?? '');
       });
     } catch (e) {
@@ -244,7 +277,7 @@ export class Exchange {
       stream.destroy();
       res.cork(() => {
         writeHead();
-        if (this.method === 'HEAD') res.endWithoutBody(length);
+        if (this.method === 'HEAD') endHead(res, length);
         else res.end('');
       });
       return Promise.resolve();

@@ -3,6 +3,8 @@ import { AppError } from '../errors.js';
 import { UPDATE_MODES } from '../actors/content/update-modes.js';
 import { MAIN_NAMESPACE, type Aspect, type Aspects } from '../actors/content/model.js';
 import type { Operation } from '../actors/content/content-actor.js';
+import { checkSearchDocument } from '../actors/content/search-document.js';
+import { indexSchema } from '../adapters/index-schema.js';
 
 /**
  * The request schemas of the content service. Names that end up in keys, paths and headers
@@ -25,9 +27,10 @@ export const typeSchema = nameSchema('content type');
 const aspectNameSchema = nameSchema('aspect name');
 
 /** Deepest nesting accepted in a body; deeper JSON is refused before any recursive work. */
-export const MAX_DEPTH = 64;
+export const MAX_BODY_DEPTH = 64;
 
-export function depthOf(v: unknown, limit = MAX_DEPTH): number {
+/** How deeply `v` nests objects and arrays (1 for a scalar or a flat object); stops counting past `limit`. */
+export function nestingDepth(v: unknown, limit = MAX_BODY_DEPTH): number {
   let max = 0;
   const stack: [unknown, number][] = [[v, 1]];
   while (stack.length) {
@@ -64,7 +67,7 @@ export interface ParsedEnvelope {
 
 /** Validates a content envelope; 400 (40000) with the zod issues in extraInfo. */
 export function parseEnvelope(body: unknown): ParsedEnvelope {
-  if (depthOf(body) > MAX_DEPTH) throw new AppError('BAD_REQUEST', `Body nested deeper than ${MAX_DEPTH} levels`);
+  if (nestingDepth(body) > MAX_BODY_DEPTH) throw new AppError('BAD_REQUEST', `Body nested deeper than ${MAX_BODY_DEPTH} levels`);
   const parsed = envelopeSchema.safeParse(body);
   if (!parsed.success) throw invalid(parsed.error);
   const aspects: Record<string, Aspect | null> = {};
@@ -80,10 +83,19 @@ export function parseEnvelope(body: unknown): ParsedEnvelope {
     if (!a.success) throw invalid(a.error, ['aspects', name]);
     aspects[name] = { ...(a.data as Aspect), _type: a.data._type ?? name };
   }
+  if (aspects.svcSolrDocument) checkIndexable(aspects.svcSolrDocument);
   const operations = (parsed.data.operations ?? []).map((op) =>
     op._type === 'svcContentMetadata' ? { ...op, aspects: withTypes(op.aspects as Aspects) } : op,
   ) as Operation[];
   return { contentType: parsed.data.system?.contentType, aspects, operations, origin: parsed.data.origin };
+}
+
+/** 400 naming the field when a svcSolrDocument does not fit the search collection's schema (CONTRACT §20). */
+function checkIndexable(aspect: Aspect): void {
+  const problem = checkSearchDocument(aspect, indexSchema());
+  if (problem) {
+    throw new AppError('BAD_REQUEST', `Invalid svcSolrDocument: ${problem.message}`, { field: problem.field, issues: [{ path: `aspects.svcSolrDocument.${problem.field}`, message: problem.message }] });
+  }
 }
 
 function withTypes(aspects: Aspects): Aspects {

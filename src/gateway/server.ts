@@ -1,8 +1,9 @@
 import uWS from 'uWebSockets.js';
 import type { Settings } from '../../config/settings.js';
-import type { RedisClient } from '../adapters/redis.js';
+import { keys, type RedisClient } from '../adapters/redis.js';
 import type { Logger } from '../adapters/log.js';
 import { AppError } from '../errors.js';
+import { sleep } from '../wait.js';
 import type { Metrics } from '../adapters/metrics.js';
 import type { SolrEngine } from '../adapters/search-engine.js';
 import { SEARCH_PREFIX, SearchService } from './search-service.js';
@@ -13,6 +14,7 @@ import { CONTENT_PREFIX, ContentService, type ContentServiceDeps } from './conte
 import type { FileStore } from '../adapters/file-store.js';
 import { DELIVERY_PREFIX, FILE_PREFIX, FileDeliveryService, FileService } from './file-service.js';
 import { TAXONOMY_PREFIX, TaxonomyService } from './taxonomy-service.js';
+import { learnIndexSchema } from '../adapters/index-schema.js';
 
 /** Service prefixes of CONTRACT §2, and the `Svc-Response-Origin` each one answers with. */
 const ORIGINS: Record<string, string | undefined> = {
@@ -47,6 +49,8 @@ export class Gateway {
   private readonly taxonomy: TaxonomyService;
   private readonly heads: HeadCache;
   private openapi?: string;
+  /** Learning the search collection's schema for the write-time check of svcSolrDocument. */
+  private schemaLearning?: { stop(): void };
 
   constructor(private readonly d: GatewayDeps) {
     this.heads = new HeadCache(d.store, d.settings, d.log);
@@ -65,6 +69,7 @@ export class Gateway {
 
   listen(): Promise<number> {
     this.heads.start();
+    if (this.d.engine) this.schemaLearning = learnIndexSchema(this.d.engine, this.d.log);
     const app = uWS.App();
     const uploadPrefix = `/${FILE_PREFIX}/`;
     app.any('/*', (res, req) => {
@@ -88,8 +93,9 @@ export class Gateway {
     if (this.listenSocket) uWS.us_listen_socket_close(this.listenSocket);
     this.listenSocket = null;
     const deadline = Date.now() + 5000;
-    while (this.active > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    while (this.active > 0 && Date.now() < deadline) await sleep(20);
     await this.heads.stop();
+    this.schemaLearning?.stop();
   }
 
   private dispatch(x: Exchange): void {
@@ -156,7 +162,10 @@ export class Gateway {
     throw new AppError('NOT_FOUND', known ? `Service ${prefix} is not available yet` : 'No such resource');
   }
 
-  /** Readiness: 200 once Redis answers, 503 naming the failing part otherwise. */
+  /**
+   * Readiness: 200 once Redis answers, 503 naming the failing part otherwise. `status` is
+   * `degraded` (still 200) while the search engine's refused documents are set aside.
+   */
   private async health(x: Exchange): Promise<void> {
     getOnly(x);
     const parts: Record<string, string> = {};
@@ -166,11 +175,23 @@ export class Gateway {
     } catch (e) {
       parts.redis = `failing: ${(e as Error).message}`;
     }
-    parts.search = this.d.engine ? ((await this.d.engine.ping()) ? 'ok' : 'failing: the search engine does not answer') : 'not configured';
+    parts.search = await this.searchHealth();
     parts.files = (await this.d.files.ping()) ? 'ok' : `failing: the ${this.d.files.kind} file store does not answer`;
     parts.actorsInFlight = String(this.d.mailbox.inFlight);
     const ok = parts.redis === 'ok' && !parts.search.startsWith('failing') && !parts.files.startsWith('failing');
-    x.sendJson(ok ? 200 : 503, { status: ok ? 'ok' : 'unavailable', ...parts });
+    x.sendJson(ok ? 200 : 503, { status: !ok ? 'unavailable' : parts.search.startsWith('degraded') ? 'degraded' : 'ok', ...parts });
+  }
+
+  /**
+   * The search part of /health: failing while the engine does not answer; degraded while
+   * contents whose documents it refused are set aside (src/actors/index-writer.ts), until each
+   * is indexed again.
+   */
+  private async searchHealth(): Promise<string> {
+    if (!this.d.engine) return 'not configured';
+    if (!(await this.d.engine.ping())) return 'failing: the search engine does not answer';
+    const refused = await this.d.redis.hlen(keys.indexerRefused).catch(() => 0); // Redis failing is the redis part's
+    return refused ? `degraded: ${refused} content${refused === 1 ? '' : 's'} refused by the search engine (dead letters in indexer-dead:{p})` : 'ok';
   }
 }
 

@@ -1,16 +1,19 @@
 import type { Settings } from '../../config/settings.js';
 import type { ContentStore } from '../adapters/content-store.js';
 import { escapeTerm, type SolrEngine } from '../adapters/search-engine.js';
-import { mainAlias, type Aspects } from '../actors/content/model.js';
+import { mainAlias, type Aspects, type Snapshot } from '../actors/content/model.js';
 import { CONTENT_HIERARCHY, CONTENT_HIERARCHY_ASPECT, CONTENT_HIERARCHY_DIMENSION, resolveContentRef, stringMap, strings, str, taxonomyRepresentation } from '../actors/content/taxonomy.js';
 import { fieldSafe } from '../actors/content/variants.js';
 import { AppError } from '../errors.js';
+import type { Principal, SecurityConfig } from '../security/permissions.js';
+import type { TokenService } from '../security/token-service.js';
+import { mayReadVersion, visibilityFilter, type VisibilityRules } from '../security/visibility.js';
 import type { Exchange } from './http.js';
 
 export const TAXONOMY_PREFIX = 'taxonomy-service';
 
 /** Default and maximum of the `depth` parameter (CONTRACT §10). */
-export const MAX_DEPTH = 100;
+export const MAX_TAXONOMY_DEPTH = 100;
 /** How long a loaded model serves reads before the next (incremental) load starts. */
 const CACHE_MS = 1000;
 /** Changes this much older than the previous load are read again (commit lag, clocks of other processes). */
@@ -44,7 +47,14 @@ interface EntityDef {
   localizations: Localizations;
   parent: string | null;
   attributes: Record<string, string>;
+  /**
+   * The content of a content hierarchy node: the node is seen only by callers who may see the
+   * content's current version (CONTRACT §20), definitions have none and are public (§10).
+   */
+  head?: Snapshot;
 }
+/** Does the caller of a request see this entity? */
+type Sees = (e: EntityDef) => boolean;
 type Def = TaxonomyDef | DimensionDef | EntityDef;
 
 function defOf(aspects: Aspects): Def | null {
@@ -83,7 +93,7 @@ function candidatesOf(model: Model, dimId: string): Candidate[] {
   if (list) return list;
   list = [];
   const walk = (parent: string, path: string[], depth: number) => {
-    if (depth > MAX_DEPTH) return;
+    if (depth > MAX_TAXONOMY_DEPTH) return;
     for (const e of model.children.get(parent) ?? []) {
       const p = [...path, e.name];
       list!.push(candidate(p, e));
@@ -120,7 +130,12 @@ export class TaxonomyService {
     ],
   };
 
-  constructor(private readonly d: { store: ContentStore; settings: Settings; engine: SolrEngine | null }) {}
+  /** Who may see which indexed content: completion candidates from the index are filtered like search. */
+  private readonly rules: VisibilityRules;
+
+  constructor(private readonly d: { store: ContentStore; settings: Settings; engine: SolrEngine | null; tokens: TokenService; security: SecurityConfig; clock: () => number }) {
+    this.rules = { security: d.security, publicViews: d.settings.PUBLIC_VIEWS.split(',') };
+  }
 
   async handle(x: Exchange, segs: string[]): Promise<void> {
     // An input or an id may hold `/` (levels of an input, `contentid/<key>` in the content hierarchy).
@@ -128,16 +143,19 @@ export class TaxonomyService {
     if (segs[0] !== 'structure') throw new AppError('NOT_FOUND', 'No such resource');
     x.route = `${TAXONOMY_PREFIX}/structure${segs.length >= 2 ? '/:id' : ''}`;
     if (x.method !== 'GET' && x.method !== 'HEAD') throw new AppError('METHOD_NOT_ALLOWED', 'The structure supports GET only', { allow: ['GET'] });
-    const depth = depthOf(x.query.get('depth'));
+    const depth = parseDepthParam(x.query.get('depth'));
+    const sees = this.viewer(await this.d.tokens.caller(x.header('x-auth-token')));
     const model = await this.model();
     if (segs.length === 1) {
-      x.sendJson(200, model.taxonomies.map((t) => this.taxonomy(model, t, depth)));
+      x.sendJson(200, model.taxonomies.map((t) => this.taxonomy(model, t, depth, sees)));
       return;
     }
     const id = segs.slice(1).join('/');
     const def = model.byId.get(id);
-    if (!def) throw new AppError('NOT_FOUND', `No taxonomy, dimension or entity ${id}`);
-    x.sendJson(200, def.kind === 'taxonomy' ? this.taxonomy(model, def, depth) : def.kind === 'dimension' ? this.dimension(model, def, depth) : this.entity(model, def, depth));
+    // A node the caller may not see answers as one that does not exist. (Below a node it may
+    // not see, a node is still found by its id, as it would be if that node did not exist.)
+    if (!def || (def.kind === 'entity' && !sees(def))) throw new AppError('NOT_FOUND', `No taxonomy, dimension or entity ${id}`);
+    x.sendJson(200, def.kind === 'taxonomy' ? this.taxonomy(model, def, depth, sees) : def.kind === 'dimension' ? this.dimension(model, def, depth, sees) : this.entity(model, def, depth, sees));
   }
 
   /**
@@ -146,33 +164,37 @@ export class TaxonomyService {
    * whitespace token of the input must be a prefix of a token of the name, in order. Candidates:
    * the dimension's defined entities, and (for entities that exist once something is
    * categorized with them) the name paths in the dimension's tag fields of the index, narrowed
-   * by a query on its autocomplete field `svc_tag_autocomplete_<dim>_lc`.
+   * by a query on its autocomplete field `svc_tag_autocomplete_<dim>_lc` and filtered like search
+   * for the caller (CONTRACT §20): without a token, content on public views only; with one, what
+   * the caller may Read.
    */
   private async complete(x: Exchange, dimId: string, input: string): Promise<void> {
     x.route = `${TAXONOMY_PREFIX}/complete/:dimension/:input`;
     if (x.method !== 'GET' && x.method !== 'HEAD') throw new AppError('METHOD_NOT_ALLOWED', 'Completion supports GET only', { allow: ['GET'] });
+    const user = await this.d.tokens.caller(x.header('x-auth-token'));
+    const sees = this.viewer(user);
     const model = await this.model();
     const dim = model.byId.get(dimId);
     if (!dim || dim.kind !== 'dimension') throw new AppError('NOT_FOUND', `No dimension ${dimId}`);
     const levels = input.split('/').map((l) => tokens(l)).filter((l) => l.length > 0);
-    if (!levels.length) return this.sendCompletion(x, model, dim, []);
+    if (!levels.length) return this.sendCompletion(x, model, dim, [], sees);
     const defined = candidatesOf(model, dim.id);
     const matches: Candidate[] = [];
-    for (const c of defined) if (matchesWords(c.words, levels) && matches.push(c) >= MAX_COMPLETIONS) break;
+    for (const c of defined) if (matchesWords(c.words, levels) && seenWithAncestors(model, c.entity!, sees) && matches.push(c) >= MAX_COMPLETIONS) break;
     // An enumerable dimension has all its entities defined; only the others are looked up in the index.
     if (this.d.engine && !dim.enumerable && matches.length < MAX_COMPLETIONS) {
       const known = new Set(defined.map((c) => c.path.join('/')));
-      for (const path of await this.indexedPaths(dim.id, levels.flat())) {
+      for (const path of await this.indexedPaths(dim.id, levels.flat(), user)) {
         if (known.has(path)) continue;
         const c = candidate(path.split('/'));
         if (matchesWords(c.words, levels) && matches.push(c) >= MAX_COMPLETIONS) break;
       }
     }
-    this.sendCompletion(x, model, dim, matches);
+    this.sendCompletion(x, model, dim, matches, sees);
   }
 
   /** The Completion result: the Dimension shape with each match an element of `entities`. */
-  private sendCompletion(x: Exchange, model: Model, dim: DimensionDef, matches: Candidate[]): void {
+  private sendCompletion(x: Exchange, model: Model, dim: DimensionDef, matches: Candidate[], sees: Sees): void {
     x.sendJson(200, {
       id: dim.id,
       name: dim.name,
@@ -181,17 +203,23 @@ export class TaxonomyService {
       childrenOmitted: false,
       entities: matches.map(({ path, entity }) =>
         entity
-          ? { id: entity.id, name: entity.name, entities: [], attributes: entity.attributes, childrenOmitted: (model.children.get(entity.id) ?? []).length > 0 }
+          ? { id: entity.id, name: entity.name, entities: [], attributes: entity.attributes, childrenOmitted: (model.children.get(entity.id) ?? []).some(sees) }
           : { id: path.join('/'), name: path[path.length - 1], entities: [], attributes: {}, childrenOmitted: false },
       ),
     });
   }
 
-  /** Name paths of the dimension in the index whose autocomplete tokens start with every input token. */
-  private async indexedPaths(dimId: string, inputTokens: string[]): Promise<string[]> {
+
+
+  /**
+   * Name paths of the dimension in the index whose autocomplete tokens start with every input
+   * token, in documents the caller may see (the search proxy's visibility filter).
+   */
+  private async indexedPaths(dimId: string, inputTokens: string[], user: Principal | null): Promise<string[]> {
     const field = fieldSafe(dimId);
     const q = `svc_tag_autocomplete_${field}_lc:(${inputTokens.map((t) => `${escapeTerm(t)}*`).join(' AND ')})`;
     const params = new URLSearchParams({ q, rows: '0', wt: 'json', facet: 'true', 'facet.field': `svc_tag_${field}_ss`, 'facet.limit': '1000', 'facet.mincount': '1' });
+    params.append('fq', visibilityFilter(this.rules, user, this.d.clock()));
     const res = await this.d.engine!.select(this.d.settings.SOLR_COLLECTION, params);
     if (res.status !== 200) return [];
     const body = JSON.parse(res.body) as { facet_counts?: { facet_fields?: Record<string, (string | number)[]> } };
@@ -199,25 +227,36 @@ export class TaxonomyService {
     return flat.filter((v, i): v is string => i % 2 === 0 && typeof v === 'string');
   }
 
-  private taxonomy(m: Model, t: TaxonomyDef, depth: number) {
+  private taxonomy(m: Model, t: TaxonomyDef, depth: number, sees: Sees) {
     const dims = t.dimensions.map((id) => m.byId.get(id)).filter((d): d is DimensionDef => d?.kind === 'dimension');
-    return { id: t.id, name: t.name, dimensions: depth > 0 ? dims.map((d) => this.dimension(m, d, depth - 1)) : [] };
+    return { id: t.id, name: t.name, dimensions: depth > 0 ? dims.map((d) => this.dimension(m, d, depth - 1, sees)) : [] };
   }
 
-  private dimension(m: Model, d: DimensionDef, depth: number) {
-    const { entities, childrenOmitted } = this.children(m, d.id, depth);
+  private dimension(m: Model, d: DimensionDef, depth: number, sees: Sees) {
+    const { entities, childrenOmitted } = this.children(m, d.id, depth, sees);
     return { id: d.id, name: d.name, localizations: d.localizations, enumerable: d.enumerable, entities, childrenOmitted };
   }
 
-  private entity(m: Model, e: EntityDef, depth: number): Record<string, unknown> {
-    const { entities, childrenOmitted } = this.children(m, e.id, depth);
+  private entity(m: Model, e: EntityDef, depth: number, sees: Sees): Record<string, unknown> {
+    const { entities, childrenOmitted } = this.children(m, e.id, depth, sees);
     return { id: e.id, name: e.name, localizations: e.localizations, entities, attributes: e.attributes, childrenOmitted };
   }
 
-  private children(m: Model, id: string, depth: number) {
-    const kids = m.children.get(id) ?? [];
+  /** The children the caller sees (a node it may not see hides its subtree, as if it did not exist). */
+  private children(m: Model, id: string, depth: number, sees: Sees) {
+    const kids = (m.children.get(id) ?? []).filter(sees);
     if (depth <= 0) return { entities: [], childrenOmitted: kids.length > 0 };
-    return { entities: kids.map((k) => this.entity(m, k, depth - 1)), childrenOmitted: false };
+    return { entities: kids.map((k) => this.entity(m, k, depth - 1, sees)), childrenOmitted: false };
+  }
+
+  /**
+   * Which entities the caller sees: every definition (the structure is public, CONTRACT §10),
+   * and the content hierarchy nodes whose content's current version the caller may see by the
+   * one visibility rule (with a token Read, without one a public view).
+   */
+  private viewer(user: Principal | null): Sees {
+    const now = this.d.clock();
+    return (e) => !e.head || mayReadVersion(this.rules, user, e.head, e.head.head, now);
   }
 
   /**
@@ -276,12 +315,12 @@ export class TaxonomyService {
   private async reread(cid: string): Promise<void> {
     const head = await this.d.store.head(cid);
     const version = head && !head.deleted ? await this.d.store.version(cid, head.head) : null;
-    const def = version && (await this.defOf(cid, version.type, version.aspects));
+    const def = head && version && (await this.defOf(cid, head, version.type, version.aspects));
     if (def && def.id) this.defs.set(cid, def);
     else this.defs.delete(cid);
   }
 
-  private async defOf(cid: string, type: string, aspects: Aspects): Promise<Def | null> {
+  private async defOf(cid: string, head: Snapshot, type: string, aspects: Aspects): Promise<Def | null> {
     const node = aspects[CONTENT_HIERARCHY_ASPECT];
     if (node) {
       const id = mainAlias(cid);
@@ -290,7 +329,7 @@ export class TaxonomyService {
         const holder = await resolveContentRef(this.d.store, node.parent);
         parent = holder === null ? node.parent : mainAlias(holder);
       }
-      return { kind: 'entity', id, name: str(node.name, id), localizations: stringMap(node.localizations), parent, attributes: { ...stringMap(node.attributes), contentType: type } };
+      return { kind: 'entity', id, name: str(node.name, id), localizations: stringMap(node.localizations), parent, attributes: { ...stringMap(node.attributes), contentType: type }, head };
     }
     return defOf(aspects);
   }
@@ -348,6 +387,19 @@ export function matchesLevels(path: string[], levels: string[][]): boolean {
   return matchesWords(path.map(tokens), levels);
 }
 
+/**
+ * The caller sees the entity and every entity above it: a completion candidate's name path runs
+ * through its ancestors, and below a node the caller may not see it would not exist.
+ */
+function seenWithAncestors(model: Model, e: EntityDef, sees: Sees): boolean {
+  let cur: Def | undefined = e;
+  for (let depth = 0; cur?.kind === 'entity' && depth <= MAX_TAXONOMY_DEPTH; depth++) {
+    if (!sees(cur)) return false;
+    cur = cur.parent === null ? undefined : model.byId.get(cur.parent);
+  }
+  return true;
+}
+
 /** Does following parents from `e` come back to `e` (a cycle is never shown)? */
 function wouldCycle(byId: Map<string, Def>, e: EntityDef): boolean {
   const seen = new Set<string>([e.id]);
@@ -361,8 +413,8 @@ function wouldCycle(byId: Map<string, Def>, e: EntityDef): boolean {
 }
 
 /** The `depth` parameter: a non-negative integer, default 100, larger values taken as 100; 400 otherwise. */
-function depthOf(v: string | null): number {
-  if (v === null || v === '') return MAX_DEPTH;
+function parseDepthParam(v: string | null): number {
+  if (v === null || v === '') return MAX_TAXONOMY_DEPTH;
   if (!/^\d{1,9}$/.test(v)) throw new AppError('BAD_REQUEST', 'depth must be a non-negative integer (at most 100 levels are given)', { depth: v });
-  return Math.min(Number(v), MAX_DEPTH);
+  return Math.min(Number(v), MAX_TAXONOMY_DEPTH);
 }

@@ -3,7 +3,7 @@ import type { ContentCommand, WriteResult } from '../actors/content/content-acto
 import { contextsOf, etagOf, MAIN_NAMESPACE, type Draft, type Snapshot, type VersionRecord } from '../actors/content/model.js';
 import type { DraftResult } from '../actors/content/workspace.js';
 import { AppError } from '../errors.js';
-import { canInAnyContext, isAllowed, type Principal } from '../security/permissions.js';
+import { canInAnyContext, isAllowed, permissionDenied, type Principal } from '../security/permissions.js';
 import type { ContentService, ContentServiceDeps } from './content-service.js';
 import { STATUS_CREATED, STATUS_OK, contentEnvelope, draftEnvelope, formatOf, partialCreated, serialize } from './envelope.js';
 import type { Exchange } from './http.js';
@@ -59,20 +59,24 @@ export class WorkspaceService {
     const env = parseEnvelope(await x.json());
     if (!env.contentType) throw new AppError('BAD_REQUEST', 'system.contentType is required on create');
     const aspects = Object.fromEntries(Object.entries(env.aspects).filter(([, a]) => a !== null)) as Record<string, NonNullable<(typeof env.aspects)[string]>>;
-    const res = await this.d.mailbox.send<DraftResult, ContentCommand>({ k: 'wsCreate', id: newCommandId(), cid: newContentKey(), user, workspace: ws, type: env.contentType, aspects, ops: env.operations });
+    const files = await this.content.readableFiles(user, aspects.svcFiles);
+    const res = await this.d.mailbox.send<DraftResult, ContentCommand>({ k: 'wsCreate', id: newCommandId(), cid: newContentKey(), user, files, workspace: ws, type: env.contentType, aspects, ops: env.operations });
     const status = res.subResults.length ? partialCreated(res.subResults) : STATUS_CREATED;
     x.send(201, [['Content-Type', 'application/json']], serialize(draftEnvelope(res.draft, null, status), fmt));
   }
 
   /** GET workspace: `{workspaceId, drafts: {<main alias>: {}}}`. */
   private async info(x: Exchange, p: Params): Promise<void> {
-    await this.content.authenticate(x);
+    const user = await this.content.authenticate(x);
     const ws = this.workspace(p);
     const drafts: Record<string, object> = {};
     const members = await this.d.store.workspaceMembers(ws);
-    const found = await Promise.all(members.map((cid) => this.d.store.draft(cid, ws)));
+    const found = await Promise.all(members.map((cid) => Promise.all([this.d.store.draft(cid, ws), this.liveHead(cid)])));
+    // Only the drafts the caller may read are listed (CONTRACT §20: the listing is the same
+    // whether or not drafts the caller may not read are on the workspace).
     members.forEach((cid, i) => {
-      if (found[i]) drafts[`${MAIN_NAMESPACE}/${cid}`] = {};
+      const [draft, head] = found[i];
+      if (draft && this.mayRead(user, draft, head)) drafts[`${MAIN_NAMESPACE}/${cid}`] = {};
     });
     x.sendJson(200, { workspaceId: ws, drafts });
   }
@@ -128,10 +132,13 @@ export class WorkspaceService {
 
   /** Read a draft: if it exists in main, when the caller can read the original; else when it could read it in any context. */
   private checkRead(user: Principal, draft: Draft | null, head: Snapshot | null): void {
-    const ok = head
+    if (!this.mayRead(user, draft, head)) throw permissionDenied('Read', user);
+  }
+
+  private mayRead(user: Principal, draft: Draft | null, head: Snapshot | null): boolean {
+    return head
       ? isAllowed(this.d.security, user, 'Read', head.type, contextsOf(head.meta))
       : canInAnyContext(this.d.security, user, 'Read', draft!.type);
-    if (!ok) throw new AppError('PERMISSION_DENIED', `Read denied for ${user.userId}`);
   }
 
   /** PUT draft: a new draft over main, or the draft replaced; `merge` and conditional headers refused. */
@@ -147,7 +154,8 @@ export class WorkspaceService {
     const fmt = formatOf(x.query.get('format'), x.header('accept')); // refused before anything is written
     const env = parseEnvelope(await x.json());
     const cid = await this.cidOf(p, ws);
-    const res = await this.d.mailbox.send<DraftResult, ContentCommand>({ k: 'wsUpdate', id: newCommandId(), cid, user, workspace: ws, aspects: env.aspects, ops: env.operations, origin: env.origin, mode: m });
+    const files = await this.content.readableFiles(user, env.aspects.svcFiles);
+    const res = await this.d.mailbox.send<DraftResult, ContentCommand>({ k: 'wsUpdate', id: newCommandId(), cid, user, files, workspace: ws, aspects: env.aspects, ops: env.operations, origin: env.origin, mode: m });
     const head = await this.liveHead(cid);
     x.send(200, [['Content-Type', 'application/json']], serialize(draftEnvelope(res.draft, head), fmt));
   }
@@ -167,7 +175,9 @@ export class WorkspaceService {
     const ws = this.workspace(p);
     const fmt = formatOf(x.query.get('format'), x.header('accept')); // refused before anything is written
     const cid = await this.cidOf(p, ws);
-    const res = await this.d.mailbox.send<WriteResult, ContentCommand>({ k: 'wsPromote', id: newCommandId(), cid, user, workspace: ws }).finally(() => this.d.heads.drop(cid));
+    // Promote writes main as the promoter: the draft's files are checked for the promoter.
+    const files = await this.content.readableFiles(user, (await this.d.store.draft(cid, ws))?.aspects.svcFiles);
+    const res = await this.d.mailbox.send<WriteResult, ContentCommand>({ k: 'wsPromote', id: newCommandId(), cid, user, files, workspace: ws }).finally(() => this.d.heads.drop(cid));
     x.send(200, [['Content-Type', 'application/json'], ['ETag', etagOf(cid, res.snapshot.rev)]], serialize(contentEnvelope(res.snapshot, res.version, STATUS_OK), fmt));
   }
 }

@@ -5,6 +5,7 @@
  * a role that grants the permission on the content's type or on `*`. A role's permission list
  * may contain `*`, which grants every permission, custom names included.
  */
+import { AppError } from '../errors.js';
 
 /** The context every principal's global roles live in; content without owners is only here. */
 export const GLOBAL_CONTEXT = '__global__';
@@ -78,6 +79,16 @@ export function canInAnyContext(cfg: SecurityConfig, principal: Principal, permi
     if (contextGrants(cfg, principal, ctx, permission, contentType)) return true;
   }
   return false;
+}
+
+/**
+ * The refusal (403) of a permission: it names the permission and the user, never the content's
+ * type, nor anything else of a content the user may not see (CONTRACT §20 "Error bodies").
+ *
+ * @example throw permissionDenied('Update', user) // "Update denied for sportseditor"
+ */
+export function permissionDenied(permission: string, principal: Principal): AppError {
+  return new AppError('PERMISSION_DENIED', `${permission} denied for ${principal.userId}`);
 }
 
 /** Holds the role `sysadmin` in `__global__` (alias release, re-indexing). */

@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { decodeProtectedHeader, importSPKI, importX509, jwtVerify, type CryptoKey, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
@@ -7,8 +8,11 @@ import { Repository, Schema, type Entity } from 'redis-om';
 import { z } from 'zod';
 import type { Settings } from '../../config/settings.js';
 import { AppError } from '../errors.js';
+import { repoPath } from '../repo-files.js';
 import { hashPassword, verifyPassword } from './passwords.js';
 import { authorizationInfo, type AuthorizationInfo, type Principal } from './permissions.js';
+import { limitedAddress } from './client-address.js';
+import { RevocationFeed } from './revocation-feed.js';
 import { loadSecurityConfig, type SecurityConfigWithUsers } from './security-config.js';
 
 /**
@@ -21,6 +25,10 @@ import { loadSecurityConfig, type SecurityConfigWithUsers } from './security-con
  * - `<prefix>token:<sha256(token) hex>` HASH { token (the same digest), userId, expireTime },
  *   with a Redis TTL of TOKEN_TTL_SECONDS. Only the digest is stored, so a copy of Redis holds
  *   no usable token.
+ * - `<prefix>login-failures:user:<sha256(username) hex>` and
+ *   `<prefix>login-failures:address:<client address>` ZSET { attempt id -> time }: failed logins
+ *   in the last LOGIN_WINDOW_SECONDS (scripts/login-attempt-1.lua), expiring with the window.
+ * - channels `<prefix>{revocations}` and `<prefix>{revocations}:confirmed` (revocation-feed.ts).
  */
 
 /** The spec's Token response. Times are epoch milliseconds as strings of digits. */
@@ -42,7 +50,11 @@ export interface TokenServiceOptions {
   log?: SecurityLog;
   /** Prefix of every Redis key this service writes (default `security:`); tests use their own. */
   keyPrefix?: string;
-  /** How long a valid token is cached in-process, at most (default and maximum 2000 ms). */
+  /**
+   * How long a valid token is cached in-process, at most (default and maximum 2000 ms). A
+   * revocation reaches every cache at once (revocation-feed.ts); the cache time bounds how late
+   * a change of the account's roles is seen.
+   */
   cacheMs?: number;
 }
 
@@ -78,19 +90,33 @@ interface TokenEntity extends Entity {
 interface CachedToken {
   principal: Principal;
   expireTime: number;
+  /** SHA-256 of the token: revocations name tokens by it. */
+  digest: string;
 }
 
-type RedisClient = ReturnType<typeof createClient> | ReturnType<typeof createCluster>;
+type NodeRedisClient = ReturnType<typeof createClient> | ReturnType<typeof createCluster>;
 
 /** One message for unknown user and wrong password (CONTRACT §4). */
 const BAD_CREDENTIALS = 'Invalid username or password';
 const BAD_TOKEN = 'Token is not valid';
+/** One message for every refusal of the login limit, whoever the user (CONTRACT §20). */
+const TOO_MANY_FAILURES = 'Too many failed logins; try again later';
 // Our tokens are 43 characters; anything much longer is not worth hashing or looking up.
 const MAX_TOKEN_CHARS = 512;
 
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
 
 const escapeGlob = (s: string): string => s.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
+
+/** A script of src/security/scripts (they stay in src/, also for the built dist/). */
+const script = (file: string): string => readFileSync(repoPath('src', 'security', 'scripts', file), 'utf8');
+const LOGIN_ATTEMPT_LUA = script('login-attempt-1.lua');
+const LOGIN_FAILED_LUA = script('login-failed-1.lua');
+/**
+ * How long a login attempt may be pending (its password being checked) before it counts as a
+ * failure (its process is gone), and how long an attempt waits for pending ones at most.
+ */
+const LOGIN_PENDING_MS = 10_000;
 
 const defaultLog: SecurityLog = (level, msg) => {
   const line = `[security] ${level}: ${msg}`;
@@ -141,17 +167,35 @@ export class TokenService {
   private readonly accountSchema: Schema<AccountEntity>;
   private readonly tokenSchema: Schema<TokenEntity>;
   private readonly cache: LRUCache<string, CachedToken>;
+  /** Cached tokens by their digest, for revocations (kept in step by the cache's dispose). */
+  private readonly byDigest = new Map<string, string>();
+  private readonly feed: RevocationFeed;
+  /** Set once start() subscribed the feed (account tools connect without it). */
+  private feedWanted = false;
   /** Lookups in flight, so a burst of requests with one uncached token costs one Redis trip. */
   private readonly inflight = new Map<string, Promise<Principal | null>>();
-  /** Bumped by every local revoke, so a lookup that raced it does not cache the token again. */
+  /**
+   * Bumped by every revocation (local or told by the feed) and every change of the feed, so a
+   * lookup that raced one does not cache the token.
+   */
   private revokeEpoch = 0;
-  private client: RedisClient | null = null;
+  private client: NodeRedisClient | null = null;
   private accounts: Repository<AccountEntity> | null = null;
   private tokens: Repository<TokenEntity> | null = null;
   private hsKey: Uint8Array | null = null;
   private rsKey: CryptoKey | null = null;
   /** When each Redis failure message was last logged. */
   private readonly redisErrorsLogged = new Map<string, number>();
+
+  /** Name of the connection that receives revocations (CLIENT LIST on plain Redis). */
+  get feedName(): string {
+    return this.feed.name;
+  }
+
+  /** Whether revocations reach this process now (tokens are cached only then). */
+  get feedUp(): boolean {
+    return this.feed.up;
+  }
 
   constructor(opts: TokenServiceOptions) {
     this.redisUrl = opts.redisUrl;
@@ -170,7 +214,40 @@ export class TokenService {
       { token: { type: 'string' }, userId: { type: 'string' }, expireTime: { type: 'number' } },
       { dataStructure: 'HASH' },
     );
-    this.cache = new LRUCache<string, CachedToken>({ max: 100_000, ttl: Math.max(1, this.cacheMs) });
+    this.cache = new LRUCache<string, CachedToken>({
+      max: 100_000,
+      ttl: Math.max(1, this.cacheMs),
+      dispose: (v) => this.byDigest.delete(v.digest),
+    });
+    this.feed = new RevocationFeed(
+      this.prefix,
+      {
+        revoked: (digest) => {
+          const token = this.byDigest.get(digest);
+          if (token !== undefined) this.forget(token);
+          else this.forget();
+        },
+        lost: () => {
+          this.cache.clear();
+          this.forget();
+        },
+        log: (level, msg) => this.log(level, msg),
+      },
+      () => {
+        if (!this.client) throw new AppError('UNAVAILABLE', 'Token service is not started');
+        return this.client;
+      },
+    );
+  }
+
+  /**
+   * After a revocation: `token` out of the cache, and no lookup under way may cache anything or
+   * be shared with a later request (it may have read the token before it was revoked).
+   */
+  private forget(token?: string): void {
+    this.revokeEpoch++;
+    this.inflight.clear();
+    if (token !== undefined) this.cache.delete(token);
   }
 
   /**
@@ -183,6 +260,8 @@ export class TokenService {
     try {
       await this.loadExternalKeys();
       await this.ensureAccounts();
+      await this.feed.start(this.client!);
+      this.feedWanted = true;
     } catch (e) {
       await this.stop();
       throw e;
@@ -196,18 +275,18 @@ export class TokenService {
     this.use(client);
   }
 
-  private use(client: RedisClient): void {
+  private use(client: NodeRedisClient): void {
     this.client = client;
     this.accounts = new Repository(this.accountSchema, client);
     this.tokens = new Repository(this.tokenSchema, client);
   }
 
-  private async openClient(): Promise<RedisClient> {
+  private async openClient(): Promise<NodeRedisClient> {
     // Fail fast while disconnected instead of queueing: a request should get 503, not hang.
     // REDIS_CLUSTER_NODES selects Redis Cluster, as for the rest of the platform; account and
     // token hashes are single keys, so nothing here spans slots.
     const nodes = this.settings.REDIS_CLUSTER_NODES?.split(',').filter(Boolean);
-    const client: RedisClient = nodes?.length
+    const client: NodeRedisClient = nodes?.length
       ? createCluster({ rootNodes: (await reachableFirst(nodes)).map((hp) => ({ url: `redis://${hp}` })), defaults: { disableOfflineQueue: true } })
       : createClient({ url: this.redisUrl, disableOfflineQueue: true });
     // node-redis emits on every reconnect attempt.
@@ -237,6 +316,7 @@ export class TokenService {
       .then((fresh) => {
         if (this.client !== old) return void fresh.disconnect().catch(() => undefined); // stopped or replaced meanwhile
         this.use(fresh);
+        if (this.feedWanted && 'masters' in fresh) void this.feed.startSharded(fresh).catch((e: unknown) => this.logRedisError(`token store: revocation feed: ${(e as Error).message}`));
         this.log('warn', 'token store: reconnected to Redis Cluster after a connection failure (slots learnt afresh)');
         return void old.disconnect().catch(() => undefined);
       })
@@ -246,9 +326,11 @@ export class TokenService {
       });
   }
 
-  /** Closes the Redis connection and forgets cached tokens. */
+  /** Closes the Redis connections and forgets cached tokens. */
   async stop(): Promise<void> {
     const client = this.client;
+    this.feedWanted = false;
+    await this.feed.stop();
     this.client = null;
     this.accounts = null;
     this.tokens = null;
@@ -258,8 +340,11 @@ export class TokenService {
 
   // ---- issuing ---------------------------------------------------------------------------
 
-  /** Validates a POST /security/token body and answers the Token response (400 / 401). */
-  async issue(body: unknown): Promise<TokenResponse> {
+  /**
+   * Validates a POST /security/token body and answers the Token response (400 / 401; 429 past
+   * the failed-login limit). `address` is the client's, for the per-address limit.
+   */
+  async issue(body: unknown, address?: string): Promise<TokenResponse> {
     const parsed = tokenRequestSchema.safeParse(body);
     if (!parsed.success) {
       throw new AppError('BAD_REQUEST', 'Body must be one of {username, password}, {username, token} or {token} with non-empty strings', {
@@ -267,18 +352,68 @@ export class TokenService {
       });
     }
     const req = parsed.data;
-    if ('password' in req) return this.login(req.username, req.password);
+    if ('password' in req) return this.login(req.username, req.password, address);
     if ('username' in req) return this.renew(req.username, req.token);
     return this.exchangeExternal(req.token);
   }
 
-  /** Login with username and password; 401 with one message for unknown user or wrong password. */
-  async login(username: string, password: string): Promise<TokenResponse> {
-    const account = await this.fetchAccount(username);
-    // Always run scrypt (against a dummy hash for an unknown user) so timing tells nothing.
-    const ok = await verifyPassword(password, account?.passwordHash);
-    if (!ok || !account) throw new AppError('NOT_AUTHENTICATED', BAD_CREDENTIALS);
+  /**
+   * Login with username and password; 401 with one message for unknown user or wrong password.
+   * Failed logins are limited per username and, when `address` is given, per client address
+   * (CONTRACT §20): past LOGIN_MAX_FAILURES in LOGIN_WINDOW_SECONDS, 429 with Retry-After, the
+   * same for a user who does not exist. An attempt is held in the window while its password is
+   * checked, so that failures and checks under way together never pass the limit (a burst of
+   * guesses cannot get more checks than the limit; a burst of right passwords waits its turn);
+   * it then counts as a failure or leaves. A success forgives no other failure.
+   */
+  async login(username: string, password: string, address?: string): Promise<TokenResponse> {
+    const attempt = randomBytes(12).toString('base64url');
+    const counters = [`${this.prefix}login-failures:user:${sha256(username)}`];
+    if (address) counters.push(`${this.prefix}login-failures:address:${limitedAddress(address)}`);
+    const taken: string[] = [];
+    for (const key of counters) {
+      const waitMs = await this.takeAttempt(key, attempt);
+      if (waitMs > 0) {
+        await this.endAttempt(taken, attempt, 'forgiven');
+        throw new AppError('TOO_MANY_REQUESTS', TOO_MANY_FAILURES, {}, Math.ceil(waitMs / 1000));
+      }
+      taken.push(key);
+    }
+    let failed = false;
+    try {
+      const account = await this.fetchAccount(username);
+      // Always run scrypt (against a dummy hash for an unknown user) so timing tells nothing.
+      const ok = await verifyPassword(password, account?.passwordHash);
+      failed = !ok || !account;
+    } finally {
+      // A store failure (503) is no failed login.
+      await this.endAttempt(taken, attempt, failed ? 'failed' : 'forgiven');
+    }
+    if (failed) throw new AppError('NOT_AUTHENTICATED', BAD_CREDENTIALS);
     return this.issueToken(username);
+  }
+
+  /**
+   * Takes an attempt in a failure window (0), or answers the ms until one more failure fits in.
+   * While only attempts under way fill the window, waits for them to end (up to LOGIN_PENDING_MS).
+   */
+  private async takeAttempt(key: string, attempt: string): Promise<number> {
+    const args = [String(this.settings.LOGIN_WINDOW_SECONDS * 1000), String(this.settings.LOGIN_MAX_FAILURES), attempt, String(LOGIN_PENDING_MS)];
+    const deadline = Date.now() + LOGIN_PENDING_MS;
+    for (;;) {
+      const res = Number(await this.withRedis(() => this.evalOn(key, LOGIN_ATTEMPT_LUA, args)));
+      if (res >= 0) return res;
+      if (Date.now() > deadline) return 1000;
+      await new Promise((r) => setTimeout(r, 20 + Math.random() * 30));
+    }
+  }
+
+  /** Ends attempts: a failure counts for the window; forgiven ones (a success) leave it. */
+  private async endAttempt(keys: string[], attempt: string, outcome: 'failed' | 'forgiven'): Promise<void> {
+    const windowMs = String(this.settings.LOGIN_WINDOW_SECONDS * 1000);
+    await Promise.all(
+      keys.map((k) => (outcome === 'failed' ? this.evalOn(k, LOGIN_FAILED_LUA, [windowMs, attempt]) : this.connected().zRem(k, `p:${attempt}`))),
+    ).catch((e: unknown) => this.logRedisError(`token store: ${(e as Error).message}`)); // left pending, it counts as failed after LOGIN_PENDING_MS
   }
 
   /** A new token for `username`, while `token` is valid and was issued to `username`. */
@@ -290,22 +425,30 @@ export class TokenService {
 
   /**
    * Exchanges a JWT of an external identity provider (HS256 with EXTERNAL_JWT_SECRET or RS256
-   * with EXTERNAL_JWT_PUBLIC_KEY) for a token of user `sub`. `exp` and `nbf` are honoured when
-   * present. The user's roles are those of the account of that name, none when there is none.
+   * with EXTERNAL_JWT_PUBLIC_KEY) for a token of user `sub`. `exp` is required (CONTRACT §20),
+   * `nbf` honoured when present; `iss` and `aud` must match EXTERNAL_JWT_ISSUER and
+   * EXTERNAL_JWT_AUDIENCE when those are set. The user's roles are those of the account of that
+   * name, none when there is none.
    */
   async exchangeExternal(jwt: string): Promise<TokenResponse> {
     if (!this.hsKey && !this.rsKey) {
       throw new AppError('NOT_AUTHENTICATED', 'Tokens of an external identity provider are not accepted');
     }
     let payload: JWTPayload;
+    const claims = {
+      clockTolerance: 5,
+      requiredClaims: ['exp'],
+      ...(this.settings.EXTERNAL_JWT_ISSUER ? { issuer: this.settings.EXTERNAL_JWT_ISSUER } : {}),
+      ...(this.settings.EXTERNAL_JWT_AUDIENCE ? { audience: this.settings.EXTERNAL_JWT_AUDIENCE } : {}),
+    };
     try {
       const { alg } = decodeProtectedHeader(jwt);
       // The algorithm picks the key, and each key is tried with its own algorithm only, so an
       // RS256 public key can never be used as an HMAC secret.
       if (alg === 'HS256' && this.hsKey) {
-        ({ payload } = await jwtVerify(jwt, this.hsKey, { algorithms: ['HS256'], clockTolerance: 5 }));
+        ({ payload } = await jwtVerify(jwt, this.hsKey, { algorithms: ['HS256'], ...claims }));
       } else if (alg === 'RS256' && this.rsKey) {
-        ({ payload } = await jwtVerify(jwt, this.rsKey, { algorithms: ['RS256'], clockTolerance: 5 }));
+        ({ payload } = await jwtVerify(jwt, this.rsKey, { algorithms: ['RS256'], ...claims }));
       } else {
         throw new Error(`algorithm ${String(alg)} not accepted`);
       }
@@ -318,24 +461,28 @@ export class TokenService {
     return this.issueToken(payload.sub);
   }
 
-  /** Makes a token invalid at once in this process, and within 2 s in every other one. */
+  /**
+   * Makes a token invalid (logout, CONTRACT §20): deleted from Redis, then dropped from the cache
+   * of every web process; resolves once they all confirmed it (revocation-feed.ts).
+   */
   async revoke(token: string): Promise<void> {
-    this.revokeEpoch++;
-    this.cache.delete(token);
+    this.forget(token);
     if (token.length === 0 || token.length > MAX_TOKEN_CHARS) return;
     const id = sha256(token);
     await this.withRedis(() => this.repo('tokens').remove(id));
+    await this.withRedis(() => this.feed.publish(id));
   }
 
   // ---- per request -----------------------------------------------------------------------
 
   /**
    * The principal of an `X-Auth-Token` value, or null when missing, unknown, expired or
-   * revoked. Valid tokens are cached in-process for at most 2 s and never past their expiry.
+   * revoked. Valid tokens are cached in-process for at most 2 s, never past their expiry, and
+   * only while revocations reach this process (the cache is skipped while they do not).
    */
   async authenticate(token: string | undefined): Promise<Principal | null> {
     if (!token || token.length > MAX_TOKEN_CHARS) return null;
-    const hit = this.cache.get(token);
+    const hit = this.feed.up ? this.cache.get(token) : undefined;
     if (hit) return hit.expireTime > Date.now() ? hit.principal : null;
     let pending = this.inflight.get(token);
     if (!pending) {
@@ -343,6 +490,24 @@ export class TokenService {
       this.inflight.set(token, pending);
     }
     return pending;
+  }
+
+  /**
+   * The caller of a request whose token is optional (search, delivery, taxonomy): null without
+   * an `X-Auth-Token`; 401 for one that is not valid (never read as anonymous).
+   */
+  async caller(token: string | undefined): Promise<Principal | null> {
+    if (token === undefined) return null;
+    const principal = await this.authenticate(token);
+    if (!principal) throw new AppError('NOT_AUTHENTICATED', 'Invalid or expired token');
+    return principal;
+  }
+
+  /** The caller of a request that needs a token: 401 without one or for one that is not valid. */
+  async required(token: string | undefined): Promise<Principal> {
+    const principal = await this.caller(token);
+    if (!principal) throw new AppError('NOT_AUTHENTICATED', 'X-Auth-Token required');
+    return principal;
   }
 
   /** The principal of a user id: the account's contexts, or no roles without an account. */
@@ -392,8 +557,10 @@ export class TokenService {
     const principal = await this.principalFor(rec.userId);
     const left = rec.expireTime - Date.now();
     if (left <= 0) return null;
-    if (epoch === this.revokeEpoch && this.cacheMs > 0) {
-      this.cache.set(token, { principal, expireTime: rec.expireTime }, { ttl: Math.max(1, Math.min(this.cacheMs, left)) });
+    if (epoch === this.revokeEpoch && this.cacheMs > 0 && this.feed.up) {
+      const digest = sha256(token);
+      this.cache.set(token, { principal, expireTime: rec.expireTime, digest }, { ttl: Math.max(1, Math.min(this.cacheMs, left)) });
+      this.byDigest.set(digest, token);
     }
     return principal;
   }
@@ -522,6 +689,22 @@ export class TokenService {
     } catch (e) {
       throw new Error(`EXTERNAL_JWT_PUBLIC_KEY is not a PEM RSA public key or certificate: ${(e as Error).message}`);
     }
+  }
+
+  /**
+   * EVAL of a one-key script. On Redis Cluster through `sendCommand` with the key named: node-redis
+   * 4's `eval(script, {keys})` passes the script where it looks for the keys, so it sent the
+   * script to a random master and gave up on MOVED after a few tries (found as a 503 on login).
+   */
+  private evalOn(key: string, script: string, args: string[]): Promise<unknown> {
+    const command = ['EVAL', script, '1', key, ...args];
+    const client = this.connected();
+    return 'masters' in client ? client.sendCommand(key, false, command) : client.sendCommand(command);
+  }
+
+  private connected(): NodeRedisClient {
+    if (!this.client) throw new AppError('UNAVAILABLE', 'Token service is not started');
+    return this.client;
   }
 
   private repo(which: 'accounts'): Repository<AccountEntity>;

@@ -87,7 +87,7 @@ interface Attempt {
 }
 
 describe('actors: the owner of a partition killed (kill -9) mid-stream (ARCHITECTURE principles 1, 3, 6)', function () {
-  this.timeout(40000);
+  this.timeout(120_000); // a deadline for a stuck run; every wait below polls for its condition
   let p: P;
   let editor: Client;
   let redis: Redis;
@@ -208,10 +208,9 @@ describe('actors: the owner of a partition killed (kill -9) mid-stream (ARCHITEC
 
       // Freeze it first, so that the crash lands with commands in its hands: Redis hands new
       // commands to its blocked XREADGROUP (pending under its consumer name), which it never
-      // processes. Then kill -9.
+      // processes. Then kill -9. A freeze between two reads gets no command handed to it: then
+      // thaw it and freeze it again, until commands are pending under its name.
       frozen = victim.child;
-      victim.child.kill('SIGSTOP');
-      frozenAt = Date.now();
       const pendingOfVictim = async () => {
         let n = 0;
         for (const part of killedParts) {
@@ -220,7 +219,17 @@ describe('actors: the owner of a partition killed (kill -9) mid-stream (ARCHITEC
         }
         return n;
       };
-      pendingAtKill = await until(async () => (await pendingOfVictim()) || null, 2500, 'commands pending under the frozen owner').catch(() => 0);
+      pendingAtKill = await until(
+        async () => {
+          victim.child.kill('SIGSTOP');
+          frozenAt = Date.now();
+          const n = await until(async () => (await pendingOfVictim()) || null, 3000, 'commands pending under the frozen owner').catch(() => 0);
+          if (!n) victim.child.kill('SIGCONT');
+          return n || null;
+        },
+        30_000,
+        'commands pending under the frozen owner',
+      );
       victim.child.kill('SIGKILL');
       killedAt = Date.now();
       await exited(victim.child, 5000);

@@ -7,7 +7,7 @@ import { createLogger } from '../../src/adapters/log.js';
 import { newCommandId, newContentKey, partitionOf } from '../../src/adapters/ids.js';
 import { connectRedis } from '../../src/adapters/redis.js';
 import { ContentActor, type ContentCommand } from '../../src/actors/content/content-actor.js';
-import { ActorHost, type Reply } from '../../src/actors/runtime.js';
+import { ActorHost, type CommandHandler, type Reply } from '../../src/actors/runtime.js';
 import { loadSecurityConfig } from '../../src/security/security-config.js';
 import { Client, article, startTestPlatform } from '../support/platform.js';
 
@@ -66,9 +66,10 @@ describe('actor runtime (ARCHITECTURE principles 1-3)', function () {
     client.disconnect();
   });
 
-  const newHost = () => new ActorHost<ContentCommand>(client, s, new ContentActor(store, loadSecurityConfig()), createLogger(process.env.TEST_LOG ?? 'silent'));
-  const startHost = async () => {
-    host = newHost();
+  const newHost = (handler: CommandHandler<ContentCommand> = new ContentActor(store, loadSecurityConfig())) =>
+    new ActorHost<ContentCommand>(client, s, handler, createLogger(process.env.TEST_LOG ?? 'silent'));
+  const startHost = async (handler?: CommandHandler<ContentCommand>) => {
+    host = newHost(handler);
     await host.start();
     return host;
   };
@@ -149,7 +150,12 @@ describe('actor runtime (ARCHITECTURE principles 1-3)', function () {
         expect(await store.versionIndex(cid)).to.have.length(1);
       }
       expect(await pendingCount(redis, p)).to.equal(0);
-      await sleep(200);
+      // A later command of the same partition is answered after every earlier one (one loop per
+      // partition, replies sent in order on one connection): once it is, no other reply can come.
+      const later = keyOn(p);
+      const toLater = replyStream();
+      await append(create(later, toLater), later);
+      await replies(toLater, 1);
       expect(await redis.xlen(to), 'one reply per entry, no more').to.equal(2);
     });
   });
@@ -228,16 +234,28 @@ describe('actor runtime (ARCHITECTURE principles 1-3)', function () {
     });
 
     it('a host whose lease another process took commits nothing there and gives the partition up; owning it again, it runs the command once', async () => {
-      const h = await startHost();
-      expect(h.partitions()).to.deep.equal([0, 1, 2, 3]);
       const p = 0;
       const cid = keyOn(p);
-      await redis.set(`lease:{${p}}`, 'intruder:1:beef', 'PX', 60000);
+      // The intruder takes the lease while the host handles the command: after the host read
+      // it as the owner, before its commit. The handler's answer is the event to wait for.
+      const actor = new ContentActor(store, loadSecurityConfig());
+      let refused: Promise<unknown> | undefined;
+      const h = await startHost({
+        handle: (cmd, ctx) => {
+          if (cmd.cid !== cid || refused) return actor.handle(cmd, ctx);
+          const out = redis.set(`lease:{${p}}`, 'intruder:1:beef', 'PX', 60000).then(() => actor.handle(cmd, ctx));
+          refused = out;
+          return out;
+        },
+        resumeApplied: (cmd) => actor.resumeApplied(cmd),
+      });
+      expect(h.partitions()).to.deep.equal([0, 1, 2, 3]);
       const to = replyStream();
       try {
         await append(create(cid, to), cid);
-        await waitFor(async () => (h.partitions().includes(p) ? null : true), 5000, 'the host to give the partition up');
-        await sleep(300);
+        await waitFor(async () => refused, 10000, 'the host to handle the command');
+        expect(await refused, 'the commit without the lease').to.equal('lease-lost');
+        await waitFor(async () => (h.partitions().includes(p) ? null : true), 10000, 'the host to give the partition up');
         expect(await store.head(cid), 'nothing committed without the lease').to.equal(null);
         expect(await redis.xlen(to)).to.equal(0);
         expect(await redis.get(`lease:{${p}}`)).to.equal('intruder:1:beef');

@@ -38,9 +38,17 @@ describe('content service: content (spec Endpoints/Content, CONTRACT §5, §11, 
     });
 
     it('refuses a create with If-Match: 412, statusCode 41200, nothing created', async () => {
-      const r = await editor.create(article('x'), { 'If-Match': 'W/"a/1"' });
+      const ns = `im${Date.now()}`;
+      const ops = [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }];
+      const r = await editor.create({ ...article('x'), operations: ops }, { 'If-Match': 'W/"a/1"' });
       expect(r.status).to.equal(412);
       expect(r.json.statusCode).to.equal('41200');
+      expect(r.headers.get('location')).to.equal(null);
+      // no content holds the alias the refused create named, and another content may take it
+      expect((await editor.req('GET', `/content/alias/${ns}/a`)).status).to.equal(404);
+      const other = await editor.create({ ...article('y'), operations: ops });
+      expect(other.json.status.statusCode).to.equal('20100');
+      expect((await editor.read(`/content/alias/${ns}/a`)).json.aspects.body.title).to.equal('y');
     });
 
     it('requires a token (401) and the Create permission (403)', async () => {
@@ -307,11 +315,39 @@ describe('content service: content (spec Endpoints/Content, CONTRACT §5, §11, 
       expect(other.json.status.statusCode).to.equal('20100');
     });
 
-    it('a delete frees the content aliases', async () => {
+    it('a delete frees the content aliases: another content takes them (20100)', async () => {
       const ns = `del${Date.now()}`;
-      const c = await editor.create({ ...article('d'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] });
-      await editor.req('DELETE', aliasOf(c.json.system.id), { headers: { 'If-Match': c.headers.get('etag')! } });
+      const ops = [
+        { _type: 'svcSetAlias', namespace: ns, alias: 'a' },
+        { _type: 'svcSetAlias', namespace: ns, alias: 'b' },
+      ];
+      const c = await editor.create({ ...article('d'), operations: ops });
+      expect(c.json.status.statusCode).to.equal('20100');
+      // held while the content lives
+      expect((await editor.create({ ...article('early'), operations: ops })).json.status.statusCode).to.equal('20107');
+      const d = await editor.req('DELETE', aliasOf(c.json.system.id), { headers: { 'If-Match': c.headers.get('etag')! } });
+      expect(d.status, d.text).to.equal(204);
       expect((await editor.req('GET', `/content/alias/${ns}/a`)).status).to.equal(404);
+      const other = await editor.create({ ...article('other'), operations: ops });
+      expect(other.json.status.statusCode).to.equal('20100');
+      for (const a of ['a', 'b']) expect((await editor.read(`/content/alias/${ns}/${a}`)).json.system.id).to.equal(other.json.system.id);
+    });
+
+    it('the main alias is released after its content is deleted: 409/40905 before, 200 with an empty body after', async () => {
+      const c = await editor.create(article('main'));
+      const id = c.json.system.id;
+      const before = await sysadmin.req('DELETE', `/content/alias/${id}/release`);
+      expect(before.status).to.equal(409);
+      expect(before.json.statusCode).to.equal('40905');
+      expect((await editor.read(aliasOf(id))).status).to.equal(200);
+      const d = await editor.req('DELETE', aliasOf(id), { headers: { 'If-Match': c.headers.get('etag')! } });
+      expect(d.status, d.text).to.equal(204);
+      // the delete released it already: nothing is left to release
+      const after = await sysadmin.req('DELETE', `/content/alias/${id}/release`);
+      expect(after.status, after.text).to.equal(200);
+      expect(after.text).to.equal('');
+      expect((await editor.req('GET', aliasOf(id))).status).to.equal(404);
+      expect((await editor.req('DELETE', `/content/alias/${id}/release`)).status).to.equal(403);
     });
   });
 
@@ -408,8 +444,20 @@ describe('content service: content (spec Endpoints/Content, CONTRACT §5, §11, 
       const body = { ...article('match'), operations: [{ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: ['sports'] } } }] };
       const c = await sports.create(body);
       expect(c.status).to.equal(201);
-      expect((await sports.read(aliasOf(c.json.system.id))).status).to.equal(200);
-      expect((await reader.read(aliasOf(c.json.system.id))).status).to.equal(200);
+      const id = c.json.system.id;
+      const bySports = await sports.req('PUT', aliasOf(id), { body: article('match, half time'), headers: { 'If-Match': c.headers.get('etag')! } });
+      expect(bySports.status, bySports.text).to.equal(200);
+      const byEditor = await editor.req('PUT', aliasOf(id), { body: article('match, full time'), headers: { 'If-Match': bySports.headers.get('etag')! } });
+      expect(byEditor.status, byEditor.text).to.equal(200);
+      expect(byEditor.headers.get('etag')).to.equal(`W/"${id.split('/')[1]}/3"`);
+      for (const who of [sports, editor, reader]) {
+        const r = await who.read(aliasOf(id));
+        expect(r.status).to.equal(200);
+        expect(r.json.aspects.body.title).to.equal('match, full time');
+      }
+      expect((await editor.create(body)).status).to.equal(201);
+      const refused = await reader.req('PUT', aliasOf(id), { body: article('reader'), headers: { 'If-Match': byEditor.headers.get('etag')! } });
+      expect(refused.status).to.equal(403);
       expect((await sports.create(article('not in sports'))).status).to.equal(403);
     });
   });

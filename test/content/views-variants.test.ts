@@ -141,18 +141,51 @@ describe('content service: views, time state, variants (spec Views, CONTRACT §6
       expect((await reader.read(viewPath('web', c.json.system.id))).json.aspects.body.title).to.equal('s');
     });
 
-    it('refuses a view that follows itself or closes a cycle (400), nothing changes', async () => {
-      const { id, etag } = await twoVersions();
-      const self = await editor.req('PUT', '/view/loop', { body: { symbolic: { alias: id, targetView: '@loop' } }, headers: { 'If-Match': etag } });
-      expect(self.status).to.equal(400);
-      let r = await editor.req('PUT', '/view/a', { body: { symbolic: { alias: id, targetView: '@b' } }, headers: { 'If-Match': etag } });
-      expect(r.status).to.equal(200);
-      r = await editor.req('PUT', '/view/b', { body: { symbolic: { alias: id, targetView: '@a' } }, headers: { 'If-Match': r.headers.get('etag')! } });
-      expect(r.status).to.equal(400);
-      const noAt = await editor.req('PUT', '/view/c', { body: { symbolic: { alias: id, targetView: 'a' } }, headers: { 'If-Match': etag } });
-      expect(noAt.status).to.equal(400);
-      const create = await editor.create({ ...article('x'), operations: [{ _type: 'svcAssignToSymbolicViews', views: ['z'], targetView: '@z' }] });
+    it('refuses a view that follows itself or closes a cycle of two or three views (400), nothing changes', async () => {
+      const { id, key, v1 } = await twoVersions();
+      const names = ['loop', 'a', 'b', 'c', 'd'];
+      /** Everything a refused view change could touch: revision, view info, and what each view reads. */
+      const state = async () => {
+        const latest = await editor.read(path(id));
+        const meta = await editor.read(`${path(id)}/metadata`);
+        const views: Record<string, string> = {};
+        for (const v of names) {
+          const r = await editor.read(viewPath(v, id));
+          views[v] = r.status === 200 ? r.json.system.version : String(r.status);
+        }
+        return { etag: latest.headers.get('etag'), viewInfo: meta.json.aspects.svcViewInfo, views };
+      };
+      const put = async (view: string, targetView: string, ifMatch: string) =>
+        editor.req('PUT', `/view/${view}`, { body: { symbolic: { alias: id, targetView } }, headers: { 'If-Match': ifMatch } });
+      const refused = async (view: string, targetView: string) => {
+        const before = await state();
+        const r = await put(view, targetView, before.etag!);
+        expect(r.status, `${view} -> ${targetView}: ${r.text}`).to.equal(400);
+        expect(r.json.statusCode).to.equal('40000');
+        expect(await state(), `${view} -> ${targetView}`).to.deep.equal(before);
+      };
+      await refused('loop', '@loop');
+      expect((await state()).etag).to.equal(`W/"${key}/2"`);
+      // c holds v1; two views: a follows b, then b following a is refused
+      expect((await editor.req('PUT', '/view/c', { body: { version: v1 }, headers: { 'If-Match': `W/"${key}/2"` } })).status).to.equal(200);
+      expect((await put('a', '@b', `W/"${key}/3"`)).status).to.equal(200);
+      await refused('b', '@a');
+      // three views: b follows c, then c following a (a -> b -> c -> a) or b is refused
+      expect((await put('b', '@c', `W/"${key}/4"`)).status).to.equal(200);
+      await refused('c', '@a');
+      await refused('c', '@b');
+      // a target view without @ is refused
+      await refused('d', 'a');
+      const end = await state();
+      expect(end.etag).to.equal(`W/"${key}/5"`);
+      expect(end.views).to.deep.equal({ loop: '404', a: v1, b: v1, c: v1, d: '404' });
+      // a create whose operations make a view follow itself is refused whole: its alias stays free
+      const ns = `cyc${Date.now()}`;
+      const ops = [{ _type: 'svcSetAlias', namespace: ns, alias: 'x' }];
+      const create = await editor.create({ ...article('x'), operations: [...ops, { _type: 'svcAssignToSymbolicViews', views: ['z'], targetView: '@z' }] });
       expect(create.status).to.equal(400);
+      expect((await editor.req('GET', `/content/alias/${ns}/x`)).status).to.equal(404);
+      expect((await editor.create({ ...article('y'), operations: ops })).json.status.statusCode).to.equal('20100');
     });
   });
 
@@ -195,14 +228,14 @@ describe('content service: views, time state, variants (spec Views, CONTRACT §6
       expect((await reader.read(`${viewPath('svcLatest', id)}?variant=teaser`)).json.aspects).to.not.have.property('secret');
     });
 
-    it('svcIndexing: the search document with every system field, categorization paths and the content fields', async () => {
+    it('svcIndexing: the search document with every system field, categorization paths and the content fields (its own svc_ fields are not among them, CONTRACT §20)', async () => {
       // a taxonomy entity with content, so that its id path is indexed
       await editor.create({ system: { contentType: 'svcEntityDefinitionContent' }, aspects: { svcEntityDefinition: { id: 'football', name: 'Football' } }, operations: [{ _type: 'svcSetAlias', namespace: '_taxonomy', alias: 'football' }] });
       const c = await editor.create({
         system: { contentType: 'article' },
         aspects: {
           body: { title: 'Cup final' },
-          svcSolrDocument: { headline_s: 'Cup final', svc_views_ss: ['extra'] },
+          svcSolrDocument: { headline_s: 'Cup final', parts: [{ part_s: 'one' }] },
           svcCategorization: {
             dimensions: [
               { id: 'sports', entities: [{ id: 'football', name: 'Football', entities: [{ id: 'premier', name: 'Premier League', entities: [] }] }] },
@@ -232,9 +265,10 @@ describe('content service: views, time state, variants (spec Views, CONTRACT §6
         root: vid,
         version: 1,
         headline_s: 'Cup final',
+        parts: [{ part_s: 'one', id: `${vid}/parts/0`, root: vid }],
         svc_type_s: 'article',
         svc_modificationTime_dt: c.json.system.modificationTime,
-        svc_views_ss: ['extra', 'svcLatest', 'svcPublic'],
+        svc_views_ss: ['svcLatest', 'svcPublic'],
         svc_security_context_ss: ['sports'],
         svc_timestate__drange: ['[0000 TO 9999]', '[2026-01-01T00:00:00.000Z TO 2027-01-01T00:00:00.000Z]'],
         svc_timestate_svcLatest_drange: '[0000 TO 9999]',

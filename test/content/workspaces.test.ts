@@ -158,19 +158,30 @@ describe('content service: workspaces (spec Workspace, draft and alias reservati
       expect(trail.map((e) => [e.action, e.via])).to.deep.equal([['create', 'promote']]);
     });
 
-    it('draft from an update -> promote (main not updated since origin): an update in main with the stored mode', async () => {
-      const ws = wsName();
-      const c = await editor.create(article('v1', { keep: true }));
-      const id = c.json.system.id;
-      const key = id.split('/')[1];
-      await editor.req('PUT', `${wsPath(ws, id)}?updateMode=replace`, { body: { aspects: { body: { title: 'v2' } }, origin: c.headers.get('etag') } });
-      const pr = await editor.req('POST', `${wsPath(ws, id)}/promote`);
-      expect(pr.status).to.equal(200);
-      expect(pr.headers.get('etag')).to.equal(`W/"${key}/2"`);
-      const main = await editor.read(`/content/alias/${id}`);
-      expect(main.json.aspects.body).to.deep.equal({ _type: 'body', title: 'v2' });
-      const trail = await audit(key);
-      expect(trail.map((e) => [e.action, e.via])).to.deep.equal([['create', 'main'], ['update', 'promote']]);
+    it('draft from an update -> promote (main not updated since origin): an update in main with the stored mode (replace removes the aspects the draft lacks, update keeps them)', async () => {
+      // main has two aspects; the draft sends only body: `replace` removes extra, `update` keeps it
+      for (const mode of ['replace', 'update'] as const) {
+        const ws = wsName();
+        const c = await editor.create({ system: { contentType: 'article' }, aspects: { body: { title: 'v1', keep: true }, extra: { v: 1 } } });
+        const id = c.json.system.id;
+        const key = id.split('/')[1];
+        const d = await editor.req('PUT', `${wsPath(ws, id)}?updateMode=${mode}`, { body: { aspects: { body: { title: 'v2' } }, origin: c.headers.get('etag') } });
+        expect(d.status, d.text).to.equal(200);
+        // main is untouched until the promote
+        expect((await editor.read(`/content/alias/${id}`)).json.aspects.extra).to.deep.equal({ _type: 'extra', v: 1 });
+        const pr = await editor.req('POST', `${wsPath(ws, id)}/promote`);
+        expect(pr.status, pr.text).to.equal(200);
+        expect(pr.headers.get('etag')).to.equal(`W/"${key}/2"`);
+        const main = await editor.read(`/content/alias/${id}`);
+        const expected =
+          mode === 'replace'
+            ? { _type: 'article', body: { _type: 'body', title: 'v2' } }
+            : { _type: 'article', body: { _type: 'body', title: 'v2' }, extra: { _type: 'extra', v: 1 } };
+        expect(main.json.aspects, mode).to.deep.equal(expected);
+        expect(pr.json.aspects, mode).to.deep.equal(expected);
+        const trail = await audit(key);
+        expect(trail.map((e) => [e.action, e.via])).to.deep.equal([['create', 'main'], ['update', 'promote']]);
+      }
     });
 
     it('draft from an update -> promote after main changed: 409/40900, the draft stays', async () => {
@@ -185,10 +196,14 @@ describe('content service: workspaces (spec Workspace, draft and alias reservati
       expect((await editor.req('GET', wsPath(ws, id))).json.aspects.body.title).to.equal('draft');
       expect((await editor.read(`/content/alias/${id}`)).json.aspects.body.title).to.equal('main moved on');
       // updating the draft with the new origin makes the promote succeed
-      const now = await editor.req('GET', `/content/alias/${id}`);
-      const etag = now.headers.get('location')!.endsWith('/2') ? `W/"${id.split('/')[1]}/2"` : '';
-      await editor.req('PUT', wsPath(ws, id), { body: { aspects: { body: { title: 'draft 2' } }, origin: etag } });
-      expect((await editor.req('POST', `${wsPath(ws, id)}/promote`)).status).to.equal(200);
+      const now = await editor.read(`/content/alias/${id}`);
+      const etag = now.headers.get('etag')!;
+      expect(etag).to.equal(`W/"${id.split('/')[1]}/2"`);
+      const redo = await editor.req('PUT', wsPath(ws, id), { body: { aspects: { body: { title: 'draft 2' } }, origin: etag } });
+      expect(redo.status, redo.text).to.equal(200);
+      const pr2 = await editor.req('POST', `${wsPath(ws, id)}/promote`);
+      expect(pr2.status, pr2.text).to.equal(200);
+      expect(pr2.headers.get('etag')).to.equal(`W/"${id.split('/')[1]}/3"`);
       expect((await editor.read(`/content/alias/${id}`)).json.aspects.body.title).to.equal('draft 2');
     });
 

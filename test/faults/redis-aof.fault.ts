@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { startRedisServer, type RedisServerHandle } from '../../src/adapters/redis-server.js';
+import { startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.js';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { until } from '../support/wait.js';
 import { auditWriters, newWriters, runWriters, verifyWriters } from '../support/writers.js';

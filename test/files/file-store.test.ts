@@ -19,6 +19,8 @@ import { ensureTestS3 } from '../support/s3.js';
 const MiB = 1024 * 1024;
 const TTL_SECONDS = 3600;
 const LIMIT = 1024 * MiB;
+/** Recorded with every file (CONTRACT §20: a tmp file is its uploader's). */
+const UPLOADER = 'editor';
 
 interface Harness {
   store: FileStore;
@@ -207,11 +209,11 @@ for (const kind of ['disk', 's3'] as const) {
       await h?.cleanup();
     });
 
-    async function put(key: FileKey, data: Buffer, opts: { contentType?: string; maxBytes?: number } = {}): Promise<StoredFile> {
+    async function put(key: FileKey, data: Buffer, opts: { contentType?: string; maxBytes?: number; uploader?: string } = {}): Promise<StoredFile> {
       // Several chunks and no length, as a chunked upload arrives.
       const chunks: Buffer[] = [];
       for (let i = 0; i < data.length; i += 100_000) chunks.push(data.subarray(i, i + 100_000));
-      return store.put(key, Readable.from(chunks), { maxBytes: opts.maxBytes ?? LIMIT, contentType: opts.contentType });
+      return store.put(key, Readable.from(chunks), { maxBytes: opts.maxBytes ?? LIMIT, contentType: opts.contentType, uploader: opts.uploader ?? UPLOADER });
     }
 
     for (const [label, size] of [['0 B', 0], ['1 B', 1], ['1 MB', MiB], ['8 MiB (one whole S3 part)', 8 * MiB], ['8 MiB + 1 (two parts)', 8 * MiB + 1]] as const) {
@@ -228,6 +230,7 @@ for (const kind of ['disk', 's3'] as const) {
         expect(info.modifiedTime).to.equal(info.creationTime);
         expect(info.accessTime).to.equal(-1);
         expect(info.mimeType).to.equal('application/x-test');
+        expect(info.uploader).to.equal(UPLOADER);
         expect(await store.stat(info.key)).to.deep.equal(info);
         const got = await store.get(info.key);
         expect(got.info).to.deep.equal(info);
@@ -241,7 +244,7 @@ for (const kind of ['disk', 's3'] as const) {
     it('streams a 100 MB upload and download without holding it in memory (sha256 checked, RSS growth < 60 MB)', async () => {
       const size = 100 * MiB;
       const src = generated(size);
-      const up = await peakRssGrowth(() => store.put(fileKeyOf('content', host, 'big/100mb.bin'), src.stream, { maxBytes: LIMIT }));
+      const up = await peakRssGrowth(() => store.put(fileKeyOf('content', host, 'big/100mb.bin'), src.stream, { uploader: UPLOADER, maxBytes: LIMIT }));
       const info = up.result;
       expect(info.length).to.equal(size);
       const down = await peakRssGrowth(async () => hashStream((await store.get(info.key)).stream));
@@ -308,6 +311,16 @@ for (const kind of ['disk', 's3'] as const) {
       expect(await store.stat(info.key)).to.not.equal(null);
     });
 
+    it('records the uploader with the file, any user id included (CONTRACT §20 "Files in tmp/")', async () => {
+      for (const uploader of ['sportseditor', 'Zoë Müller/ext:42', 'x'.repeat(200)]) {
+        const info = await put(fileKeyOf('tmp', host, 'who.txt'), Buffer.from('who'), { uploader });
+        expect(info.uploader).to.equal(uploader);
+        expect((await store.stat(info.key))?.uploader).to.equal(uploader);
+        expect((await store.get(info.key)).info.uploader).to.equal(uploader);
+      }
+      expect(await rejection(store.put(fileKeyOf('tmp', host, 'anon.txt'), Readable.from([Buffer.from('x')]), { maxBytes: LIMIT, uploader: '' }))).to.be.instanceOf(TypeError);
+    });
+
     it('keeps odd but legal characters of hosts and paths', async () => {
       const path = "dir/ü ber%20x+y&z=1;,$!'()*~@:.txt";
       const oddHost = 'editor@example.com:8080';
@@ -323,7 +336,7 @@ for (const kind of ['disk', 's3'] as const) {
       // A limit above one S3 part, so S3 has started a multipart upload when the limit hits.
       const maxBytes = 20 * MiB;
       const src = generated(30 * MiB);
-      const e = await rejection(store.put(fileKeyOf('tmp', tooBigHost, 'big.bin'), src.stream, { maxBytes }));
+      const e = await rejection(store.put(fileKeyOf('tmp', tooBigHost, 'big.bin'), src.stream, { uploader: UPLOADER, maxBytes }));
       expectAppError(e, 'PAYLOAD_TOO_LARGE');
       expect((e as AppError).http).to.equal(413);
       // The body is left to the caller (to drain or close), not destroyed.
@@ -333,15 +346,15 @@ for (const kind of ['disk', 's3'] as const) {
 
       // Exactly maxBytes is refused too ("must be smaller than it"); one byte less is taken.
       const small = fileKeyOf('tmp', tooBigHost, 'edge.bin');
-      expectAppError(await rejection(store.put(small, generated(1000).stream, { maxBytes: 1000 })), 'PAYLOAD_TOO_LARGE');
+      expectAppError(await rejection(store.put(small, generated(1000).stream, { uploader: UPLOADER, maxBytes: 1000 })), 'PAYLOAD_TOO_LARGE');
       expect(await h.leftovers('tmp', tooBigHost)).to.deep.equal([]);
-      const ok = await store.put(small, generated(999).stream, { maxBytes: 1000 });
+      const ok = await store.put(small, generated(999).stream, { uploader: UPLOADER, maxBytes: 1000 });
       expect(ok.length).to.equal(999);
       await store.delete(ok.key);
 
       // A declared length at the limit is refused before a byte is read.
       const unread = generated(5000);
-      expectAppError(await rejection(store.put(small, unread.stream, { maxBytes: 1000, declaredLength: 5000 })), 'PAYLOAD_TOO_LARGE');
+      expectAppError(await rejection(store.put(small, unread.stream, { uploader: UPLOADER, maxBytes: 1000, declaredLength: 5000 })), 'PAYLOAD_TOO_LARGE');
       expect(unread.stream.readableLength).to.equal(0);
       expect(await h.leftovers('tmp', tooBigHost)).to.deep.equal([]);
     });
@@ -349,7 +362,7 @@ for (const kind of ['disk', 's3'] as const) {
     it('stores nothing when the body fails part-way (a client that went away)', async () => {
       const failHost = `${host}-fail`;
       const src = generated(30 * MiB, { failAt: 18 * MiB });
-      const e = await rejection(store.put(fileKeyOf('tmp', failHost, 'cut.bin'), src.stream, { maxBytes: LIMIT }));
+      const e = await rejection(store.put(fileKeyOf('tmp', failHost, 'cut.bin'), src.stream, { uploader: UPLOADER, maxBytes: LIMIT }));
       expect((e as Error).message).to.equal('client went away');
       expect(await h.leftovers('tmp', failHost)).to.deep.equal([]);
     });
@@ -367,7 +380,7 @@ for (const kind of ['disk', 's3'] as const) {
         expect((err as AppError).code, label).to.equal('BAD_REQUEST');
         // A key object made by hand does not get past the store either.
         const forged = { space, host: badHost, path } as unknown as FileKey;
-        expectAppError(await rejection(store.put(forged, Readable.from([Buffer.from('x')]), { maxBytes: LIMIT })), 'BAD_REQUEST');
+        expectAppError(await rejection(store.put(forged, Readable.from([Buffer.from('x')]), { uploader: UPLOADER, maxBytes: LIMIT })), 'BAD_REQUEST');
         expectAppError(await rejection(store.get(forged)), 'BAD_REQUEST');
         expectAppError(await rejection(store.delete(forged)), 'BAD_REQUEST');
       }
@@ -398,10 +411,22 @@ for (const kind of ['disk', 's3'] as const) {
     });
 
     if (kind === 's3') {
-      it('reports whether the S3 server took the lifecycle rule on tmp/', () => {
-        const rule = (store as S3FileStore).lifecycleRule;
-        expect(rule).to.be.oneOf(['set', 'unsupported']);
+      it('records what the S3 server answered to the lifecycle rule on tmp/ (S3Proxy: NotImplemented, so unsupported)', async () => {
+        const s3 = store as S3FileStore;
+        const rule = s3.lifecycleRule;
         console.log(`      lifecycle rule on tmp/: ${rule}`);
+        // S3Proxy 4.1, which the harness starts, answers NotImplemented (measured; README "S3 for tests").
+        if ((await ensureTestS3()).own) expect(rule).to.equal('unsupported');
+        if (rule === 'set') {
+          // the server holds the rule the store asked for
+          const config = await s3.client.getBucketLifecycle(s3.bucket);
+          expect(JSON.stringify(config)).to.contain('expire-tmp').and.to.contain('tmp/');
+        } else {
+          expect(rule).to.equal('unsupported');
+          // asked again, the server still refuses a lifecycle rule
+          const e = await rejection(s3.client.setBucketLifecycle(s3.bucket, { Rule: [{ ID: 'probe', Status: 'Enabled', Filter: { Prefix: 'tmp/' }, Expiration: { Days: 1 } }] }));
+          expect((e as { code?: string }).code, String(e)).to.be.oneOf(['NotImplemented', 'AccessDenied']);
+        }
       });
     }
   });

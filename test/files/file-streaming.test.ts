@@ -8,7 +8,7 @@ import { expect } from 'chai';
 import * as Minio from 'minio';
 import { DiskFileStore } from '../../src/adapters/file-store-disk.js';
 import { S3FileStore } from '../../src/adapters/file-store-s3.js';
-import { freePort } from '../../src/adapters/redis-server.js';
+import { freePort } from '../../src/dev/redis-server.js';
 import { buildDist } from '../support/build.js';
 import { ensureTestS3 } from '../support/s3.js';
 import { until } from '../support/wait.js';

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadSettings } from '../../config/settings.js';
 import { createLogger } from '../../src/adapters/log.js';
-import { startSolr, type SolrHandle } from '../../src/adapters/solr-server.js';
+import { startSolr, type SolrHandle } from '../../src/dev/solr-server.js';
 import { startPlatform } from '../../src/main.js';
 import { Client, article } from '../support/platform.js';
 

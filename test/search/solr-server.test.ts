@@ -4,8 +4,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { javaAndMavenAvailable, startSolr } from '../../src/adapters/solr-server.js';
+import { javaAndMavenAvailable, startSolr } from '../../src/dev/solr-server.js';
 import { ensureTestSolr } from '../support/solr.js';
+import { until } from '../support/wait.js';
 
 /**
  * The Solr that `npm start` and `npm test` run (tools/solr, or SOLR_URL / TEST_SOLR_URL) with the
@@ -229,19 +230,13 @@ describe('embedded Solr and the content configset (spec Categorization and searc
     expect(await ids(`id:(${a}* OR ${b}*)`)).to.deep.equal([a, b]);
   });
 
-  it('makes a change searchable within 2 s without an explicit commit (soft commits)', async () => {
+  // The hard autoCommit does not open a searcher, so only a soft commit can make the update
+  // visible here. How soon is a speed figure: npm run bench measures it ("commit to searchable").
+  it('makes a change searchable without an explicit commit (soft commits)', async () => {
     const id = `${RUN}-soft`;
-    const t0 = Date.now();
     const r = await post('update', [{ id, root: id, version: 1, run_s: RUN, svc_type_s: 'soft' }]);
     expect(r.status).to.equal(200);
-    let found = false;
-    while (!found && Date.now() - t0 < 5000) {
-      found = (await ids(`id:${id}`)).length === 1;
-      if (!found) await new Promise((ok) => setTimeout(ok, 50));
-    }
-    const ms = Date.now() - t0;
-    expect(found, 'visible at all within 5 s').to.equal(true);
-    expect(ms).to.be.below(2000);
+    await until(async () => (await ids(`id:${id}`)).length === 1, 30_000, 'the update to be searchable without a commit');
   });
 });
 
@@ -309,7 +304,7 @@ describe('startSolr: the embedded Solr process (tools/solr)', function () {
 
   it('exits by itself when the process that started it is killed', async () => {
     const dir = tmp('solr-orphan-');
-    const script = `import { startSolr } from ${JSON.stringify(new URL('../../src/adapters/solr-server.ts', import.meta.url).href)};
+    const script = `import { startSolr } from ${JSON.stringify(new URL('../../src/dev/solr-server.ts', import.meta.url).href)};
 const h = await startSolr({ dataDir: ${JSON.stringify(dir)} });
 console.log('PID ' + h.pid);`;
     const parent = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });

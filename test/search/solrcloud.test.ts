@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import { expect } from 'chai';
 import { pino } from 'pino';
 import { loadSettings } from '../../config/settings.js';
-import { javaAndMavenAvailable, startSolr, type SolrHandle } from '../../src/adapters/solr-server.js';
+import { javaAndMavenAvailable, startSolr, type SolrHandle } from '../../src/dev/solr-server.js';
 import { startPlatform } from '../../src/main.js';
 import { Client } from '../support/platform.js';
 import { eventually } from '../support/wait.js';
@@ -98,14 +98,14 @@ describe('search on SolrCloud: two nodes, two shards (README "SolrCloud")', func
   });
 
   it('child documents live in their parent\'s shard and go with it', async () => {
-    const c = await create('parent', `${T}c`, [], { svcSolrDocument: { parts: [{ id: `${T}-part-1`, part_s: 'one' }, { id: `${T}-part-2`, part_s: 'two' }] } });
+    const c = await create('parent', `${T}c`, [], { svcSolrDocument: { parts: [{ part_s: 'one' }, { part_s: 'two' }] } });
     const node = solr.nodes[1];
     await eventually(async () => {
       const r = (await (await fetch(`${node}/content/select?${new URLSearchParams({ q: `id:${JSON.stringify(c.version)}`, fl: '*,[child]', wt: 'json' })}`)).json()) as {
         response: { docs: { parts?: { id: string }[] }[] };
       };
       expect(r.response.docs).to.have.length(1);
-      expect((r.response.docs[0].parts ?? []).map((d) => d.id).sort()).to.deep.equal([`${T}-part-1`, `${T}-part-2`]);
+      expect((r.response.docs[0].parts ?? []).map((d) => d.id).sort()).to.deep.equal([`${c.version}/parts/0`, `${c.version}/parts/1`]);
     }, 10_000);
     // the children are in the parent's shard: a block join on one shard finds them
     const counts = await perShard(node, `part_s:*`);

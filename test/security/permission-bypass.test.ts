@@ -7,7 +7,8 @@ import { Client, startTestPlatform } from '../support/platform.js';
  * it is asked for: by alias or content id, at a revision, through a view or a symbolic view,
  * in a variant, as metadata or history, through a workspace (read-through and drafts), as the
  * files of its version or alias, or by writing its views. The reader (Read everywhere) reaches
- * the same URLs, so each row proves the URL works and the refusal is the permission's.
+ * the same URLs, so each row proves the URL works and the refusal is the permission's. No
+ * refusal names the content's type (CONTRACT §20 "Error bodies", issue 14 finding 13).
  */
 describe('security: permissions cannot be bypassed through views, variants, workspaces, files, history or metadata', function () {
   this.timeout(60_000);
@@ -16,6 +17,8 @@ describe('security: permissions cannot be bypassed through views, variants, work
   let reader: Client;
   let sports: Client;
   const T = `pb${Date.now().toString(36)}`;
+  /** The content's type: a refusal must not reveal it. */
+  const TYPE = 'cultureDeskMemo';
   let id = '';
   let version = '';
   let etag = '';
@@ -29,7 +32,7 @@ describe('security: permissions cannot be bypassed through views, variants, work
     const up = await editor.req('POST', `${p.url}/file-service/file/content/${T}/notes.txt`, { raw: 'culture only', headers: { 'Content-Type': 'text/plain' } });
     expect(up.status, up.text).to.equal(201);
     const c = await editor.create({
-      system: { contentType: 'article' },
+      system: { contentType: TYPE },
       aspects: { body: { title: 'culture desk' }, svcFiles: { files: { 'notes.txt': { fileUri: up.json.URI, filePath: 'notes.txt' } } } },
       operations: [
         { _type: 'svcSetAlias', namespace: T, alias: 'story' },
@@ -77,6 +80,7 @@ describe('security: permissions cannot be bypassed through views, variants, work
       expect(denied.status, `sportseditor: ${denied.text}`).to.equal(403);
       expect(denied.json.statusCode).to.equal('40300');
       expect(denied.text).to.not.contain('culture desk');
+      expect(denied.text).to.not.contain(TYPE);
       expect(denied.headers.get('location')).to.equal(null);
     });
   }
@@ -89,10 +93,16 @@ describe('security: permissions cannot be bypassed through views, variants, work
       await sports.req('POST', `/content/workspace/${T}ws/alias/${id}/promote`),
       await sports.req('PUT', `/content/alias/${id}`, { body: { aspects: { body: { title: 'mine' } } }, headers: { 'If-Match': etag } }),
       await sports.req('DELETE', `/content/alias/${id}`, { headers: { 'If-Match': etag } }),
+      await sports.req('DELETE', `/content/alias/${T}/story/release`),
     ];
-    for (const r of attempts) expect(r.status, r.text).to.equal(403);
+    for (const r of attempts) {
+      expect(r.status, r.text).to.equal(403);
+      expect(r.text).to.not.contain(TYPE);
+    }
     const now = await editor.readContent(id);
     expect(now.headers.get('etag')).to.equal(etag);
+    // The alias was not released: it still names the content.
+    expect((await editor.read(`/content/alias/${T}/story`)).headers.get('etag')).to.equal(etag);
     expect(now.json.aspects!.body).to.deep.include({ title: 'culture desk' });
     const draft = await editor.req('GET', `/content/workspace/${T}ws/alias/${id}`);
     expect(draft.json.aspects.body.title).to.equal('draft');

@@ -5,6 +5,7 @@ import {
   GLOBAL_CONTEXT,
   isAllowed,
   isSysadmin,
+  permissionDenied,
   type Principal,
   type SecurityConfig,
 } from '../../src/security/permissions.js';
@@ -132,6 +133,15 @@ describe('security: permissions (CONTRACT §3)', () => {
       info.contexts[GLOBAL_CONTEXT].push('sysadmin');
       expect(isAllowed(cfg, editor, 'Hack', 'article', [])).to.equal(false);
       expect(editor.contexts[GLOBAL_CONTEXT]).to.deep.equal(['editor']);
+    });
+  });
+
+  describe('refusals (CONTRACT §20 "Error bodies")', () => {
+    it('permissionDenied names the permission and the user, and nothing of the content: a 403 in the error registry', () => {
+      const e = permissionDenied('Update', sportseditor);
+      expect(e.message).to.equal('Update denied for sportseditor');
+      expect(e.http).to.equal(403);
+      expect(e.toBody()).to.deep.equal({ message: 'Update denied for sportseditor', statusCode: '40300', extraInfo: {} });
     });
   });
 

@@ -127,12 +127,14 @@ describe('no password, token or secret in any log line (issue 8, item 4)', funct
     secret('renewed token', renewed.json.token);
     expect((await post({ username: 'secretuser', token: secret('forged renewal', `ren-${rand()}`) })).status).to.equal(401);
 
-    // External JWTs: a good one, one signed with another key, one with alg none.
+    // External JWTs: a good one, one without exp (CONTRACT §20: refused), one signed with another key, one with alg none.
     const jwtKey = new TextEncoder().encode(settings.EXTERNAL_JWT_SECRET);
-    const jwt = secret('external JWT', await new SignJWT({ sub: 'secretuser' }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().sign(jwtKey));
+    const jwt = secret('external JWT', await new SignJWT({ sub: 'secretuser' }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('5m').sign(jwtKey));
     const exchanged = await post({ token: jwt });
     expect(exchanged.status, exchanged.text).to.equal(200);
     secret('token from a JWT', exchanged.json.token);
+    const noExp = secret('JWT without exp', await new SignJWT({ sub: 'secretuser' }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().sign(jwtKey));
+    expect((await post({ token: noExp })).status).to.equal(401);
     const otherKey = new TextEncoder().encode(secret('another JWT key', `other-key-${rand()}`));
     const badJwt = secret('JWT with a bad signature', await new SignJWT({ sub: 'sysadmin' }).setProtectedHeader({ alg: 'HS256' }).sign(otherKey));
     expect((await post({ token: badJwt })).status).to.equal(401);

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { startRedisServer, type RedisServerHandle } from '../../src/adapters/redis-server.js';
+import { startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.js';
 
 const run = promisify(execFile);
 

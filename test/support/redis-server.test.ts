@@ -3,7 +3,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { pingRedis, startRedisServer } from '../../src/adapters/redis-server.js';
+import { pingRedis, startRedisServer } from '../../src/dev/redis-server.js';
 
 function alive(pid: number): boolean {
   try {

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startS3Server } from '../../src/adapters/s3-server.js';
+import { startS3Server } from '../../src/dev/s3-server.js';
 
 export interface TestS3 {
   endPoint: string;

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { javaAndMavenAvailable, startSolr } from '../../src/adapters/solr-server.js';
+import { javaAndMavenAvailable, startSolr } from '../../src/dev/solr-server.js';
 
 let solr: Promise<string> | undefined;
 

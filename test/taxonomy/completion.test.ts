@@ -104,12 +104,42 @@ describe('taxonomy completion over HTTP (CONTRACT §10)', function () {
     const c = await editor.create({
       system: { contentType: 'article' },
       aspects: { body: { title: 'x' }, svcCategorization: { dimensions: [{ id: id('tags'), entities: [{ name: 'Climate Change', entities: [{ name: 'Carbon Tax' }] }] }] } },
+      operations: [{ _type: 'svcAssignToViews', views: ['svcPublic'] }],
     });
     expect(c.status, c.text).to.equal(201);
     await eventually(async () => expect(names(await complete(id('tags'), 'cli'))).to.deep.equal(['Climate Change']), 10_000);
     expect(names(await complete(id('tags'), 'Cl C/Ca'))).to.deep.equal(['Carbon Tax']);
     expect(names(await complete(id('tags'), 'C'))).to.deep.equal(['Carbon Tax', 'Climate Change']);
     expect(names(await complete(id('tags'), 'tax carbon'))).to.deep.equal([]);
+  });
+
+  it('candidates from the index are filtered like search (CONTRACT §20): without a token public views only, with one what the caller may Read', async () => {
+    const reader = await new Client(`${p.url}/content-service`).login('reader');
+    const sports = await new Client(`${p.url}/content-service`).login('sportseditor');
+    const sys = await new Client(`${p.url}/content-service`).login('sysadmin');
+    const tagged = (name: string) => ({ dimensions: [{ id: id('tags'), entities: [{ name }] }] });
+    const make = async (name: string, ops: unknown[], as = editor) => {
+      const r = await as.create({ system: { contentType: 'article' }, aspects: { body: { title: name }, svcCategorization: tagged(name) }, operations: ops });
+      expect(r.status, r.text).to.equal(201);
+      return r.json.system.version as string;
+    };
+    const hour = 3600_000;
+    const made = [
+      await make('Zebra Latest Only', []),
+      await make('Zebra Hidden', [{ _type: 'svcAssignToViews', views: ['svcPublic'] }, { _type: 'svcContentMetadata', aspects: { svcContentState: { hidden: true } } }]),
+      await make('Zebra Later', [{ _type: 'svcAssignToViews', views: ['svcPublic'] }, { _type: 'svcContentMetadata', aspects: { svcTimeState: { views: { svcPublic: { onTime: new Date(Date.now() + hour).toISOString() } } } } }]),
+      await make('Zebra Culture', [{ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: ['culture'] } } }]),
+      await make('Zebra Sports', [{ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: ['sports'] } } }], sports),
+      await make('Zebra Public', [{ _type: 'svcAssignToViews', views: ['svcPublic'] }]),
+    ];
+    await eventually(async () => expect((await sys.search({ q: made.map((v) => `id:"${v}"`).join(' OR '), rows: '10', fl: 'id' })).json.response.numFound).to.equal(made.length), 10_000);
+    const as = (c: Client) => (text: string) => c.req('GET', `${p.url}/taxonomy-service/complete/${encodeURIComponent(id('tags'))}/${encodeURIComponent(text)}`);
+    expect(names(await complete(id('tags'), 'zeb')), 'anonymous').to.deep.equal(['Zebra Public']);
+    expect(names(await as(reader)('zeb')), 'reader').to.deep.equal(['Zebra Culture', 'Zebra Hidden', 'Zebra Later', 'Zebra Latest Only', 'Zebra Public', 'Zebra Sports']);
+    expect(names(await as(sports)('zeb')), 'sportseditor').to.deep.equal(['Zebra Sports']);
+    const bad = await anon.req('GET', `${p.url}/taxonomy-service/complete/${encodeURIComponent(id('tags'))}/zeb`, { token: 'not-a-token' });
+    expect(bad.status).to.equal(401);
+    expect(bad.json.statusCode).to.equal('40100');
   });
 
   it('categorized content is found through the tag fields: names, every prefix path, and id paths of entities that have content', async () => {

@@ -79,9 +79,53 @@ describe('contentHierarchy taxonomy (spec Taxonomy resources)', function () {
     expect(entityIds(r.json.entities)).to.deep.equal([ids.culture, ids.sport]);
     expect(r.json.entities[1]).to.deep.include({ entities: [], childrenOmitted: true });
     // the same id unencoded, as two path segments
-    const raw = await editor.req('GET', `${p.url}/taxonomy-service/structure/${ids.home}?depth=0`, { token: null });
+    const raw = await editor.req('GET', `${p.url}/taxonomy-service/structure/${ids.home}?depth=0`);
     expect(raw.status).to.equal(200);
     expect(raw.json).to.deep.include({ id: ids.home, entities: [], childrenOmitted: true });
+  });
+
+  it('nodes are seen by who may see their content (CONTRACT §20): anonymous callers the public ones, a caller with a token those it may Read', async () => {
+    const sports = await new Client(p.base).login('sportseditor');
+    const anon = new Client(p.base);
+    const make = async (who: Client, name: string, parent: string | undefined, owners: string[], views: string[]) => {
+      const r = await who.create({
+        system: { contentType: 'page' },
+        aspects: { svcContentHierarchy: { name, ...(parent ? { parent } : {}) } },
+        operations: [{ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners } } }, ...(views.length ? [{ _type: 'svcAssignToViews', views }] : [])],
+      });
+      expect(r.status, r.text).to.equal(201);
+      return r.json.system.id as string;
+    };
+    const root = await make(editor, `${T} Root`, undefined, ['culture'], ['svcPublic']);
+    const secret = await make(editor, `${T} Secret`, root, ['culture'], []);
+    const below = await make(editor, `${T} Below`, secret, ['culture'], ['svcPublic']);
+    const sportsOwn = await make(sports, `${T} Desk`, root, ['sports'], []);
+    const kids = async (c: Client, id: string) => {
+      const r = await c.req('GET', `${p.url}/taxonomy-service/structure/${id}?depth=1`);
+      expect(r.status, r.text).to.equal(200);
+      return entityIds(r.json.entities);
+    };
+    await eventually(async () => expect(await kids(editor, root)).to.deep.equal([sportsOwn, secret]));
+    expect(await kids(anon, root), 'anonymous').to.deep.equal([]);
+    // with a token the rule is Read (as in search): the culture root is not the sportseditor's,
+    // its own node below it is found by id
+    expect((await sports.req('GET', `${p.url}/taxonomy-service/structure/${root}`)).status).to.equal(404);
+    expect((await sports.req('GET', `${p.url}/taxonomy-service/structure/${sportsOwn}`)).status).to.equal(200);
+    // a node the caller may not see answers 404, as a node that does not exist
+    expect((await anon.req('GET', `${p.url}/taxonomy-service/structure/${secret}`)).status).to.equal(404);
+    expect((await sports.req('GET', `${p.url}/taxonomy-service/structure/${secret}`)).status).to.equal(404);
+    // below it, a public node is found by its id (as if its parent did not exist) but never
+    // completed through its parent's name
+    expect((await anon.req('GET', `${p.url}/taxonomy-service/structure/${below}`)).status).to.equal(200);
+    const complete = (c: Client, input: string) => c.req('GET', `${p.url}/taxonomy-service/complete/contentHierarchy.contents/${encodeURIComponent(input)}`);
+    expect(entityIds((await complete(editor, `${T} Sec/${T} Bel`)).json.entities)).to.deep.equal([below]);
+    expect(entityIds((await complete(anon, `${T} Sec/${T} Bel`)).json.entities)).to.deep.equal([]);
+    expect(entityIds((await complete(anon, `${T} Bel`)).json.entities)).to.deep.equal([]);
+    expect(entityIds((await complete(anon, `${T} Ro`)).json.entities)).to.deep.equal([root]);
+    expect((await complete(anon, `${T} Ro`)).json.entities[0].childrenOmitted, 'anonymous sees no child of root').to.equal(false);
+    expect((await complete(editor, `${T} Ro`)).json.entities[0].childrenOmitted).to.equal(true);
+    // a bad token is refused, not read as anonymous
+    expect((await anon.req('GET', `${p.url}/taxonomy-service/structure/${root}`, { token: 'not-a-token' })).status).to.equal(401);
   });
 
   it('a parent that makes a cycle among contents is refused with 400 and changes nothing', async () => {
@@ -97,7 +141,8 @@ describe('contentHierarchy taxonomy (spec Taxonomy resources)', function () {
     const r = await editor.taxonomyComplete('contentHierarchy.contents', `${T} H/Sp/Ma`);
     expect(r.status, r.text).to.equal(200);
     expect(r.json.entities).to.deep.equal([{ id: ids.match, name: 'Match Report', entities: [], attributes: { byline: 'AP', contentType: 'article' }, childrenOmitted: false }]);
-    expect(entityIds((await editor.taxonomyComplete('contentHierarchy.contents', 'Sp')).json.entities)).to.deep.equal([ids.sport]);
+    const sp = (await editor.taxonomyComplete('contentHierarchy.contents', 'Sp')).json.entities;
+    expect(entityIds(sp), JSON.stringify(sp)).to.deep.equal([ids.sport]);
   });
 
   it('a moved content moves with its children; a deleted one leaves the hierarchy', async () => {

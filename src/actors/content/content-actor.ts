@@ -2,7 +2,8 @@ import { pack } from '../../adapters/codec.js';
 import { newVersionKey } from '../../adapters/ids.js';
 import type { ContentStore } from '../../adapters/content-store.js';
 import { AppError } from '../../errors.js';
-import { isAllowed, type Principal, type SecurityConfig } from '../../security/permissions.js';
+import { checkFileReferences } from '../../security/file-access.js';
+import { isAllowed, permissionDenied, type Principal, type SecurityConfig } from '../../security/permissions.js';
 import type { ActorContext, CommandBase, CommandHandler, Reply } from '../runtime.js';
 import { applyUpdateMode, type UpdateMode } from './update-modes.js';
 import { symbolicCycle } from './views.js';
@@ -30,7 +31,14 @@ export type Operation =
   | { _type: 'svcAssignToSymbolicViews'; views: string[]; targetView: string }
   | { _type: 'svcContentMetadata'; aspects: Aspects };
 
-export type ContentCommand = CommandBase & { user: Principal } & (
+/**
+ * Who writes: the caller, and for writes that may carry `svcFiles`, the file URIs the gateway
+ * found the caller may read (`readableFileUris`; the actor process may have no file store, the
+ * gateway has one). The actor refuses any other URI a write adds (`checkFileReferences`).
+ */
+export type Writer = CommandBase & { user: Principal; files?: string[] };
+
+export type ContentCommand = Writer & (
     | { k: 'create'; type: string; aspects: Aspects; ops: Operation[] }
     | { k: 'update'; ifMatch: string | null; unsafe: boolean; mode: UpdateMode; aspects: Record<string, Aspect | null>; ops: Operation[] }
     | { k: 'delete'; ifMatch: string }
@@ -144,9 +152,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
   }
 
   private allow(user: Principal, permission: string, type: string, contexts: string[]): void {
-    if (!isAllowed(this.security, user, permission, type, contexts)) {
-      throw new AppError('PERMISSION_DENIED', `${permission} on ${type} denied for ${user.userId}`);
-    }
+    if (!isAllowed(this.security, user, permission, type, contexts)) throw permissionDenied(permission, user);
   }
 
   private create(cmd: Extract<ContentCommand, { k: 'create' }>, ctx: ActorContext): Promise<Outcome> {
@@ -154,13 +160,14 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
   }
 
   /** A create in main: from the content API, or a promote of a draft that arose from a create. */
-  async createMain(cmd: CommandBase & { user: Principal }, ctx: ActorContext, input: { type: string; aspects: Aspects; ops: Operation[] }, via: Via, promotedFrom?: string): Promise<Outcome> {
+  async createMain(cmd: Writer, ctx: ActorContext, input: { type: string; aspects: Aspects; ops: Operation[] }, via: Via, promotedFrom?: string): Promise<Outcome> {
     // A content key is new (the gateway made it); the commit's revision check (expected 0)
     // refuses it anyway if it existed, so no read is spent on it here.
     const meta = metadataOf(input.ops);
     const contexts = contextsOf(meta);
     this.allow(cmd.user, 'Create', input.type, contexts);
     if (input.ops.some(isViewOp)) this.allow(cmd.user, 'AssignToView', input.type, contexts);
+    checkFileReferences(input.aspects.svcFiles, undefined, cmd.files);
     await checkTaxonomyAspects(this.store, cmd.cid, input.aspects);
     const hook = { cid: cmd.cid, type: input.type, userId: cmd.user.userId, via, partition: ctx.partition };
     for (const h of this.hooks) await h.beforeCreate?.({ ...hook, aspects: input.aspects });
@@ -196,7 +203,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
 
   /** An update in main: from the content API, or a promote of a draft that arose from an update. */
   async updateMain(
-    cmd: CommandBase & { user: Principal },
+    cmd: Writer,
     ctx: ActorContext,
     input: { ifMatch: string | null; unsafe: boolean; mode: UpdateMode; aspects: Record<string, Aspect | null>; ops: Operation[] },
     via: Via,
@@ -224,9 +231,13 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
       creator: cmd.user.userId,
       rev,
     };
+    checkFileReferences(version.aspects.svcFiles, current.aspects.svcFiles, cmd.files);
     // Only the aspects this write sets are checked: a merge that leaves them alone passes.
     await checkTaxonomyAspects(this.store, cmd.cid, Object.fromEntries(Object.keys(input.aspects).flatMap((k) => (version.aspects[k] ? [[k, version.aspects[k]]] : []))));
     const viewEvents = applyOperations(snapshot, vk, input.ops, cmd.user.userId, now);
+    // CONTRACT §20 "Owners": a write that moves the content needs Update where it goes too
+    // (no owners: __global__ only), not only where it was.
+    if (!sameContexts(contexts, contextsOf(snapshot.meta))) this.allow(cmd.user, 'Update', head.type, contextsOf(snapshot.meta));
     await this.joinTaxonomy(ctx, cmd.cid, version);
     const { subResults, reserved } = await this.assignAliases(snapshot, input.ops);
     if (subResults.length) {
@@ -444,6 +455,13 @@ export function conflictInfo(head: Snapshot): Record<string, unknown> {
 const EMPTY = Buffer.alloc(0);
 
 const committed = (out: Outcome): boolean => out !== 'lease-lost' && out.reply.ok;
+
+/** Do two owner lists name the same contexts (order and repeats aside)? */
+function sameContexts(a: string[], b: string[]): boolean {
+  const sa = new Set(a);
+  const sb = new Set(b);
+  return sa.size === sb.size && [...sa].every((c) => sb.has(c));
+}
 
 const isViewOp = (op: Operation) => op._type === 'svcAssignToViews' || op._type === 'svcAssignToSymbolicViews';
 

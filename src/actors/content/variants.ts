@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { contextsOf, versionId, type Aspect, type Aspects, type Json, type Snapshot, type VersionRecord } from './model.js';
 import { timeWindow, viewsOfVersion } from './views.js';
 import { taxonomyRepresentation } from './taxonomy.js';
+import { contentFields, searchBlock } from './search-document.js';
 
 /**
  * Variants: alternative representations of a content, selected with `variant` on reads.
@@ -100,7 +101,11 @@ export function dateRange(on?: number, off?: number): string {
 /**
  * svcIndexing.standard: the search document (`svcSolrDocument` aspect) with the required
  * fields (id, root, version), the system fields of the spec, and the content's own
- * svcSolrDocument fields merged in (system fields win; multi-valued fields are united).
+ * svcSolrDocument fields. The indexer's fields are the indexer's alone (CONTRACT §20): the
+ * content's `id`, `root`, `version`, Solr's `_..._` fields and every `svc_` field are left out,
+ * on the document and on its child documents, whose ids are derived from this document's
+ * (`searchBlock`). The write-time check refuses such fields; this holds for content stored
+ * before it.
  */
 export const indexingStandard: Composer = (aspects, { snapshot, version }) => {
   const vid = versionId(snapshot.cid, version.key);
@@ -123,22 +128,9 @@ export const indexingStandard: Composer = (aspects, { snapshot, version }) => {
     const w = timeWindow(snapshot, v);
     system[`svc_timestate_${fieldSafe(v)}_drange`] = dateRange(w.on, w.off);
   }
-  const doc = withoutType(aspects.svcSolrDocument ?? {});
-  // Child documents (lists of objects with an id) belong to this document's block: `root`,
-  // which every document needs, names the parent unless the content set it.
-  for (const v of Object.values(doc)) {
-    if (!Array.isArray(v)) continue;
-    for (const child of v) if (child && typeof child === 'object' && !Array.isArray(child) && 'id' in child && !('root' in child)) (child as Record<string, Json>).root = vid;
-  }
-  for (const [k, v] of Object.entries(system)) doc[k] = Array.isArray(v) && Array.isArray(doc[k]) ? [...new Set([...(doc[k] as Json[]), ...v])] : v;
+  const doc = searchBlock({ ...contentFields(aspects.svcSolrDocument ?? {}), ...system }, vid);
   return { ...aspects, svcSolrDocument: { _type: 'svcSolrDocument', ...doc } };
 };
-
-function withoutType(a: Record<string, Json | undefined>): Record<string, Json> {
-  const out: Record<string, Json> = {};
-  for (const [k, v] of Object.entries(a)) if (k !== '_type' && v !== undefined) out[k] = v;
-  return out;
-}
 
 interface EntityIn {
   id?: unknown;

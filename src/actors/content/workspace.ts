@@ -1,9 +1,10 @@
 import { pack } from '../../adapters/codec.js';
 import type { ContentStore } from '../../adapters/content-store.js';
 import { AppError } from '../../errors.js';
-import { canInAnyContext, isAllowed, type Principal, type SecurityConfig } from '../../security/permissions.js';
-import type { ActorContext, CommandBase, Reply } from '../runtime.js';
-import type { Operation, Outcome, SubResult } from './content-actor.js';
+import { checkFileReferences } from '../../security/file-access.js';
+import { canInAnyContext, isAllowed, permissionDenied, type Principal, type SecurityConfig } from '../../security/permissions.js';
+import type { ActorContext, Reply } from '../runtime.js';
+import type { Operation, Outcome, SubResult, Writer } from './content-actor.js';
 import type { Via } from './lifecycle-hooks.js';
 import { contextsOf, etagOf, type Aspect, type Aspects, type Draft, type Snapshot } from './model.js';
 import { applyUpdateMode, type UpdateMode } from './update-modes.js';
@@ -22,7 +23,7 @@ export type WorkspaceCommand =
   | { k: 'wsPromote'; workspace: string }
   | { k: 'wsReleaseAlias'; workspace: string; namespace: string; alias: string };
 
-type Cmd = CommandBase & { user: Principal } & WorkspaceCommand;
+type Cmd = Writer & WorkspaceCommand;
 
 /** What a draft write answers: the draft, and the alias operations that could not reserve. */
 export interface DraftResult {
@@ -32,9 +33,9 @@ export interface DraftResult {
 
 /** The main writes a promote needs; the content actor provides them (narrow on purpose). */
 export interface MainWrites {
-  createMain(cmd: CommandBase & { user: Principal }, ctx: ActorContext, input: { type: string; aspects: Aspects; ops: Operation[] }, via: Via, promotedFrom?: string): Promise<Outcome>;
+  createMain(cmd: Writer, ctx: ActorContext, input: { type: string; aspects: Aspects; ops: Operation[] }, via: Via, promotedFrom?: string): Promise<Outcome>;
   updateMain(
-    cmd: CommandBase & { user: Principal },
+    cmd: Writer,
     ctx: ActorContext,
     input: { ifMatch: string | null; unsafe: boolean; mode: UpdateMode; aspects: Record<string, Aspect | null>; ops: Operation[] },
     via: Via,
@@ -72,14 +73,12 @@ export class Workspaces {
     }
   }
 
-  private deny(user: Principal, what: string): never {
-    throw new AppError('PERMISSION_DENIED', `${what} denied for ${user.userId}`);
-  }
 
   /** No draft, content absent everywhere -> draft (workspace only). Operations stay pending; aliases are reserved at once. */
   private async create(cmd: Extract<Cmd, { k: 'wsCreate' }>, ctx: ActorContext): Promise<Outcome> {
     if ((await this.store.head(cmd.cid)) || (await this.store.draft(cmd.cid, cmd.workspace))) throw new AppError('BAD_REQUEST', 'Content already exists');
-    if (!canInAnyContext(this.security, cmd.user, 'Create', cmd.type)) this.deny(cmd.user, `Create on ${cmd.type}`);
+    if (!canInAnyContext(this.security, cmd.user, 'Create', cmd.type)) throw permissionDenied('Create', cmd.user);
+    checkFileReferences(cmd.aspects.svcFiles, undefined, cmd.files);
     const { reserved, subResults, ops } = await this.reserve(cmd.cid, cmd.workspace, cmd.ops, []);
     const now = this.now();
     const draft: Draft = {
@@ -109,7 +108,7 @@ export class Workspaces {
     if (!head && !existing) throw new AppError('NOT_FOUND', `Content ${cmd.cid} not found`);
     const type = existing?.type ?? head!.type;
     const allowed = head ? isAllowed(this.security, cmd.user, 'Update', type, contextsOf(head.meta)) : canInAnyContext(this.security, cmd.user, 'Create', type);
-    if (!allowed) this.deny(cmd.user, `${head ? 'Update' : 'Create'} on ${type}`);
+    if (!allowed) throw permissionDenied(head ? 'Update' : 'Create', cmd.user);
 
     let base: Aspects;
     if (existing) base = existing.aspects;
@@ -118,6 +117,8 @@ export class Workspaces {
       if (!v) throw new Error(`head version of ${cmd.cid} missing`);
       base = v.aspects;
     }
+    const aspects = applyUpdateMode(cmd.mode, base, cmd.aspects);
+    checkFileReferences(aspects.svcFiles, base.svcFiles, cmd.files);
     const { reserved, subResults, ops } = await this.reserve(cmd.cid, cmd.workspace, cmd.ops, existing?.reserved ?? []);
     if (subResults.length) {
       await this.release(cmd.cid, cmd.workspace, reserved.filter((a) => !existing?.reserved.includes(a)));
@@ -129,7 +130,7 @@ export class Workspaces {
       workspace: cmd.workspace,
       cid: cmd.cid,
       type,
-      aspects: applyUpdateMode(cmd.mode, base, cmd.aspects),
+      aspects,
       ops,
       reserved,
       fromCreate: existing?.fromCreate ?? false,
@@ -151,7 +152,7 @@ export class Workspaces {
     if (!cmd.clear) {
       const head = await this.liveHead(cmd.cid);
       const allowed = head ? isAllowed(this.security, cmd.user, 'Create', draft.type, contextsOf(head.meta)) : canInAnyContext(this.security, cmd.user, 'Create', draft.type);
-      if (!allowed) this.deny(cmd.user, `Create on ${draft.type}`);
+      if (!allowed) throw permissionDenied('Create', cmd.user);
     }
     const out = await this.write(cmd, ctx, null, { removed: true });
     if (out !== 'lease-lost' && out.reply.ok) {

@@ -11,6 +11,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
+import { sleep } from '../wait.js';
 
 export interface RedisServerOptions {
   /** TCP port; a free one is chosen when omitted. */
@@ -39,17 +40,24 @@ export interface RedisServerHandle {
 }
 
 const LOG_LINES = 30;
-const live = new Set<ChildProcess>();
+/** Children to stop, each with its signal, when this process exits. */
+const live = new Map<ChildProcess, NodeJS.Signals>();
 let exitHookInstalled = false;
 
-function installExitHook(): void {
+/**
+ * Stops `child` with `signal` when this process exits, unless it has exited first: a local
+ * server never outlives the process that started it. The hook is synchronous, as `exit` hooks
+ * must be (SIGTERM lets a redis-server shut down cleanly on its own; S3Proxy takes SIGKILL).
+ */
+export function stopOnExit(child: ChildProcess, signal: NodeJS.Signals): void {
+  live.set(child, signal);
+  child.once('exit', () => live.delete(child));
   if (exitHookInstalled) return;
   exitHookInstalled = true;
-  // Synchronous only: SIGTERM lets each redis-server shut down cleanly on its own.
   process.on('exit', () => {
-    for (const child of live) {
+    for (const [c, sig] of live) {
       try {
-        child.kill('SIGTERM');
+        c.kill(sig);
       } catch {
         /* already gone */
       }
@@ -155,7 +163,6 @@ async function startOnce(opts: RedisServerOptions, port: number): Promise<RedisS
   const exited = new Promise<void>((resolve) => {
     child.once('exit', (code, signal) => {
       exitInfo = signal ? `killed by ${signal}` : `exited with code ${code}`;
-      live.delete(child);
       if (ownDir) rmSync(dir, { recursive: true, force: true });
       resolve();
     });
@@ -167,8 +174,7 @@ async function startOnce(opts: RedisServerOptions, port: number): Promise<RedisS
   child.unref();
   (child.stdout as unknown as net.Socket).unref?.();
   (child.stderr as unknown as net.Socket).unref?.();
-  live.add(child);
-  installExitHook();
+  stopOnExit(child, 'SIGTERM');
 
   const url = `redis://127.0.0.1:${port}`;
   const timeoutMs = opts.startTimeoutMs ?? 10000;
@@ -179,7 +185,6 @@ async function startOnce(opts: RedisServerOptions, port: number): Promise<RedisS
     const err = await Promise.race([spawnError, new Promise<null>((r) => setTimeout(r, 0, null))]);
     if (err) {
       spawnFailed = true;
-      live.delete(child);
       if (ownDir) rmSync(dir, { recursive: true, force: true });
       failure =
         (err as NodeJS.ErrnoException).code === 'ENOENT'
@@ -198,7 +203,7 @@ async function startOnce(opts: RedisServerOptions, port: number): Promise<RedisS
       failure = `redis-server on port ${port} did not answer PING within ${timeoutMs} ms`;
       break;
     }
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
   if (failure) {
     if (!exitInfo && !spawnFailed) {

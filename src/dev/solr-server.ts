@@ -1,16 +1,12 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
+import { sleep } from '../wait.js';
 import { freePort } from './redis-server.js';
+import { repoPath } from '../repo-files.js';
 
-/** tools/solr of this repository (from src/adapters or dist/src/adapters). */
-const TOOL_DIR = (() => {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 6; i++, dir = dirname(dir)) if (existsSync(join(dir, 'tools', 'solr', 'pom.xml'))) return join(dir, 'tools', 'solr');
-  throw new Error('tools/solr not found');
-})();
+/** tools/solr of this repository (from src/dev or dist/src/dev). */
+const TOOL_DIR = dirname(repoPath('tools', 'solr', 'pom.xml'));
 const TARGET = join(TOOL_DIR, 'target');
 /** Written after a successful Maven build; its mtime is compared with the sources. */
 const STAMP = join(TARGET, '.built');

@@ -11,20 +11,17 @@
  * on the store's sweeper. Multipart uploads, listing and aborting incomplete uploads, ranged
  * reads and user metadata work.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { onFreePort } from './redis-server.js';
+import { sleep } from '../wait.js';
+import { onFreePort, stopOnExit } from './redis-server.js';
+import { repoPath } from '../repo-files.js';
 
-/** tools/s3proxy of this repository (from src/adapters or dist/src/adapters). */
-const TOOL_DIR = (() => {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 6; i++, dir = dirname(dir)) if (existsSync(join(dir, 'tools', 's3proxy', 'pom.xml'))) return join(dir, 'tools', 's3proxy');
-  throw new Error('tools/s3proxy not found');
-})();
+/** tools/s3proxy of this repository (from src/dev or dist/src/dev). */
+const TOOL_DIR = dirname(repoPath('tools', 's3proxy', 'pom.xml'));
 
 /** The S3Proxy jar with its dependencies, as the Maven build leaves it. */
 export const S3PROXY_JAR = join(TOOL_DIR, 'target', 's3proxy.jar');
@@ -89,16 +86,6 @@ function probe(port: number): Promise<number | null> {
   });
 }
 
-const live = new Set<ChildProcess>();
-let exitHookInstalled = false;
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.on('exit', () => {
-    for (const child of live) child.kill('SIGKILL');
-  });
-}
-
 async function startOnce(opts: S3ServerOptions, port: number): Promise<S3ServerHandle> {
   const log = opts.log ?? (() => undefined);
   const dataDir = resolve(opts.dataDir);
@@ -128,8 +115,7 @@ async function startOnce(opts: S3ServerOptions, port: number): Promise<S3ServerH
     // S3Proxy's logback reads LOG_LEVEL; the platform's own LOG_LEVEL must not leak into it.
     env: { ...process.env, LOG_LEVEL: 'warn', JETTY_LOG_LEVEL: 'warn' },
   });
-  live.add(child);
-  installExitHook();
+  stopOnExit(child, 'SIGKILL');
   let output = '';
   const collect = (b: Buffer) => {
     output = (output + b.toString()).slice(-8000);
@@ -140,7 +126,6 @@ async function startOnce(opts: S3ServerOptions, port: number): Promise<S3ServerH
   const exited = new Promise<void>((done) =>
     child.once('exit', (code, signal) => {
       exitInfo = signal ? `killed by ${signal}` : `exited with code ${code}`;
-      live.delete(child);
       done();
     }),
   );
@@ -161,7 +146,6 @@ async function startOnce(opts: S3ServerOptions, port: number): Promise<S3ServerH
   const timeoutMs = opts.startTimeoutMs ?? 60000;
   for (;;) {
     if (spawnError) {
-      live.delete(child);
       const code = (spawnError as NodeJS.ErrnoException).code;
       throw new Error(code === 'ENOENT' ? 'java is not installed (not found on PATH): the local S3 server needs Java 17+' : `could not run java: ${(spawnError as Error).message}`);
     }
@@ -176,7 +160,7 @@ async function startOnce(opts: S3ServerOptions, port: number): Promise<S3ServerH
       await stop();
       throw new Error(`S3Proxy did not answer on port ${port} within ${timeoutMs} ms:\n${output.split('\n').slice(-30).join('\n')}`);
     }
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
   // Keep draining its output so the pipes never fill.
   child.stdout!.resume();

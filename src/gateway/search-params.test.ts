@@ -1,0 +1,215 @@
+import { expect } from 'chai';
+import { AppError } from '../errors.js';
+import { checkSearchParams, isAllowedSearchParameter, MAX_VALUE_LENGTH, SEARCH_PARAMETER_ALLOWLIST, unescapedForParser } from './search-params.js';
+
+/** The 400 a request gets, or null when it passes. */
+function refusal(params: Record<string, string> | [string, string][]): { parameter: unknown; message: string } | null {
+  try {
+    checkSearchParams(new URLSearchParams(params));
+    return null;
+  } catch (e) {
+    expect(e).to.be.instanceOf(AppError);
+    const err = e as AppError;
+    expect(err.http).to.equal(400);
+    return { parameter: err.extraInfo.parameter, message: err.message };
+  }
+}
+
+describe('search parameter allowlist (CONTRACT §20)', () => {
+  it('lets every allowed parameter through with a valid value', () => {
+    const ok: [string, string][] = [
+      ['q', 'title_s:"a b" AND (n_i:[1 TO 5] OR -flag_b:true) my_val_s:x _val_s:y'],
+      ['fq', 'svc_type_s:article'],
+      ['fq', 'when_dt:[NOW-1DAY TO *]'],
+      ['defType', 'edismax'],
+      ['qf', 'title_s^2 body_lc^0.5 id'],
+      ['pf', 'title_s'],
+      ['mm', '2<-25% 9<-3'],
+      ['q.op', 'AND'],
+      ['df', 'title_s'],
+      ['sort', 'n_i desc, score desc,id asc'],
+      ['start', '100'],
+      ['rows', '1000'],
+      ['fl', 'id,title_s score svc_*'],
+      ['fl', '*'],
+      ['facet', 'true'],
+      ['facet.field', 'tags_ss'],
+      ['facet.query', 'n_i:[1 TO 3]'],
+      ['facet.range', 'when_dt'],
+      ['facet.range.start', 'NOW/DAY-1YEAR'],
+      ['facet.range.end', '2030-01-01T00:00:00Z'],
+      ['facet.range.gap', '+1MONTH'],
+      ['f.n_i.facet.range.start', '-10.5'],
+      ['f.n_i.facet.range.gap', '2'],
+      ['facet.pivot', 'tags_ss,title_s'],
+      ['facet.limit', '-1'],
+      ['facet.offset', '10'],
+      ['facet.sort', 'index'],
+      ['facet.prefix', 'ab c'],
+      ['facet.mincount', '3'],
+      ['f.tags_ss.facet.limit', '5'],
+      ['stats', 'true'],
+      ['stats.field', 'n_i'],
+      ['group', 'true'],
+      ['group.field', 'title_s'],
+      ['group.limit', '3'],
+      ['group.offset', '1'],
+      ['hl', 'on'],
+      ['hl.fl', 'body_lc,*_s'],
+      ['hl.snippets', '3'],
+      ['hl.fragsize', '0'],
+      ['cursorMark', 'AoE/Zm9v+bar='],
+      ['timeAllowed', '5000'],
+      ['omitHeader', 'true'],
+      ['wt', 'json'],
+      ['view', 'svcPublic'],
+      ['variant', 'teaser'],
+      ['inlineData', ''],
+    ];
+    expect(refusal(ok)).to.equal(null);
+    const r = checkSearchParams(new URLSearchParams(ok));
+    expect(r).to.include({ view: 'svcPublic', variant: 'teaser', inlineData: true });
+    expect([...r.engine.keys()]).to.not.include.members(['view', 'variant', 'inlineData']);
+    expect(r.engine.getAll('wt')).to.deep.equal(['json']);
+    expect(r.engine.getAll('fq')).to.deep.equal(['svc_type_s:article', 'when_dt:[NOW-1DAY TO *]']);
+  });
+
+  it('takes a query of 1,000 version ids; refuses a value longer than MAX_VALUE_LENGTH', () => {
+    const ids = Array.from({ length: 1000 }, (_, i) => `"c:01M84HJBPR7FF3CE6KMQGP${String(i).padStart(4, '0')}:01M84HJBPR7FF3CE6KMQGP0F92"`);
+    expect(refusal({ q: `id:(${ids.join(' OR ')})`, rows: '1000' })).to.equal(null);
+    expect(refusal({ q: 'a'.repeat(MAX_VALUE_LENGTH + 1) })).to.deep.equal({ parameter: 'q', message: `Parameter 'q': longer than ${MAX_VALUE_LENGTH} characters` });
+  });
+
+  it('refuses any other parameter, naming it (handlers, shards, streams, components that read past the filters)', () => {
+    for (const name of ['qt', 'shards', 'shards.qt', 'stream.body', 'stream.url', 'collection', 'distrib', 'json', 'json.facet', 'json.query', 'echoParams', 'debug', 'debugQuery', 'explainOther', 'expand', 'expand.q', 'mlt', 'mlt.fl', 'terms', 'terms.fl', 'spellcheck', 'suggest', 'rq', 'uf', 'q.alt', 'bq', 'bf', 'boost', 'pf2', 'hl.q', 'hl.qparser', 'hl.method', 'group.query', 'group.func', 'group.main', 'group.ngroups', 'stats.facet', 'stats.calcdistinct', 'facet.method', 'facet.missing', 'facet.pivot.mincount', 'facet.range.other', 'facet.range.include', 'facet.interval', 'facet.heatmap', 'facet.contains', 'facet.matches', 'facet.excludeTerms', 'sub.q', 'x.fq', 'f.id.qf', 'f.id.facet.method', 'f.{!x}.facet.limit', 'f._val_.facet.limit', 'indent', 'sow', 'cache', 'minExactCount', 'segmentTerminateEarly', 'constructor', '__proto__', 'toString', '']) {
+      const r = refusal({ q: '*:*', [name]: 'x' });
+      expect(r, name).to.not.equal(null);
+      expect(r!.parameter, name).to.equal(name);
+      expect(r!.message, name).to.equal(`Parameter '${name}' is not allowed through the search service`);
+      expect(isAllowedSearchParameter(name), name).to.equal(false);
+    }
+  });
+
+  it('refuses local parameters in every parameter, in every spelling', () => {
+    const spellings = ['{!join from=id to=id}x', '{ !join from=id to=id}x', '{\t!lucene}x', 'x AND {!lucene}y', '\\{!join}x', '\\u007b!join}x', '\\u007B\\u0021join}x', '\\\\u007b!join}x', 'a:"\\{!x}"'];
+    for (const name of Object.keys(SEARCH_PARAMETER_ALLOWLIST)) {
+      for (const value of spellings) {
+        const r = refusal([[name, value]]);
+        expect(r, `${name}=${value}`).to.not.equal(null);
+        expect(r!.parameter, `${name}=${value}`).to.equal(name);
+      }
+    }
+    expect(refusal({ q: '{!join from=id to=id}x' })!.message).to.equal("Parameter 'q': local parameters ({!...}) are not allowed");
+    expect(refusal({ 'f.id.facet.prefix': '{!x}' })!.parameter).to.equal('f.id.facet.prefix');
+  });
+
+  it("refuses Solr's parameter macros in every parameter (q=${facet.prefix} would run a value no rule of q checked)", () => {
+    for (const name of Object.keys(SEARCH_PARAMETER_ALLOWLIST)) {
+      for (const value of ['${facet.prefix}', 'a ${x:_val_:1}', '$ {x}', '\\${x}', '\\u0024{x}']) {
+        expect(refusal([[name, value]])?.parameter, `${name}=${value}`).to.equal(name);
+      }
+    }
+    expect(refusal({ q: '${facet.prefix}', 'facet.prefix': 'x' })!.message).to.equal("Parameter 'q': parameter macros (${...}) are not allowed");
+    expect(refusal({ q: 'price_s:$5 AND {a TO b}' }), 'a $ or a { alone is text').to.equal(null);
+  });
+
+  it('refuses the magic fields _query_ and _val_ in q, fq and facet.query, escaped or not', () => {
+    for (const name of ['q', 'fq', 'facet.query']) {
+      for (const value of ['_query_:"x"', '*:* AND _val_:"docfreq(id,x)"', '+_val_:1', '-_query_:x', '(_val_:1)', '\\_val\\_:1', '\\u005fval\\u005f:1', '\\u005Fquery\\u005F:x', '_VAL_:1']) {
+        expect(refusal([[name, value]])?.parameter, `${name}=${value}`).to.equal(name);
+      }
+      // fields that merely contain the words are fields
+      expect(refusal([[name, 'my_val_s:1 AND _val_s:2 AND x_query_ss:3']]), name).to.equal(null);
+    }
+  });
+
+  it('refuses fuzzy terms in q, fq and facet.query (their expansion reads the whole index); phrase proximity stays', () => {
+    for (const name of ['q', 'fq', 'facet.query']) {
+      for (const value of ['foo~', 'title_s:abc~2', 'a AND b~0.5', '"x" y~', 'a\\"~1']) expect(refusal([[name, value]])?.parameter, `${name}=${value}`).to.equal(name);
+      for (const value of ['"a b"~2', 'a\\~b', '"a~b"', 'svc_views_ss:my\\~view', '"a \\" b"~3']) expect(refusal([[name, value]]), `${name}=${value}`).to.equal(null);
+    }
+  });
+
+  it('fl: field names, * globs and score only; no transformers, functions or aliases', () => {
+    for (const fl of ['id', 'id,title_s', 'id title_s', '*', 'svc_*', '*_s,score', ' id , score ']) expect(refusal({ fl }), fl).to.equal(null);
+    for (const fl of ['id,[value v=1]', '[docid]', 'id,[child]', '[subquery]', 'id,[explain]', 'id,[json]', 'x:id', 'df:docfreq(id,x)', 'docfreq(id,x)', 'numdocs()', 'id,$x', "'x'", 'id,"x"', '_val_', 'id;x', '']) {
+      expect(refusal({ fl })?.parameter, fl).to.equal('fl');
+    }
+  });
+
+  it('sort: fields and score with asc or desc; no functions', () => {
+    for (const sort of ['id asc', 'score desc', 'n_i desc,id asc', 'title_s  ASC']) expect(refusal({ sort }), sort).to.equal(null);
+    for (const sort of ['docfreq(id,x) asc', 'id', 'id up', 'if(exists(id),1,0) desc', 'query({!v=x}) desc', '_docid_ asc', '$s asc', 'id asc,', 'field(id) asc', 'id asc;x']) {
+      expect(refusal({ sort })?.parameter, sort).to.equal('sort');
+    }
+  });
+
+  it('field-name parameters take field names, never local params, functions or pseudo fields', () => {
+    for (const name of ['df', 'facet.field', 'facet.range', 'stats.field', 'group.field']) {
+      expect(refusal([[name, 'tags_ss']]), name).to.equal(null);
+      for (const value of ['{!ex=t}tags_ss', 'docfreq(id,x)', 'a b', 'a:b', '_val_', '_query_', '_docid_', '1abc', 'a.b', '$x', '']) {
+        expect(refusal([[name, value]])?.parameter, `${name}=${value}`).to.equal(name);
+      }
+    }
+    for (const name of ['qf', 'pf']) {
+      expect(refusal([[name, 'a^2 b^0.5,c']]), name).to.equal(null);
+      for (const value of ['a^x', 'a^2^3', 'a~2', '{!x}a', 'a:b', '']) expect(refusal([[name, value]])?.parameter, `${name}=${value}`).to.equal(name);
+    }
+    expect(refusal({ 'facet.pivot': 'a,b' })).to.equal(null);
+    expect(refusal({ 'facet.pivot': 'a,{!stats=s}b' })?.parameter).to.equal('facet.pivot');
+    expect(refusal({ 'hl.fl': 'a,b*' })).to.equal(null);
+    expect(refusal({ 'hl.fl': 'a,b(x)' })?.parameter).to.equal('hl.fl');
+  });
+
+  it('numbers are numbers within bounds; enumerations are exact', () => {
+    const bad: [string, string][] = [
+      ['rows', '1001'], ['rows', '-1'], ['rows', '10abc'], ['rows', '1e3'], ['rows', ''], ['start', '-1'], ['start', '100001'], ['start', '2147483647'],
+      ['facet.limit', '-2'], ['facet.offset', '-1'], ['facet.mincount', 'x'], ['group.limit', '-1'], ['group.limit', '1001'], ['group.offset', '100001'],
+      ['hl.snippets', '101'], ['hl.fragsize', '-1'], ['timeAllowed', '-1'], ['timeAllowed', '99999999999'],
+      ['defType', 'func'], ['defType', 'join'], ['defType', 'Lucene'], ['q.op', 'NOT'], ['facet.sort', 'count desc'], ['facet', 'yes'], ['wt', 'xml'], ['wt', 'javabin'],
+      ['mm', 'abc'], ['mm', '1<'], ['facet.range.start', 'yesterday'], ['facet.range.gap', '+1FORTNIGHT'], ['facet.range.end', 'NOW+1DAY{!x}'],
+      ['cursorMark', 'a b'], ['view', 'a/b'], ['variant', ''], ['f.id.facet.limit', 'x'],
+    ];
+    for (const [k, v] of bad) expect(refusal([[k, v]])?.parameter, `${k}=${v}`).to.equal(k);
+    expect(refusal({ rows: '0', start: '0', 'facet.limit': '-1', 'facet.range.start': '-1.5e3', 'facet.range.gap': '/DAY+1HOUR', timeAllowed: '0' })).to.equal(null);
+  });
+
+  it('single-valued parameters are given once; fq, fl and the facet, stats and group fields may repeat', () => {
+    expect(refusal([['rows', '1'], ['rows', '2']])?.message).to.equal("Parameter 'rows' may be given once");
+    expect(refusal([['defType', 'lucene'], ['defType', 'lucene']])?.parameter).to.equal('defType');
+    expect(refusal([['fq', 'a:1'], ['fq', 'b:2'], ['fl', 'id'], ['fl', 'x'], ['facet.field', 'a'], ['facet.field', 'b'], ['facet.query', 'a:1'], ['facet.query', 'b:1'], ['facet.pivot', 'a,b'], ['facet.pivot', 'b,a'], ['facet.range', 'n_i'], ['facet.range', 'm_i'], ['stats.field', 'a'], ['stats.field', 'b'], ['group.field', 'a'], ['group.field', 'b']])).to.equal(null);
+  });
+
+  it('facet.mincount, global and per field, is raised to at least 1 (no facet lists terms outside the result)', () => {
+    const r = checkSearchParams(new URLSearchParams([['facet', 'true'], ['facet.field', 'id'], ['facet.mincount', '0'], ['f.id.facet.mincount', '-5'], ['f.a.facet.mincount', '7']]));
+    expect(r.engine.getAll('facet.mincount')).to.deep.equal(['1']);
+    expect(r.engine.getAll('f.id.facet.mincount')).to.deep.equal(['1']);
+    expect(r.engine.getAll('f.a.facet.mincount')).to.deep.equal(['7']);
+    expect(checkSearchParams(new URLSearchParams({ facet: 'true', 'facet.field': 'id' })).engine.getAll('facet.mincount')).to.deep.equal(['1']);
+  });
+
+  it('edismax and dismax need qf or df (else the engine answers 500)', () => {
+    expect(refusal({ defType: 'edismax', q: 'x' })?.parameter).to.equal('qf');
+    expect(refusal({ defType: 'dismax', q: 'x' })?.parameter).to.equal('qf');
+    expect(refusal({ defType: 'edismax', q: 'x', qf: 'a' })).to.equal(null);
+    expect(refusal({ defType: 'dismax', q: 'x', df: 'a' })).to.equal(null);
+  });
+
+  it('the first parameter refused, in request order, is the one named', () => {
+    expect(refusal([['q', '*:*'], ['mlt', 'true'], ['rows', '5000']])?.parameter).to.equal('mlt');
+    expect(refusal([['rows', '5000'], ['mlt', 'true']])?.parameter).to.equal('rows');
+  });
+
+  it('unescapedForParser reads escapes as the query parser does, escapes of escapes included', () => {
+    expect(unescapedForParser('\\_val\\_')).to.equal('_val_');
+    expect(unescapedForParser('\\u005fval\\u005F')).to.equal('_val_');
+    expect(unescapedForParser('\\\\u007b!')).to.equal('{!');
+    expect(unescapedForParser('plain')).to.equal('plain');
+  });
+
+  it('values are bounded and hold no control characters', () => {
+    expect(refusal({ q: 'a\u0000b' })?.parameter).to.equal('q');
+    expect(refusal({ 'facet.prefix': 'a\u001bb' })?.parameter).to.equal('facet.prefix');
+    expect(refusal({ q: 'a\tb\nc' })).to.equal(null);
+  });
+});

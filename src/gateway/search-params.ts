@@ -1,0 +1,322 @@
+import { AppError } from '../errors.js';
+
+/**
+ * The search parameter allowlist (CONTRACT §20): every parameter a caller may send to the search
+ * proxy, each with the rule its values must follow. Anything else answers 400 naming the
+ * parameter. The rules keep out every way a request could read past the platform's filters:
+ *
+ * - local parameters (`{!join ...}`, `{!frange ...}`, `{!parent ...}`, ...) in any value, also
+ *   escaped (`\{!`), with whitespace (`{ !`) or as unicode escapes (`\u007b!`); and Solr's
+ *   parameter macros (`q=${facet.prefix}` is expanded to another parameter's value, or to the
+ *   default in `${x:...}`, after our checks) in any value;
+ * - the magic fields `_query_` and `_val_` (nested queries, function queries) in q, fq and
+ *   facet.query, which both the lucene and the edismax parser honour, in any spelling; and fuzzy
+ *   terms there (`term~`), whose expansion to the closest terms of the whole index lets terms of
+ *   unreadable documents change which readable documents match;
+ * - function queries in `sort` and `fl`, document transformers (`[value]`, `[subquery]`,
+ *   `[child]`, `[docid]`, ...) and aliases (`x:func()`) in `fl`: only field names, `*` globs and
+ *   `score`;
+ * - field names that are really local parameters or functions (qf, pf, df, hl.fl, stats.field,
+ *   group.field, facet.field, facet.pivot, facet.range): a field name is letters, digits, `_` and
+ *   `-`, never a pseudo field;
+ * - facets that list terms of documents outside the result (`facet.mincount` 0, the default):
+ *   `facet.mincount` and its per-field forms are raised to at least 1;
+ * - components that read the index past the filters: more-like-this, terms, spellcheck, suggest,
+ *   debug and explain, expand, re-ranking, `json.facet`, `uf`, `hl.q`, `group.query`,
+ *   `group.func`, and the handler, format, shard and stream switches (`qt`, `wt` other than json,
+ *   `shards`, `stream.*`, `collection`, `distrib`), are simply not on the list.
+ *
+ * Numbers are numbers within bounds (`rows` at most 1000); single-valued parameters are given
+ * once. Per-field forms (`f.<field>.facet.limit`, ...) follow their base parameter.
+ */
+
+/** A value rule: answers the value to send to the engine, or throws why the value is refused. */
+type Rule = (value: string) => string;
+
+interface Param {
+  rule: Rule;
+  /** May the parameter be given more than once? */
+  repeatable?: boolean;
+  /** A parameter of the platform (spec "Extra parameter"), not sent to the engine. */
+  own?: boolean;
+}
+
+/** Why a value is refused (turned into the 400 naming the parameter). */
+class Refused extends Error {}
+const refuse = (why: string): never => {
+  throw new Refused(why);
+};
+
+/**
+ * Most characters a value may have: room for a pipeline's query of a few hundred ids
+ * (`id:("c:..." OR ...)`, about 60 characters each; the bench's commit-to-searchable poller sends
+ * 400), while the checks below stay linear and cheap.
+ */
+export const MAX_VALUE_LENGTH = 100_000;
+/** Deepest `start` and `group.offset`: deeper pages cost the engine memory; use cursorMark. */
+const MAX_START = 100_000;
+/** Most rows (CONTRACT §20) and documents per group. */
+const MAX_ROWS = 1000;
+const INT32_MAX = 2_147_483_647;
+
+/** A field name as the schema's fields and dynamic fields have them. */
+const FIELD_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,255}$/;
+/** Names that look like fields but are not: magic fields (nested and function queries) and Lucene's document number. */
+const PSEUDO_FIELDS = new Set(['_query_', '_val_', '_docid_']);
+
+/**
+ * The text a query parser sees once it has read escapes: unicode escapes (`\u005f`) decoded,
+ * other backslashes dropped, repeated until nothing changes (so escapes of escapes are seen too).
+ */
+export function unescapedForParser(value: string): string {
+  let cur = value;
+  for (let i = 0; i < 8; i++) {
+    const next = cur.replace(/\\u([0-9a-fA-F]{4})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16))).replace(/\\(.)/gs, '$1');
+    if (next === cur) return cur;
+    cur = next;
+  }
+  return refuse('too many levels of escapes');
+}
+
+/** Local parameters: `{!` with optional whitespace between, in the text as any parser would read it. */
+const LOCAL_PARAMS = /\{\s*!/;
+/** The magic fields of the lucene and edismax parsers, as whole field names (`my_val_s` is a field). */
+const MAGIC_FIELDS = /(^|[^A-Za-z0-9_])_(query|val)_(?![A-Za-z0-9_])/i;
+
+/** Solr's parameter macros: `${name}` or `${name:default}` is replaced by another parameter's value before any check of ours would see it. */
+const MACRO = /\$\s*\{/;
+
+/** Every value: bounded, no control characters, no local parameters, no macros. */
+function checkAnyValue(value: string): void {
+  if (value.length > MAX_VALUE_LENGTH) refuse(`longer than ${MAX_VALUE_LENGTH} characters`);
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/.test(value)) refuse('control characters');
+  const unescaped = unescapedForParser(value);
+  if (LOCAL_PARAMS.test(value) || LOCAL_PARAMS.test(unescaped)) refuse('local parameters ({!...}) are not allowed');
+  if (MACRO.test(value) || MACRO.test(unescaped)) refuse('parameter macros (${...}) are not allowed');
+}
+
+const query: Rule = (v) => {
+  if (MAGIC_FIELDS.test(unescapedForParser(v))) refuse('the magic fields _query_ and _val_ (nested and function queries) are not allowed');
+  if (hasFuzzyTerm(v)) refuse('fuzzy terms (term~) are not allowed: they expand to the closest terms of the whole index, so content the caller may not read could change which documents match');
+  return v;
+};
+
+/**
+ * Does a query hold a fuzzy term (`term~`, `term~1`)? A fuzzy query keeps only the closest 50
+ * terms of the whole index, so terms of documents outside the filters could push out those of
+ * documents inside them. A `~` after a phrase (`"a b"~2`, proximity) is fine, and so is an
+ * escaped or quoted `~`.
+ */
+function hasFuzzyTerm(v: string): boolean {
+  let quoted = false;
+  let prev = '';
+  for (let i = 0; i < v.length; i++) {
+    const c = v[i];
+    if (c === '\\') {
+      prev = v[++i] === '"' ? 'escaped quote' : 'escaped';
+      continue;
+    }
+    if (c === '"') quoted = !quoted;
+    else if (c === '~' && !quoted && prev !== '"') return true;
+    prev = c;
+  }
+  return false;
+}
+
+const fieldName = (v: string): string => {
+  if (!FIELD_NAME.test(v)) refuse(`'${v}' is not a field name (letters, digits, _ and -)`);
+  if (PSEUDO_FIELDS.has(v)) refuse(`'${v}' is not a field`);
+  return v;
+};
+const field: Rule = (v) => fieldName(v.trim());
+
+/** A list of items separated by commas and/or whitespace, each checked by `item`. */
+const list =
+  (item: (s: string) => void, what: string): Rule =>
+  (v) => {
+    const items = v.split(/[\s,]+/).filter(Boolean);
+    if (!items.length) refuse(`a list of ${what} is required`);
+    items.forEach(item);
+    return v;
+  };
+
+const FIELD_GLOB = /^[A-Za-z0-9_*-]{1,256}$/;
+/** A field name, or a `*` glob of field names. */
+const fieldOrGlob = (s: string): void => {
+  if (s.includes('*')) {
+    if (!FIELD_GLOB.test(s)) refuse(`'${s}' is not a field name glob`);
+  } else fieldName(s);
+};
+const BOOST = /^\d{1,6}(\.\d{1,6})?$/;
+/** `field` or `field^boost`. */
+const boostedField = (s: string): void => {
+  const [name, boost, ...rest] = s.split('^');
+  fieldName(name);
+  if (rest.length || (boost !== undefined && !BOOST.test(boost))) refuse(`'${s}': a boost is a number (field^2)`);
+};
+
+const integer =
+  (min: number, max: number): Rule =>
+  (v) => {
+    if (!/^-?\d{1,10}$/.test(v)) refuse('an integer is required');
+    const n = Number(v);
+    if (n < min || n > max) refuse(`must be from ${min} to ${max}`);
+    return String(n);
+  };
+const oneOf =
+  (...values: string[]): Rule =>
+  (v) => {
+    if (!values.includes(v)) refuse(`must be one of ${values.join(', ')}`);
+    return v;
+  };
+const bool = oneOf('true', 'false', 'on', 'off');
+const anyText: Rule = (v) => v;
+const name: Rule = (v) => {
+  if (!/^[A-Za-z0-9_~@.-]{1,256}$/.test(v)) refuse('a name of letters, digits and _~@.- is required');
+  return v;
+};
+
+/** `field asc|desc` or `score asc|desc`, comma-separated: no functions. */
+const sort: Rule = (v) => {
+  const clauses = v.split(',').map((c) => c.trim());
+  for (const c of clauses) {
+    const m = /^(\S+)\s+(asc|desc)$/i.exec(c);
+    if (!m) refuse(`'${c}' is not 'field asc' or 'field desc'`);
+    if (m![1] !== 'score') fieldName(m![1]);
+  }
+  return v;
+};
+
+/** fl: field names, `*` globs and `score`; no transformers, functions or aliases. */
+const fl = list((s) => {
+  if (s !== 'score') fieldOrGlob(s);
+}, 'field names');
+
+/** Minimum should match: `2`, `75%`, `-1`, `3<90%`, `2<-25% 9<-3`. */
+const mm: Rule = (v) => {
+  const parts = v.trim().split(/\s+/);
+  if (!parts.every((p) => /^(\d{1,4}<)?-?\d{1,4}%?$/.test(p))) refuse(`'${v}' is not a minimum-should-match expression`);
+  return v;
+};
+
+const NUMBER = /^[+-]?\d{1,18}(\.\d{1,18})?([eE][+-]?\d{1,3})?$/;
+const DATE_UNIT = '(YEAR|MONTH|DAY|DATE|HOUR|MINUTE|SECOND|MILLI|MILLISECOND)S?';
+const DATE_MATH = new RegExp(`^(NOW|\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,3})?Z)((/${DATE_UNIT})|([+-]\\d{1,6}${DATE_UNIT}))*$`);
+const DATE_GAP = new RegExp(`^((/${DATE_UNIT})|([+-]\\d{1,6}${DATE_UNIT}))+$`);
+/** A range facet bound: a number or a date (with date math). */
+const rangeBound: Rule = (v) => {
+  if (!NUMBER.test(v) && !DATE_MATH.test(v)) refuse(`'${v}' is not a number or a date`);
+  return v;
+};
+const rangeGap: Rule = (v) => {
+  if (!NUMBER.test(v) && !DATE_GAP.test(v)) refuse(`'${v}' is not a number or a date gap (+1DAY)`);
+  return v;
+};
+/** facet.mincount: at least 1, so that no facet lists terms of documents outside the result. */
+const mincount: Rule = (v) => String(Math.max(1, Number(integer(-INT32_MAX, INT32_MAX)(v))));
+const cursorMark: Rule = (v) => {
+  if (v !== '*' && !/^[A-Za-z0-9+/=_-]{1,4096}$/.test(v)) refuse('not a cursor mark');
+  return v;
+};
+
+export const SEARCH_PARAMETER_ALLOWLIST: Readonly<Record<string, Param>> = {
+  q: { rule: query },
+  fq: { rule: query, repeatable: true },
+  defType: { rule: oneOf('lucene', 'edismax', 'dismax') },
+  qf: { rule: list(boostedField, 'fields') },
+  pf: { rule: list(boostedField, 'fields') },
+  mm: { rule: mm },
+  'q.op': { rule: oneOf('AND', 'OR') },
+  df: { rule: field },
+  sort: { rule: sort },
+  start: { rule: integer(0, MAX_START) },
+  rows: { rule: integer(0, MAX_ROWS) },
+  fl: { rule: fl, repeatable: true },
+  facet: { rule: bool },
+  'facet.field': { rule: field, repeatable: true },
+  'facet.query': { rule: query, repeatable: true },
+  'facet.range': { rule: field, repeatable: true },
+  'facet.range.start': { rule: rangeBound },
+  'facet.range.end': { rule: rangeBound },
+  'facet.range.gap': { rule: rangeGap },
+  'facet.pivot': { rule: list(fieldName, 'fields'), repeatable: true },
+  'facet.limit': { rule: integer(-1, INT32_MAX) },
+  'facet.offset': { rule: integer(0, INT32_MAX) },
+  'facet.sort': { rule: oneOf('count', 'index') },
+  'facet.prefix': { rule: anyText },
+  'facet.mincount': { rule: mincount },
+  stats: { rule: bool },
+  'stats.field': { rule: field, repeatable: true },
+  group: { rule: bool },
+  'group.field': { rule: field, repeatable: true },
+  'group.limit': { rule: integer(0, MAX_ROWS) },
+  'group.offset': { rule: integer(0, MAX_START) },
+  hl: { rule: bool },
+  'hl.fl': { rule: list(fieldOrGlob, 'fields') },
+  'hl.snippets': { rule: integer(0, 100) },
+  'hl.fragsize': { rule: integer(0, 100_000) },
+  cursorMark: { rule: cursorMark },
+  timeAllowed: { rule: integer(0, INT32_MAX) },
+  omitHeader: { rule: bool },
+  wt: { rule: oneOf('json'), own: true },
+  view: { rule: name, own: true },
+  variant: { rule: name, own: true },
+  inlineData: { rule: anyText, own: true },
+};
+
+/** Base parameters that also have a per-field form `f.<field>.<base>`. */
+const PER_FIELD = new Set(['facet.limit', 'facet.offset', 'facet.sort', 'facet.prefix', 'facet.mincount', 'facet.range.start', 'facet.range.end', 'facet.range.gap', 'hl.snippets', 'hl.fragsize']);
+
+/** The allowlist entry of a parameter name, per-field forms included. */
+function entryOf(key: string): Param | undefined {
+  if (Object.prototype.hasOwnProperty.call(SEARCH_PARAMETER_ALLOWLIST, key)) return SEARCH_PARAMETER_ALLOWLIST[key];
+  const m = /^f\.([^.]+)\.(.+)$/.exec(key);
+  if (m && PER_FIELD.has(m[2]) && FIELD_NAME.test(m[1]) && !PSEUDO_FIELDS.has(m[1])) return SEARCH_PARAMETER_ALLOWLIST[m[2]];
+  return undefined;
+}
+
+/** Is the parameter on the allowlist (per-field forms included)? */
+export function isAllowedSearchParameter(key: string): boolean {
+  return entryOf(key) !== undefined;
+}
+
+/** The checked request: what goes to the engine, and the platform's own parameters. */
+export interface SearchRequest {
+  engine: URLSearchParams;
+  view: string | null;
+  variant: string | null;
+  inlineData: boolean;
+}
+
+/**
+ * Checks a request's parameters against the allowlist, in request order; the first one refused
+ * answers 400 naming it. Answers the parameters for the engine (values as the rules answer them,
+ * `facet.mincount` raised, `wt=json`) and the platform's own.
+ */
+export function checkSearchParams(params: URLSearchParams): SearchRequest {
+  const engine = new URLSearchParams();
+  const seen = new Set<string>();
+  for (const [key, value] of params) {
+    const entry = entryOf(key);
+    if (!entry) throw new AppError('BAD_REQUEST', `Parameter '${key}' is not allowed through the search service`, { parameter: key });
+    if (seen.has(key) && !entry.repeatable) throw new AppError('BAD_REQUEST', `Parameter '${key}' may be given once`, { parameter: key });
+    seen.add(key);
+    let checked: string;
+    try {
+      checkAnyValue(value);
+      checked = entry.rule(value);
+    } catch (e) {
+      if (!(e instanceof Refused)) throw e;
+      throw new AppError('BAD_REQUEST', `Parameter '${key}': ${e.message}`, { parameter: key });
+    }
+    if (!entry.own) engine.append(key, checked);
+  }
+  if (['edismax', 'dismax'].includes(params.get('defType') ?? '') && !params.has('qf') && !params.has('df')) {
+    throw new AppError('BAD_REQUEST', `Parameter 'qf': defType=${params.get('defType')} needs qf (or df) naming the fields to search`, { parameter: 'qf' });
+  }
+  // Facets count only the result: a term with no document in it is never listed.
+  if (!engine.has('facet.mincount')) engine.set('facet.mincount', '1');
+  engine.set('wt', 'json');
+  return { engine, view: params.get('view'), variant: params.get('variant'), inlineData: params.has('inlineData') };
+}

@@ -1,0 +1,72 @@
+import { escapePhrase, escapeTerm } from '../adapters/search-engine.js';
+import { contextsOf, type Snapshot } from '../actors/content/model.js';
+import { fieldSafe } from '../actors/content/variants.js';
+import { versionOnView } from '../actors/content/views.js';
+import { GLOBAL_CONTEXT, WILDCARD, isAllowed, type Principal, type SecurityConfig } from './permissions.js';
+
+/**
+ * Who may see a content version (CONTRACT §9 and §20): with a token, what the caller may Read;
+ * without, a version on a public view, not hidden, inside its time state. One rule in two forms,
+ * kept side by side so they cannot drift apart: over a stored snapshot (`mayReadVersion`, for
+ * inlined search results and file delivery) and as a search filter over the index
+ * (`visibilityFilter`, for search and taxonomy completion).
+ */
+export interface VisibilityRules {
+  security: SecurityConfig;
+  /** The views marked public (setting PUBLIC_VIEWS). */
+  publicViews: readonly string[];
+}
+
+/** Keys of the versions on a public view at `now` (inside its time state); none for hidden content. */
+export function publicVersionKeys(head: Snapshot, publicViews: readonly string[], now: number): string[] {
+  if (head.deleted || head.meta.svcContentState?.hidden === true) return [];
+  return publicViews.map((v) => versionOnView(head, v, now)).filter((k): k is string => k !== null);
+}
+
+/** May the caller (null: no token) read version `versionKey` of the content whose current state is `head`? */
+export function mayReadVersion(rules: VisibilityRules, principal: Principal | null, head: Snapshot, versionKey: string, now: number): boolean {
+  if (head.deleted) return false;
+  if (principal) return isAllowed(rules.security, principal, 'Read', head.type, contextsOf(head.meta));
+  return publicVersionKeys(head, rules.publicViews, now).includes(versionKey);
+}
+
+/**
+ * The same rule as a filter query (an `fq` value) over the documents of the indexer
+ * (`svc_views_ss`, `svc_timestate_<view>_drange`, `svc_contentstate_hidden_b`, `svc_type_s`,
+ * `svc_security_context_ss`). Its explicit `{!lucene}` and operators make it independent of the
+ * request's defType, q.op and df.
+ */
+export function visibilityFilter(rules: VisibilityRules, principal: Principal | null, now: number): string {
+  if (principal) return `{!lucene}${readFilter(rules.security, principal)}`;
+  return `{!lucene}(${rules.publicViews.map((v) => onViewClause(v, now)).join(' OR ')}) AND -svc_contentstate_hidden_b:true`;
+}
+
+/** Documents on `view` at `now` (inside its time state), as a filter query. */
+export function onViewFilter(view: string, now: number): string {
+  return `{!lucene}${onViewClause(view, now)}`;
+}
+
+function onViewClause(view: string, now: number): string {
+  return `(+svc_views_ss:${escapeTerm(view)} +svc_timestate_${fieldSafe(view)}_drange:"${new Date(now).toISOString()}")`;
+}
+
+/**
+ * What a principal may read, as a query: for each context where it holds roles, the content
+ * types those roles grant Read on. Roles in `__global__` apply to all content; others only to
+ * content owned by that context.
+ */
+export function readFilter(cfg: SecurityConfig, user: Principal): string {
+  const clauses: string[] = [];
+  for (const [ctx, roles] of Object.entries(user.contexts)) {
+    const types = new Set<string>();
+    for (const role of roles) {
+      const byType = Object.prototype.hasOwnProperty.call(cfg.roles, role) ? cfg.roles[role] : {};
+      for (const [type, perms] of Object.entries(byType)) if (perms.includes('Read') || perms.includes(WILDCARD)) types.add(type);
+    }
+    if (!types.size) continue;
+    const typeClause = types.has(WILDCARD) ? '' : `+svc_type_s:(${[...types].map((t) => `"${escapePhrase(t)}"`).join(' OR ')})`;
+    const ctxClause = ctx === GLOBAL_CONTEXT ? '' : `+svc_security_context_ss:"${escapePhrase(ctx)}"`;
+    clauses.push(typeClause || ctxClause ? `(${ctxClause} ${typeClause})`.replace('( ', '(').replace(' )', ')') : '(*:*)');
+  }
+  return clauses.length ? `(${clauses.join(' OR ')})` : '(-*:*)';
+}

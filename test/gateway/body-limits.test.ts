@@ -1,0 +1,163 @@
+import { expect } from 'chai';
+import { Redis } from 'ioredis';
+import { Client, article, startTestPlatform } from '../support/platform.js';
+
+/**
+ * Bodies the platform cannot store as sent (CONTRACT §20 "Limits", issue 14 finding 13): they
+ * answer 400 or 413 with the error body at the gateway, before anything is queued; never 500
+ * after the write was queued, nothing stored, no dead letter. Commands go through the streams
+ * here (LOCAL_DISPATCH=false), as in a fleet, where such a write used to fail in the actor
+ * until it was dead-lettered.
+ *
+ * What broke storage (found with msgpackr 2, the codec of src/adapters/codec.ts):
+ * - more than 65,535 keys in one object: msgpackr wrote every object as a map16 (now it takes
+ *   any size; a body is bounded to 65,000 keys per object at the gateway), also when an update
+ *   in merge mode, or aspects added by updates, took a stored content past it;
+ * - a key `__proto__` (msgpackr reads it back as `__proto_`);
+ * - a lone UTF-16 surrogate in a string or key (UTF-8 cannot hold it: it comes back as U+FFFD).
+ * Nesting is refused past 64 levels (src/gateway/schemas.ts; msgpackr itself stops at a few
+ * thousand); arrays and strings hold anything MAX_BODY_BYTES lets through.
+ */
+
+type P = Awaited<ReturnType<typeof startTestPlatform>>;
+
+const PARTITIONS = 8; // startTestPlatform's
+
+describe('gateway: bodies the platform cannot store answer 400 or 413 before anything is queued (CONTRACT §20 "Limits")', function () {
+  this.timeout(120000);
+  let p: P;
+  let redis: Redis;
+  let editor: Client;
+  let id: string;
+  let etag: string;
+
+  before(async () => {
+    p = await startTestPlatform({ LOCAL_DISPATCH: 'false', MAX_BODY_BYTES: String(32 * 1024 * 1024) });
+    redis = new Redis(process.env.REDIS_URL!);
+    editor = await new Client(p.base).login('editor');
+    const r = await editor.create(article('limits target'));
+    expect(r.status, r.text).to.equal(201);
+    id = r.json.system.id;
+    etag = r.headers.get('etag')!;
+  });
+
+  after(async () => {
+    redis?.disconnect();
+    await p?.stop();
+  });
+
+  const keys = (n: number, first: Record<string, unknown> = {}) => {
+    const o: Record<string, unknown> = { ...first };
+    for (let i = Object.keys(o).length; i < n; i++) o[`k${i}`] = i;
+    return o;
+  };
+  const nested = (n: number): unknown => {
+    let v: unknown = 1;
+    for (let i = 0; i < n; i++) v = { a: v };
+    return v;
+  };
+  const deadLetters = async () => {
+    let sum = 0;
+    for (let i = 0; i < PARTITIONS; i++) sum += await redis.xlen(`dead:{${i}}`);
+    return sum;
+  };
+  const contents = async () => {
+    let count = 0;
+    let cursor = '0';
+    do {
+      const [next, batch] = await redis.scan(cursor, 'MATCH', 'ct:*', 'COUNT', 1000);
+      cursor = next;
+      count += batch.length;
+    } while (cursor !== '0');
+    return count;
+  };
+
+  /** A create with an alias of its own: read back by that alias, it must not exist. */
+  const withAlias = (alias: string, env: Record<string, unknown>) => ({ ...env, operations: [...((env.operations as unknown[]) ?? []), { _type: 'svcSetAlias', namespace: 'limits', alias }] });
+
+  const CASES: [string, number[], (alias: string) => Record<string, unknown>][] = [
+    ['65,536 keys in one aspect', [413], () => ({ system: { contentType: 'article' }, aspects: { body: keys(65536, { _type: 'body' }) } })],
+    ['65,535 keys in one aspect without _type (the platform adds it)', [413], () => ({ system: { contentType: 'article' }, aspects: { body: keys(65535) } })],
+    ['100,000 keys in an object inside an aspect', [413], () => ({ system: { contentType: 'article' }, aspects: { body: { _type: 'body', x: keys(100000) } } })],
+    ['65,536 aspects', [413], () => ({ system: { contentType: 'article' }, aspects: Object.fromEntries(Array.from({ length: 65536 }, (_, i) => [`a${i}`, {}])) })],
+    ['65,536 keys in a metadata aspect', [413], () => ({ system: { contentType: 'article' }, operations: [{ _type: 'svcContentMetadata', aspects: { m: keys(65536) } }] })],
+    ['nesting of 65 levels', [400], () => ({ system: { contentType: 'article' }, aspects: { body: { _type: 'body', x: nested(62) } } })],
+    ['a key __proto__', [400], () => ({ system: { contentType: 'article' }, aspects: { body: JSON.parse('{"_type":"body","x":{"__proto__":{"polluted":true}}}') } })],
+    ['a lone surrogate in a string', [400], () => ({ system: { contentType: 'article' }, aspects: { body: { _type: 'body', title: 'broken \ud800 text' } } })],
+    ['a lone surrogate in a key', [400], () => ({ system: { contentType: 'article' }, aspects: { body: { _type: 'body', ['k\udc00']: 1 } } })],
+  ];
+
+  for (const [what, statuses, body] of CASES) {
+    it(`create: ${what} → ${statuses.join(' or ')}, nothing stored, no dead letter`, async () => {
+      const alias = `c${Math.random().toString(36).slice(2)}`;
+      const [dead, count] = [await deadLetters(), await contents()];
+      const r = await editor.create(withAlias(alias, body(alias)));
+      expect(r.status, r.text.slice(0, 300)).to.be.oneOf(statuses);
+      expect(r.json).to.have.keys('message', 'statusCode', 'extraInfo');
+      expect(r.json.statusCode.slice(0, 3)).to.equal(String(r.status));
+      expect(r.text).not.to.match(/\n\s+at |node_modules|\/src\//);
+      expect((await editor.read(`/content/alias/limits/${alias}`)).status, 'read back').to.equal(404);
+      expect(await contents()).to.equal(count);
+      expect(await deadLetters()).to.equal(dead);
+    });
+  }
+
+  it('update and workspace draft: the same bodies are refused; the content is unchanged', async () => {
+    const before = await editor.readContent(id);
+    for (const [what, statuses, body] of CASES) {
+      const env = body('x');
+      const dead = await deadLetters();
+      const u = await editor.update(id, env, etag);
+      expect(u.status, `update, ${what}: ${u.text.slice(0, 200)}`).to.be.oneOf(statuses);
+      const w = await editor.req('PUT', `/content/workspace/limits/alias/${id}`, { body: env });
+      expect(w.status, `draft, ${what}: ${w.text.slice(0, 200)}`).to.be.oneOf(statuses);
+      expect(await deadLetters(), what).to.equal(dead);
+    }
+    const after = await editor.readContent(id);
+    expect(after.headers.get('etag')).to.equal(etag);
+    expect(after.json).to.deep.equal(before.json);
+  });
+
+  it('the largest bodies that can be stored are stored as sent and read back the same (control)', async () => {
+    const stored: [string, Record<string, unknown>][] = [
+      ['65,000 keys in one aspect', { _type: 'body', ...keys(64999) }],
+      ['nesting of 64 levels', { _type: 'body', x: nested(61) }],
+      ['a 1,000,000-element array', { _type: 'body', x: Array.from({ length: 1_000_000 }, (_, i) => i % 7) }],
+      ['surrogate pairs and U+FFFD', { _type: 'body', title: 'emoji \ud83d\ude00 and \ufffd' }],
+    ];
+    for (const [what, aspect] of stored) {
+      const r = await editor.create({ system: { contentType: 'article' }, aspects: { body: aspect } });
+      expect(r.status, `${what}: ${r.text.slice(0, 200)}`).to.equal(201);
+      const back = await editor.readContent(r.json.system.id);
+      expect(back.status).to.equal(200);
+      expect(back.json.aspects!.body, what).to.deep.equal(aspect);
+    }
+  });
+
+  it('updates that take a stored content past 65,535 keys (merge, added aspects) are stored, not dead-lettered', async () => {
+    const half = (from: number) => Object.fromEntries(Array.from({ length: 40000 }, (_, i) => [`k${from + i}`, i]));
+    const created = await editor.create({ system: { contentType: 'article' }, aspects: { body: { _type: 'body', ...half(0) } } });
+    expect(created.status, created.text.slice(0, 200)).to.equal(201);
+    const cid = created.json.system.id;
+    const dead = await deadLetters();
+    const merged = await editor.update(cid, { aspects: { body: { _type: 'body', ...half(40000) } } }, created.headers.get('etag'), 'updateMode=merge');
+    expect(merged.status, merged.text.slice(0, 200)).to.equal(200);
+    const aspects = (from: string) => Object.fromEntries(Array.from({ length: 40000 }, (_, i) => [`${from}${i}`, {}]));
+    const first = await editor.update(cid, { aspects: aspects('a') }, merged.headers.get('etag'));
+    expect(first.status, first.text.slice(0, 200)).to.equal(200);
+    const second = await editor.update(cid, { aspects: aspects('b') }, first.headers.get('etag'));
+    expect(second.status, second.text.slice(0, 200)).to.equal(200);
+    const back = await editor.readContent(cid);
+    expect(Object.keys(back.json.aspects!.body)).to.have.length(80001);
+    expect(Object.keys(back.json.aspects!).length).to.be.greaterThan(80000);
+    expect(await deadLetters()).to.equal(dead);
+  });
+
+  it('a body the gateway refuses never reaches a command stream', async () => {
+    const lengths = async () => Promise.all(Array.from({ length: PARTITIONS }, (_, i) => redis.xlen(`cmd:{${i}}`)));
+    const before = await lengths();
+    const r = await editor.create({ system: { contentType: 'article' }, aspects: { body: keys(70000, { _type: 'body' }) } });
+    expect(r.status).to.equal(413);
+    expect(await lengths()).to.deep.equal(before);
+  });
+});

@@ -1,0 +1,339 @@
+import { expect } from 'chai';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { loadSettings } from '../../config/settings.js';
+import { ContentStore } from '../../src/adapters/content-store.js';
+import { newCommandId, newContentKey, partitionOf } from '../../src/adapters/ids.js';
+import { keys } from '../../src/adapters/redis.js';
+import { Mailbox } from '../../src/actors/mailbox.js';
+import type { ContentCommand } from '../../src/actors/content/content-actor.js';
+import { startPlatform } from '../../src/main.js';
+import { Client } from '../support/platform.js';
+import { ensureTestSolr } from '../support/solr.js';
+import { eventually } from '../support/wait.js';
+
+type P = Awaited<ReturnType<typeof startPlatform>> & { base: string };
+type SolrDoc = Record<string, unknown> & { id: string };
+
+/**
+ * CONTRACT §20 "Search documents": the indexer owns id, root, version and every svc_ field, on
+ * the root document and on children, and derives child ids; a svcSolrDocument the schema does
+ * not accept is refused at write time with 400 naming the field; a document the engine still
+ * refuses is set aside (dead letter, metric, /health degraded) and never stops the others.
+ */
+describe('search documents: the indexer\'s fields, the write-time schema check, documents the engine refuses (CONTRACT §20)', function () {
+  this.timeout(300_000);
+  let p: P;
+  let solr: string;
+  let editor: Client;
+  let anon: Client;
+  let store: ContentStore;
+  const lines: { msg: string; [k: string]: unknown }[] = [];
+  const T = `poison${Date.now()}`;
+
+  before(async () => {
+    solr = await ensureTestSolr();
+    const settings = loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', SOLR_URL: solr });
+    const sink = new Writable({
+      write(chunk, _enc, cb) {
+        for (const l of String(chunk).split('\n')) if (l) lines.push(JSON.parse(l));
+        cb();
+      },
+    });
+    const platform = await startPlatform({ settings, log: pino({ level: 'info' }, sink) });
+    p = Object.assign(platform, { base: `${platform.url}/content-service` });
+    editor = await new Client(p.base).login('editor');
+    anon = new Client(p.base);
+    store = new ContentStore(p.redis, settings.PARTITIONS, settings.EVENTS_MAXLEN, settings.DEDUP_TTL_SECONDS);
+  });
+  after(async () => p?.stop());
+
+  /** Straight to the engine, behind the platform's filters. */
+  async function solrSelect(q: string, fl = '*'): Promise<SolrDoc[]> {
+    const r = await fetch(`${solr}/content/select?${new URLSearchParams({ q, fl, rows: '2000', wt: 'json' })}`);
+    return ((await r.json()) as { response: { docs: SolrDoc[] } }).response.docs;
+  }
+  async function solrCount(q: string): Promise<number> {
+    const r = await fetch(`${solr}/content/select?${new URLSearchParams({ q, rows: '0', wt: 'json' })}`);
+    return ((await r.json()) as { response: { numFound: number } }).response.numFound;
+  }
+  const anonIds = async (q: string) => {
+    const r = await anon.req('GET', `${p.url}/search-service/content/select?${new URLSearchParams({ q, rows: '100' })}`, { token: null });
+    expect(r.status, r.text).to.equal(200);
+    return (r.json.response.docs as SolrDoc[]).map((d) => d.id);
+  };
+
+  describe('the indexer owns the system fields and child ids', () => {
+    it('a svcSolrDocument stored with id, root, svc_ and Solr fields (root and children) is indexed with the indexer\'s values only; anonymous search shows nothing through it', async () => {
+      // A private content (svcLatest only) whose identity the poisoned one claims.
+      const victim = await editor.create({ system: { contentType: `${T}v` }, aspects: { body: { title: 'private' } } });
+      expect(victim.status, victim.text).to.equal(201);
+      const victimVersion = victim.json.system.version as string;
+      await eventually(async () => expect(await solrCount(`id:"${victimVersion}"`)).to.equal(1), 10_000);
+
+      // Stored as content written before the write-time check (or by a writer around the
+      // gateway): the command goes to the content's actor directly.
+      const forged = {
+        id: victimVersion,
+        root: victimVersion,
+        version: 99,
+        _version_: 1,
+        _root_: victimVersion,
+        _nest_path_: '/x',
+        svc_type_s: `${T}v`,
+        svc_views_ss: ['svcPublic'],
+        svc_security_context_ss: [],
+        svc_contentstate_hidden_b: false,
+        svc_timestate__drange: ['[* TO *]'],
+        svc_timestate_svcPublic_drange: '[* TO *]',
+      };
+      const user = await p.tokens!.authenticate(editor.token);
+      const mailbox = new Mailbox(p.redis, p.settings, pino({ level: 'silent' }));
+      mailbox.start();
+      const cid = newContentKey();
+      try {
+        const cmd: ContentCommand = {
+          k: 'create',
+          id: newCommandId(),
+          cid,
+          user: user!,
+          type: `${T}a`,
+          aspects: {
+            svcSolrDocument: {
+              _type: 'svcSolrDocument',
+              ...forged,
+              headline_s: `${T} poison`,
+              parts: [{ ...forged, part_s: `${T}child` }, { part_s: `${T}second`, sub: [{ ...forged, q_s: `${T}grandchild` }] }],
+              one: { ...forged, v_s: `${T}single` },
+            },
+          },
+          ops: [],
+        };
+        await mailbox.send(cmd);
+      } finally {
+        await mailbox.stop();
+      }
+      const ownVersion = (await editor.readContent(`contentid/${cid}`)).json.system!.version as string;
+      expect(ownVersion.startsWith(`c:${cid}:`), ownVersion).to.equal(true);
+
+      const root = (await eventually(async () => {
+        const docs = await solrSelect(`headline_s:"${T} poison"`);
+        expect(docs).to.have.length(1);
+        return docs;
+      }, 10_000))[0]!;
+      expect(root.id).to.equal(ownVersion);
+      expect(root.root).to.equal(ownVersion);
+      expect(root.version).to.equal(1);
+      expect(root.svc_type_s).to.equal(`${T}a`);
+      expect(root.svc_views_ss).to.deep.equal(['svcLatest']);
+      expect(root.svc_security_context_ss).to.equal(undefined);
+      expect(root.svc_timestate__drange).to.deep.equal(['[0000 TO 9999]']);
+      expect(root).to.not.have.property('svc_timestate_svcPublic_drange');
+
+      const children = await solrSelect(`_root_:"${ownVersion}" AND -id:"${ownVersion}"`, 'id,root,svc_*,part_s,q_s,v_s');
+      expect(children.map((c) => c.id).sort()).to.deep.equal([`${ownVersion}/one`, `${ownVersion}/parts/0`, `${ownVersion}/parts/1`, `${ownVersion}/parts/1/sub/0`]);
+      for (const c of children) {
+        expect(c.root, c.id).to.equal(ownVersion);
+        expect(Object.keys(c).filter((k) => k.startsWith('svc_')), c.id).to.deep.equal([]);
+      }
+
+      // The victim's document is untouched and still the only one with its id.
+      const victimDocs = await solrSelect(`id:"${victimVersion}"`);
+      expect(victimDocs).to.have.length(1);
+      expect(victimDocs[0].svc_views_ss).to.deep.equal(['svcLatest']);
+      expect(victimDocs[0].svc_type_s).to.equal(`${T}v`);
+
+      // Nothing of either is on a public view for an anonymous caller.
+      for (const q of [`svc_type_s:${T}v`, `svc_type_s:${T}a`, `headline_s:"${T} poison"`, `part_s:${T}child`, `q_s:${T}grandchild`, `v_s:${T}single`, `id:"${victimVersion}"`]) {
+        expect(await anonIds(q), q).to.deep.equal([]);
+      }
+
+      // The svcIndexing variant reads the same document: the indexer's fields, derived child ids.
+      const variant = await editor.readContent(`contentid/${cid}`, 'variant=svcIndexing');
+      const doc = variant.json.aspects!.svcSolrDocument as unknown as Record<string, unknown> & { parts: { id: string }[] };
+      expect(doc.id).to.equal(ownVersion);
+      expect(doc.svc_views_ss).to.deep.equal(['svcLatest']);
+      expect(doc.parts.map((c) => c.id)).to.deep.equal([`${ownVersion}/parts/0`, `${ownVersion}/parts/1`]);
+    });
+  });
+
+  describe('the write-time check against the collection\'s schema', () => {
+    /** Every content head and event in Redis: a refused write changes neither. */
+    const stored = async () => {
+      const heads = (await p.redis.keys('ct:*')).length;
+      let events = 0;
+      for (let i = 0; i < p.settings.PARTITIONS; i++) events += await p.redis.xlen(keys.events(i));
+      return { heads, events };
+    };
+    const refused = (r: { status: number; json: any }, field: string, what: string) => {
+      expect(r.status, what).to.equal(400);
+      expect(r.json.statusCode, what).to.equal('40000');
+      expect(r.json.extraInfo?.field, what).to.equal(field);
+      expect(r.json.message, what).to.contain(field);
+    };
+    const bad: [Record<string, unknown>, string][] = [
+      [{ headline: 'an unknown field name' }, 'headline'],
+      [{ count_i: 'x' }, 'count_i'],
+      [{ count_i: 'not-a-number' }, 'count_i'],
+      [{ title_s: { an: 'object' } }, 'title_s'],
+      [{ title_s: ['a list', 'for a single-valued field'] }, 'title_s'],
+      [{ when_dt: 'yesterday' }, 'when_dt'],
+      [{ id: 'c:someone:else' }, 'id'],
+      [{ root: 'c:someone:else' }, 'root'],
+      [{ _root_: 'c:someone:else' }, '_root_'],
+      [{ svc_views_ss: ['svcPublic'] }, 'svc_views_ss'],
+      [{ svc_security_context_ss: [] }, 'svc_security_context_ss'],
+      [{ parts: [{ part_s: 'ok' }, { id: 'c:someone:else' }] }, 'parts.1.id'],
+      [{ parts: [{ sub: [{ svc_views_ss: ['svcPublic'] }] }] }, 'parts.0.sub.0.svc_views_ss'],
+    ];
+
+    it('create: 400 naming the field, nothing stored', async () => {
+      const before = await stored();
+      for (const [doc, field] of bad) {
+        refused(await editor.create({ system: { contentType: `${T}w` }, aspects: { body: { title: 'x' }, svcSolrDocument: doc } }), field, JSON.stringify(doc));
+      }
+      expect(await stored()).to.deep.equal(before);
+    });
+
+    it('update: 400 naming the field, the content unchanged', async () => {
+      const c = await editor.create({ system: { contentType: `${T}w` }, aspects: { body: { title: 'x' }, svcSolrDocument: { headline_s: 'fine', count_i: 3 } } });
+      expect(c.status, c.text).to.equal(201);
+      const id = c.json.system.id as string;
+      const cid = id.split('/')[1];
+      const before = { rev: (await store.head(cid))!.rev, stored: await stored() };
+      for (const [doc, field] of bad) {
+        for (const mode of ['update', 'replace', 'merge']) {
+          refused(await editor.update(id, { aspects: { svcSolrDocument: doc } }, c.headers.get('etag'), `updateMode=${mode}`), field, `${mode} ${JSON.stringify(doc)}`);
+        }
+      }
+      expect({ rev: (await store.head(cid))!.rev, stored: await stored() }).to.deep.equal(before);
+    });
+
+    it('workspace draft create and update: 400 naming the field, no draft stored', async () => {
+      const c = await editor.create({ system: { contentType: `${T}w` }, aspects: { body: { title: 'x' } } });
+      const id = c.json.system.id as string;
+      const cid = id.split('/')[1];
+      const before = await stored();
+      for (const [doc, field] of bad) {
+        refused(await editor.createDraft(`${T}ws`, { system: { contentType: `${T}w` }, aspects: { svcSolrDocument: doc } }), field, `draft create ${JSON.stringify(doc)}`);
+        refused(await editor.req('PUT', `/content/workspace/${T}ws/alias/${id}`, { body: { aspects: { svcSolrDocument: doc } } }), field, `draft update ${JSON.stringify(doc)}`);
+      }
+      expect(await p.redis.exists(keys.drafts(partitionOf(cid, p.settings.PARTITIONS), cid))).to.equal(0);
+      expect(await stored()).to.deep.equal(before);
+    });
+
+    it('accepts what the schema takes: every dynamic field type, child documents without ids', async () => {
+      const c = await editor.create({
+        system: { contentType: `${T}ok` },
+        aspects: {
+          svcSolrDocument: {
+            headline_s: 'fine',
+            tags_ss: ['a', 'b'],
+            when_dt: '2024-05-01T10:00:00Z',
+            window_drange: ['[2024 TO 2025-06]'],
+            big_l: 9007199254740991,
+            count_i: 42,
+            on_b: true,
+            flags_bs: [true, false],
+            words_lc: ['Sports/Football'],
+            parts: [{ part_s: 'one' }],
+          },
+        },
+      });
+      expect(c.status, c.text).to.equal(201);
+      await eventually(async () => expect(await solrCount(`svc_type_s:${T}ok AND count_i:42 AND words_lc:football`)).to.equal(1), 10_000);
+    });
+  });
+
+  describe('a document the engine refuses', () => {
+    const metric = async (name: string) => {
+      const text = (await editor.metrics()).text;
+      let sum = 0;
+      for (const m of text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))) sum += Number(m[1]);
+      return sum;
+    };
+
+    it('1,000 creates with one the engine refuses among them: the 999 are searchable, the one is a dead letter with the engine\'s reason, counted, and /health says search is degraded until it is indexed', async () => {
+      const type = `${T}p`;
+      const refusedBefore = await metric('indexer_refused_documents_total');
+      const N = 1000;
+      const BAD = 500;
+      const made: { id: string; version: string; etag: string }[] = new Array(N);
+      let next = 0;
+      // An immense term (a string field's value over 32,766 bytes): the schema allows the field
+      // and the value's type; only the engine's analysis refuses it.
+      const doc = (i: number) => (i === BAD ? { headline_s: `${T} bad`, big_s: 'x'.repeat(40_000) } : { headline_s: `${T} ${i}` });
+      await Promise.all(
+        Array.from({ length: 32 }, async () => {
+          for (let i = next++; i < N; i = next++) {
+            const r = await editor.create({ system: { contentType: type }, aspects: { body: { title: `p${i}` }, svcSolrDocument: doc(i) } });
+            expect(r.status, r.text).to.equal(201);
+            made[i] = { id: r.json.system.id, version: r.json.system.version, etag: r.headers.get('etag')! };
+          }
+        }),
+      );
+      const lastCommit = Date.now();
+      const deadline = lastCommit + 60_000;
+      let searchable = 0;
+      while ((searchable = await solrCount(`svc_type_s:${type}`)) < N - 1) {
+        if (Date.now() > deadline) throw new Error(`${searchable} of ${N - 1} documents searchable 60 s after the last create`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const tookMs = Date.now() - lastCommit;
+      console.log(`      ${N - 1} of ${N} creates searchable ${tookMs} ms after the last commit (budget 2,000 ms), one refused by the engine`);
+      expect(searchable).to.equal(N - 1);
+      const bad = made[BAD];
+      expect(await solrCount(`id:"${bad.version}"`)).to.equal(0);
+
+      // The dead letter: content id, version and the engine's reason.
+      const cid = bad.id.split('/')[1];
+      const partition = partitionOf(cid, p.settings.PARTITIONS);
+      const letters = await eventually(async () => {
+        const entries = (await p.redis.xrange(keys.indexerDeadLetter(partition), '-', '+')).map(([, f]) => Object.fromEntries(f.flatMap((v, i, a) => (i % 2 ? [] : [[v, a[i + 1]]]))) as Record<string, string>);
+        const mine = entries.filter((e) => e.cid === cid);
+        expect(mine).to.have.length(1);
+        return mine;
+      });
+      expect(letters[0].version).to.equal(bad.version);
+      expect(letters[0].reason).to.contain('immense term').and.contain('big_s');
+      expect(Number.isNaN(Date.parse(letters[0].time))).to.equal(false);
+
+      // The log names the content, the version and the reason.
+      const logged = lines.find((l) => l.cid === cid && l.msg.includes('refused'));
+      expect(logged, 'a log line for the refused document').to.not.equal(undefined);
+      expect(logged!.version).to.equal(bad.version);
+      expect(String(logged!.reason)).to.contain('immense term');
+
+      // The metric counts it; /health says search is degraded. (Other suites' contents, indexed
+      // by this platform from the shared Redis, may add refusals of their own: hence at least.)
+      expect(await metric('indexer_refused_documents_total')).to.be.at.least(refusedBefore + 1);
+      expect(await metric('indexer_refused_contents')).to.be.at.least(1);
+      expect(await p.redis.hexists(keys.indexerRefused, cid)).to.equal(1);
+      const health = await editor.health();
+      expect(health.status).to.equal(200);
+      expect(health.json.status).to.equal('degraded');
+      expect(health.json.search).to.match(/^degraded: \d+ contents? refused by the search engine/);
+
+      // A re-index of the type completes around it.
+      const sysadmin = await new Client(p.base).login('sysadmin');
+      const re = await sysadmin.req('POST', `/index/reindex/contentType/${type}`);
+      expect(re.status, re.text).to.equal(200);
+      const session = /^Re-indexing session (\S+) started/.exec(re.text)![1];
+      await eventually(async () => expect(lines.some((l) => l.msg.startsWith(`Re-indexing session ${session} complete.`))).to.equal(true), 60_000);
+      expect(await solrCount(`svc_type_s:${type}`)).to.equal(N - 1);
+
+      // Fixed by its writer: indexed, and nothing is outstanding any more.
+      const fixed = await editor.update(bad.id, { aspects: { svcSolrDocument: { headline_s: `${T} fixed` } } }, bad.etag);
+      expect(fixed.status, fixed.text).to.equal(200);
+      await eventually(async () => expect(await solrCount(`svc_type_s:${type}`)).to.equal(N), 10_000);
+      await eventually(async () => expect(await p.redis.hexists(keys.indexerRefused, cid)).to.equal(0), 10_000);
+      const outstanding = await p.redis.hlen(keys.indexerRefused);
+      expect((await editor.health()).json.search).to.equal(outstanding ? `degraded: ${outstanding} content${outstanding === 1 ? '' : 's'} refused by the search engine (dead letters in indexer-dead:{p})` : 'ok');
+      expect(await metric('indexer_refused_contents')).to.equal(outstanding);
+      // a counter: what was refused stays counted (the re-index refused it a second time)
+      const mine = (await p.redis.xrange(keys.indexerDeadLetter(partition), '-', '+')).filter(([, f]) => f[f.indexOf('cid') + 1] === cid);
+      expect(mine).to.have.length(2);
+      expect(await metric('indexer_refused_documents_total')).to.be.at.least(refusedBefore + 2);
+    });
+  });
+});

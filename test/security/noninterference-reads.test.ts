@@ -1,0 +1,119 @@
+import { expect } from 'chai';
+import { Client, startTestPlatform } from '../support/platform.js';
+import { eventually } from '../support/wait.js';
+
+/**
+ * Non-interference of the content and workspace reads (CONTRACT §20): what a caller gets from
+ * any read that does not address a forbidden content itself is the same whether or not content
+ * the caller may not read exists. The sportseditor (roles only in `sports`) and the anonymous
+ * caller read a fixed set of URLs (sports content, its history and metadata, a workspace
+ * listing, unknown aliases and ids, the taxonomy structure), then an editor adds culture-only
+ * content in the same alias namespace, on the same views, with drafts on the same workspace;
+ * every answer is read again and must be byte for byte what it was.
+ *
+ * Reads that address the forbidden content directly answer 403 where it exists and 404 where
+ * it does not: the spec asks for 403 (Authentication 4), so those are not part of the property
+ * (SECURITY.md, "What a caller can still learn").
+ */
+describe('security: reads answer the same whether or not content the caller may not read exists (CONTRACT §20)', function () {
+  this.timeout(60_000);
+  let p: Awaited<ReturnType<typeof startTestPlatform>>;
+  let editor: Client;
+  let sports: Client;
+  let anon: Client;
+  const T = `ni${Date.now().toString(36)}`;
+  const WS = `${T}ws`;
+  let sportsId = '';
+
+  const urls = (): string[] => [
+    `/content/alias/${sportsId}`,
+    `/content/alias/${sportsId}/1`,
+    `/content/alias/${sportsId}/metadata`,
+    `/content/alias/${sportsId}/history`,
+    `/content/alias/${T}/sports`,
+    `/content/view/desk/alias/${T}/sports`,
+    `/content/alias/${T}/nothing-here`,
+    `/content/workspace/${WS}`,
+    `/content/workspace/${WS}/alias/${sportsId}`,
+    `/content/workspace/${WS}/alias/${T}/nothing-here`,
+    `${p.url}/taxonomy-service/structure/contentHierarchy?depth=2`,
+    `${p.url}/taxonomy-service/structure/${sportsId}`,
+    `${p.url}/taxonomy-service/complete/contentHierarchy.contents/${encodeURIComponent(T)}`,
+  ];
+
+  /** Status, the headers that carry state, and the body of every read, for one caller. */
+  async function answers(c: Client): Promise<string[]> {
+    const out: string[] = [];
+    for (const u of urls()) {
+      const a = await c.req('GET', u);
+      out.push(JSON.stringify({ u, status: a.status, location: a.headers.get('location'), etag: a.headers.get('etag'), body: a.text }));
+    }
+    return out;
+  }
+
+  before(async () => {
+    p = await startTestPlatform();
+    editor = await new Client(p.base).login('editor');
+    sports = await new Client(p.base).login('sportseditor');
+    anon = new Client(p.base);
+    const s = await sports.create({
+      system: { contentType: 'article' },
+      aspects: { body: { title: 'sports desk' } },
+      operations: [
+        { _type: 'svcSetAlias', namespace: T, alias: 'sports' },
+        { _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: ['sports'] } } },
+        { _type: 'svcAssignToViews', views: ['desk', 'svcPublic'] },
+      ],
+    });
+    expect(s.status, s.text).to.equal(201);
+    sportsId = s.json.system.id;
+    // the sports content is a node of the content hierarchy (public, on svcPublic)
+    const n = await sports.update(sportsId, { aspects: { svcContentHierarchy: { name: `${T}node ${T}sports` } } }, s.headers.get('etag')!, 'updateMode=merge');
+    expect(n.status, n.text).to.equal(200);
+    await eventually(async () => expect((await sports.req('GET', `${p.url}/taxonomy-service/structure/${sportsId}`)).status).to.equal(200));
+    const d = await sports.req('PUT', `/content/workspace/${WS}/alias/${sportsId}`, { body: { aspects: { body: { title: 'sports draft' } } } });
+    expect(d.status, d.text).to.be.oneOf([200, 201]);
+  });
+  after(async () => p?.stop());
+
+  it('the sportseditor and an anonymous caller see the same answers before and after culture-only content, drafts and hierarchy nodes appear', async () => {
+    const before = { sports: await answers(sports), anon: await answers(anon) };
+    // The forbidden world: culture-only content in the same namespace and on the same views,
+    // a draft of it and a new culture draft on the sportseditor's workspace.
+    const c = await editor.create({
+      system: { contentType: 'article' },
+      aspects: { body: { title: 'culture desk' } },
+      operations: [
+        { _type: 'svcSetAlias', namespace: T, alias: 'culture' },
+        { _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: ['culture'] } } },
+        { _type: 'svcAssignToViews', views: ['desk'] },
+      ],
+    });
+    expect(c.status, c.text).to.equal(201);
+    const cid = c.json.system.id as string;
+    // culture-only and non-public nodes of the content hierarchy, under the sports node too
+    for (const [name, parent] of [[`${T}node ${T}culture`, undefined], [`${T}node ${T}child`, sportsId]] as const) {
+      const h = await editor.create({
+        system: { contentType: 'page' },
+        aspects: { svcContentHierarchy: { name, ...(parent ? { parent } : {}) } },
+        operations: [{ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: ['culture'] } } }],
+      });
+      expect(h.status, h.text).to.equal(201);
+    }
+    const d1 = await editor.req('PUT', `/content/workspace/${WS}/alias/${cid}`, { body: { aspects: { body: { title: 'culture draft' } } } });
+    expect(d1.status, d1.text).to.be.oneOf([200, 201]);
+    // The workspace listing shows the culture draft to a caller who may read it: the listing
+    // would show it to the sportseditor too if it were not filtered.
+    const asEditor = await editor.req('GET', `/content/workspace/${WS}`);
+    expect(Object.keys(asEditor.json.drafts)).to.include(cid);
+    // the hierarchy nodes are in the structure for a caller who may see them (loaded within a second)
+    await eventually(async () => {
+      const h = await editor.req('GET', `${p.url}/taxonomy-service/structure/${sportsId}`);
+      expect(h.status, h.text).to.equal(200);
+      expect(h.json.entities).to.have.length(1);
+    });
+    const after = { sports: await answers(sports), anon: await answers(anon) };
+    expect(after.sports).to.deep.equal(before.sports);
+    expect(after.anon).to.deep.equal(before.anon);
+  });
+});
