@@ -26,11 +26,20 @@ describe('actors: a commit applied whose answer was lost is answered, not run ag
   let redis: Redis;
   let host: ActorHost<ContentCommand> | undefined;
 
-  /** A store whose next `lose` commits are applied by Redis and then fail, as a lost answer does. */
+  /**
+   * A store whose next `lose` commits are applied by Redis and then fail, as a lost answer does;
+   * and whose next `resend` commits run twice, answering the second run, as ioredis does when it
+   * sends a command again after reconnecting (autoResendUnfulfilledCommands).
+   */
   class LosingStore extends ContentStore {
     lose = 0;
+    resend = 0;
     override async commit(c: CommitInput): Promise<CommitResult> {
-      const res = await super.commit(c);
+      let res = await super.commit(c);
+      if (this.resend > 0) {
+        this.resend--;
+        res = await super.commit(c);
+      }
       if (this.lose > 0) {
         this.lose--;
         throw new Error('Connection is closed.');
@@ -87,6 +96,19 @@ describe('actors: a commit applied whose answer was lost is answered, not run ag
     // what follows the delete's commit was finished: its alias is free again
     expect(await redis.exists(`alias:lost/${cid}`)).to.equal(0);
     expect((await store.head(cid))!.rev).to.equal(4);
+    expect(await store.versionIndex(cid)).to.have.length(2);
+  });
+
+  it('a commit sent twice (the first answer lost with the connection) answers as applied, not 409', async () => {
+    const cid = newContentKey();
+    store.resend = 1;
+    const created = await run({ k: 'create', id: newCommandId(), cid, user: editor, type: 'article', aspects: { body: { _type: 'body', title: 'a' } }, ops: [] });
+    expect(created.ok, JSON.stringify(created)).to.equal(true);
+    store.resend = 1;
+    const updated = await run({ k: 'update', id: newCommandId(), cid, user: editor, ifMatch: etagOf(cid, 1), unsafe: false, mode: 'update', aspects: { body: { _type: 'body', title: 'b' } }, ops: [] });
+    expect(updated.ok, JSON.stringify(updated)).to.equal(true);
+    expect((val(updated) as WriteResult).snapshot.rev).to.equal(2);
+    expect((await store.head(cid))!.rev).to.equal(2);
     expect(await store.versionIndex(cid)).to.have.length(2);
   });
 

@@ -434,6 +434,10 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     });
     if (res.ok) return { reply, committed: true };
     if (res.reason === 'lease-lost') return 'lease-lost';
+    // The script may have run twice: when Redis restarts, ioredis sends the commands whose
+    // answers it lost again, and the second run finds the revision moved by the first.
+    const atRev = await this.store.snapshotAt(snapshot.cid, snapshot.rev);
+    if (atRev?.cmd === cmd.id) return { reply, committed: true };
     // Only one actor writes a content, so this means another process committed in between.
     const now = await this.store.head(snapshot.cid);
     const err = new AppError('CONCURRENT_CONFLICT', 'Content was updated by another process', now ? conflictInfo(now) : {});
