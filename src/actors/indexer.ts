@@ -5,7 +5,7 @@ import { autoclaim, ensureGroup, type StreamEntry } from '../adapters/redis-stre
 import type { Logger } from '../adapters/log.js';
 import type { SolrEngine } from '../adapters/search-engine.js';
 import type { Settings } from '../../config/settings.js';
-import type { ContentEvent } from './content/model.js';
+import type { ContentEvent } from '../content/model.js';
 import type { IndexingRules } from './indexing.js';
 import { IndexWriter } from './index-writer.js';
 import { retryWithBackoff, sleep } from '../wait.js';

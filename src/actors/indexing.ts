@@ -1,10 +1,10 @@
 import type { ContentStore } from '../adapters/content-store.js';
 import type { ContentDocs, SearchDoc } from '../adapters/search-engine.js';
-import { INDEXING_VARIANT, type Variants } from './content/variants.js';
-import { resolveView } from './content/views.js';
-import { entityHasContent } from './content/taxonomy.js';
-import { searchBlock } from './content/search-document.js';
-import { versionId } from './content/model.js';
+import { INDEXING_VARIANT, type Variants } from '../content/variants.js';
+import { resolveView } from '../content/views.js';
+import { entityHasContent } from './content/taxonomy-references.js';
+import { searchBlock } from '../content/search-document.js';
+import { versionId } from '../content/model.js';
 
 /**
  * What the index holds for a content (spec Events 2-4, CONTRACT §9): one document per version

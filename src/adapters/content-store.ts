@@ -1,7 +1,7 @@
 import { pack, unpack } from './codec.js';
 import { partitionOf } from './ids.js';
 import { keys, ACTOR_GROUP, type RedisClient } from './redis.js';
-import { MAIN_NAMESPACE, type ContentEvent, type Draft, type Snapshot, type VersionIndexEntry, type VersionRecord, type ViewEvent } from '../actors/content/model.js';
+import { MAIN_NAMESPACE, type ContentEvent, type Draft, type Snapshot, type VersionIndexEntry, type VersionRecord, type ViewEvent } from '../content/model.js';
 
 /** What one commit writes; see src/actors/scripts/commit-content-12.lua. */
 export interface CommitInput {

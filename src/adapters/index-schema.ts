@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { indexSchemaOf, parseSchemaXml, type IndexSchema, type RawSchema } from '../actors/content/search-document.js';
+import { indexSchemaOf, parseSchemaXml, type IndexSchema, type RawSchema } from '../content/search-document.js';
 import type { Logger } from './log.js';
 import { repoPath } from '../repo-files.js';
 

@@ -1,7 +1,7 @@
 import { AppError } from '../errors.js';
 import SolrNode from 'solr-node';
-import type { Json } from '../actors/content/model.js';
-import { idsOfBlock, type RawSchema } from '../actors/content/search-document.js';
+import type { Json } from '../content/model.js';
+import { escapePhrase, escapeTerm, idsOfBlock, type RawSchema } from '../content/search-document.js';
 
 /** A search document: the fields of an svcSolrDocument aspect, `_type` removed. */
 export type SearchDoc = Record<string, Json>;
@@ -211,14 +211,4 @@ function reasonOf(body: string): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** Escapes a term for the standard query parser (every special character). */
-export function escapeTerm(s: string): string {
-  return s.replace(/[+\-!(){}[\]^"~*?:\\/&|\s]/g, '\\$&');
-}
-
-/** Escapes the inside of a quoted phrase. */
-export function escapePhrase(s: string): string {
-  return s.replace(/["\\]/g, '\\$&');
 }

@@ -4,12 +4,12 @@ import type { ContentStore } from '../adapters/content-store.js';
 import { newCommandId, newContentKey } from '../adapters/ids.js';
 import type { Logger } from '../adapters/log.js';
 import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
-import { contextsOf, etagOf, parseVersionId, MAIN_NAMESPACE, type Aspect, type Snapshot } from '../actors/content/model.js';
+import { contextsOf, etagOf, parseVersionId, MAIN_NAMESPACE, type Aspect, type Snapshot } from '../content/model.js';
 import type { FileStore } from '../adapters/file-store.js';
 import type { Mailbox } from '../actors/mailbox.js';
 import { AppError } from '../errors.js';
 import { readableFileUris } from '../security/file-access.js';
-import { isAllowed, isSysadmin, permissionDenied, type Principal, type SecurityConfig } from '../security/permissions.js';
+import { isAllowed, isSysadmin, permissionDenied, type Principal, type SecurityConfig } from '../content/permissions.js';
 import type { TokenService } from '../security/token-service.js';
 import { trustedProxies } from '../security/client-address.js';
 import {
@@ -27,11 +27,11 @@ import type { Exchange } from './http.js';
 import { WorkspaceService } from './workspace-service.js';
 import type { HeadCache } from './head-cache.js';
 import { Router, type Params } from './router.js';
-import { SYSTEM_VIEWS, resolveView, versionOnView } from '../actors/content/views.js';
-import { INDEXING_VARIANT, type Variants } from '../actors/content/variants.js';
+import { SYSTEM_VIEWS, resolveView, versionOnView } from '../content/views.js';
+import { INDEXING_VARIANT, type Variants } from '../content/variants.js';
 import { checkAlias, parseEnvelope, parseViewBody, typeSchema, updateModeOf, viewSchema } from './schemas.js';
 import type { ReindexScope, ReindexSessions } from '../actors/reindex-session.js';
-import { entityHasContent } from '../actors/content/taxonomy.js';
+import { entityHasContent } from '../actors/content/taxonomy-references.js';
 
 export interface ContentServiceDeps {
   settings: Settings;

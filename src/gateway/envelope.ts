@@ -11,10 +11,10 @@ import {
   type VersionIndexEntry,
   type VersionRecord,
   type ViewEvent,
-} from '../actors/content/model.js';
+} from '../content/model.js';
 import type { SubResult } from '../actors/content/content-actor.js';
 import { AppError } from '../errors.js';
-import { viewsOfVersion } from '../actors/content/views.js';
+import { viewsOfVersion } from '../content/views.js';
 
 /** The spec's status object. */
 export interface Status {

@@ -4,7 +4,7 @@ import { unpack } from '../adapters/codec.js';
 import type { ContentStore } from '../adapters/content-store.js';
 import type { Logger } from '../adapters/log.js';
 import { keys, connectRedis, type RedisClient } from '../adapters/redis.js';
-import type { ContentEvent, Snapshot } from '../actors/content/model.js';
+import type { ContentEvent, Snapshot } from '../content/model.js';
 import { sleep } from '../wait.js';
 
 /** How long a head may be served without news of a change (a safety net behind the events). */

@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { AppError } from '../errors.js';
-import { UPDATE_MODES } from '../actors/content/update-modes.js';
-import { MAIN_NAMESPACE, type Aspect, type Aspects } from '../actors/content/model.js';
+import { UPDATE_MODES } from '../content/update-modes.js';
+import { MAIN_NAMESPACE, type Aspect, type Aspects } from '../content/model.js';
 import type { Operation } from '../actors/content/content-actor.js';
-import { checkSearchDocument } from '../actors/content/search-document.js';
+import { checkSearchDocument } from '../content/search-document.js';
 import { indexSchema } from '../adapters/index-schema.js';
 
 /**

@@ -1,16 +1,17 @@
 import type { Settings } from '../../config/settings.js';
 import type { ContentStore } from '../adapters/content-store.js';
-import { escapePhrase, type SolrEngine } from '../adapters/search-engine.js';
-import { parseVersionId } from '../actors/content/model.js';
-import type { Variants } from '../actors/content/variants.js';
+import type { SolrEngine } from '../adapters/search-engine.js';
+import { escapePhrase } from '../content/search-document.js';
+import { parseVersionId } from '../content/model.js';
+import type { Variants } from '../content/variants.js';
 import { AppError } from '../errors.js';
-import type { Principal, SecurityConfig } from '../security/permissions.js';
+import type { Principal, SecurityConfig } from '../content/permissions.js';
 import type { TokenService } from '../security/token-service.js';
-import { mayReadVersion, onViewFilter, visibilityFilter, type VisibilityRules } from '../security/visibility.js';
+import { mayReadVersion, onViewFilter, visibilityFilter, type VisibilityRules } from '../content/visibility.js';
 import { contentEnvelope } from './envelope.js';
 import type { Exchange } from './http.js';
 import { Router, type Params } from './router.js';
-import { entityHasContent } from '../actors/content/taxonomy.js';
+import { entityHasContent } from '../actors/content/taxonomy-references.js';
 import { checkSearchParams } from './search-params.js';
 import { engineErrorAnswer } from './search-errors.js';
 
@@ -32,7 +33,7 @@ export interface SearchServiceDeps {
  * the platform adds its filters as extra `fq` parameters, which the caller cannot remove (every
  * fq must match) and which use explicit local params, so defType and the like do not touch them.
  * Inlined content is loaded only where the caller may read it, by the same rule as the filters
- * (security/visibility.ts); engine errors come back without traces or addresses (search-errors.ts).
+ * (content/visibility.ts); engine errors come back without traces or addresses (search-errors.ts).
  */
 export class SearchService {
   readonly router = new Router();

@@ -1,13 +1,15 @@
 import type { Settings } from '../../config/settings.js';
 import type { ContentStore } from '../adapters/content-store.js';
-import { escapeTerm, type SolrEngine } from '../adapters/search-engine.js';
-import { mainAlias, type Aspects, type Snapshot } from '../actors/content/model.js';
-import { CONTENT_HIERARCHY, CONTENT_HIERARCHY_ASPECT, CONTENT_HIERARCHY_DIMENSION, resolveContentRef, stringMap, strings, str, taxonomyRepresentation } from '../actors/content/taxonomy.js';
-import { fieldSafe } from '../actors/content/variants.js';
+import type { SolrEngine } from '../adapters/search-engine.js';
+import { escapeTerm } from '../content/search-document.js';
+import { mainAlias, type Aspects, type Snapshot } from '../content/model.js';
+import { CONTENT_HIERARCHY, CONTENT_HIERARCHY_ASPECT, CONTENT_HIERARCHY_DIMENSION, stringMap, strings, str, taxonomyRepresentation } from '../content/taxonomy.js';
+import { resolveContentRef } from '../actors/content/taxonomy-references.js';
+import { fieldSafe } from '../content/variants.js';
 import { AppError } from '../errors.js';
-import type { Principal, SecurityConfig } from '../security/permissions.js';
+import type { Principal, SecurityConfig } from '../content/permissions.js';
 import type { TokenService } from '../security/token-service.js';
-import { mayReadVersion, visibilityFilter, type VisibilityRules } from '../security/visibility.js';
+import { mayReadVersion, visibilityFilter, type VisibilityRules } from '../content/visibility.js';
 import type { Exchange } from './http.js';
 
 export const TAXONOMY_PREFIX = 'taxonomy-service';

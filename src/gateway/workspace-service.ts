@@ -1,15 +1,15 @@
 import { newCommandId, newContentKey } from '../adapters/ids.js';
 import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
-import { contextsOf, etagOf, MAIN_NAMESPACE, type Draft, type Snapshot, type VersionRecord } from '../actors/content/model.js';
+import { contextsOf, etagOf, MAIN_NAMESPACE, type Draft, type Snapshot, type VersionRecord } from '../content/model.js';
 import type { DraftResult } from '../actors/content/workspace.js';
 import { AppError } from '../errors.js';
-import { canInAnyContext, isAllowed, permissionDenied, type Principal } from '../security/permissions.js';
+import { canInAnyContext, isAllowed, permissionDenied, type Principal } from '../content/permissions.js';
 import type { ContentService, ContentServiceDeps } from './content-service.js';
 import { STATUS_CREATED, STATUS_OK, contentEnvelope, draftEnvelope, formatOf, partialCreated, serialize } from './envelope.js';
 import type { Exchange } from './http.js';
 import type { Params } from './router.js';
 import { checkAlias, nameSchema, parseEnvelope } from './schemas.js';
-import { entityHasContent } from '../actors/content/taxonomy.js';
+import { entityHasContent } from '../actors/content/taxonomy-references.js';
 
 const workspaceSchema = nameSchema('workspace');
 

@@ -1,9 +1,9 @@
 import { expect } from 'chai';
 import { fileKeyOf, type StoredFile } from '../adapters/file-store.js';
-import type { Snapshot } from '../actors/content/model.js';
+import type { Snapshot } from '../content/model.js';
 import { AppError } from '../errors.js';
 import { checkFileReferences, fileAccess, fileKeyOfUri, fileReferencesOf, readableFileUris, type FileAccessDeps } from './file-access.js';
-import { GLOBAL_CONTEXT, type Principal } from './permissions.js';
+import { GLOBAL_CONTEXT, type Principal } from '../content/permissions.js';
 import { loadSecurityConfig } from './security-config.js';
 
 // CONTRACT §20 "Files in content/<key>/", "Files in tmp/", "File references": the one rule,

@@ -6,9 +6,9 @@
  */
 import type { FileKey, FileStore, StoredFile } from '../adapters/file-store.js';
 import { fileKeyOf } from '../adapters/file-store.js';
-import { contextsOf, type Aspect, type Snapshot } from '../actors/content/model.js';
+import { contextsOf, type Aspect, type Snapshot } from '../content/model.js';
 import { AppError } from '../errors.js';
-import { isAllowed, isSysadmin, type Principal, type SecurityConfig } from './permissions.js';
+import { isAllowed, isSysadmin, type Principal, type SecurityConfig } from '../content/permissions.js';
 
 /** What is done to a file: GET and info read it, DELETE updates it, POST adds one beside it. */
 export type FileAction = 'read' | 'update' | 'upload';

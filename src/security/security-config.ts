@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { isPasswordHash } from './passwords.js';
-import type { SecurityConfig } from './permissions.js';
+import type { SecurityConfig } from '../content/permissions.js';
 
 /**
  * config/security.json: the role table and the development accounts of CONTRACT §3.

@@ -10,7 +10,7 @@ import type { Settings } from '../../config/settings.js';
 import { AppError } from '../errors.js';
 import { repoPath } from '../repo-files.js';
 import { hashPassword, verifyPassword } from './passwords.js';
-import { authorizationInfo, type AuthorizationInfo, type Principal } from './permissions.js';
+import { authorizationInfo, type AuthorizationInfo, type Principal } from '../content/permissions.js';
 import { limitedAddress } from './client-address.js';
 import { RevocationFeed } from './revocation-feed.js';
 import { loadSecurityConfig, type SecurityConfigWithUsers } from './security-config.js';

@@ -6,7 +6,7 @@ import { createLogger } from '../../src/adapters/log.js';
 import { newCommandId, newContentKey } from '../../src/adapters/ids.js';
 import { connectRedis } from '../../src/adapters/redis.js';
 import { ContentActor, type ContentCommand, type WriteResult } from '../../src/actors/content/content-actor.js';
-import { etagOf } from '../../src/actors/content/model.js';
+import { etagOf } from '../../src/content/model.js';
 import { ActorHost, type Reply } from '../../src/actors/runtime.js';
 import { loadSecurityConfig } from '../../src/security/security-config.js';
 

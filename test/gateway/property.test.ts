@@ -747,7 +747,7 @@ describe('gateway: generated hostile requests (issue 8, item 4; CONTRACT §11)',
   it('no search reached the engine without the platform filters, and none with a parameter off the allowlist (CONTRACT §20)', () => {
     expect(solr.selects.length).to.be.greaterThan(0);
     for (const params of solr.selects) {
-      // the visibility filter (security/visibility.ts), on searches and on taxonomy completion alike
+      // the visibility filter (content/visibility.ts), on searches and on taxonomy completion alike
       const fqs = params.getAll('fq').filter((f) => f.startsWith('{!lucene}'));
       expect(fqs.length, `select without the read filter: ${params}`).to.be.at.least(1);
       expect(params.getAll('wt'), `${params}`).to.deep.equal(['json']);

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
-import { parseSchemaXml } from '../../src/actors/content/search-document.js';
+import { parseSchemaXml } from '../../src/content/search-document.js';
 import { learnIndexSchema } from '../../src/adapters/index-schema.js';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { eventually } from '../support/wait.js';

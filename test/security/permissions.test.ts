@@ -8,7 +8,7 @@ import {
   permissionDenied,
   type Principal,
   type SecurityConfig,
-} from '../../src/security/permissions.js';
+} from '../../src/content/permissions.js';
 import { loadSecurityConfig, parseSecurityConfig } from '../../src/security/security-config.js';
 
 // CONTRACT §3 "Users, roles, contexts", against the shipped config/security.json.

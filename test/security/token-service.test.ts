@@ -7,7 +7,7 @@ import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import { createClient } from 'redis';
 import { loadSettings, type Settings } from '../../config/settings.js';
 import { AppError } from '../../src/errors.js';
-import { GLOBAL_CONTEXT } from '../../src/security/permissions.js';
+import { GLOBAL_CONTEXT } from '../../src/content/permissions.js';
 import { tokenRequestSchema, TokenService, type LogLevel } from '../../src/security/token-service.js';
 import { until } from '../support/wait.js';
 

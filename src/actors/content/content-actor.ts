@@ -3,13 +3,14 @@ import { newVersionKey } from '../../adapters/ids.js';
 import type { ContentStore } from '../../adapters/content-store.js';
 import { AppError } from '../../errors.js';
 import { checkFileReferences } from '../../security/file-access.js';
-import { isAllowed, permissionDenied, type Principal, type SecurityConfig } from '../../security/permissions.js';
+import { isAllowed, permissionDenied, type Principal, type SecurityConfig } from '../../content/permissions.js';
 import type { ActorContext, CommandBase, CommandHandler, Reply } from '../runtime.js';
-import { applyUpdateMode, type UpdateMode } from './update-modes.js';
-import { symbolicCycle } from './views.js';
+import { applyUpdateMode, type UpdateMode } from '../../content/update-modes.js';
+import { symbolicCycle } from '../../content/views.js';
 import type { LifecycleHook, Via } from './lifecycle-hooks.js';
 import { Workspaces, type MainWrites, type WorkspaceCommand } from './workspace.js';
-import { TAXONOMY_ASPECTS, checkTaxonomyAspects } from './taxonomy.js';
+import { TAXONOMY_ASPECTS } from '../../content/taxonomy.js';
+import { checkTaxonomyAspects } from './taxonomy-references.js';
 import {
   LATEST_VIEW,
   contextsOf,
@@ -22,7 +23,7 @@ import {
   type Snapshot,
   type VersionRecord,
   type ViewEvent,
-} from './model.js';
+} from '../../content/model.js';
 
 /** The content operations of the spec (elements of `operations`). */
 export type Operation =

@@ -1,6 +1,6 @@
 import { keys, type RedisClient } from '../../adapters/redis.js';
 import { pack } from '../../adapters/codec.js';
-import type { Aspect, Aspects, Snapshot, VersionRecord } from './model.js';
+import type { Aspect, Aspects, Snapshot, VersionRecord } from '../../content/model.js';
 
 /** Where a main write comes from: the content API, or a promote of a workspace draft. */
 export type Via = 'main' | 'promote';

@@ -2,12 +2,12 @@ import { pack } from '../../adapters/codec.js';
 import type { ContentStore } from '../../adapters/content-store.js';
 import { AppError } from '../../errors.js';
 import { checkFileReferences } from '../../security/file-access.js';
-import { canInAnyContext, isAllowed, permissionDenied, type Principal, type SecurityConfig } from '../../security/permissions.js';
+import { canInAnyContext, isAllowed, permissionDenied, type Principal, type SecurityConfig } from '../../content/permissions.js';
 import type { ActorContext, Reply } from '../runtime.js';
 import type { Operation, Outcome, SubResult, Writer } from './content-actor.js';
 import type { Via } from './lifecycle-hooks.js';
-import { contextsOf, etagOf, type Aspect, type Aspects, type Draft, type Snapshot } from './model.js';
-import { applyUpdateMode, type UpdateMode } from './update-modes.js';
+import { contextsOf, etagOf, type Aspect, type Aspects, type Draft, type Snapshot } from '../../content/model.js';
+import { applyUpdateMode, type UpdateMode } from '../../content/update-modes.js';
 
 /**
  * Workspaces: a layer of drafts over main, one draft per content per workspace, invisible to

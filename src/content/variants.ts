@@ -1,5 +1,3 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { contextsOf, versionId, type Aspect, type Aspects, type Json, type Snapshot, type VersionRecord } from './model.js';
 import { timeWindow, viewsOfVersion } from './views.js';
@@ -29,12 +27,10 @@ type VariantDef = z.infer<typeof variantSchema>;
 
 export const INDEXING_VARIANT = 'svcIndexing';
 
-/** Reads config/variants.json (or `path`) and checks every composer name it uses. */
-export function loadVariantsConfig(path?: string): VariantsConfig {
-  const file = path ?? ['../../../config/variants.json', '../../../../config/variants.json'].map((r) => fileURLToPath(new URL(r, import.meta.url))).find(existsSync);
-  if (!file) throw new Error('config/variants.json not found');
-  const parsed = configSchema.safeParse(JSON.parse(readFileSync(file, 'utf8')));
-  if (!parsed.success) throw new Error(`Invalid ${file}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+/** Checks a variants configuration (config/variants.json, read by config/variants.ts); `source` names it in errors. */
+export function parseVariantsConfig(json: unknown, source: string): VariantsConfig {
+  const parsed = configSchema.safeParse(json);
+  if (!parsed.success) throw new Error(`Invalid ${source}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   return parsed.data;
 }
 

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { Aspects, Snapshot } from '../actors/content/model.js';
+import type { Aspects, Snapshot } from './model.js';
 import type { Principal, SecurityConfig } from './permissions.js';
 import { mayReadVersion, onViewFilter, publicVersionKeys, readFilter, visibilityFilter, type VisibilityRules } from './visibility.js';
 

@@ -1,7 +1,7 @@
-import { escapePhrase, escapeTerm } from '../adapters/search-engine.js';
-import { contextsOf, type Snapshot } from '../actors/content/model.js';
-import { fieldSafe } from '../actors/content/variants.js';
-import { versionOnView } from '../actors/content/views.js';
+import { escapePhrase, escapeTerm } from './search-document.js';
+import { contextsOf, type Snapshot } from './model.js';
+import { fieldSafe } from './variants.js';
+import { versionOnView } from './views.js';
 import { GLOBAL_CONTEXT, WILDCARD, isAllowed, type Principal, type SecurityConfig } from './permissions.js';
 
 /**

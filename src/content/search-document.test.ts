@@ -5,7 +5,7 @@ import type { Json } from './model.js';
 import { checkSearchDocument, contentFields, idsOfBlock, indexSchemaOf, isDateRange, isIndexerField, isIsoDateTime, parseSchemaXml, ruleOf, searchBlock } from './search-document.js';
 
 /** The bundled schema of the `content` collection (tools/solr/configsets/content/conf/schema.xml). */
-const schema = indexSchemaOf(parseSchemaXml(readFileSync(fileURLToPath(new URL('../../../tools/solr/configsets/content/conf/schema.xml', import.meta.url)), 'utf8')));
+const schema = indexSchemaOf(parseSchemaXml(readFileSync(fileURLToPath(new URL('../../tools/solr/configsets/content/conf/schema.xml', import.meta.url)), 'utf8')));
 const check = (doc: Record<string, Json>) => checkSearchDocument({ _type: 'svcSolrDocument', ...doc }, schema);
 
 describe('search documents (spec Categorization and search index documents, CONTRACT §20 Search documents)', () => {

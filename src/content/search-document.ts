@@ -311,3 +311,13 @@ function validParts([y, mo, d, h, mi, sec]: (string | undefined)[]): boolean {
   }
   return (h === undefined || Number(h) < 24) && (mi === undefined || Number(mi) < 60) && (sec === undefined || Number(sec) < 60);
 }
+
+/** Escapes a term for the standard query parser (every special character). */
+export function escapeTerm(s: string): string {
+  return s.replace(/[+\-!(){}[\]^"~*?:\\/&|\s]/g, '\\$&');
+}
+
+/** Escapes the inside of a quoted phrase. */
+export function escapePhrase(s: string): string {
+  return s.replace(/["\\]/g, '\\$&');
+}
