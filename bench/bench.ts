@@ -204,7 +204,7 @@ function cpuSnapshot(): { at: number; busy: number; ours: number } {
 /** CPU taken by other processes between two snapshots, in % of one core. */
 function otherCpu(a: ReturnType<typeof cpuSnapshot>, b: ReturnType<typeof cpuSnapshot>): number {
   const secs = (b.at - a.at) / 1000;
-  return secs > 0 ? Math.max(0, Math.round((((b.busy - a.busy) - (b.ours - a.ours)) / 100 / secs) * 100)) : 0;
+  return secs > 0 ? Math.max(0, Math.round(((b.busy - a.busy - (b.ours - a.ours)) / 100 / secs) * 100)) : 0;
 }
 
 // ---------------------------------------------------------------- child processes
@@ -224,7 +224,7 @@ function runChild(cmd: string, args: string[], env: Record<string, string> = {},
     const results: Record<string, any>[] = [];
     let output = '';
     const onLine = (line: string) => {
-      output += line + '\n';
+      output += `${line}\n`;
       if (line.startsWith('RESULT ')) {
         try {
           results.push(JSON.parse(line.slice(7)));
@@ -273,7 +273,10 @@ interface WrkResult {
 }
 
 /** wrk with bench/wrk-report.lua in its own process; latencies in ms. */
-async function wrk(url: string, opts: { paths?: string; method?: string; bodyFile?: string; token?: string; addrs?: string[]; threads?: number; statuses?: boolean } = {}): Promise<WrkResult> {
+async function wrk(
+  url: string,
+  opts: { paths?: string; method?: string; bodyFile?: string; token?: string; addrs?: string[]; threads?: number; statuses?: boolean } = {},
+): Promise<WrkResult> {
   const env: Record<string, string> = {};
   if (opts.paths) env.WRK_PATHS = opts.paths;
   if (opts.method) env.WRK_METHOD = opts.method;
@@ -283,7 +286,12 @@ async function wrk(url: string, opts: { paths?: string; method?: string; bodyFil
   if (opts.statuses) env.WRK_STATUSES = '1';
   const threads = opts.threads ?? 1;
   const args = [`-t${threads}`, `-c${CONNS}`, `-d${SECONDS}s`, '--timeout', '10s', '-s', 'bench/wrk-report.lua', url];
-  say(`  $ ${Object.entries(env).filter(([k]) => k !== 'TOKEN').map(([k, v]) => `${k}=${v} `).join('')}${opts.token ? 'TOKEN=<editor token> ' : ''}wrk ${args.join(' ')}`);
+  say(
+    `  $ ${Object.entries(env)
+      .filter(([k]) => k !== 'TOKEN')
+      .map(([k, v]) => `${k}=${v} `)
+      .join('')}${opts.token ? 'TOKEN=<editor token> ' : ''}wrk ${args.join(' ')}`,
+  );
   const run = await runChild('wrk', args, env, (SECONDS + 30) * 1000);
   const r = run.results[0];
   if (!r) throw new Error(`wrk gave no result (exit ${run.code}):\n${run.output.slice(-1500)}`);
@@ -307,7 +315,11 @@ async function wrk(url: string, opts: { paths?: string; method?: string; bodyFil
 /** A short unrecorded wrk run (JIT, caches, connections) before the first measurement of a server. */
 async function warmUp(url: string, opts: Parameters<typeof wrk>[1] = {}): Promise<void> {
   const secs = QUICK ? 1 : 2;
-  const env: Record<string, string> = { ...(opts.paths ? { WRK_PATHS: opts.paths } : {}), ...(opts.token ? { TOKEN: opts.token } : {}), ...(opts.addrs ? { WRK_ADDRS: opts.addrs.join(',') } : {}) };
+  const env: Record<string, string> = {
+    ...(opts.paths ? { WRK_PATHS: opts.paths } : {}),
+    ...(opts.token ? { TOKEN: opts.token } : {}),
+    ...(opts.addrs ? { WRK_ADDRS: opts.addrs.join(',') } : {}),
+  };
   await runChild('wrk', [`-t${opts.threads ?? 1}`, `-c${CONNS}`, `-d${secs}s`, '-s', 'bench/wrk-report.lua', url], env, 30_000, false);
   say(`  (warmed up for ${secs} s)`);
 }
@@ -315,9 +327,27 @@ async function warmUp(url: string, opts: Parameters<typeof wrk>[1] = {}): Promis
 /** A record of a wrk run: errors are socket errors and timeouts plus answers other than `expect` (when counted, else answers >= 400). */
 function wrkRecord(workload: string, group: Rec['group'], w: WrkResult, expect: number, extra: Partial<Rec> = {}): Rec {
   const counted = Object.keys(w.statuses).length > 0;
-  const unexpected = counted ? Object.entries(w.statuses).filter(([s]) => Number(s) !== expect).reduce((n, [, v]) => n + v, 0) : w.statusErrors;
+  const unexpected = counted
+    ? Object.entries(w.statuses)
+        .filter(([s]) => Number(s) !== expect)
+        .reduce((n, [, v]) => n + v, 0)
+    : w.statusErrors;
   const statuses = counted ? w.statuses : { '< 400': w.requests - w.statusErrors, '>= 400': w.statusErrors };
-  return { workload, group, figure: w.rps, unit: 'req/s', p50: w.p50, p99: w.p99, p999: w.p999, requests: w.requests, seconds: w.seconds, errors: w.socketErrors + unexpected, statuses, loadgen: `wrk -t1 -c${CONNS} -d${SECONDS}s`, ...extra };
+  return {
+    workload,
+    group,
+    figure: w.rps,
+    unit: 'req/s',
+    p50: w.p50,
+    p99: w.p99,
+    p999: w.p999,
+    requests: w.requests,
+    seconds: w.seconds,
+    errors: w.socketErrors + unexpected,
+    statuses,
+    loadgen: `wrk -t1 -c${CONNS} -d${SECONDS}s`,
+    ...extra,
+  };
 }
 
 /** Runs one workload: its record (or its failure) goes into `records` with the peak RSS. */
@@ -350,7 +380,8 @@ async function workload(key: string, name: string, group: Rec['group'], run: () 
   say(`  (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
 }
 
-const fmt = (n: number | undefined, digits = 0) => (n === undefined ? '—' : n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: 0 }));
+const fmt = (n: number | undefined, digits = 0) =>
+  n === undefined ? '—' : n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: 0 });
 function line(r: Rec): string {
   if (r.error) return `${r.workload}: FAILED ${r.error}`;
   const lat = r.p50 !== undefined ? `, p50 ${r.p50} ms, p99 ${r.p99} ms, p999 ${r.p999} ms` : '';
@@ -364,7 +395,9 @@ function line(r: Rec): string {
 
 const ceilings: Record<string, { figure: number; unit: string; p99?: number }> = {};
 function ratio(r: Rec, ...names: string[]): Rec {
-  r.ratios = names.filter((n) => ceilings[n] && r.figure !== undefined).map((n) => ({ ceiling: n, ratio: Math.round((r.figure! / ceilings[n].figure) * 1000) / 1000 }));
+  r.ratios = names
+    .filter((n) => ceilings[n] && r.figure !== undefined)
+    .map((n) => ({ ceiling: n, ratio: Math.round((r.figure! / ceilings[n].figure) * 1000) / 1000 }));
   return r;
 }
 function budget(r: Rec, text: string, checks: [boolean, string][]): Rec {
@@ -383,7 +416,13 @@ writeFileSync(
   JSON.stringify({
     system: { contentType: 'article' },
     aspects: {
-      body: { _type: 'body', title: 'Benchmark article', lead: 'A short lead for the benchmark.', text: 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua.', tags: ['bench', 'wrk', 'article'] },
+      body: {
+        _type: 'body',
+        title: 'Benchmark article',
+        lead: 'A short lead for the benchmark.',
+        text: 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua.',
+        tags: ['bench', 'wrk', 'article'],
+      },
       byline: { _type: 'byline', author: 'Bench Writer' },
     },
   }),
@@ -461,7 +500,9 @@ async function settle(what: string): Promise<number> {
 }
 
 try {
-  say(`== npm run bench${QUICK ? ' (BENCH_QUICK=1)' : ''}: ${new Date().toISOString()}, ${machine.cpus} cores (${machine.cpuModel}), ${machine.memoryGiB} GiB, node ${process.version}, load average ${machine.loadAverageAtStart.join(' ')}`);
+  say(
+    `== npm run bench${QUICK ? ' (BENCH_QUICK=1)' : ''}: ${new Date().toISOString()}, ${machine.cpus} cores (${machine.cpuModel}), ${machine.memoryGiB} GiB, node ${process.version}, load average ${machine.loadAverageAtStart.join(' ')}`,
+  );
   say(`   ${SECONDS} s per workload, wrk -c${CONNS}; output to ${OUT}`);
   mkdirSync(OUT, { recursive: true });
   cleanups.push(() => {
@@ -475,7 +516,14 @@ try {
   if (process.env.BENCH_BUILD !== '0') {
     say('\n== build (tsc into dist/)');
     const b = spawnSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.json'], { encoding: 'utf8' });
-    if (b.status !== 0) say(`  warning: tsc reported errors (JS was still emitted):\n${(b.stdout + b.stderr).split('\n').slice(0, 10).map((l) => `  | ${l}`).join('\n')}`);
+    if (b.status !== 0)
+      say(
+        `  warning: tsc reported errors (JS was still emitted):\n${(b.stdout + b.stderr)
+          .split('\n')
+          .slice(0, 10)
+          .map((l) => `  | ${l}`)
+          .join('\n')}`,
+      );
   }
   if (!existsSync('dist/src/main.js')) throw new Error('dist/src/main.js is missing: the build failed');
 
@@ -493,7 +541,13 @@ try {
     const url = `http://127.0.0.1:${port}/content-service/content/version/bench`;
     // Paths shaped like the versioned reads', so wrk does the same work per request.
     const ceilingPaths = join(WORK, 'ceiling-paths.txt');
-    writeFileSync(ceilingPaths, Array.from({ length: SEED }, (_, i) => `/content-service/content/version/c:01JBENCHCEILING${String(i).padStart(11, '0')}:01JBENCHVERSION${String(i).padStart(11, '0')}`).join('\n') + '\n');
+    writeFileSync(
+      ceilingPaths,
+      `${Array.from(
+        { length: SEED },
+        (_, i) => `/content-service/content/version/c:01JBENCHCEILING${String(i).padStart(11, '0')}:01JBENCHVERSION${String(i).padStart(11, '0')}`,
+      ).join('\n')}\n`,
+    );
     await workload('ceilings', 'uWebSockets.js GET, fixed body', 'ceiling', async () => {
       await warmUp(url, { token: 'bench-token', paths: ceilingPaths });
       const w = await wrk(url, { token: 'bench-token', paths: ceilingPaths });
@@ -515,7 +569,20 @@ try {
         const r = run.results[0];
         if (!r) throw new Error(`no result (exit ${run.code})`);
         ceilings['Lua commit'] = { figure: r.commitsPerSecond, unit: 'commits/s', p99: r.p99 };
-        return { workload: 'Redis Lua commit (commit-content-12.lua via ioredis)', group: 'ceiling', figure: r.commitsPerSecond, unit: 'commits/s', p50: r.p50, p99: r.p99, p999: r.p999, requests: r.commits, seconds: r.seconds, errors: r.errors, loadgen: `node, ${CONNS} in flight`, detail: { server: 'a redis-server of its own' } } satisfies Rec;
+        return {
+          workload: 'Redis Lua commit (commit-content-12.lua via ioredis)',
+          group: 'ceiling',
+          figure: r.commitsPerSecond,
+          unit: 'commits/s',
+          p50: r.p50,
+          p99: r.p99,
+          p999: r.p999,
+          requests: r.commits,
+          seconds: r.seconds,
+          errors: r.errors,
+          loadgen: `node, ${CONNS} in flight`,
+          detail: { server: 'a redis-server of its own' },
+        } satisfies Rec;
       } finally {
         rss.untrack('redis-ceiling');
         await own.stop();
@@ -568,12 +635,17 @@ try {
       await warmUp(`${base}/content`, { paths: join(seeded, 'versioned.txt'), token });
       const w = await wrk(`${base}/content`, { paths: join(seeded, 'versioned.txt'), token });
       const r = wrkRecord('versioned read', 'one process', w, 200, { detail: { contents: SEED } });
-      budget(r, '≥ 20,000 req/s, p99 < 5 ms', [[w.rps >= 20000, 'throughput'], [w.p99 < 5, 'p99']]);
+      budget(r, '≥ 20,000 req/s, p99 < 5 ms', [
+        [w.rps >= 20000, 'throughput'],
+        [w.p99 < 5, 'p99'],
+      ]);
       return ratio(r, 'uWS GET');
     });
     await workload('unversioned', 'unversioned read (the 303 to the version)', 'one process', async () => {
       const w = await wrk(`${base}/content`, { paths: join(seeded, 'unversioned.txt'), token });
-      const r = wrkRecord('unversioned read (303)', 'one process', w, 303, { detail: { contents: SEED, note: 'each answer is the 303; following it is the versioned read above' } });
+      const r = wrkRecord('unversioned read (303)', 'one process', w, 303, {
+        detail: { contents: SEED, note: 'each answer is the 303; following it is the versioned read above' },
+      });
       r.budget = '—';
       r.met = null;
       return ratio(r, 'uWS GET');
@@ -582,7 +654,10 @@ try {
       const w = await wrk(`${base}/content`, { method: 'POST', bodyFile: createBody, token, statuses: true });
       const r = wrkRecord('create', 'one process', w, 201);
       r.detail = { indexerCatchUpSeconds: await settle('the creates') };
-      budget(r, '≥ 5,000 req/s, p99 < 20 ms', [[w.rps >= 5000, 'throughput'], [w.p99 < 20, 'p99']]);
+      budget(r, '≥ 5,000 req/s, p99 < 20 ms', [
+        [w.rps >= 5000, 'throughput'],
+        [w.p99 < 20, 'p99'],
+      ]);
       return ratio(r, 'uWS POST', 'Lua commit');
     });
 
@@ -599,8 +674,14 @@ try {
         process.kill(solr.pid, 'SIGCONT');
       }
       const r = wrkRecord('create, Solr paused', 'one process', w, 201);
-      r.detail = { indexerCatchUpSeconds: await settle('the creates made while Solr was paused'), note: 'Solr stopped with SIGSTOP during the load, resumed after it; every create indexed afterwards' };
-      budget(r, '≥ 5,000 req/s, p99 < 20 ms', [[w.rps >= 5000, 'throughput'], [w.p99 < 20, 'p99']]);
+      r.detail = {
+        indexerCatchUpSeconds: await settle('the creates made while Solr was paused'),
+        note: 'Solr stopped with SIGSTOP during the load, resumed after it; every create indexed afterwards',
+      };
+      budget(r, '≥ 5,000 req/s, p99 < 20 ms', [
+        [w.rps >= 5000, 'throughput'],
+        [w.p99 < 20, 'p99'],
+      ]);
       return ratio(r, 'uWS POST', 'Lua commit');
     });
 
@@ -624,7 +705,10 @@ try {
         detail: { updatesPerSecond: x.updatesPerSecond, conflicts409: x.conflicts, verify: x.verify, gateways: roots.length },
       };
       if (group === 'one process') r.detail!.indexerCatchUpSeconds = await settle('the updates');
-      budget(r, 'no lost update, every stale write 409, ≥ 3,000 req/s', [[x.verify.noLostUpdate, 'LOST UPDATE'], [x.requestsPerSecond >= 3000, 'throughput']]);
+      budget(r, 'no lost update, every stale write 409, ≥ 3,000 req/s', [
+        [x.verify.noLostUpdate, 'LOST UPDATE'],
+        [x.requestsPerSecond >= 3000, 'throughput'],
+      ]);
       return ratio(r, 'uWS POST', 'Lua commit');
     };
     await workload('update', 'update with If-Match under contention (200 writers, 50 contents)', 'one process', () => contention([root], 'one process'));
@@ -633,7 +717,21 @@ try {
       const run = await node('bench/load.ts', ['promote', root, SECONDS, 50], {}, (SECONDS + 120) * 1000);
       const x = run.results[0];
       if (!x) throw new Error(`no result (exit ${run.code})`);
-      const r: Rec = { workload: 'workspace promote', group: 'one process', figure: x.promotesPerSecond, unit: 'promotes/s', p50: x.p50, p99: x.p99, p999: x.p999, requests: x.promotes, seconds: x.seconds, errors: x.errors, statuses: x.statuses, loadgen: 'node (bench/load.ts promote), 50 workers', detail: { note: 'each promote follows a draft write (2 actor commits per cycle); latency is the promote request', cycleMs: x.cycle } };
+      const r: Rec = {
+        workload: 'workspace promote',
+        group: 'one process',
+        figure: x.promotesPerSecond,
+        unit: 'promotes/s',
+        p50: x.p50,
+        p99: x.p99,
+        p999: x.p999,
+        requests: x.promotes,
+        seconds: x.seconds,
+        errors: x.errors,
+        statuses: x.statuses,
+        loadgen: 'node (bench/load.ts promote), 50 workers',
+        detail: { note: 'each promote follows a draft write (2 actor commits per cycle); latency is the promote request', cycleMs: x.cycle },
+      };
       r.detail!.indexerCatchUpSeconds = await settle('the promotes');
       r.budget = '—';
       r.met = null;
@@ -644,7 +742,25 @@ try {
       const run = await node('bench/load.ts', ['searchable', root, SECONDS, SEARCHABLE_RATE], {}, (SECONDS + 120) * 1000);
       const x = run.results[0];
       if (!x) throw new Error(`no result (exit ${run.code})`);
-      const r: Rec = { workload: 'commit to searchable', group: 'one process', figure: x.createsPerSecond, unit: 'creates/s', p50: x.p50, p99: x.p99, p999: x.p999, requests: x.created, seconds: x.seconds, errors: x.errors, loadgen: `node (bench/load.ts searchable), ${SEARCHABLE_RATE} creates/s, search polled every 25 ms`, detail: { found: x.found, maxMs: x.max, searchQueries: x.searchQueries, note: 'latency from the create answer (commit) to the first search through /search-service that finds the version' } };
+      const r: Rec = {
+        workload: 'commit to searchable',
+        group: 'one process',
+        figure: x.createsPerSecond,
+        unit: 'creates/s',
+        p50: x.p50,
+        p99: x.p99,
+        p999: x.p999,
+        requests: x.created,
+        seconds: x.seconds,
+        errors: x.errors,
+        loadgen: `node (bench/load.ts searchable), ${SEARCHABLE_RATE} creates/s, search polled every 25 ms`,
+        detail: {
+          found: x.found,
+          maxMs: x.max,
+          searchQueries: x.searchQueries,
+          note: 'latency from the create answer (commit) to the first search through /search-service that finds the version',
+        },
+      };
       budget(r, 'p99 < 2 s', [[x.found === x.created && x.p99 < 2000, x.found === x.created ? 'p99' : 'not all found']]);
       return r;
     });
@@ -656,10 +772,31 @@ try {
       r0.disconnect();
       const create = Math.max(0, REINDEX_N - have);
       say(`  ${have} contents in the store; creating ${create} more for ${REINDEX_N}`);
-      const run = await node('bench/reindex-rate.ts', [create], { BENCH_URL: root, BENCH_REDIS_URL: redis!.url, BENCH_PARTITIONS: String(PARTITIONS) }, 600_000);
+      const run = await node(
+        'bench/reindex-rate.ts',
+        [create],
+        { BENCH_URL: root, BENCH_REDIS_URL: redis!.url, BENCH_PARTITIONS: String(PARTITIONS) },
+        600_000,
+      );
       const x = run.results[0];
       if (!x) throw new Error(`no result (exit ${run.code})`);
-      const r: Rec = { workload: `full re-index (${fmt(x.contents)} contents)`, group: 'one process', figure: x.contentsPerSecond, unit: 'contents/s', requests: x.contents, seconds: x.seconds, errors: x.completed ? 0 : 1, loadgen: 'node (bench/reindex-rate.ts): POST /index/reindex/full', detail: { contents: x.contents, created: x.created, createSeconds: x.createSeconds, catchUpSeconds: x.catchUpSeconds, note: 'rate = the session total over the time from its start to its completion' } };
+      const r: Rec = {
+        workload: `full re-index (${fmt(x.contents)} contents)`,
+        group: 'one process',
+        figure: x.contentsPerSecond,
+        unit: 'contents/s',
+        requests: x.contents,
+        seconds: x.seconds,
+        errors: x.completed ? 0 : 1,
+        loadgen: 'node (bench/reindex-rate.ts): POST /index/reindex/full',
+        detail: {
+          contents: x.contents,
+          created: x.created,
+          createSeconds: x.createSeconds,
+          catchUpSeconds: x.catchUpSeconds,
+          note: 'rate = the session total over the time from its start to its completion',
+        },
+      };
       return budget(r, '≥ 2,000 contents/s', [[x.contentsPerSecond >= 2000, 'rate']]);
     });
 
@@ -671,8 +808,29 @@ try {
         const peaks = rss.take();
         const growth = Math.round((peaks.platform ?? 0) - before);
         return run.results.map((x) => {
-          const r: Rec = { workload: `file ${x.workload}`, group: 'one process', figure: x.mbPerSecond, unit: 'MB/s', p50: x.p50, p99: x.p99, p999: x.p999, requests: x.ops, seconds: x.seconds, errors: 0, rssMB: peaks, loadgen: `node (bench/files.ts), ${x.clients} client(s)`, detail: { platformRssBeforeMB: Math.round(before), platformRssGrowthMB: growth, note: 'latency per file; the RSS peaks cover the upload and the download of this size' } };
-          return budget(r, '≥ 200 MB/s, flat memory (platform RSS grows < 100 MB)', [[x.mbPerSecond >= 200, 'throughput'], [growth < 100, `RSS grew ${growth} MB`]]);
+          const r: Rec = {
+            workload: `file ${x.workload}`,
+            group: 'one process',
+            figure: x.mbPerSecond,
+            unit: 'MB/s',
+            p50: x.p50,
+            p99: x.p99,
+            p999: x.p999,
+            requests: x.ops,
+            seconds: x.seconds,
+            errors: 0,
+            rssMB: peaks,
+            loadgen: `node (bench/files.ts), ${x.clients} client(s)`,
+            detail: {
+              platformRssBeforeMB: Math.round(before),
+              platformRssGrowthMB: growth,
+              note: 'latency per file; the RSS peaks cover the upload and the download of this size',
+            },
+          };
+          return budget(r, '≥ 200 MB/s, flat memory (platform RSS grows < 100 MB)', [
+            [x.mbPerSecond >= 200, 'throughput'],
+            [growth < 100, `RSS grew ${growth} MB`],
+          ]);
         });
       });
     }
@@ -682,13 +840,29 @@ try {
       const x = run.results[0];
       if (!x) throw new Error(`no result (exit ${run.code})`);
       const rps = x.p50 > 0 ? Math.round(1000 / x.p50) : undefined;
-      const r: Rec = { workload: `taxonomy completion (${fmt(x.entities)} entities)`, group: 'one process', figure: rps, unit: 'req/s (1 client)', p50: x.p50, p99: x.p99, p999: x.p999, requests: x.requests, errors: 0, loadgen: 'node (bench/taxonomy-completion.ts), 1 client', detail: { entities: x.entities, note: 'figure = 1000 / p50: one request at a time' } };
+      const r: Rec = {
+        workload: `taxonomy completion (${fmt(x.entities)} entities)`,
+        group: 'one process',
+        figure: rps,
+        unit: 'req/s (1 client)',
+        p50: x.p50,
+        p99: x.p99,
+        p999: x.p999,
+        requests: x.requests,
+        errors: 0,
+        loadgen: 'node (bench/taxonomy-completion.ts), 1 client',
+        detail: { entities: x.entities, note: 'figure = 1000 / p50: one request at a time' },
+      };
       return budget(r, 'p99 < 20 ms (issue 7)', [[x.p99 < 20, 'p99']]);
     });
 
     rss.untrack('platform');
     await stopChild(platform);
-    const appErrors = existsSync(appLog) ? readFileSync(appLog, 'utf8').split('\n').filter((l) => /"level":(50|60)/.test(l)) : [];
+    const appErrors = existsSync(appLog)
+      ? readFileSync(appLog, 'utf8')
+          .split('\n')
+          .filter((l) => /"level":(50|60)/.test(l))
+      : [];
     if (appErrors.length) {
       say(`\n  platform log: ${appErrors.length} error lines, first: ${appErrors[0].slice(0, 300)}`);
       notes.push(`The platform logged ${appErrors.length} errors; the first: \`${appErrors[0].slice(0, 200).replace(/`/g, "'")}\``);
@@ -727,7 +901,7 @@ try {
       })();
       say(`  partitions ${balanced ? `shared ${balanced.join(' / ')}` : 'not evenly shared after 30 s'} by the actor processes`);
       const webs = fleet.processes.filter((p) => p.role === 'web').map((p) => p.url!);
-      for (const p of fleet.processes) (rss.track(p.name, p.child.pid), children.add(p.child));
+      for (const p of fleet.processes) rss.track(p.name, p.child.pid), children.add(p.child);
       for (const w of webs) await waitHealthy(w, undefined);
       say(`  gateways ${webs.join(', ')}`);
       const fleetToken = await login(webs[0], 'editor');
@@ -737,15 +911,28 @@ try {
         await warmUp(`${webs[0]}/content-service/content`, { paths: join(fleetSeed, 'versioned.txt'), token: fleetToken, addrs, threads: 2 });
         const w = await wrk(`${webs[0]}/content-service/content`, { paths: join(fleetSeed, 'versioned.txt'), token: fleetToken, addrs, threads: 2 });
         const r = wrkRecord('versioned read', 'fleet', w, 200, { loadgen: `wrk -t2 -c${CONNS} -d${SECONDS}s, one thread per gateway` });
-        budget(r, '≥ 20,000 req/s, p99 < 5 ms', [[w.rps >= 20000, 'throughput'], [w.p99 < 5, 'p99']]);
+        budget(r, '≥ 20,000 req/s, p99 < 5 ms', [
+          [w.rps >= 20000, 'throughput'],
+          [w.p99 < 5, 'p99'],
+        ]);
         return ratio(r, 'uWS GET');
       });
       await workload('fleet', 'create through both gateways', 'fleet', async () => {
-        const w = await wrk(`${webs[0]}/content-service/content`, { method: 'POST', bodyFile: createBody, token: fleetToken, addrs, threads: 2, statuses: true });
+        const w = await wrk(`${webs[0]}/content-service/content`, {
+          method: 'POST',
+          bodyFile: createBody,
+          token: fleetToken,
+          addrs,
+          threads: 2,
+          statuses: true,
+        });
         const r = wrkRecord('create', 'fleet', w, 201, { loadgen: `wrk -t2 -c${CONNS} -d${SECONDS}s, one thread per gateway` });
         const s = await indexerSettled(redis!.url, PARTITIONS, 120_000);
         r.detail = { indexerCatchUpSeconds: s.seconds };
-        budget(r, '≥ 5,000 req/s, p99 < 20 ms', [[w.rps >= 5000, 'throughput'], [w.p99 < 20, 'p99']]);
+        budget(r, '≥ 5,000 req/s, p99 < 20 ms', [
+          [w.rps >= 5000, 'throughput'],
+          [w.p99 < 20, 'p99'],
+        ]);
         return ratio(r, 'uWS POST', 'Lua commit');
       });
       await workload('fleet', 'update with If-Match under contention through both gateways', 'fleet', () => contention(webs, 'fleet'));
@@ -755,13 +942,31 @@ try {
         const run = await node('bench/load.ts', ['follow', webs.join(','), SECONDS], {}, (SECONDS + 120) * 1000);
         const x = run.results[0];
         if (!x) throw new Error(`no result (exit ${run.code})`);
-        const r: Rec = { workload: 'head follow across gateways', group: 'fleet', figure: x.p50, unit: 'ms p50', p50: x.p50, p99: x.p99, p999: x.p999, requests: x.updates, seconds: x.seconds, errors: x.errors, loadgen: 'node (bench/load.ts follow), one update at a time, gateway A polled every 1 ms', detail: { maxMs: x.max, note: "from gateway B's update answer to gateway A serving the new head without atLeastRevision; A's cache keeps a head 5 s at most without news" } };
+        const r: Rec = {
+          workload: 'head follow across gateways',
+          group: 'fleet',
+          figure: x.p50,
+          unit: 'ms p50',
+          p50: x.p50,
+          p99: x.p99,
+          p999: x.p999,
+          requests: x.updates,
+          seconds: x.seconds,
+          errors: x.errors,
+          loadgen: 'node (bench/load.ts follow), one update at a time, gateway A polled every 1 ms',
+          detail: {
+            maxMs: x.max,
+            note: "from gateway B's update answer to gateway A serving the new head without atLeastRevision; A's cache keeps a head 5 s at most without news",
+          },
+        };
         return budget(r, 'p99 < 1 s', [[x.errors === 0 && x.p99 < 1000, x.errors === 0 ? 'p99' : 'not all followed']]);
       });
       for (const p of fleet.processes) rss.untrack(p.name);
       await fleet.stopAll();
       fleet = undefined;
-      const fleetErrors = readFileSync(fleetLog, 'utf8').split('\n').filter((l) => /"level":(50|60)/.test(l));
+      const fleetErrors = readFileSync(fleetLog, 'utf8')
+        .split('\n')
+        .filter((l) => /"level":(50|60)/.test(l));
       if (fleetErrors.length) {
         say(`\n  fleet log: ${fleetErrors.length} error lines, first: ${fleetErrors[0].slice(0, 300)}`);
         notes.push(`The fleet logged ${fleetErrors.length} errors; the first: \`${fleetErrors[0].slice(0, 200).replace(/`/g, "'")}\``);
@@ -780,19 +985,34 @@ try {
 
 machine.loadAverageAtEnd = os.loadavg().map((x) => round2(x));
 const totalSeconds = Math.round((Date.now() - started) / 1000);
-const command = [...Object.entries(process.env).filter(([k]) => k.startsWith('BENCH_') && k !== 'BENCH_OUT').map(([k, v]) => `${k}=${v}`), 'npm run bench'].join(' ');
+const command = [
+  ...Object.entries(process.env)
+    .filter(([k]) => k.startsWith('BENCH_') && k !== 'BENCH_OUT')
+    .map(([k, v]) => `${k}=${v}`),
+  'npm run bench',
+].join(' ');
 const out = {
   date: new Date(started).toISOString(),
   command,
   quick: QUICK,
   totalSeconds,
   machine,
-  settings: { secondsPerWorkload: SECONDS, wrkConnections: CONNS, seedContents: SEED, reindexContents: REINDEX_N, filesSecondsPerWorkload: FILES_SECONDS, taxonomy: TAXONOMY, searchableCreatesPerSecond: SEARCHABLE_RATE, partitions: PARTITIONS, fleet: FLEET },
+  settings: {
+    secondsPerWorkload: SECONDS,
+    wrkConnections: CONNS,
+    seedContents: SEED,
+    reindexContents: REINDEX_N,
+    filesSecondsPerWorkload: FILES_SECONDS,
+    taxonomy: TAXONOMY,
+    searchableCreatesPerSecond: SEARCHABLE_RATE,
+    partitions: PARTITIONS,
+    fleet: FLEET,
+  },
   ceilings,
   records,
   notes,
 };
-writeFileSync(join(OUT, 'results.json'), JSON.stringify(out, null, 2) + '\n');
+writeFileSync(join(OUT, 'results.json'), `${JSON.stringify(out, null, 2)}\n`);
 writeResultsMd(join(OUT, 'RESULTS.md'));
 say(`\n== summary (${totalSeconds} s)`);
 for (const r of records) say(`  [${r.group}] ${line(r)}`);
@@ -825,7 +1045,10 @@ function writeResultsMd(path: string): void {
     return [
       '| Workload | Figure | p50 / p99 / p999 ms | Errors | Peak RSS MB | CPU % of a core | Budget | Met | Ratio to ceiling | Other CPU |',
       '|---|---|---|---|---|---|---|---|---|---|',
-      ...rows.map((r) => `| ${r.workload} | ${r.figure === undefined ? '—' : `${fmt(r.figure, 1)} ${r.unit}`} | ${lat(r)} | ${errs(r)} | ${rssText(r.rssMB)} | ${rssText(r.cpuPercent)} | ${r.budget ?? '—'} | ${met(r)} | ${ratios(r)} | ${r.otherCpuPercent === undefined ? '—' : `${r.otherCpuPercent}%`} |`),
+      ...rows.map(
+        (r) =>
+          `| ${r.workload} | ${r.figure === undefined ? '—' : `${fmt(r.figure, 1)} ${r.unit}`} | ${lat(r)} | ${errs(r)} | ${rssText(r.rssMB)} | ${rssText(r.cpuPercent)} | ${r.budget ?? '—'} | ${met(r)} | ${ratios(r)} | ${r.otherCpuPercent === undefined ? '—' : `${r.otherCpuPercent}%`} |`,
+      ),
     ].join('\n');
   };
   const contentionNote = records

@@ -31,7 +31,13 @@ const OWNER = `bench:${process.pid}`;
 for (let p = 0; p < PARTITIONS; p++) await redis.set(`lease:{${p}}`, OWNER);
 
 const aspects = {
-  body: { _type: 'body', title: 'Benchmark article', lead: 'A short lead for the benchmark.', text: 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua.', tags: ['bench', 'wrk', 'article'] },
+  body: {
+    _type: 'body',
+    title: 'Benchmark article',
+    lead: 'A short lead for the benchmark.',
+    text: 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua.',
+    tags: ['bench', 'wrk', 'article'],
+  },
   byline: { _type: 'byline', author: 'Bench Writer' },
 };
 let seq = 0;
@@ -40,7 +46,20 @@ const id = () => `01JBENCH${process.pid.toString(36)}${(seq++).toString(36).padS
 // The blobs are packed once: what is measured is the script's round trip, not msgpack in this client.
 const now = Date.now();
 const vk = id();
-const snapshot = { cid: vk, rev: 1, type: 'article', head: vk, created: now, modified: now, committer: 'editor', deleted: false, views: { svcLatest: vk }, symbolic: {}, meta: {}, aliases: [] };
+const snapshot = {
+  cid: vk,
+  rev: 1,
+  type: 'article',
+  head: vk,
+  created: now,
+  modified: now,
+  committer: 'editor',
+  deleted: false,
+  views: { svcLatest: vk },
+  symbolic: {},
+  meta: {},
+  aliases: [],
+};
 const version = { key: vk, type: 'article', aspects, created: now, creator: 'editor', rev: 1 };
 const blobs = {
   snapshot: pack(snapshot),
@@ -56,10 +75,34 @@ async function one(): Promise<number> {
   const p = seq % PARTITIONS;
   const t0 = performance.now();
   const res = await commit(
-    `lease:{${p}}`, `ct:{${p}}:${cid}`, `rv:{${p}}:${cid}`, `vr:{${p}}:${cid}`, `vi:{${p}}:${cid}`, `vh:{${p}}:${cid}`,
-    `events:{${p}}`, `done:{${p}}:cmd-${cid}`, `dr:{${p}}:${cid}`, `cmd:{${p}}`, `cat:{${p}}`, `cat:{${p}}:t:article`,
-    OWNER, 0, 1, blobs.snapshot, vk, blobs.version, blobs.index, blobs.event,
-    1000000, blobs.reply, 86400, Date.now(), 'actors', '', '', blobs.view,
+    `lease:{${p}}`,
+    `ct:{${p}}:${cid}`,
+    `rv:{${p}}:${cid}`,
+    `vr:{${p}}:${cid}`,
+    `vi:{${p}}:${cid}`,
+    `vh:{${p}}:${cid}`,
+    `events:{${p}}`,
+    `done:{${p}}:cmd-${cid}`,
+    `dr:{${p}}:${cid}`,
+    `cmd:{${p}}`,
+    `cat:{${p}}`,
+    `cat:{${p}}:t:article`,
+    OWNER,
+    0,
+    1,
+    blobs.snapshot,
+    vk,
+    blobs.version,
+    blobs.index,
+    blobs.event,
+    1000000,
+    blobs.reply,
+    86400,
+    Date.now(),
+    'actors',
+    '',
+    '',
+    blobs.view,
   );
   if (res[0] !== 1) throw new Error(`commit answered ${JSON.stringify(res)}`);
   return performance.now() - t0;
@@ -84,8 +127,18 @@ await Promise.all(
 );
 const secs = (performance.now() - t0) / 1000;
 const lat = latencyOf(times);
-const r = { workload: 'redis lua commit', commits: times.length, seconds: round2(secs), concurrency: CONCURRENCY, commitsPerSecond: Math.round(times.length / secs), errors, ...lat };
-console.log(`redis lua commit: ${r.commitsPerSecond} commits/s, p50 ${lat.p50} ms, p99 ${lat.p99} ms, p999 ${lat.p999} ms (${CONCURRENCY} in flight, ${r.commits} commits in ${r.seconds} s)`);
+const r = {
+  workload: 'redis lua commit',
+  commits: times.length,
+  seconds: round2(secs),
+  concurrency: CONCURRENCY,
+  commitsPerSecond: Math.round(times.length / secs),
+  errors,
+  ...lat,
+};
+console.log(
+  `redis lua commit: ${r.commitsPerSecond} commits/s, p50 ${lat.p50} ms, p99 ${lat.p99} ms, p999 ${lat.p999} ms (${CONCURRENCY} in flight, ${r.commits} commits in ${r.seconds} s)`,
+);
 result(r);
 redis.disconnect();
 process.exit(0);

@@ -9,7 +9,10 @@
 import uWS from 'uWebSockets.js';
 
 const port = Number(process.argv[2] ?? 0);
-const body = JSON.stringify({ system: { id: 'contentid/01JBENCH', version: 'c:01JBENCH:01JBENCHV', contentType: 'article' }, aspects: { body: { _type: 'body', title: 'Fixed body' } } });
+const body = JSON.stringify({
+  system: { id: 'contentid/01JBENCH', version: 'c:01JBENCH:01JBENCHV', contentType: 'article' },
+  aspects: { body: { _type: 'body', title: 'Fixed body' } },
+});
 
 const app = uWS.App();
 app.any('/*', (res, req) => {

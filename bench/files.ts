@@ -25,9 +25,28 @@ const MB = 1_000_000;
 const EXTERNAL = process.env.BENCH_URL;
 const dir = mkdtempSync(join(tmpdir(), 'files-bench-'));
 const redis = EXTERNAL ? null : await startRedisServer({});
-const settings = redis ? loadSettings({ ...process.env, PORT: '0', REDIS_URL: redis.url, FILES_DIR: join(dir, 'files'), SOLR_URL: 'http://127.0.0.1:1/solr', MAX_UPLOAD_BYTES: String(1024 * MB) }) : null;
-const p = settings ? await startPlatform({ settings, log: createLogger('warn'), roles: ['web', 'actors'] }) : { url: EXTERNAL!.replace(/\/+$/, ''), stop: async () => undefined };
-const token = ((await (await fetch(`${p.url}/content-service/security/token`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ username: 'editor', password: 'editor' }) })).json()) as { token: string }).token;
+const settings = redis
+  ? loadSettings({
+      ...process.env,
+      PORT: '0',
+      REDIS_URL: redis.url,
+      FILES_DIR: join(dir, 'files'),
+      SOLR_URL: 'http://127.0.0.1:1/solr',
+      MAX_UPLOAD_BYTES: String(1024 * MB),
+    })
+  : null;
+const p = settings
+  ? await startPlatform({ settings, log: createLogger('warn'), roles: ['web', 'actors'] })
+  : { url: EXTERNAL!.replace(/\/+$/, ''), stop: async () => undefined };
+const token = (
+  (await (
+    await fetch(`${p.url}/content-service/security/token`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ username: 'editor', password: 'editor' }),
+    })
+  ).json()) as { token: string }
+).token;
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
 let peakRss = 0;
@@ -39,7 +58,11 @@ const sampler = setInterval(() => {
 /** One upload of `size` bytes (1 MiB chunks of one random block, with backpressure); resolves with its Location. */
 function upload(size: number, block: Buffer): Promise<string> {
   return new Promise((resolve, reject) => {
-    const req = http.request(`${p.url}/file-service/file/tmp/bench/f.bin`, { method: 'POST', agent, headers: { 'X-Auth-Token': token, 'Content-Length': String(size) } });
+    const req = http.request(`${p.url}/file-service/file/tmp/bench/f.bin`, {
+      method: 'POST',
+      agent,
+      headers: { 'X-Auth-Token': token, 'Content-Length': String(size) },
+    });
     req.on('response', (res) => {
       res.resume();
       res.on('end', () => (res.statusCode === 201 ? resolve(res.headers.location!) : reject(new Error(`upload ${res.statusCode}`))));
@@ -58,11 +81,13 @@ function upload(size: number, block: Buffer): Promise<string> {
 
 function download(url: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    http.get(url, { agent, headers: { 'X-Auth-Token': token } }, (res) => {
-      let n = 0;
-      res.on('data', (d: Buffer) => (n += d.length));
-      res.on('end', () => (res.statusCode === 200 ? resolve(n) : reject(new Error(`download ${res.statusCode}`))));
-    }).on('error', reject);
+    http
+      .get(url, { agent, headers: { 'X-Auth-Token': token } }, (res) => {
+        let n = 0;
+        res.on('data', (d: Buffer) => (n += d.length));
+        res.on('end', () => (res.statusCode === 200 ? resolve(n) : reject(new Error(`download ${res.statusCode}`))));
+      })
+      .on('error', reject);
   });
 }
 
@@ -93,8 +118,20 @@ async function workload(name: string, size: number, clients: number): Promise<vo
     const secs = (performance.now() - t0) / 1000;
     times.sort((a, b) => a - b);
     const q = (x: number) => +times[Math.min(times.length - 1, Math.floor(x * times.length))].toFixed(2);
-    const result = { workload: `${kind} ${name}`, clients, ops, seconds: +secs.toFixed(2), mbPerSecond: +(bytes / MB / secs).toFixed(1), p50: q(0.5), p99: q(0.99), p999: q(0.999), ...(EXTERNAL ? {} : { peakRssMiB: Math.round(peakRss / 2 ** 20) }) };
-    console.log(`${result.workload.padEnd(18)} ${String(result.mbPerSecond).padStart(7)} MB/s  ${ops} files in ${result.seconds} s, ${clients} client(s), p50 ${result.p50} ms, p99 ${result.p99} ms${EXTERNAL ? '' : `, peak RSS ${result.peakRssMiB} MiB`}`);
+    const result = {
+      workload: `${kind} ${name}`,
+      clients,
+      ops,
+      seconds: +secs.toFixed(2),
+      mbPerSecond: +(bytes / MB / secs).toFixed(1),
+      p50: q(0.5),
+      p99: q(0.99),
+      p999: q(0.999),
+      ...(EXTERNAL ? {} : { peakRssMiB: Math.round(peakRss / 2 ** 20) }),
+    };
+    console.log(
+      `${result.workload.padEnd(18)} ${String(result.mbPerSecond).padStart(7)} MB/s  ${ops} files in ${result.seconds} s, ${clients} client(s), p50 ${result.p50} ms, p99 ${result.p99} ms${EXTERNAL ? '' : `, peak RSS ${result.peakRssMiB} MiB`}`,
+    );
     console.log(`RESULT ${JSON.stringify(result)}`);
   }
 }

@@ -69,7 +69,11 @@ export const json = (a: HttpAnswer): any => {
 
 /** Logs in (the development accounts: password = user name) at a gateway root; the token. */
 export async function login(root: string, user: string): Promise<string> {
-  const r = await fetch(`${root}/content-service/security/token`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ username: user, password: user }) });
+  const r = await fetch(`${root}/content-service/security/token`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ username: user, password: user }),
+  });
   if (r.status !== 200) throw new Error(`login ${user} at ${root}: ${r.status} ${await r.text()}`);
   return ((await r.json()) as { token: string }).token;
 }
@@ -79,7 +83,9 @@ export const revOf = (etag: string | undefined): number => Number(/\/(\d+)"$/.ex
 
 /** Content events no indexer has read yet plus those read and not yet indexed, over every partition. */
 export async function indexerBacklog(redis: Redis, partitions: number): Promise<number> {
-  const groups = await Promise.all(Array.from({ length: partitions }, (_, p) => (redis.xinfo('GROUPS', `events:{${p}}`) as Promise<unknown[][]>).catch(() => [] as unknown[][])));
+  const groups = await Promise.all(
+    Array.from({ length: partitions }, (_, p) => (redis.xinfo('GROUPS', `events:{${p}}`) as Promise<unknown[][]>).catch(() => [] as unknown[][])),
+  );
   let n = 0;
   for (const gs of groups) {
     const g = gs.find((x) => x[1] === 'indexer');

@@ -38,7 +38,17 @@ if (!mode || !rootArg) throw new Error('usage: load.ts seed|contention|promote|s
 const roots = rootArg.split(',');
 const root = roots[0];
 const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
-const article = (title: string) => ({ system: { contentType: 'article' }, aspects: { body: { _type: 'body', title, lead: 'A short lead for the benchmark.', text: 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua.' } } });
+const article = (title: string) => ({
+  system: { contentType: 'article' },
+  aspects: {
+    body: {
+      _type: 'body',
+      title,
+      lead: 'A short lead for the benchmark.',
+      text: 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua.',
+    },
+  },
+});
 
 /** Creates `n` articles with `parallel` requests at a time; their ids, ETags and versioned Locations. */
 async function createMany(token: string, n: number, parallel = 32): Promise<{ id: string; etag: string; location: string; version: string }[]> {
@@ -48,7 +58,13 @@ async function createMany(token: string, n: number, parallel = 32): Promise<{ id
     Array.from({ length: Math.min(parallel, n) }, async () => {
       while (next < n) {
         const i = next++;
-        const r = await request(agent, 'POST', `${root}/content-service/content`, { 'X-Auth-Token': token, 'Content-Type': 'application/json' }, JSON.stringify(article(`seed ${i}`)));
+        const r = await request(
+          agent,
+          'POST',
+          `${root}/content-service/content`,
+          { 'X-Auth-Token': token, 'Content-Type': 'application/json' },
+          JSON.stringify(article(`seed ${i}`)),
+        );
         if (r.status !== 201) throw new Error(`create: ${r.status} ${r.body.toString().slice(0, 300)}`);
         const body = json(r);
         out.push({ id: body.system.id, etag: String(r.headers.etag), location: String(r.headers.location), version: body.system.version });
@@ -64,8 +80,8 @@ async function seed(): Promise<void> {
   const t0 = performance.now();
   const made = await createMany(token, Number(countArg ?? 1000));
   mkdirSync(outDir, { recursive: true });
-  writeFileSync(join(outDir, 'versioned.txt'), made.map((m) => new URL(m.location).pathname + new URL(m.location).search).join('\n') + '\n');
-  writeFileSync(join(outDir, 'unversioned.txt'), made.map((m) => `/content-service/content/alias/${m.id}`).join('\n') + '\n');
+  writeFileSync(join(outDir, 'versioned.txt'), `${made.map((m) => new URL(m.location).pathname + new URL(m.location).search).join('\n')}\n`);
+  writeFileSync(join(outDir, 'unversioned.txt'), `${made.map((m) => `/content-service/content/alias/${m.id}`).join('\n')}\n`);
   result({ workload: 'seed', contents: made.length, seconds: round2((performance.now() - t0) / 1000) });
 }
 
@@ -92,7 +108,13 @@ async function contention(): Promise<void> {
       for (let i = 0; performance.now() < until; i++) {
         let r: HttpAnswer;
         try {
-          r = await request(agent, 'PUT', `${at}/content-service/content/alias/${c.id}`, { ...headers, 'If-Match': etag }, JSON.stringify({ aspects: { body: { _type: 'body', title: `w${w}#${i}` } } }));
+          r = await request(
+            agent,
+            'PUT',
+            `${at}/content-service/content/alias/${c.id}`,
+            { ...headers, 'If-Match': etag },
+            JSON.stringify({ aspects: { body: { _type: 'body', title: `w${w}#${i}` } } }),
+          );
         } catch {
           count('connection error');
           c.unknown++;
@@ -141,7 +163,9 @@ async function contention(): Promise<void> {
   }
   const ok = statuses['200'] ?? 0;
   const conflicts = statuses['409'] ?? 0;
-  const errors = Object.entries(statuses).filter(([k]) => k !== '200' && k !== '409').reduce((n, [, v]) => n + v, 0);
+  const errors = Object.entries(statuses)
+    .filter(([k]) => k !== '200' && k !== '409')
+    .reduce((n, [, v]) => n + v, 0);
   const lat = latencyOf(times);
   const noLostUpdate = lost === 0 && staleAccepted === 0 && duplicateAcks === 0 && unexplained === 0;
   console.log(
@@ -162,7 +186,17 @@ async function contention(): Promise<void> {
     conflicts,
     errors,
     ...lat,
-    verify: { noLostUpdate, finalRevisionIsUpdatesPlusOne: mismatched === 0, contentsMismatched: mismatched, lost, staleAccepted, duplicateAcks, unacknowledgedApplied: extra, unexplained, retriesByRead },
+    verify: {
+      noLostUpdate,
+      finalRevisionIsUpdatesPlusOne: mismatched === 0,
+      contentsMismatched: mismatched,
+      lost,
+      staleAccepted,
+      duplicateAcks,
+      unacknowledgedApplied: extra,
+      unexplained,
+      retriesByRead,
+    },
   });
 }
 
@@ -184,7 +218,13 @@ async function promote(): Promise<void> {
       const draft = `${root}/content-service/content/workspace/bench/alias/${c.id}`;
       for (let i = 0; performance.now() < until; i++) {
         try {
-          const d = await request(agent, 'PUT', draft, headers, JSON.stringify({ aspects: { body: { _type: 'body', title: `draft ${w}#${i}` } }, origin: etag }));
+          const d = await request(
+            agent,
+            'PUT',
+            draft,
+            headers,
+            JSON.stringify({ aspects: { body: { _type: 'body', title: `draft ${w}#${i}` } }, origin: etag }),
+          );
           count(`draft ${d.status}`);
           if (d.status !== 200) {
             await sleep(20);
@@ -208,10 +248,24 @@ async function promote(): Promise<void> {
   );
   const secs = (performance.now() - t0) / 1000;
   const promoted = statuses['promote 200'] ?? 0;
-  const errors = Object.entries(statuses).filter(([k]) => k !== 'promote 200' && k !== 'draft 200').reduce((n, [, v]) => n + v, 0);
+  const errors = Object.entries(statuses)
+    .filter(([k]) => k !== 'promote 200' && k !== 'draft 200')
+    .reduce((n, [, v]) => n + v, 0);
   const lat = latencyOf(promoteMs);
-  console.log(`workspace promote, ${WORKERS} workers: ${Math.round(promoted / secs)} promotes/s (each after a draft write), promote p50 ${lat.p50} ms, p99 ${lat.p99} ms, ${errors} errors`);
-  result({ workload: 'workspace promote', workers: WORKERS, seconds: round2(secs), promotes: promoted, promotesPerSecond: Math.round(promoted / secs), statuses, errors, ...lat, cycle: latencyOf(cycleMs) });
+  console.log(
+    `workspace promote, ${WORKERS} workers: ${Math.round(promoted / secs)} promotes/s (each after a draft write), promote p50 ${lat.p50} ms, p99 ${lat.p99} ms, ${errors} errors`,
+  );
+  result({
+    workload: 'workspace promote',
+    workers: WORKERS,
+    seconds: round2(secs),
+    promotes: promoted,
+    promotesPerSecond: Math.round(promoted / secs),
+    statuses,
+    errors,
+    ...lat,
+    cycle: latencyOf(cycleMs),
+  });
 }
 
 async function searchable(): Promise<void> {
@@ -233,7 +287,13 @@ async function searchable(): Promise<void> {
       if (batch.length) {
         const form = new URLSearchParams({ q: `id:(${batch.map((v) => `"${v}"`).join(' OR ')})`, fl: 'id', rows: String(batch.length) });
         try {
-          const r = await request(agent, 'POST', `${root}/search-service/content/select`, { 'X-Auth-Token': token, 'Content-Type': 'application/x-www-form-urlencoded' }, form.toString());
+          const r = await request(
+            agent,
+            'POST',
+            `${root}/search-service/content/select`,
+            { 'X-Auth-Token': token, 'Content-Type': 'application/x-www-form-urlencoded' },
+            form.toString(),
+          );
           queries++;
           const now = performance.now();
           if (r.status !== 200) throw new Error(`search ${r.status}: ${r.body.toString().slice(0, 300)}`);
@@ -244,7 +304,7 @@ async function searchable(): Promise<void> {
               pending.delete(d.id);
             }
           }
-          for (const [v, at] of pending) if (now - at > TIMEOUT_MS) (pending.delete(v), errors++);
+          for (const [v, at] of pending) if (now - at > TIMEOUT_MS) pending.delete(v), errors++;
         } catch (e) {
           console.error(String(e));
           errors++;
@@ -281,8 +341,19 @@ async function searchable(): Promise<void> {
   const queries = await poller;
   const secs = (performance.now() - t0) / 1000;
   const lat = latencyOf(found);
-  console.log(`commit to searchable at ${RATE} creates/s: ${found.length} of ${sent} found, p50 ${lat.p50} ms, p99 ${lat.p99} ms, p999 ${lat.p999} ms, max ${lat.max} ms, ${errors} errors (${queries} search queries)`);
-  result({ workload: 'commit to searchable', createsPerSecond: Math.round(sent / SECONDS), created: sent, found: found.length, seconds: round2(secs), errors, searchQueries: queries, ...lat });
+  console.log(
+    `commit to searchable at ${RATE} creates/s: ${found.length} of ${sent} found, p50 ${lat.p50} ms, p99 ${lat.p99} ms, p999 ${lat.p999} ms, max ${lat.max} ms, ${errors} errors (${queries} search queries)`,
+  );
+  result({
+    workload: 'commit to searchable',
+    createsPerSecond: Math.round(sent / SECONDS),
+    created: sent,
+    found: found.length,
+    seconds: round2(secs),
+    errors,
+    searchQueries: queries,
+    ...lat,
+  });
 }
 
 async function follow(): Promise<void> {
@@ -300,7 +371,13 @@ async function follow(): Promise<void> {
     const c = contents[i % contents.length];
     const path = `/content-service/content/alias/${c.id}`;
     const cached = await request(agent, 'GET', `${a}${path}`, { 'X-Auth-Token': token });
-    const u = await request(agent, 'PUT', `${b}${path}`, { 'X-Auth-Token': token, 'Content-Type': 'application/json', 'If-Match': c.etag }, JSON.stringify(article(`follow ${i}`)));
+    const u = await request(
+      agent,
+      'PUT',
+      `${b}${path}`,
+      { 'X-Auth-Token': token, 'Content-Type': 'application/json', 'If-Match': c.etag },
+      JSON.stringify(article(`follow ${i}`)),
+    );
     if (cached.status !== 303 || u.status !== 200) {
       errors++;
       await sleep(50);

@@ -33,7 +33,9 @@ closeSync(logFd);
 const root = `http://127.0.0.1:${port}`;
 try {
   for (let i = 0; ; i++) {
-    const ok = await fetch(`${root}/health`).then((r) => r.ok).catch(() => false);
+    const ok = await fetch(`${root}/health`)
+      .then((r) => r.ok)
+      .catch(() => false);
     if (ok) break;
     if (i > 300) throw new Error('the platform did not start');
     await sleep(100);
@@ -42,11 +44,18 @@ try {
   const pids: Record<string, number> = { platform: platform.pid!, solr: solr.pid!, redis: redis.pid };
   const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuOf(pid)]));
   const t0 = Date.now();
-  const wrk = spawnSync('wrk', ['-t1', '-c50', `-d${SECONDS}s`, '--latency', '-s', 'bench/create.lua', `${root}/content-service/content`], { env: { ...process.env, TOKEN: token }, encoding: 'utf8' });
+  const wrk = spawnSync('wrk', ['-t1', '-c50', `-d${SECONDS}s`, '--latency', '-s', 'bench/create.lua', `${root}/content-service/content`], {
+    env: { ...process.env, TOKEN: token },
+    encoding: 'utf8',
+  });
   const secs = (Date.now() - t0) / 1000;
   const rps = /Requests\/sec:\s+([\d.]+)/.exec(wrk.stdout)?.[1];
   console.log(`creates: ${rps} req/s over ${SECONDS} s (wrk -t1 -c50)`);
-  console.log(`CPU over the load, % of one core: ${Object.entries(pids).map(([k, pid]) => `${k} ${Math.round((cpuOf(pid) - before[k]) / secs)}%`).join(', ')}`);
+  console.log(
+    `CPU over the load, % of one core: ${Object.entries(pids)
+      .map(([k, pid]) => `${k} ${Math.round((cpuOf(pid) - before[k]) / secs)}%`)
+      .join(', ')}`,
+  );
 } finally {
   platform.kill('SIGTERM');
   await new Promise((r) => platform.once('exit', r));

@@ -29,22 +29,56 @@ const solr = EXTERNAL ? null : await startSolr({ dataDir: join(dir, 'solr'), log
 const redisUrl = redis?.url ?? process.env.BENCH_REDIS_URL;
 if (!redisUrl) throw new Error('BENCH_REDIS_URL is needed with BENCH_URL');
 const lines: string[] = [];
-const log = pino({ level: 'info' }, new Writable({ write(c, _e, cb) { for (const l of String(c).split('\n')) if (l) { const m = JSON.parse(l).msg as string; if (m?.startsWith('Re-indexing')) { lines.push(m); console.log(m); } } cb(); } }));
-const p = solr && redis ? await startPlatform({ settings: loadSettings({ ...process.env, PORT: '0', REDIS_URL: redis.url, SOLR_URL: solr.url, LOG_LEVEL: 'info' }), log }) : { url: EXTERNAL!.replace(/\/+$/, ''), stop: async () => undefined };
+const log = pino(
+  { level: 'info' },
+  new Writable({
+    write(c, _e, cb) {
+      for (const l of String(c).split('\n'))
+        if (l) {
+          const m = JSON.parse(l).msg as string;
+          if (m?.startsWith('Re-indexing')) {
+            lines.push(m);
+            console.log(m);
+          }
+        }
+      cb();
+    },
+  }),
+);
+const p =
+  solr && redis
+    ? await startPlatform({ settings: loadSettings({ ...process.env, PORT: '0', REDIS_URL: redis.url, SOLR_URL: solr.url, LOG_LEVEL: 'info' }), log })
+    : { url: EXTERNAL!.replace(/\/+$/, ''), stop: async () => undefined };
 const base = `${p.url}/content-service`;
-const tok = (await (await fetch(`${base}/security/token`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ username: 'sysadmin', password: 'sysadmin' }) })).json()) as { token: string };
+const tok = (await (
+  await fetch(`${base}/security/token`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ username: 'sysadmin', password: 'sysadmin' }),
+  })
+).json()) as { token: string };
 const headers = { 'Content-Type': 'application/json', 'X-Auth-Token': tok.token };
 
 let made = 0;
 const t0 = Date.now();
-await Promise.all(Array.from({ length: 64 }, async () => {
-  while (made < N) {
-    made++;
-    const r = await fetch(`${base}/content`, { method: 'POST', headers, body: JSON.stringify({ system: { contentType: 'article' }, aspects: { body: { title: `t${made}`, text: 'lorem ipsum '.repeat(20) } }, operations: [{ _type: 'svcAssignToViews', views: ['svcPublic'] }] }) });
-    if (r.status !== 201) throw new Error(`create ${r.status}`);
-    await r.arrayBuffer();
-  }
-}));
+await Promise.all(
+  Array.from({ length: 64 }, async () => {
+    while (made < N) {
+      made++;
+      const r = await fetch(`${base}/content`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({
+          system: { contentType: 'article' },
+          aspects: { body: { title: `t${made}`, text: 'lorem ipsum '.repeat(20) } },
+          operations: [{ _type: 'svcAssignToViews', views: ['svcPublic'] }],
+        }),
+      });
+      if (r.status !== 201) throw new Error(`create ${r.status}`);
+      await r.arrayBuffer();
+    }
+  }),
+);
 const createSeconds = (Date.now() - t0) / 1000;
 console.log(`created ${N} contents in ${createSeconds.toFixed(1)} s`);
 const settled = await indexerSettled(redisUrl, PARTITIONS, 300_000);
@@ -66,7 +100,16 @@ const total = Number(h.total);
 const seconds = (Number(h.completed) - Number(h.started)) / 1000;
 const rate = Math.round(total / Math.max(seconds, 0.001));
 console.log(`full re-index: ${total} contents in ${seconds.toFixed(1)} s, ${rate} contents/s`);
-result({ workload: 'full re-index', contents: total, created: N, seconds: +seconds.toFixed(2), contentsPerSecond: h.completed ? rate : 0, completed: Boolean(h.completed), createSeconds: +createSeconds.toFixed(1), catchUpSeconds: +catchUpSeconds.toFixed(1) });
+result({
+  workload: 'full re-index',
+  contents: total,
+  created: N,
+  seconds: +seconds.toFixed(2),
+  contentsPerSecond: h.completed ? rate : 0,
+  completed: Boolean(h.completed),
+  createSeconds: +createSeconds.toFixed(1),
+  catchUpSeconds: +catchUpSeconds.toFixed(1),
+});
 await p.stop();
 await solr?.stop();
 await redis?.stop();

@@ -19,16 +19,49 @@ const redis = EXTERNAL ? null : await startRedisServer({});
 const settings = redis ? loadSettings({ ...process.env, PORT: '0', REDIS_URL: redis.url, SOLR_URL: 'http://127.0.0.1:1/solr', LOG_LEVEL: 'warn' }) : null;
 const p = settings ? await startPlatform({ settings, log: createLogger('warn') }) : { url: EXTERNAL!.replace(/\/+$/, ''), stop: async () => undefined };
 const base = `${p.url}/content-service`;
-const token = ((await (await fetch(`${base}/security/token`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ username: 'editor', password: 'editor' }) })).json()) as { token: string }).token;
+const token = (
+  (await (
+    await fetch(`${base}/security/token`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ username: 'editor', password: 'editor' }),
+    })
+  ).json()) as { token: string }
+).token;
 const headers = { 'Content-Type': 'application/json', 'X-Auth-Token': token };
-const WORDS = ['alpha', 'beta', 'gamma', 'delta', 'epsilon', 'zeta', 'eta', 'theta', 'iota', 'kappa', 'lambda', 'mu', 'nu', 'xi', 'omicron', 'pi', 'rho', 'sigma', 'tau', 'upsilon'];
+const WORDS = [
+  'alpha',
+  'beta',
+  'gamma',
+  'delta',
+  'epsilon',
+  'zeta',
+  'eta',
+  'theta',
+  'iota',
+  'kappa',
+  'lambda',
+  'mu',
+  'nu',
+  'xi',
+  'omicron',
+  'pi',
+  'rho',
+  'sigma',
+  'tau',
+  'upsilon',
+];
 const nameOf = (i: number) => `${WORDS[i % 20]} ${WORDS[Math.floor(i / 20) % 20]} ${i}`;
 
 async function define(kind: 'Dimension' | 'Entity', aspect: Record<string, unknown>): Promise<void> {
   const r = await fetch(`${base}/content`, {
     method: 'POST',
     headers,
-    body: JSON.stringify({ system: { contentType: `svc${kind}DefinitionContent` }, aspects: { [`svc${kind}Definition`]: aspect }, operations: [{ _type: 'svcSetAlias', namespace: '_taxonomy', alias: aspect.id }] }),
+    body: JSON.stringify({
+      system: { contentType: `svc${kind}DefinitionContent` },
+      aspects: { [`svc${kind}Definition`]: aspect },
+      operations: [{ _type: 'svcSetAlias', namespace: '_taxonomy', alias: aspect.id }],
+    }),
   });
   if (r.status !== 201) throw new Error(`define ${aspect.id}: ${r.status} ${await r.text()}`);
 }

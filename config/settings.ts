@@ -5,9 +5,7 @@ import { z } from 'zod';
  * Every setting of the platform, in one zod schema, read once at start from the environment.
  * A bad value stops the start with a message naming the variable (see loadSettings).
  */
-const bool = z
-  .enum(['true', 'false', '1', '0', 'yes', 'no'])
-  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+const bool = z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((v) => v === 'true' || v === '1' || v === 'yes');
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
 export const settingsSchema = z.object({
@@ -16,10 +14,16 @@ export const settingsSchema = z.object({
   PORT: int(0, 65535).default(8080),
   /** Public base address used in Location headers; defaults to http://HOST:PORT. */
   PUBLIC_URL: z.url().optional(),
-  API_VERSION: z.string().regex(/^\d+(\.\d+)*$/).default('1.0.0'),
+  API_VERSION: z
+    .string()
+    .regex(/^\d+(\.\d+)*$/)
+    .default('1.0.0'),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
 
-  REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must start with redis:// or rediss://').optional(),
+  REDIS_URL: z
+    .string()
+    .regex(/^rediss?:\/\//, 'must start with redis:// or rediss://')
+    .optional(),
   REDIS_CLUSTER_NODES: z
     .string()
     .regex(/^[^,:\s]+:\d+(,[^,:\s]+:\d+)*$/, 'must be host:port[,host:port...]')
@@ -89,17 +93,29 @@ export const settingsSchema = z.object({
 
   SOLR_URL: z.url().optional(),
   /** Default collection of the index and of the search service. */
-  SOLR_COLLECTION: z.string().regex(/^[A-Za-z0-9_.-]+$/).default('content'),
+  SOLR_COLLECTION: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]+$/)
+    .default('content'),
   /** The spec's switch `solr.authentication.enabled`: basic authentication towards Solr. */
   SOLR_AUTHENTICATION_ENABLED: bool.default(false),
   SOLR_USERNAME: z.string().optional(),
   SOLR_PASSWORD: z.string().optional(),
   /** Views whose versions are indexed (one document per version on any of them). */
-  INDEXED_VIEWS: z.string().regex(/^[A-Za-z0-9_~@.-]+(,[A-Za-z0-9_~@.-]+)*$/).default('svcLatest,svcPublic'),
+  INDEXED_VIEWS: z
+    .string()
+    .regex(/^[A-Za-z0-9_~@.-]+(,[A-Za-z0-9_~@.-]+)*$/)
+    .default('svcLatest,svcPublic'),
   /** Views marked public: searches without a token see only content on them. */
-  PUBLIC_VIEWS: z.string().regex(/^[A-Za-z0-9_~@.-]+(,[A-Za-z0-9_~@.-]+)*$/).default('svcPublic'),
+  PUBLIC_VIEWS: z
+    .string()
+    .regex(/^[A-Za-z0-9_~@.-]+(,[A-Za-z0-9_~@.-]+)*$/)
+    .default('svcPublic'),
   /** The message queue topic of re-indexing sessions. */
-  REINDEX_TOPIC: z.string().regex(/^[A-Za-z0-9_.:-]+$/).default('svcReindexEvents'),
+  REINDEX_TOPIC: z
+    .string()
+    .regex(/^[A-Za-z0-9_.:-]+$/)
+    .default('svcReindexEvents'),
   /** Documents per request to the search engine. */
   INDEX_BATCH: int(1, 100000).default(500),
 

@@ -131,7 +131,8 @@ export function parseFleetArgs(args: string[]): Record<Role, number> {
   for (let i = 0; i < args.length; i += 2) {
     const role = args[i]?.replace(/^--/, '') as Role;
     const n = Number(args[i + 1]);
-    if (!ROLES.includes(role) || !Number.isInteger(n) || n < 0 || n > 32) throw new Error(`bad argument ${args[i]} ${args[i + 1] ?? ''}: use --<${ROLES.join('|')}> <count 0-32>`);
+    if (!ROLES.includes(role) || !Number.isInteger(n) || n < 0 || n > 32)
+      throw new Error(`bad argument ${args[i]} ${args[i + 1] ?? ''}: use --<${ROLES.join('|')}> <count 0-32>`);
     counts[role] = n;
   }
   return counts;

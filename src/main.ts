@@ -60,7 +60,12 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
   platform.engine = engine;
 
   if (roles.includes('actors')) {
-    const actors = new ActorHost<ContentCommand>(redis, settings, new ContentActor(store, security, lifecycleHooks(settings, redis)), log.child({ role: 'actors' }));
+    const actors = new ActorHost<ContentCommand>(
+      redis,
+      settings,
+      new ContentActor(store, security, lifecycleHooks(settings, redis)),
+      log.child({ role: 'actors' }),
+    );
     await actors.start();
     platform.actors = actors;
     stops.push(['actors', () => actors.stop()]);
@@ -81,7 +86,21 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
     const sweeper = startTmpSweeper(files, { tmpTtlSeconds: settings.TMP_TTL_SECONDS, log: (m) => log.info({ role: 'web' }, m) });
     stops.push(['tmp sweeper', async () => sweeper.stop()]);
     platform.files = files;
-    const gateway = new Gateway({ settings, redis, store, mailbox, tokens, security, variants, clock, metrics, engine, reindex, files, log: log.child({ role: 'web' }) });
+    const gateway = new Gateway({
+      settings,
+      redis,
+      store,
+      mailbox,
+      tokens,
+      security,
+      variants,
+      clock,
+      metrics,
+      engine,
+      reindex,
+      files,
+      log: log.child({ role: 'web' }),
+    });
     await gateway.listen();
     platform.gateway = gateway;
     platform.tokens = tokens;
@@ -92,7 +111,9 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
     stops.unshift(['gateway', () => gateway.close()]);
   }
   if (!engine && (roles.includes('indexer') || roles.includes('reindexer'))) {
-    log.warn('No search engine: SOLR_URL is unset (npm start sets it when Java and Maven can run the embedded Solr); the indexer and re-indexer stay idle and search answers 503');
+    log.warn(
+      'No search engine: SOLR_URL is unset (npm start sets it when Java and Maven can run the embedded Solr); the indexer and re-indexer stay idle and search answers 503',
+    );
   }
   if (engine && roles.includes('indexer')) {
     const indexer = new Indexer(redis, settings, rules, engine, log.child({ role: 'indexer' }));
@@ -113,7 +134,9 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
     for (const [name, stop] of stops) {
       let timer: NodeJS.Timeout | undefined;
       const late = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), STOP_PART_MS)));
-      const outcome = await Promise.race([stop().then(() => 'stopped' as const), late]).catch((e: unknown) => (log.warn({ err: e, part: name }, 'stop failed'), 'failed' as const));
+      const outcome = await Promise.race([stop().then(() => 'stopped' as const), late]).catch(
+        (e: unknown) => (log.warn({ err: e, part: name }, 'stop failed'), 'failed' as const),
+      );
       clearTimeout(timer);
       if (outcome === 'late') log.warn({ part: name, ms: STOP_PART_MS }, 'part did not stop in time; going on');
     }
@@ -144,7 +167,9 @@ async function fileStore(settings: Settings, log: Logger): Promise<FileStore> {
 /** The hooks LIFECYCLE_HOOKS names, in order. */
 function lifecycleHooks(settings: Settings, redis: RedisClient): LifecycleHook[] {
   const built: Record<string, () => LifecycleHook> = { 'audit-trail': () => new AuditTrailHook(redis) };
-  return settings.LIFECYCLE_HOOKS.split(',').filter(Boolean).map((name) => built[name]());
+  return settings.LIFECYCLE_HOOKS.split(',')
+    .filter(Boolean)
+    .map((name) => built[name]());
 }
 
 /**

@@ -74,7 +74,18 @@ export class Indexer {
     while (this.running) {
       let res: [Buffer, StreamEntry[]][] | null;
       try {
-        res = (await conn.xreadgroupBuffer('GROUP', INDEXER_GROUP, this.consumer, 'COUNT', this.settings.INDEX_BATCH, 'BLOCK', BLOCK_MS, 'STREAMS', ...streams, ...streams.map(() => '>'))) as typeof res;
+        res = (await conn.xreadgroupBuffer(
+          'GROUP',
+          INDEXER_GROUP,
+          this.consumer,
+          'COUNT',
+          this.settings.INDEX_BATCH,
+          'BLOCK',
+          BLOCK_MS,
+          'STREAMS',
+          ...streams,
+          ...streams.map(() => '>'),
+        )) as typeof res;
       } catch (e) {
         if (!this.running) return;
         this.log.warn({ err: e }, 'event read failed, retrying');
@@ -108,7 +119,11 @@ export class Indexer {
         this.log.debug({ contents: cids.size, requestIds }, 'indexed');
       },
       () => this.running,
-      (e, attempt, wait) => this.log.warn({ err: String(e), attempt, retryInMs: wait, contents: cids.size, requestIds: requestIds.slice(0, 20) }, 'indexing failed; events kept for retry'),
+      (e, attempt, wait) =>
+        this.log.warn(
+          { err: String(e), attempt, retryInMs: wait, contents: cids.size, requestIds: requestIds.slice(0, 20) },
+          'indexing failed; events kept for retry',
+        ),
     );
     if (!this.running) return;
     await Promise.all(batch.map(({ stream, entries }) => entries.length && this.redis.xack(stream, INDEXER_GROUP, ...entries.map(([id]) => id))));
@@ -125,7 +140,7 @@ export class Indexer {
     for (let p = 0; p < this.settings.PARTITIONS && this.running; p++) {
       try {
         const [, entries] = await autoclaim(this.redis, keys.events(p), INDEXER_GROUP, this.consumer, CLAIM_IDLE_MS, '0-0', this.settings.INDEX_BATCH);
-        const live = entries.filter((e) => e && e[1]);
+        const live = entries.filter((e) => e?.[1]);
         if (live.length) {
           this.log.info({ partition: p, events: live.length }, 'indexer took over abandoned events');
           await this.indexUntilDone([{ stream: keys.events(p), entries: live }]);

@@ -59,7 +59,9 @@ export class ReindexSessions {
     if (scope.kind === 'contents') return [...new Set(scope.cids)];
     const out: string[] = [];
     for (let p = 0; p < this.settings.PARTITIONS; p++) {
-      out.push(...(scope.kind === 'type' ? await this.store.ofType(p, scope.type) : await this.store.changedBetween(p, scope.from ?? -Infinity, scope.to ?? Infinity)));
+      out.push(
+        ...(scope.kind === 'type' ? await this.store.ofType(p, scope.type) : await this.store.changedBetween(p, scope.from ?? -Infinity, scope.to ?? Infinity)),
+      );
     }
     return out;
   }
@@ -108,7 +110,18 @@ export class Reindexer {
     while (this.running) {
       let res: [Buffer, StreamEntry[]][] | null;
       try {
-        res = (await this.conn.xreadgroupBuffer('GROUP', REINDEXER_GROUP, this.consumer, 'COUNT', 4, 'BLOCK', 1000, 'STREAMS', this.topic, cursor)) as typeof res;
+        res = (await this.conn.xreadgroupBuffer(
+          'GROUP',
+          REINDEXER_GROUP,
+          this.consumer,
+          'COUNT',
+          4,
+          'BLOCK',
+          1000,
+          'STREAMS',
+          this.topic,
+          cursor,
+        )) as typeof res;
       } catch (e) {
         if (!this.running) return;
         this.log.warn({ err: String(e) }, 're-index read failed, retrying');
@@ -152,7 +165,9 @@ export class Reindexer {
     if (done >= rec.total) {
       if ((await this.redis.hsetnx(key, 'completed', Date.now())) === 1) {
         await this.engine.commit().catch(() => undefined);
-        this.log.info(`Re-indexing session ${rec.session} complete. Duration: ${Math.round(seconds)} seconds (${Math.round(rec.total / Math.max(seconds, 0.001))} content / second).`);
+        this.log.info(
+          `Re-indexing session ${rec.session} complete. Duration: ${Math.round(seconds)} seconds (${Math.round(rec.total / Math.max(seconds, 0.001))} content / second).`,
+        );
       }
     } else if (Date.now() - (this.lastProgress.get(rec.session) ?? 0) >= 1000) {
       this.lastProgress.set(rec.session, Date.now());

@@ -46,7 +46,6 @@ export interface CommandHandler<C extends CommandBase = CommandBase> {
   resumeApplied?(cmd: C): Promise<Reply | null>;
 }
 
-
 const REPLY_STREAM_MAXLEN = 100000;
 const BLOCK_MS = 2000;
 
@@ -170,7 +169,10 @@ export class ActorHost<C extends CommandBase = CommandBase> {
         for (const p of extra) {
           const loop = this.owned.get(p)!;
           this.owned.delete(p);
-          void loop.stop().then(() => this.redis.releaseLease(keys.lease(p), this.owner)).then(() => this.log.info({ partition: p }, 'partition handed over'));
+          void loop
+            .stop()
+            .then(() => this.redis.releaseLease(keys.lease(p), this.owner))
+            .then(() => this.log.info({ partition: p }, 'partition handed over'));
         }
       }
       if (this.owned.size !== before) this.log.info({ owner: this.owner, partitions: this.owned.size, members }, 'partition share changed');
@@ -271,14 +273,25 @@ class PartitionLoop<C extends CommandBase> {
     while (this.running) {
       let res: [Buffer, StreamEntry[]][] | null;
       try {
-        res = (await this.conn.xreadgroupBuffer('GROUP', ACTOR_GROUP, this.owner, 'COUNT', this.settings.ACTOR_BATCH, 'BLOCK', BLOCK_MS, 'STREAMS', this.stream, '>')) as [Buffer, StreamEntry[]][] | null;
+        res = (await this.conn.xreadgroupBuffer(
+          'GROUP',
+          ACTOR_GROUP,
+          this.owner,
+          'COUNT',
+          this.settings.ACTOR_BATCH,
+          'BLOCK',
+          BLOCK_MS,
+          'STREAMS',
+          this.stream,
+          '>',
+        )) as [Buffer, StreamEntry[]][] | null;
       } catch (e) {
         if (!this.running) break;
         this.log.warn({ err: e, partition: this.partition }, 'command read failed, retrying');
         await sleep(200);
         continue;
       }
-      if (res && res[0][1].length) await this.processBatch(res[0][1]);
+      if (res?.[0][1].length) await this.processBatch(res[0][1]);
     }
   }
 
@@ -289,7 +302,7 @@ class PartitionLoop<C extends CommandBase> {
     do {
       const [next, entries] = await autoclaim(this.redis, this.stream, ACTOR_GROUP, this.owner, 0, cursor, this.settings.ACTOR_BATCH);
       cursor = next.toString();
-      const live = entries.filter((e) => e && e[1]);
+      const live = entries.filter((e) => e?.[1]);
       if (live.length) {
         const counts = await this.deliveryCounts(live[0][0].toString(), live[live.length - 1][0].toString());
         for (const [id] of live) this.attempts.set(id.toString(), Math.max(0, (counts.get(id.toString()) ?? 1) - 1));

@@ -174,7 +174,15 @@ export class ContentStore {
   }
 
   /** Writes (draft) or removes (null) a draft, fenced by the lease, recording the reply. */
-  async commitDraft(c: { owner: string; cid: string; workspace: string; draft: Draft | null; reply: Buffer; commandId: string; entryId?: string }): Promise<boolean> {
+  async commitDraft(c: {
+    owner: string;
+    cid: string;
+    workspace: string;
+    draft: Draft | null;
+    reply: Buffer;
+    commandId: string;
+    entryId?: string;
+  }): Promise<boolean> {
     const p = this.partitionOf(c.cid);
     const res = await this.redis.commitDraft(
       keys.lease(p),

@@ -140,7 +140,14 @@ export class DiskFileStore implements FileStore {
       await mkdir(dir, { recursive: true });
       await rename(tmpData, data);
       placed = true;
-      const sidecar: Sidecar = { path: stored.path, length: info.length, creationTime, mimeType: info.mimeType, originalPath: info.originalPath, uploader: opts.uploader };
+      const sidecar: Sidecar = {
+        path: stored.path,
+        length: info.length,
+        creationTime,
+        mimeType: info.mimeType,
+        originalPath: info.originalPath,
+        uploader: opts.uploader,
+      };
       await writeFileAtomic(tmpMeta, meta, JSON.stringify(sidecar));
       await syncDir(dir);
       return info;
@@ -220,7 +227,10 @@ export class DiskFileStore implements FileStore {
         for (const name of names) {
           const objectId = name.slice(0, name.lastIndexOf('.'));
           if (name.endsWith('.json') && space === 'tmp') {
-            const s = await readFile(join(dir, name), 'utf8').then((t) => JSON.parse(t) as Sidecar, () => null);
+            const s = await readFile(join(dir, name), 'utf8').then(
+              (t) => JSON.parse(t) as Sidecar,
+              () => null,
+            );
             if (s && s.creationTime + this.ttlMs <= now && (await this.remove(dir, objectId))) deleted++;
           } else if (name.endsWith('.data') && !sidecars.has(objectId)) {
             // Data without a sidecar: a put that crashed between its two renames (or one that

@@ -249,8 +249,7 @@ export function storedFile(
 /** How many leading bytes the type sniffer sees. */
 export const SNIFF_BYTES = 64 * 1024;
 
-export const tooLarge = (maxBytes: number): AppError =>
-  new AppError('PAYLOAD_TOO_LARGE', `The upload must be smaller than ${maxBytes} bytes`, { maxBytes });
+export const tooLarge = (maxBytes: number): AppError => new AppError('PAYLOAD_TOO_LARGE', `The upload must be smaller than ${maxBytes} bytes`, { maxBytes });
 
 /** Refuses bad options, and a declared length that already reaches the limit, before any byte is read. */
 export function checkPutOptions(opts: PutOptions): void {
@@ -349,9 +348,7 @@ export function resolveRange(range: ByteRange | undefined, length: number): { st
 // ---------------------------------------------------------------------------------------------
 // Choosing a store, sweeping
 
-export interface FileStoreLog {
-  (msg: string): void;
-}
+export type FileStoreLog = (msg: string) => void;
 
 /**
  * The store the settings select (CONTRACT §1 "Files"): S3 when S3_ENDPOINT is set, else the
@@ -380,10 +377,7 @@ export async function createFileStore(s: Settings, log: FileStoreLog = () => und
  * Runs `store.sweepExpired()` every `intervalMs` (default: a tenth of the TTL, between one
  * minute and an hour); a failing sweep is logged and tried again next time.
  */
-export function startTmpSweeper(
-  store: FileStore,
-  opts: { tmpTtlSeconds: number; intervalMs?: number; log?: FileStoreLog },
-): { stop(): void } {
+export function startTmpSweeper(store: FileStore, opts: { tmpTtlSeconds: number; intervalMs?: number; log?: FileStoreLog }): { stop(): void } {
   const every = opts.intervalMs ?? Math.min(3600_000, Math.max(60_000, (opts.tmpTtlSeconds * 1000) / 10));
   let running = false;
   const timer = setInterval(() => {

@@ -34,7 +34,10 @@ export function learnIndexSchema(engine: { schema(): Promise<RawSchema> }, log: 
     try {
       const raw = await engine.schema();
       current = { schema: indexSchemaOf(raw), source: 'engine' };
-      log.info({ fields: raw.fields.length, dynamicFields: raw.dynamicFields.length }, 'search documents are checked against the schema of the search collection');
+      log.info(
+        { fields: raw.fields.length, dynamicFields: raw.dynamicFields.length },
+        'search documents are checked against the schema of the search collection',
+      );
     } catch (e) {
       if (first) log.warn({ err: String(e) }, `search documents are checked against the bundled schema (${BUNDLED}) until the search engine answers`);
       if (!stopped) {

@@ -21,7 +21,12 @@ interface PartitionRow {
  */
 export class Metrics {
   readonly registry = new Registry();
-  readonly requests = new Counter({ name: 'http_requests_total', help: 'HTTP requests by route, method and status', labelNames: ['route', 'method', 'status'] as const, registers: [this.registry] });
+  readonly requests = new Counter({
+    name: 'http_requests_total',
+    help: 'HTTP requests by route, method and status',
+    labelNames: ['route', 'method', 'status'] as const,
+    registers: [this.registry],
+  });
   readonly latency = new Histogram({
     name: 'http_request_duration_seconds',
     help: 'HTTP request latency by route',
@@ -140,7 +145,16 @@ export class Metrics {
         const indexer = eventGroups.find((g) => g[1] === INDEXER_GROUP);
         // `entries-added` counts trimmed entries too (Redis 7); before Redis 7 only `length` is known.
         const indexRefused = refusedStream?.includes('entries-added') ? field(refusedStream, 'entries-added') : field(refusedStream, 'length');
-        return { p: String(p), depth, pending: Number(pend[0] ?? 0), dead, lag: field(actors, 'lag'), indexLag: field(indexer, 'lag'), indexPending: field(indexer, 'pending'), indexRefused };
+        return {
+          p: String(p),
+          depth,
+          pending: Number(pend[0] ?? 0),
+          dead,
+          lag: field(actors, 'lag'),
+          indexLag: field(indexer, 'lag'),
+          indexPending: field(indexer, 'pending'),
+          indexRefused,
+        };
       }),
     );
     this.scrape = { at: now, rows };

@@ -20,6 +20,14 @@ type XAutoClaim = { xautoclaimBuffer(...args: (string | number)[]): Promise<unkn
  * entries pending longer than `minIdleMs`; answers the cursor to continue from ('0-0' at the end)
  * and the entries (a deleted entry comes back without fields).
  */
-export async function autoclaim(redis: RedisClient, stream: string, group: string, consumer: string, minIdleMs: number, start: string, count: number): Promise<[next: Buffer, entries: StreamEntry[]]> {
+export async function autoclaim(
+  redis: RedisClient,
+  stream: string,
+  group: string,
+  consumer: string,
+  minIdleMs: number,
+  start: string,
+  count: number,
+): Promise<[next: Buffer, entries: StreamEntry[]]> {
   return (await (redis as unknown as XAutoClaim).xautoclaimBuffer(stream, group, consumer, minIdleMs, start, 'COUNT', count)) as [Buffer, StreamEntry[]];
 }

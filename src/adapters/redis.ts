@@ -84,14 +84,19 @@ function baseOptions(extra: RedisOptions = {}): RedisOptions {
 export function redisUnreachable(e: unknown): boolean {
   if (!(e instanceof Error)) return false;
   if (e.name === 'MaxRetriesPerRequestError' || e.name === 'ClusterAllFailedError') return true;
-  return /^(?:Too many Cluster redirections|Connection is closed|Stream isn't writeable|Failed to refresh slots cache|CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY)|ECONNREFUSED|ECONNRESET/.test(e.message);
+  return /^(?:Too many Cluster redirections|Connection is closed|Stream isn't writeable|Failed to refresh slots cache|CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY)|ECONNREFUSED|ECONNRESET/.test(
+    e.message,
+  );
 }
 
 /**
  * Opens a client for REDIS_URL or, with REDIS_CLUSTER_NODES, for Redis Cluster.
  * `blocking` clients serve one blocking read each (XREADGROUP/XREAD BLOCK) and skip pipelining.
  */
-export function connectRedis(settings: Pick<Settings, 'REDIS_URL' | 'REDIS_CLUSTER_NODES'>, opts: { blocking?: boolean; name?: string; log?: Logger } = {}): RedisClient {
+export function connectRedis(
+  settings: Pick<Settings, 'REDIS_URL' | 'REDIS_CLUSTER_NODES'>,
+  opts: { blocking?: boolean; name?: string; log?: Logger } = {},
+): RedisClient {
   const extra: RedisOptions = opts.blocking ? { enableAutoPipelining: false } : {};
   if (opts.name) extra.connectionName = opts.name;
   let client: Redis | Cluster;

@@ -68,7 +68,8 @@ export class SolrEngine {
   ) {
     this.base = new URL(url.replace(/\/$/, ''));
     // fetch takes no credentials in a URL: those of SOLR_URL become the basic authentication.
-    if (this.base.username && !credentials) credentials = { username: decodeURIComponent(this.base.username), password: decodeURIComponent(this.base.password) };
+    if (this.base.username && !credentials)
+      credentials = { username: decodeURIComponent(this.base.username), password: decodeURIComponent(this.base.password) };
     this.base.username = '';
     this.base.password = '';
     this.client = new SolrNode({
@@ -125,7 +126,9 @@ export class SolrEngine {
     const roots = contents.flatMap((c) => c.docs.map((d) => String(d.id)));
     const prefixes = contents.map(({ cid }) => `id:${escapeTerm(`c:${cid}:`)}*`);
     const rows = Math.max(100, contents.length * 20);
-    const found = (await this.postSelect(this.collection, new URLSearchParams({ q: prefixes.join(' OR '), fl: 'id', rows: String(rows), wt: 'json' }))) as { response: { numFound: number; docs: { id: string }[] } };
+    const found = (await this.postSelect(this.collection, new URLSearchParams({ q: prefixes.join(' OR '), fl: 'id', rows: String(rows), wt: 'json' }))) as {
+      response: { numFound: number; docs: { id: string }[] };
+    };
     const commitWithin = String(this.commitWithinMs);
     if (found.response.numFound > rows) {
       // Children of the documents kept go too: the add that follows puts their blocks back whole.
@@ -154,11 +157,15 @@ export class SolrEngine {
    * dynamic fields and field types, for the write-time check of svcSolrDocument.
    */
   async schema(): Promise<RawSchema> {
-    const res = await fetch(`${this.base.href}/${encodeURIComponent(this.collection)}/schema?wt=json`, { headers: this.auth ? { Authorization: this.auth } : {}, signal: AbortSignal.timeout(10_000) });
+    const res = await fetch(`${this.base.href}/${encodeURIComponent(this.collection)}/schema?wt=json`, {
+      headers: this.auth ? { Authorization: this.auth } : {},
+      signal: AbortSignal.timeout(10_000),
+    });
     if (!res.ok) throw new Error(`Solr schema request answered ${res.status}`);
     const body = (await res.json()) as { schema?: Partial<RawSchema> };
     const { fields, dynamicFields, fieldTypes } = body.schema ?? {};
-    if (!Array.isArray(fields) || !Array.isArray(dynamicFields) || !Array.isArray(fieldTypes)) throw new Error('Solr schema answer without fields, dynamicFields and fieldTypes');
+    if (!Array.isArray(fields) || !Array.isArray(dynamicFields) || !Array.isArray(fieldTypes))
+      throw new Error('Solr schema answer without fields, dynamicFields and fieldTypes');
     return { fields, dynamicFields, fieldTypes };
   }
 

@@ -33,8 +33,7 @@ export interface AuthorizationInfo {
 
 // Content type names and context names come from requests: look them up as own properties
 // only, so names such as `constructor` or `__proto__` never reach Object.prototype.
-const own = <V>(rec: Record<string, V>, key: string): V | undefined =>
-  Object.prototype.hasOwnProperty.call(rec, key) ? rec[key] : undefined;
+const own = <V>(rec: Record<string, V>, key: string): V | undefined => (Object.hasOwn(rec, key) ? rec[key] : undefined);
 
 const listGrants = (perms: string[] | undefined, permission: string): boolean =>
   perms !== undefined && (perms.includes(permission) || perms.includes(WILDCARD));
@@ -59,13 +58,7 @@ function contextGrants(cfg: SecurityConfig, principal: Principal, context: strin
  *
  * @example isAllowed(cfg, sportseditor, 'Update', 'article', ['sports']) // true
  */
-export function isAllowed(
-  cfg: SecurityConfig,
-  principal: Principal,
-  permission: string,
-  contentType: string,
-  contentContexts: readonly string[],
-): boolean {
+export function isAllowed(cfg: SecurityConfig, principal: Principal, permission: string, contentType: string, contentContexts: readonly string[]): boolean {
   if (contextGrants(cfg, principal, GLOBAL_CONTEXT, permission, contentType)) return true;
   for (const ctx of contentContexts) {
     if (ctx !== GLOBAL_CONTEXT && contextGrants(cfg, principal, ctx, permission, contentType)) return true;

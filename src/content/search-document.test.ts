@@ -2,10 +2,23 @@ import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Json } from './model.js';
-import { checkSearchDocument, contentFields, idsOfBlock, indexSchemaOf, isDateRange, isIndexerField, isIsoDateTime, parseSchemaXml, ruleOf, searchBlock } from './search-document.js';
+import {
+  checkSearchDocument,
+  contentFields,
+  idsOfBlock,
+  indexSchemaOf,
+  isDateRange,
+  isIndexerField,
+  isIsoDateTime,
+  parseSchemaXml,
+  ruleOf,
+  searchBlock,
+} from './search-document.js';
 
 /** The bundled schema of the `content` collection (tools/solr/configsets/content/conf/schema.xml). */
-const schema = indexSchemaOf(parseSchemaXml(readFileSync(fileURLToPath(new URL('../../tools/solr/configsets/content/conf/schema.xml', import.meta.url)), 'utf8')));
+const schema = indexSchemaOf(
+  parseSchemaXml(readFileSync(fileURLToPath(new URL('../../tools/solr/configsets/content/conf/schema.xml', import.meta.url)), 'utf8')),
+);
 const check = (doc: Record<string, Json>) => checkSearchDocument({ _type: 'svcSolrDocument', ...doc }, schema);
 
 describe('search documents (spec Categorization and search index documents, CONTRACT §20 Search documents)', () => {
@@ -29,8 +42,15 @@ describe('search documents (spec Categorization and search index documents, CONT
     it('reads the Schema API form like the XML form', () => {
       const fromApi = indexSchemaOf({
         fields: [{ name: 'id', type: 'string', multiValued: false }],
-        dynamicFields: [{ name: '*_s', type: 'string' }, { name: '*_ss', type: 'string', multiValued: true }, { name: 'attr_*', type: 'pint' }],
-        fieldTypes: [{ name: 'string', class: 'solr.StrField' }, { name: 'pint', class: 'org.apache.solr.schema.IntPointField' }],
+        dynamicFields: [
+          { name: '*_s', type: 'string' },
+          { name: '*_ss', type: 'string', multiValued: true },
+          { name: 'attr_*', type: 'pint' },
+        ],
+        fieldTypes: [
+          { name: 'string', class: 'solr.StrField' },
+          { name: 'pint', class: 'org.apache.solr.schema.IntPointField' },
+        ],
       });
       expect(ruleOf(fromApi, 'a_ss')?.multiValued).to.equal(true);
       expect(ruleOf(fromApi, 'a_s')?.multiValued).to.equal(false);
@@ -39,13 +59,16 @@ describe('search documents (spec Categorization and search index documents, CONT
   });
 
   describe('the indexer fields', () => {
-    it('are id, root, version, Solr\'s own fields and every svc_ field', () => {
-      for (const f of ['id', 'root', 'version', '_version_', '_root_', '_nest_path_', '_nest_parent_', 'svc_views_ss', 'svc_type_s', 'svc_anything']) expect(isIndexerField(f), f).to.equal(true);
+    it("are id, root, version, Solr's own fields and every svc_ field", () => {
+      for (const f of ['id', 'root', 'version', '_version_', '_root_', '_nest_path_', '_nest_parent_', 'svc_views_ss', 'svc_type_s', 'svc_anything'])
+        expect(isIndexerField(f), f).to.equal(true);
       for (const f of ['headline_s', 'svcx_s', 'ids', 'parts']) expect(isIndexerField(f), f).to.equal(false);
     });
 
     it('contentFields drops them and _type from the root document', () => {
-      expect(contentFields({ _type: 'svcSolrDocument', id: 'x', root: 'y', svc_views_ss: ['svcPublic'], _root_: 'z', headline_s: 'h' })).to.deep.equal({ headline_s: 'h' });
+      expect(contentFields({ _type: 'svcSolrDocument', id: 'x', root: 'y', svc_views_ss: ['svcPublic'], _root_: 'z', headline_s: 'h' })).to.deep.equal({
+        headline_s: 'h',
+      });
     });
 
     it('searchBlock sets id and root, derives every child id, and drops the indexer fields of children at any depth', () => {
@@ -55,7 +78,15 @@ describe('search documents (spec Categorization and search index documents, CONT
           root: 'forged',
           svc_views_ss: ['svcLatest'],
           parts: [
-            { id: 'c:other:key', root: 'c:other:key', svc_views_ss: ['svcPublic'], svc_security_context_ss: [], _root_: 'c:other:key', part_s: 'one', sub: [{ id: 'deep', svc_type_s: 'x', q_s: 'q' }] },
+            {
+              id: 'c:other:key',
+              root: 'c:other:key',
+              svc_views_ss: ['svcPublic'],
+              svc_security_context_ss: [],
+              _root_: 'c:other:key',
+              part_s: 'one',
+              sub: [{ id: 'deep', svc_type_s: 'x', q_s: 'q' }],
+            },
             { part_s: 'two' },
           ],
           one: { id: 'c:other:key2', _nest_path_: '/x', v_s: 'v' },
@@ -79,7 +110,11 @@ describe('search documents (spec Categorization and search index documents, CONT
     });
 
     it('searchBlock treats every object of a list as a child, also in a list mixed with values', () => {
-      expect(searchBlock({ mixed: ['x', { id: 'c:other:k', svc_views_ss: ['svcPublic'] }] }, 'c:me:k')).to.deep.equal({ mixed: ['x', { id: 'c:me:k/mixed/1', root: 'c:me:k' }], id: 'c:me:k', root: 'c:me:k' });
+      expect(searchBlock({ mixed: ['x', { id: 'c:other:k', svc_views_ss: ['svcPublic'] }] }, 'c:me:k')).to.deep.equal({
+        mixed: ['x', { id: 'c:me:k/mixed/1', root: 'c:me:k' }],
+        id: 'c:me:k',
+        root: 'c:me:k',
+      });
     });
   });
 
@@ -169,7 +204,10 @@ describe('search documents (spec Categorization and search index documents, CONT
     });
 
     it('refuses a list for a single-valued field', () => {
-      expect(check({ title_s: ['a', 'b'] })).to.deep.equal({ field: 'title_s', message: 'title_s: takes one value (field type string is single-valued), not a list' });
+      expect(check({ title_s: ['a', 'b'] })).to.deep.equal({
+        field: 'title_s',
+        message: 'title_s: takes one value (field type string is single-valued), not a list',
+      });
       expect(check({ count_i: [1] })?.field).to.equal('count_i');
     });
 
@@ -182,13 +220,50 @@ describe('search documents (spec Categorization and search index documents, CONT
 
   describe('dates', () => {
     it('date-times: ISO 8601 in UTC with a real calendar day', () => {
-      for (const ok of ['2024-02-29T00:00:00Z', '2000-02-29T23:59:59.999999999Z', '0000-01-01T00:00:00Z', '-0001-01-01T00:00:00Z', '12020-01-01T00:00:00Z']) expect(isIsoDateTime(ok), ok).to.equal(true);
-      for (const bad of ['2023-02-29T00:00:00Z', '1900-02-29T00:00:00Z', '2024-01-01T24:00:00Z', '2024-01-01T10:60:00Z', '2024-01-01T10:00:60Z', '2024-01-01T10:00Z', '2024-01-01t10:00:00z', 'NOW', '2024-01-01']) expect(isIsoDateTime(bad), bad).to.equal(false);
+      for (const ok of ['2024-02-29T00:00:00Z', '2000-02-29T23:59:59.999999999Z', '0000-01-01T00:00:00Z', '-0001-01-01T00:00:00Z', '12020-01-01T00:00:00Z'])
+        expect(isIsoDateTime(ok), ok).to.equal(true);
+      for (const bad of [
+        '2023-02-29T00:00:00Z',
+        '1900-02-29T00:00:00Z',
+        '2024-01-01T24:00:00Z',
+        '2024-01-01T10:60:00Z',
+        '2024-01-01T10:00:60Z',
+        '2024-01-01T10:00Z',
+        '2024-01-01t10:00:00z',
+        'NOW',
+        '2024-01-01',
+      ])
+        expect(isIsoDateTime(bad), bad).to.equal(false);
     });
 
     it('date ranges: truncated dates, * and [a TO b]', () => {
-      for (const ok of ['2024', '2024-05', '2024-05-01', '2024-05-01T10', '2024-05-01T10:30', '2024-05-01T10:30:00', '2024-05-01T10:30:00.5Z', '*', '[* TO *]', '[2024 TO *]', '[-0001 TO 9999]']) expect(isDateRange(ok), ok).to.equal(true);
-      for (const bad of ['{2024 TO 2025}', '[2024 TO 2025}', '2024-13', '2024-1', ' 2024', '2024Z', '2024-05-01T10Z', '[2024  TO 2025]', 'nonsense', '2024-02-30']) expect(isDateRange(bad), bad).to.equal(false);
+      for (const ok of [
+        '2024',
+        '2024-05',
+        '2024-05-01',
+        '2024-05-01T10',
+        '2024-05-01T10:30',
+        '2024-05-01T10:30:00',
+        '2024-05-01T10:30:00.5Z',
+        '*',
+        '[* TO *]',
+        '[2024 TO *]',
+        '[-0001 TO 9999]',
+      ])
+        expect(isDateRange(ok), ok).to.equal(true);
+      for (const bad of [
+        '{2024 TO 2025}',
+        '[2024 TO 2025}',
+        '2024-13',
+        '2024-1',
+        ' 2024',
+        '2024Z',
+        '2024-05-01T10Z',
+        '[2024  TO 2025]',
+        'nonsense',
+        '2024-02-30',
+      ])
+        expect(isDateRange(bad), bad).to.equal(false);
     });
   });
 });

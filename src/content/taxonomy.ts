@@ -38,13 +38,21 @@ export function taxonomyRepresentation(aspects: Aspects): Aspects | null {
   const t = aspects.svcTaxonomyDefinition;
   if (t) return { svcTaxonomy: { _type: 'svcTaxonomy', id: str(t.id), name: str(t.name), dimensions: strings(t.dimensions) } };
   const d = aspects.svcDimensionDefinition;
-  if (d) return { svcDimension: { _type: 'svcDimension', id: str(d.id), name: str(d.name), enumerable: d.enumerable === true, localizations: stringMap(d.localizations) } };
+  if (d)
+    return {
+      svcDimension: { _type: 'svcDimension', id: str(d.id), name: str(d.name), enumerable: d.enumerable === true, localizations: stringMap(d.localizations) },
+    };
   const e = aspects.svcEntityDefinition;
   if (e) {
-    const entity: Aspect = { _type: 'svcEntity', id: str(e.id), name: str(e.name), localizations: stringMap(e.localizations), attributes: stringMap(e.attributes) };
+    const entity: Aspect = {
+      _type: 'svcEntity',
+      id: str(e.id),
+      name: str(e.name),
+      localizations: stringMap(e.localizations),
+      attributes: stringMap(e.attributes),
+    };
     if (typeof e.parent === 'string') entity.parent = e.parent;
     return { svcEntity: entity };
   }
   return null;
 }
-

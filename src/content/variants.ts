@@ -48,10 +48,10 @@ export class Variants {
 
   private def(type: string, variant: string): VariantDef | undefined {
     // Own keys only: a content type such as `constructor` must not find Object.prototype's members.
-    const own = Object.prototype.hasOwnProperty.call(this.config.types, type) ? this.config.types[type] : undefined;
-    if (own && Object.prototype.hasOwnProperty.call(own, variant)) return own[variant];
+    const own = Object.hasOwn(this.config.types, type) ? this.config.types[type] : undefined;
+    if (own && Object.hasOwn(own, variant)) return own[variant];
     const all = this.config.types['*'];
-    return all && Object.prototype.hasOwnProperty.call(all, variant) ? all[variant] : undefined;
+    return all && Object.hasOwn(all, variant) ? all[variant] : undefined;
   }
 
   /** Does the content type have this variant at all? */
@@ -62,7 +62,9 @@ export class Variants {
   /** The content types that have a variant: '*' when every type has it. */
   typesWith(variant: string): string[] | '*' {
     if (this.has('*', variant)) return '*';
-    return Object.entries(this.config.types).filter(([t, defs]) => t !== '*' && Object.prototype.hasOwnProperty.call(defs, variant)).map(([t]) => t);
+    return Object.entries(this.config.types)
+      .filter(([t, defs]) => t !== '*' && Object.hasOwn(defs, variant))
+      .map(([t]) => t);
   }
 
   /** The aspects of the content in the variant, or null when it is not available in it. */

@@ -21,8 +21,23 @@ const reader = user({ __global__: ['reader'] });
 const sports = user({ sports: ['editor'] });
 const nobody = user({ __global__: ['writer'] });
 
-function snapshot(over: { views?: Record<string, string>; symbolic?: Record<string, string>; meta?: Aspects; deleted?: boolean; type?: string } = {}): Snapshot {
-  return { cid: 'k', rev: 3, type: over.type ?? 'article', head: 'v2', created: 0, modified: 0, committer: 'editor', deleted: over.deleted ?? false, views: over.views ?? { svcLatest: 'v2' }, symbolic: over.symbolic ?? {}, meta: over.meta ?? {}, aliases: [] };
+function snapshot(
+  over: { views?: Record<string, string>; symbolic?: Record<string, string>; meta?: Aspects; deleted?: boolean; type?: string } = {},
+): Snapshot {
+  return {
+    cid: 'k',
+    rev: 3,
+    type: over.type ?? 'article',
+    head: 'v2',
+    created: 0,
+    modified: 0,
+    committer: 'editor',
+    deleted: over.deleted ?? false,
+    views: over.views ?? { svcLatest: 'v2' },
+    symbolic: over.symbolic ?? {},
+    meta: over.meta ?? {},
+    aliases: [],
+  };
 }
 
 describe('visibility: who may see a content version (CONTRACT §9, §20)', () => {
@@ -30,17 +45,36 @@ describe('visibility: who may see a content version (CONTRACT §9, §20)', () =>
     expect(publicVersionKeys(snapshot(), rules.publicViews, NOW)).to.deep.equal([]);
     expect(publicVersionKeys(snapshot({ views: { svcLatest: 'v2', svcPublic: 'v1' } }), rules.publicViews, NOW)).to.deep.equal(['v1']);
     expect(publicVersionKeys(snapshot({ views: { svcPublic: 'v1', web: 'v2' } }), rules.publicViews, NOW)).to.deep.equal(['v1', 'v2']);
-    expect(publicVersionKeys(snapshot({ views: { svcLatest: 'v2' }, symbolic: { web: 'svcLatest' } }), rules.publicViews, NOW), 'a symbolic public view').to.deep.equal(['v2']);
+    expect(
+      publicVersionKeys(snapshot({ views: { svcLatest: 'v2' }, symbolic: { web: 'svcLatest' } }), rules.publicViews, NOW),
+      'a symbolic public view',
+    ).to.deep.equal(['v2']);
     const pub = { svcLatest: 'v2', svcPublic: 'v1' };
     expect(publicVersionKeys(snapshot({ views: pub, meta: { svcContentState: { hidden: true } } }), rules.publicViews, NOW), 'hidden').to.deep.equal([]);
-    expect(publicVersionKeys(snapshot({ views: pub, meta: { svcTimeState: { views: { svcPublic: { onTime: iso(NOW + hour) } } } } }), rules.publicViews, NOW), 'before onTime').to.deep.equal([]);
-    expect(publicVersionKeys(snapshot({ views: pub, meta: { svcTimeState: { views: { svcPublic: { offTime: iso(NOW) } } } } }), rules.publicViews, NOW), 'at offTime').to.deep.equal([]);
-    expect(publicVersionKeys(snapshot({ views: pub, meta: { svcTimeState: { views: { svcPublic: { onTime: iso(NOW), offTime: iso(NOW + 1) } } } } }), rules.publicViews, NOW), 'at onTime').to.deep.equal(['v1']);
+    expect(
+      publicVersionKeys(snapshot({ views: pub, meta: { svcTimeState: { views: { svcPublic: { onTime: iso(NOW + hour) } } } } }), rules.publicViews, NOW),
+      'before onTime',
+    ).to.deep.equal([]);
+    expect(
+      publicVersionKeys(snapshot({ views: pub, meta: { svcTimeState: { views: { svcPublic: { offTime: iso(NOW) } } } } }), rules.publicViews, NOW),
+      'at offTime',
+    ).to.deep.equal([]);
+    expect(
+      publicVersionKeys(
+        snapshot({ views: pub, meta: { svcTimeState: { views: { svcPublic: { onTime: iso(NOW), offTime: iso(NOW + 1) } } } } }),
+        rules.publicViews,
+        NOW,
+      ),
+      'at onTime',
+    ).to.deep.equal(['v1']);
     expect(publicVersionKeys(snapshot({ views: pub, deleted: true }), rules.publicViews, NOW), 'deleted').to.deep.equal([]);
 
     expect(mayReadVersion(rules, null, snapshot({ views: pub }), 'v1', NOW)).to.equal(true);
     expect(mayReadVersion(rules, null, snapshot({ views: pub }), 'v2', NOW), 'the latest version is not the public one').to.equal(false);
-    expect(mayReadVersion(rules, null, snapshot({ views: pub, meta: { svcSecurityContext: { owners: ['culture'] } } }), 'v1', NOW), 'owners do not matter on a public view').to.equal(true);
+    expect(
+      mayReadVersion(rules, null, snapshot({ views: pub, meta: { svcSecurityContext: { owners: ['culture'] } } }), 'v1', NOW),
+      'owners do not matter on a public view',
+    ).to.equal(true);
   });
 
   it('with a token: Read on the content type in __global__ or in one of its contexts, any version, any view', () => {
@@ -50,7 +84,9 @@ describe('visibility: who may see a content version (CONTRACT §9, §20)', () =>
     expect(mayReadVersion(rules, sports, culture, 'v2', NOW)).to.equal(false);
     expect(mayReadVersion(rules, sports, ofSports, 'v2', NOW)).to.equal(true);
     expect(mayReadVersion(rules, sports, snapshot(), 'v2', NOW), 'no owners: __global__ only').to.equal(false);
-    expect(mayReadVersion(rules, nobody, snapshot({ views: { svcPublic: 'v2' } }), 'v2', NOW), 'a token without Read does not fall back to public').to.equal(false);
+    expect(mayReadVersion(rules, nobody, snapshot({ views: { svcPublic: 'v2' } }), 'v2', NOW), 'a token without Read does not fall back to public').to.equal(
+      false,
+    );
     expect(mayReadVersion(rules, user({ __global__: ['articleReader'] }), snapshot({ type: 'image' }), 'v2', NOW), 'permission *').to.equal(true);
     expect(mayReadVersion(rules, user({ __global__: ['articleReader'] }), snapshot({ type: 'video' }), 'v2', NOW)).to.equal(false);
     expect(mayReadVersion(rules, reader, snapshot({ deleted: true }), 'v2', NOW), 'deleted').to.equal(false);
@@ -64,7 +100,9 @@ describe('visibility: who may see a content version (CONTRACT §9, §20)', () =>
     expect(visibilityFilter(rules, reader, NOW)).to.equal('{!lucene}((*:*))');
     expect(visibilityFilter(rules, sports, NOW)).to.equal('{!lucene}((+svc_security_context_ss:"sports"))');
     expect(visibilityFilter(rules, nobody, NOW)).to.equal('{!lucene}(-*:*)');
-    expect(readFilter(security, user({ __global__: ['articleReader'], 'a"b': ['reader'] }))).to.equal('((+svc_type_s:("article" OR "image")) OR (+svc_security_context_ss:"a\\"b"))');
+    expect(readFilter(security, user({ __global__: ['articleReader'], 'a"b': ['reader'] }))).to.equal(
+      '((+svc_type_s:("article" OR "image")) OR (+svc_security_context_ss:"a\\"b"))',
+    );
     expect(readFilter(security, user({ __global__: ['constructor', '__proto__'] })), 'role names of Object.prototype grant nothing').to.equal('(-*:*)');
     expect(onViewFilter('my view~1', NOW)).to.equal(`{!lucene}(+svc_views_ss:my\\ view\\~1 +svc_timestate_my_view_1_drange:"${t}")`);
   });

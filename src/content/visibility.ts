@@ -60,7 +60,7 @@ export function readFilter(cfg: SecurityConfig, user: Principal): string {
   for (const [ctx, roles] of Object.entries(user.contexts)) {
     const types = new Set<string>();
     for (const role of roles) {
-      const byType = Object.prototype.hasOwnProperty.call(cfg.roles, role) ? cfg.roles[role] : {};
+      const byType = Object.hasOwn(cfg.roles, role) ? cfg.roles[role] : {};
       for (const [type, perms] of Object.entries(byType)) if (perms.includes('Read') || perms.includes(WILDCARD)) types.add(type);
     }
     if (!types.size) continue;

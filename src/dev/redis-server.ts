@@ -131,7 +131,10 @@ function tail(lines: string[], logFile: string | undefined): string {
       /* ignore */
     }
   }
-  const last = text.split('\n').filter((l) => l.trim() !== '').slice(-LOG_LINES);
+  const last = text
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .slice(-LOG_LINES);
   return last.length ? last.map((l) => `  | ${l}`).join('\n') : '  (no output)';
 }
 
@@ -141,13 +144,20 @@ async function startOnce(opts: RedisServerOptions, port: number): Promise<RedisS
   mkdirSync(dir, { recursive: true });
   const logFile = opts.logFile ? path.resolve(opts.logFile) : undefined;
   const args = [
-    '--port', String(port),
-    '--bind', '127.0.0.1',
-    '--daemonize', 'no',
-    '--save', '',
-    '--appendonly', opts.appendonly ? 'yes' : 'no',
-    '--dir', dir,
-    '--logfile', logFile ?? '',
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--daemonize',
+    'no',
+    '--save',
+    '',
+    '--appendonly',
+    opts.appendonly ? 'yes' : 'no',
+    '--dir',
+    dir,
+    '--logfile',
+    logFile ?? '',
   ];
   if (opts.appendonly) args.push('--appendfsync', opts.appendfsync ?? 'everysec');
   args.push(...(opts.extraArgs ?? []));
@@ -211,9 +221,7 @@ async function startOnce(opts: RedisServerOptions, port: number): Promise<RedisS
       await exited;
     }
     const e = new Error(`${failure}\n  redis-server ${args.map((a) => (a === '' ? "''" : a)).join(' ')}\n${tail(output, logFile)}`);
-    (e as Error & { addressInUse?: boolean }).addressInUse = /address already in use/i.test(
-      tail(output, logFile),
-    );
+    (e as Error & { addressInUse?: boolean }).addressInUse = /address already in use/i.test(tail(output, logFile));
     throw e;
   }
 
@@ -259,11 +267,7 @@ export async function onFreePort<T>(start: (port: number) => Promise<T>): Promis
  * otherwise starts redis-server on 6379 (`port` is for tests) with AOF on (appendfsync everysec) under
  * `<dataDir>/redis` as a child of this process, stopped when this process exits.
  */
-export async function ensureLocalRedis(
-  dataDir: string,
-  log: (msg: string) => void,
-  port = 6379,
-): Promise<string> {
+export async function ensureLocalRedis(dataDir: string, log: (msg: string) => void, port = 6379): Promise<string> {
   const url = `redis://127.0.0.1:${port}`;
   if (await pingRedis(url, 1000)) return url;
   const dir = path.resolve(dataDir, 'redis');

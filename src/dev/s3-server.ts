@@ -63,9 +63,7 @@ export function buildS3Proxy(log: (m: string) => void = () => undefined): Promis
     let out = '';
     child.stdout.on('data', (b: Buffer) => (out += b.toString()));
     child.stderr.on('data', (b: Buffer) => (out += b.toString()));
-    child.once('error', (e) =>
-      fail(new Error(`could not run mvn (${e.message}): the local S3 server needs Java 17+ and Maven, or set S3_ENDPOINT`)),
-    );
+    child.once('error', (e) => fail(new Error(`could not run mvn (${e.message}): the local S3 server needs Java 17+ and Maven, or set S3_ENDPOINT`)));
     child.once('exit', (code) => {
       if (code === 0 && existsSync(S3PROXY_JAR)) return ok();
       fail(new Error(`Maven could not fetch S3Proxy (tools/s3proxy/pom.xml), exit ${code}:\n${out.split('\n').slice(-30).join('\n')}`));
@@ -147,7 +145,11 @@ async function startOnce(opts: S3ServerOptions, port: number): Promise<S3ServerH
   for (;;) {
     if (spawnError) {
       const code = (spawnError as NodeJS.ErrnoException).code;
-      throw new Error(code === 'ENOENT' ? 'java is not installed (not found on PATH): the local S3 server needs Java 17+' : `could not run java: ${(spawnError as Error).message}`);
+      throw new Error(
+        code === 'ENOENT'
+          ? 'java is not installed (not found on PATH): the local S3 server needs Java 17+'
+          : `could not run java: ${(spawnError as Error).message}`,
+      );
     }
     if (exitInfo) {
       const e = new Error(`S3Proxy ${exitInfo} before answering on port ${port}:\n${output.split('\n').slice(-30).join('\n')}`);

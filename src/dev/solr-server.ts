@@ -54,14 +54,20 @@ function newest(path: string): number {
 }
 
 function upToDate(): boolean {
-  return existsSync(STAMP) && existsSync(join(TARGET, 'lib')) && statSync(STAMP).mtimeMs >= Math.max(newest(join(TOOL_DIR, 'src')), newest(join(TOOL_DIR, 'pom.xml')));
+  return (
+    existsSync(STAMP) &&
+    existsSync(join(TARGET, 'lib')) &&
+    statSync(STAMP).mtimeMs >= Math.max(newest(join(TOOL_DIR, 'src')), newest(join(TOOL_DIR, 'pom.xml')))
+  );
 }
 
 /** Runs `mvn -q package`; resolves with its exit code and the tail of its output. */
 function runMaven(): Promise<{ code: number | null; out: string }> {
   return new Promise((done) => {
     let out = '';
-    const mvn = spawn('mvn', ['-q', '-B', '-Dstyle.color=never', '-f', join(TOOL_DIR, 'pom.xml'), 'package', '-DskipTests'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const mvn = spawn('mvn', ['-q', '-B', '-Dstyle.color=never', '-f', join(TOOL_DIR, 'pom.xml'), 'package', '-DskipTests'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const keep = (b: Buffer) => (out = (out + b.toString()).slice(-20000));
     mvn.stdout.on('data', keep);
     mvn.stderr.on('data', keep);
@@ -99,8 +105,15 @@ export async function buildEmbeddedSolr(log: (m: string) => void = () => undefin
     log('building the embedded Solr with Maven (the first run downloads Solr 9 from Maven Central into ~/.m2, about 120 MB)');
     const t0 = Date.now();
     const { code, out } = await runMaven();
-    if (code !== 0) throw new Error(`Maven could not build tools/solr (exit ${code}):\n${out.replace(/\x1b\[[0-9;]*m/g, '').split('\n').slice(-30).join('\n')}`);
-    writeFileSync(STAMP, new Date().toISOString() + '\n');
+    if (code !== 0)
+      throw new Error(
+        `Maven could not build tools/solr (exit ${code}):\n${out
+          .replace(/\x1b\[[0-9;]*m/g, '')
+          .split('\n')
+          .slice(-30)
+          .join('\n')}`,
+      );
+    writeFileSync(STAMP, `${new Date().toISOString()}\n`);
     log(`built the embedded Solr in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   } finally {
     rmSync(LOCK, { recursive: true, force: true });
@@ -133,7 +146,7 @@ export async function startSolr(opts: StartSolrOptions): Promise<SolrHandle> {
       '-Xms128m',
       `-Xmx${heap}`,
       '-XX:+UseG1GC',
-      '-Dsolr.log.dir=' + join(home, 'logs'),
+      `-Dsolr.log.dir=${join(home, 'logs')}`,
       '-cp',
       `${join(TARGET, 'classes')}:${join(TARGET, 'lib', '*')}`,
       ...(opts.cloud

@@ -33,7 +33,7 @@ describe('body limits: what a JSON body may hold to be stored as sent', () => {
   it('no key __proto__, no lone surrogate in a string or a key', () => {
     expect(refusal(JSON.parse('{"a":[{"__proto__":1}]}'))?.extraInfo.path).to.equal('a.0.__proto__');
     expect(refusal({ a: ['ok', 'x\ud800'] })?.http).to.equal(400);
-    expect(refusal({ ['\udfff']: 1 })?.http).to.equal(400);
+    expect(refusal({ '\udfff': 1 })?.http).to.equal(400);
     expect(refusal({ a: 'pair \ud83d\ude00', b: '\ufffd', proto: { constructor: 1, prototype: 2 } })).to.equal(null);
   });
 

@@ -51,7 +51,11 @@ export function checkStorable(body: unknown): void {
     }
     const keys = Object.keys(value);
     if (keys.length > MAX_KEYS_PER_OBJECT) {
-      throw new AppError('PAYLOAD_TOO_LARGE', `An object at ${spell(where)} has ${keys.length} keys; at most ${MAX_KEYS_PER_OBJECT} can be stored`, { path: spell(where), keys: keys.length, max: MAX_KEYS_PER_OBJECT });
+      throw new AppError('PAYLOAD_TOO_LARGE', `An object at ${spell(where)} has ${keys.length} keys; at most ${MAX_KEYS_PER_OBJECT} can be stored`, {
+        path: spell(where),
+        keys: keys.length,
+        max: MAX_KEYS_PER_OBJECT,
+      });
     }
     for (const key of keys) {
       const here = { up: where, key };

@@ -12,17 +12,7 @@ import { readableFileUris } from '../security/file-access.js';
 import { isAllowed, isSysadmin, permissionDenied, type Principal, type SecurityConfig } from '../content/permissions.js';
 import type { TokenService } from '../security/token-service.js';
 import { trustedProxies } from '../security/client-address.js';
-import {
-  STATUS_CREATED,
-  STATUS_OK,
-  contentEnvelope,
-  formatOf,
-  historyBody,
-  metadataEnvelope,
-  partialCreated,
-  serialize,
-  type Format,
-} from './envelope.js';
+import { STATUS_CREATED, STATUS_OK, contentEnvelope, formatOf, historyBody, metadataEnvelope, partialCreated, serialize, type Format } from './envelope.js';
 import type { Exchange } from './http.js';
 import { WorkspaceService } from './workspace-service.js';
 import type { HeadCache } from './head-cache.js';
@@ -134,15 +124,29 @@ export class ContentService {
     if (!env.contentType) throw new AppError('BAD_REQUEST', 'system.contentType is required on create');
     const aspects = Object.fromEntries(Object.entries(env.aspects).filter(([, a]) => a !== null)) as Record<string, NonNullable<(typeof env.aspects)[string]>>;
     const files = await this.readableFiles(user, aspects.svcFiles);
-    const cmd: ContentCommand = { k: 'create', id: newCommandId(), cid: newContentKey(), requestId: x.requestId, user, files, type: env.contentType, aspects, ops: env.operations };
+    const cmd: ContentCommand = {
+      k: 'create',
+      id: newCommandId(),
+      cid: newContentKey(),
+      requestId: x.requestId,
+      user,
+      files,
+      type: env.contentType,
+      aspects,
+      ops: env.operations,
+    };
     const res = await this.d.mailbox.send<WriteResult>(cmd);
     this.d.heads.drop(cmd.cid);
     const status = res.subResults.length ? partialCreated(res.subResults) : STATUS_CREATED;
-    x.send(201, [
-      ['Content-Type', 'application/json'],
-      ['Location', this.versionedUrl(MAIN_NAMESPACE, res.snapshot.cid, res.snapshot.rev, 'content')],
-      ['ETag', etagOf(res.snapshot.cid, res.snapshot.rev)],
-    ], serialize(contentEnvelope(res.snapshot, res.version, status), fmt));
+    x.send(
+      201,
+      [
+        ['Content-Type', 'application/json'],
+        ['Location', this.versionedUrl(MAIN_NAMESPACE, res.snapshot.cid, res.snapshot.rev, 'content')],
+        ['ETag', etagOf(res.snapshot.cid, res.snapshot.rev)],
+      ],
+      serialize(contentEnvelope(res.snapshot, res.version, status), fmt),
+    );
   }
 
   private async update(x: Exchange, p: Params): Promise<void> {
@@ -156,12 +160,28 @@ export class ContentService {
     const env = parseEnvelope(await x.json());
     const cid = await this.cidOf(p);
     const files = await this.readableFiles(user, env.aspects.svcFiles);
-    const cmd: ContentCommand = { k: 'update', id: newCommandId(), cid, requestId: x.requestId, user, files, ifMatch, unsafe, mode, aspects: env.aspects, ops: env.operations };
+    const cmd: ContentCommand = {
+      k: 'update',
+      id: newCommandId(),
+      cid,
+      requestId: x.requestId,
+      user,
+      files,
+      ifMatch,
+      unsafe,
+      mode,
+      aspects: env.aspects,
+      ops: env.operations,
+    };
     const res = await this.d.mailbox.send<WriteResult>(cmd).finally(() => this.d.heads.drop(cid));
-    x.send(200, [
-      ['Content-Type', 'application/json'],
-      ['ETag', etagOf(cid, res.snapshot.rev)],
-    ], serialize(contentEnvelope(res.snapshot, res.version, STATUS_OK), fmt));
+    x.send(
+      200,
+      [
+        ['Content-Type', 'application/json'],
+        ['ETag', etagOf(cid, res.snapshot.rev)],
+      ],
+      serialize(contentEnvelope(res.snapshot, res.version, STATUS_OK), fmt),
+    );
   }
 
   private async delete(x: Exchange, p: Params): Promise<void> {
@@ -169,7 +189,9 @@ export class ContentService {
     const ifMatch = x.header('if-match');
     if (ifMatch === undefined) throw new AppError('BAD_REQUEST', 'A delete requires If-Match');
     const cid = await this.cidOf(p);
-    await this.d.mailbox.send<unknown, ContentCommand>({ k: 'delete', id: newCommandId(), cid, requestId: x.requestId, user, ifMatch }).finally(() => this.d.heads.drop(cid));
+    await this.d.mailbox
+      .send<unknown, ContentCommand>({ k: 'delete', id: newCommandId(), cid, requestId: x.requestId, user, ifMatch })
+      .finally(() => this.d.heads.drop(cid));
     x.send(204, []);
   }
 
@@ -190,9 +212,10 @@ export class ContentService {
       return;
     }
     const { cid, workspace } = holder;
-    const cmd: ContentCommand = workspace === undefined
-      ? { k: 'releaseAlias', id: newCommandId(), cid, user, namespace: p.ns, alias: p.alias }
-      : { k: 'wsReleaseAlias', id: newCommandId(), cid, user, workspace, namespace: p.ns, alias: p.alias };
+    const cmd: ContentCommand =
+      workspace === undefined
+        ? { k: 'releaseAlias', id: newCommandId(), cid, user, namespace: p.ns, alias: p.alias }
+        : { k: 'wsReleaseAlias', id: newCommandId(), cid, user, workspace, namespace: p.ns, alias: p.alias };
     const res = await this.d.mailbox.send<{ released: boolean }, ContentCommand>(cmd).finally(() => this.d.heads.drop(cid));
     x.send(res.released ? 204 : 200, []);
   }
@@ -218,7 +241,10 @@ export class ContentService {
     let scope: ReindexScope;
     let what = '';
     if (kind === 'aliases' && x.query.has('aliases')) {
-      const names = (x.query.get('aliases') ?? '').split(',').map((a) => a.trim()).filter(Boolean);
+      const names = (x.query.get('aliases') ?? '')
+        .split(',')
+        .map((a) => a.trim())
+        .filter(Boolean);
       if (!names.length || names.length > 10000) throw new AppError('BAD_REQUEST', 'aliases must list 1 to 10000 main aliases');
       const cids: string[] = [];
       for (const a of names) {
@@ -238,7 +264,13 @@ export class ContentService {
       const to = time('to');
       if (from !== undefined && to !== undefined && from > to) throw new AppError('BAD_REQUEST', 'from is after to');
       scope = { kind: 'full', from, to };
-      what = from !== undefined || to !== undefined ? ` affected ${from !== undefined ? `from ${new Date(from).toISOString()} ` : ''}${to !== undefined ? `up to ${new Date(to).toISOString()}` : 'until now'}`.replace(/ $/, '') : '';
+      what =
+        from !== undefined || to !== undefined
+          ? ` affected ${from !== undefined ? `from ${new Date(from).toISOString()} ` : ''}${to !== undefined ? `up to ${new Date(to).toISOString()}` : 'until now'}`.replace(
+              / $/,
+              '',
+            )
+          : '';
     }
     const { session, total } = await this.d.reindex.trigger(scope);
     x.send(200, [['Content-Type', 'text/plain; charset=utf-8']], `Re-indexing session ${session} started: ${total} content${what} queued.`);
@@ -273,7 +305,9 @@ export class ContentService {
     const user = await this.authenticate(x);
     const view = this.assignableView(p.view);
     const cid = await this.cidOf(p);
-    const res = await this.d.mailbox.send<{ cid: string; rev: number }, ContentCommand>({ k: 'removeFromView', id: newCommandId(), cid, user, view }).finally(() => this.d.heads.drop(cid));
+    const res = await this.d.mailbox
+      .send<{ cid: string; rev: number }, ContentCommand>({ k: 'removeFromView', id: newCommandId(), cid, user, view })
+      .finally(() => this.d.heads.drop(cid));
     x.send(204, [['ETag', etagOf(res.cid, res.rev)]]);
   }
 
@@ -309,7 +343,10 @@ export class ContentService {
       return;
     }
     const location = this.versionedUrl(p.ns, p.alias, head.rev, kind, p.view) + this.keptQuery(x);
-    x.sendJson(303, { statusCode: 30300, message: 'Symbolic version resolved', location }, [['Location', location], ['Cache-Control', 'no-cache']]);
+    x.sendJson(303, { statusCode: 30300, message: 'Symbolic version resolved', location }, [
+      ['Location', location],
+      ['Cache-Control', 'no-cache'],
+    ]);
   }
 
   /** Versioned read: the content as it was at that revision. */
@@ -339,7 +376,15 @@ export class ContentService {
       // The indexing variant looks up taxonomy content, which may appear later: not cached.
       if (variant !== INDEXING_VARIANT) this.cache.set(key, body);
     }
-    x.send(200, [['Content-Type', 'application/json'], ['ETag', etag], ['Cache-Control', VERSIONED_CACHE_CONTROL]], body);
+    x.send(
+      200,
+      [
+        ['Content-Type', 'application/json'],
+        ['ETag', etag],
+        ['Cache-Control', VERSIONED_CACHE_CONTROL],
+      ],
+      body,
+    );
   }
 
   /** A revision snapshot, from the cache or Redis; 404/40403 when the revision never existed. */

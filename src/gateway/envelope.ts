@@ -57,7 +57,14 @@ export function serialize(value: unknown, format: Format): string {
 function typeName(v: Json): string {
   if (v === null) return 'null';
   if (Array.isArray(v)) return `LIST::${commonType(v)}`;
-  if (typeof v === 'object') return typeof v._type === 'string' ? v._type : `MAP::${commonType(Object.entries(v).filter(([k]) => k !== '_type').map(([, x]) => x))}`;
+  if (typeof v === 'object')
+    return typeof v._type === 'string'
+      ? v._type
+      : `MAP::${commonType(
+          Object.entries(v)
+            .filter(([k]) => k !== '_type')
+            .map(([, x]) => x),
+        )}`;
   if (typeof v === 'number') return Number.isInteger(v) ? 'long' : 'double';
   return typeof v;
 }

@@ -52,7 +52,8 @@ export function fileInfoOf(f: StoredFile) {
 
 /** Decoded request path segments as a file path; an encoded slash (`%2F`) must not become a separator. */
 function joinSegments(segs: string[]): string {
-  if (segs.some((s) => s.includes('/'))) throw new AppError('BAD_REQUEST', 'Invalid file key: a path segment contains an encoded slash', { reason: 'encoded slash' });
+  if (segs.some((s) => s.includes('/')))
+    throw new AppError('BAD_REQUEST', 'Invalid file key: a path segment contains an encoded slash', { reason: 'encoded slash' });
   return segs.join('/');
 }
 
@@ -225,8 +226,6 @@ export class FileDeliveryService {
     });
   }
 
-
-
   private async headOf(cid: string): Promise<Snapshot> {
     const head = await this.d.store.head(cid);
     if (!head || head.deleted) throw new AppError('NOT_FOUND', 'Content not found');
@@ -324,7 +323,7 @@ export async function sendFile(
     ['Accept-Ranges', 'bytes'],
   ];
   const inm = x.header('if-none-match');
-  if (inm !== undefined && inm.split(',').some((t) => t.trim().replace(/^W\//, '') === etag || t.trim() === '*')) {
+  if (inm?.split(',').some((t) => t.trim().replace(/^W\//, '') === etag || t.trim() === '*')) {
     x.send(304, headers);
     return;
   }

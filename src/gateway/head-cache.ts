@@ -74,7 +74,7 @@ export class HeadCache {
   private async tail(conn: RedisClient): Promise<void> {
     const streams = Array.from({ length: this.settings.PARTITIONS }, (_, p) => keys.events(p));
     // Each stream's own last id ('$' would be taken anew at every read and skip events).
-    const last = await Promise.all(streams.map(async (k) => ((await this.store.redis.xrevrange(k, '+', '-', 'COUNT', 1))[0]?.[0] ?? '0-0')));
+    const last = await Promise.all(streams.map(async (k) => (await this.store.redis.xrevrange(k, '+', '-', 'COUNT', 1))[0]?.[0] ?? '0-0'));
     this.ready = this.running;
     while (this.running) {
       try {

@@ -9,10 +9,25 @@ import { checkStorable } from './body-limits.js';
 
 /** Reason phrases of the status lines the platform answers. */
 const REASONS: Record<number, string> = {
-  200: 'OK', 201: 'Created', 204: 'No Content', 206: 'Partial Content', 303: 'See Other', 304: 'Not Modified',
-  400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 405: 'Method Not Allowed',
-  409: 'Conflict', 412: 'Precondition Failed', 413: 'Payload Too Large', 415: 'Unsupported Media Type', 416: 'Range Not Satisfiable',
-  429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable',
+  200: 'OK',
+  201: 'Created',
+  204: 'No Content',
+  206: 'Partial Content',
+  303: 'See Other',
+  304: 'Not Modified',
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  409: 'Conflict',
+  412: 'Precondition Failed',
+  413: 'Payload Too Large',
+  415: 'Unsupported Media Type',
+  416: 'Range Not Satisfiable',
+  429: 'Too Many Requests',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable',
 };
 const statusLine = (code: number) => `${code} ${REASONS[code] ?? 'Unknown'}`;
 
@@ -27,7 +42,18 @@ function endHead(res: HttpResponse, length: number): void {
 }
 
 /** Headers read once, synchronously, from the uWS request (it is invalid after the handler returns). */
-const READ_HEADERS = ['x-auth-token', 'if-match', 'if-none-match', 'accept', 'content-type', 'content-length', 'transfer-encoding', 'x-request-id', 'range', 'x-forwarded-for'] as const;
+const READ_HEADERS = [
+  'x-auth-token',
+  'if-match',
+  'if-none-match',
+  'accept',
+  'content-type',
+  'content-length',
+  'transfer-encoding',
+  'x-request-id',
+  'range',
+  'x-forwarded-for',
+] as const;
 
 /** One request as the route handlers see it: copied out of uWS, with its body to come. */
 export class Exchange {

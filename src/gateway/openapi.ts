@@ -44,7 +44,9 @@ export function openApiDocument(version: string, routers: Record<string, Pick<Ro
           operationId: `${m.toLowerCase()}_${prefix}_${pattern}`.replace(/[^A-Za-z0-9_]+/g, '_'),
           parameters: params,
           ...(body ? { requestBody: { required: true, content: { 'application/json': { schema: z.toJSONSchema(body, { unrepresentable: 'any' }) } } } } : {}),
-          responses: { default: { description: 'The answer of the spec; errors carry the error body', content: { 'application/json': { schema: errorBody } } } },
+          responses: {
+            default: { description: 'The answer of the spec; errors carry the error body', content: { 'application/json': { schema: errorBody } } },
+          },
         };
       }
     }

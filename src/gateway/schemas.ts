@@ -45,9 +45,17 @@ export function nestingDepth(v: unknown, limit = MAX_BODY_DEPTH): number {
 const aspectSchema = z.looseObject({ _type: z.string().max(256).optional() });
 
 const operationSchema = z.discriminatedUnion('_type', [
-  z.object({ _type: z.literal('svcSetAlias'), namespace: namespaceSchema.refine((n) => n !== MAIN_NAMESPACE, `namespace ${MAIN_NAMESPACE} is reserved for main aliases`), alias: aliasSchema }),
+  z.object({
+    _type: z.literal('svcSetAlias'),
+    namespace: namespaceSchema.refine((n) => n !== MAIN_NAMESPACE, `namespace ${MAIN_NAMESPACE} is reserved for main aliases`),
+    alias: aliasSchema,
+  }),
   z.object({ _type: z.literal('svcAssignToViews'), views: z.array(viewSchema).min(1).max(100) }),
-  z.object({ _type: z.literal('svcAssignToSymbolicViews'), views: z.array(viewSchema).min(1).max(100), targetView: z.string().regex(/^@/, 'targetView must start with @').pipe(z.string().max(257)) }),
+  z.object({
+    _type: z.literal('svcAssignToSymbolicViews'),
+    views: z.array(viewSchema).min(1).max(100),
+    targetView: z.string().regex(/^@/, 'targetView must start with @').pipe(z.string().max(257)),
+  }),
   z.object({ _type: z.literal('svcContentMetadata'), aspects: z.record(aspectNameSchema, aspectSchema) }),
 ]);
 
@@ -94,7 +102,10 @@ export function parseEnvelope(body: unknown): ParsedEnvelope {
 function checkIndexable(aspect: Aspect): void {
   const problem = checkSearchDocument(aspect, indexSchema());
   if (problem) {
-    throw new AppError('BAD_REQUEST', `Invalid svcSolrDocument: ${problem.message}`, { field: problem.field, issues: [{ path: `aspects.svcSolrDocument.${problem.field}`, message: problem.message }] });
+    throw new AppError('BAD_REQUEST', `Invalid svcSolrDocument: ${problem.message}`, {
+      field: problem.field,
+      issues: [{ path: `aspects.svcSolrDocument.${problem.field}`, message: problem.message }],
+    });
   }
 }
 
@@ -120,7 +131,7 @@ export function checkAlias(namespace: string, alias: string): void {
 
 export function invalid(err: z.ZodError, prefix: (string | number)[] = []): AppError {
   const issues = err.issues.slice(0, 20).map((i) => ({ path: [...prefix, ...i.path.map(String)].join('.'), message: i.message }));
-  return new AppError('BAD_REQUEST', `Invalid request: ${issues[0]?.path ? issues[0].path + ': ' : ''}${issues[0]?.message ?? 'invalid'}`, { issues });
+  return new AppError('BAD_REQUEST', `Invalid request: ${issues[0]?.path ? `${issues[0].path}: ` : ''}${issues[0]?.message ?? 'invalid'}`, { issues });
 }
 
 export const viewBodySchema = z.union([

@@ -39,7 +39,8 @@ const JETTY_404 = `<html>
 </body>
 </html>`;
 
-const LEAKS = /trace|metadata|details|org\.apache|java\.|jdk\.|Exception|\tat |https?:\/\/|10\.1\.2\.3|8983|internal|\/var\/|Jetty|9\.7|10\.0\.22|html|svc_views_ss/;
+const LEAKS =
+  /trace|metadata|details|org\.apache|java\.|jdk\.|Exception|\tat |https?:\/\/|10\.1\.2\.3|8983|internal|\/var\/|Jetty|9\.7|10\.0\.22|html|svc_views_ss/;
 
 describe('engine errors through the search proxy (CONTRACT §12, §20)', () => {
   it('a JSON error keeps the status, msg and code, with the error body of §11; metadata goes, Java class names go', () => {
@@ -52,7 +53,13 @@ describe('engine errors through the search proxy (CONTRACT §12, §20)', () => {
   it('a 500 loses its stack trace; the status stays', () => {
     const a = engineErrorAnswer('content', { status: 500, contentType: 'application/json', body: TRACE_500 });
     expect(a.status).to.equal(500);
-    expect(a.body).to.deep.equal({ message: 'For input string: "x"', statusCode: '50000', extraInfo: {}, responseHeader: { status: 500, QTime: 2 }, error: { msg: 'For input string: "x"', code: 500 } });
+    expect(a.body).to.deep.equal({
+      message: 'For input string: "x"',
+      statusCode: '50000',
+      extraInfo: {},
+      responseHeader: { status: 500, QTime: 2 },
+      error: { msg: 'For input string: "x"', code: 500 },
+    });
   });
 
   it('addresses, host names with ports, file paths, server versions, echoed parameters and frames inside a message go', () => {
@@ -72,7 +79,7 @@ describe('engine errors through the search proxy (CONTRACT §12, §20)', () => {
   });
 
   it('scrubEngineMessage keeps what the caller sent', () => {
-    expect(scrubEngineMessage("undefined field nosuch_s")).to.equal('undefined field nosuch_s');
+    expect(scrubEngineMessage('undefined field nosuch_s')).to.equal('undefined field nosuch_s');
     expect(scrubEngineMessage("Cannot parse 'n_i:12345 AND a/b/c'")).to.equal("Cannot parse 'n_i:12345 AND a/b/c'");
     expect(scrubEngineMessage("Cannot parse 'tags_ss:[a TO b] id:[1]'")).to.equal("Cannot parse 'tags_ss:[a TO b] id:[1]'");
   });

@@ -63,6 +63,9 @@ export function engineErrorAnswer(collection: string, res: EngineAnswer): { stat
   const msg = typeof parsed.error.msg === 'string' && parsed.error.msg ? scrubEngineMessage(parsed.error.msg) : `The search engine answered ${status}`;
   const code = typeof parsed.error.code === 'number' ? parsed.error.code : status;
   const header = parsed.responseHeader;
-  const responseHeader = header && typeof header === 'object' ? { status: typeof header.status === 'number' ? header.status : status, QTime: typeof header.QTime === 'number' ? header.QTime : 0 } : undefined;
+  const responseHeader =
+    header && typeof header === 'object'
+      ? { status: typeof header.status === 'number' ? header.status : status, QTime: typeof header.QTime === 'number' ? header.QTime : 0 }
+      : undefined;
   return { status, body: { message: msg, statusCode, extraInfo: {}, ...(responseHeader ? { responseHeader } : {}), error: { msg, code } } };
 }

@@ -77,11 +77,78 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
   it('takes a query of 1,000 version ids; refuses a value longer than MAX_VALUE_LENGTH', () => {
     const ids = Array.from({ length: 1000 }, (_, i) => `"c:01M84HJBPR7FF3CE6KMQGP${String(i).padStart(4, '0')}:01M84HJBPR7FF3CE6KMQGP0F92"`);
     expect(refusal({ q: `id:(${ids.join(' OR ')})`, rows: '1000' })).to.equal(null);
-    expect(refusal({ q: 'a'.repeat(MAX_VALUE_LENGTH + 1) })).to.deep.equal({ parameter: 'q', message: `Parameter 'q': longer than ${MAX_VALUE_LENGTH} characters` });
+    expect(refusal({ q: 'a'.repeat(MAX_VALUE_LENGTH + 1) })).to.deep.equal({
+      parameter: 'q',
+      message: `Parameter 'q': longer than ${MAX_VALUE_LENGTH} characters`,
+    });
   });
 
   it('refuses any other parameter, naming it (handlers, shards, streams, components that read past the filters)', () => {
-    for (const name of ['qt', 'shards', 'shards.qt', 'stream.body', 'stream.url', 'collection', 'distrib', 'json', 'json.facet', 'json.query', 'echoParams', 'debug', 'debugQuery', 'explainOther', 'expand', 'expand.q', 'mlt', 'mlt.fl', 'terms', 'terms.fl', 'spellcheck', 'suggest', 'rq', 'uf', 'q.alt', 'bq', 'bf', 'boost', 'pf2', 'hl.q', 'hl.qparser', 'hl.method', 'group.query', 'group.func', 'group.main', 'group.ngroups', 'stats.facet', 'stats.calcdistinct', 'facet.method', 'facet.missing', 'facet.pivot.mincount', 'facet.range.other', 'facet.range.include', 'facet.interval', 'facet.heatmap', 'facet.contains', 'facet.matches', 'facet.excludeTerms', 'sub.q', 'x.fq', 'f.id.qf', 'f.id.facet.method', 'f.{!x}.facet.limit', 'f._val_.facet.limit', 'indent', 'sow', 'cache', 'minExactCount', 'segmentTerminateEarly', 'constructor', '__proto__', 'toString', '']) {
+    for (const name of [
+      'qt',
+      'shards',
+      'shards.qt',
+      'stream.body',
+      'stream.url',
+      'collection',
+      'distrib',
+      'json',
+      'json.facet',
+      'json.query',
+      'echoParams',
+      'debug',
+      'debugQuery',
+      'explainOther',
+      'expand',
+      'expand.q',
+      'mlt',
+      'mlt.fl',
+      'terms',
+      'terms.fl',
+      'spellcheck',
+      'suggest',
+      'rq',
+      'uf',
+      'q.alt',
+      'bq',
+      'bf',
+      'boost',
+      'pf2',
+      'hl.q',
+      'hl.qparser',
+      'hl.method',
+      'group.query',
+      'group.func',
+      'group.main',
+      'group.ngroups',
+      'stats.facet',
+      'stats.calcdistinct',
+      'facet.method',
+      'facet.missing',
+      'facet.pivot.mincount',
+      'facet.range.other',
+      'facet.range.include',
+      'facet.interval',
+      'facet.heatmap',
+      'facet.contains',
+      'facet.matches',
+      'facet.excludeTerms',
+      'sub.q',
+      'x.fq',
+      'f.id.qf',
+      'f.id.facet.method',
+      'f.{!x}.facet.limit',
+      'f._val_.facet.limit',
+      'indent',
+      'sow',
+      'cache',
+      'minExactCount',
+      'segmentTerminateEarly',
+      'constructor',
+      '__proto__',
+      'toString',
+      '',
+    ]) {
       const r = refusal({ q: '*:*', [name]: 'x' });
       expect(r, name).to.not.equal(null);
       expect(r!.parameter, name).to.equal(name);
@@ -91,7 +158,17 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
   });
 
   it('refuses local parameters in every parameter, in every spelling', () => {
-    const spellings = ['{!join from=id to=id}x', '{ !join from=id to=id}x', '{\t!lucene}x', 'x AND {!lucene}y', '\\{!join}x', '\\u007b!join}x', '\\u007B\\u0021join}x', '\\\\u007b!join}x', 'a:"\\{!x}"'];
+    const spellings = [
+      '{!join from=id to=id}x',
+      '{ !join from=id to=id}x',
+      '{\t!lucene}x',
+      'x AND {!lucene}y',
+      '\\{!join}x',
+      '\\u007b!join}x',
+      '\\u007B\\u0021join}x',
+      '\\\\u007b!join}x',
+      'a:"\\{!x}"',
+    ];
     for (const name of Object.keys(SEARCH_PARAMETER_ALLOWLIST)) {
       for (const value of spellings) {
         const r = refusal([[name, value]]);
@@ -115,7 +192,17 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
 
   it('refuses the magic fields _query_ and _val_ in q, fq and facet.query, escaped or not', () => {
     for (const name of ['q', 'fq', 'facet.query']) {
-      for (const value of ['_query_:"x"', '*:* AND _val_:"docfreq(id,x)"', '+_val_:1', '-_query_:x', '(_val_:1)', '\\_val\\_:1', '\\u005fval\\u005f:1', '\\u005Fquery\\u005F:x', '_VAL_:1']) {
+      for (const value of [
+        '_query_:"x"',
+        '*:* AND _val_:"docfreq(id,x)"',
+        '+_val_:1',
+        '-_query_:x',
+        '(_val_:1)',
+        '\\_val\\_:1',
+        '\\u005fval\\u005f:1',
+        '\\u005Fquery\\u005F:x',
+        '_VAL_:1',
+      ]) {
         expect(refusal([[name, value]])?.parameter, `${name}=${value}`).to.equal(name);
       }
       // fields that merely contain the words are fields
@@ -125,21 +212,51 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
 
   it('refuses fuzzy terms in q, fq and facet.query (their expansion reads the whole index); phrase proximity stays', () => {
     for (const name of ['q', 'fq', 'facet.query']) {
-      for (const value of ['foo~', 'title_s:abc~2', 'a AND b~0.5', '"x" y~', 'a\\"~1']) expect(refusal([[name, value]])?.parameter, `${name}=${value}`).to.equal(name);
-      for (const value of ['"a b"~2', 'a\\~b', '"a~b"', 'svc_views_ss:my\\~view', '"a \\" b"~3']) expect(refusal([[name, value]]), `${name}=${value}`).to.equal(null);
+      for (const value of ['foo~', 'title_s:abc~2', 'a AND b~0.5', '"x" y~', 'a\\"~1'])
+        expect(refusal([[name, value]])?.parameter, `${name}=${value}`).to.equal(name);
+      for (const value of ['"a b"~2', 'a\\~b', '"a~b"', 'svc_views_ss:my\\~view', '"a \\" b"~3'])
+        expect(refusal([[name, value]]), `${name}=${value}`).to.equal(null);
     }
   });
 
   it('fl: field names, * globs and score only; no transformers, functions or aliases', () => {
     for (const fl of ['id', 'id,title_s', 'id title_s', '*', 'svc_*', '*_s,score', ' id , score ']) expect(refusal({ fl }), fl).to.equal(null);
-    for (const fl of ['id,[value v=1]', '[docid]', 'id,[child]', '[subquery]', 'id,[explain]', 'id,[json]', 'x:id', 'df:docfreq(id,x)', 'docfreq(id,x)', 'numdocs()', 'id,$x', "'x'", 'id,"x"', '_val_', 'id;x', '']) {
+    for (const fl of [
+      'id,[value v=1]',
+      '[docid]',
+      'id,[child]',
+      '[subquery]',
+      'id,[explain]',
+      'id,[json]',
+      'x:id',
+      'df:docfreq(id,x)',
+      'docfreq(id,x)',
+      'numdocs()',
+      'id,$x',
+      "'x'",
+      'id,"x"',
+      '_val_',
+      'id;x',
+      '',
+    ]) {
       expect(refusal({ fl })?.parameter, fl).to.equal('fl');
     }
   });
 
   it('sort: fields and score with asc or desc; no functions', () => {
     for (const sort of ['id asc', 'score desc', 'n_i desc,id asc', 'title_s  ASC']) expect(refusal({ sort }), sort).to.equal(null);
-    for (const sort of ['docfreq(id,x) asc', 'id', 'id up', 'if(exists(id),1,0) desc', 'query({!v=x}) desc', '_docid_ asc', '$s asc', 'id asc,', 'field(id) asc', 'id asc;x']) {
+    for (const sort of [
+      'docfreq(id,x) asc',
+      'id',
+      'id up',
+      'if(exists(id),1,0) desc',
+      'query({!v=x}) desc',
+      '_docid_ asc',
+      '$s asc',
+      'id asc,',
+      'field(id) asc',
+      'id asc;x',
+    ]) {
       expect(refusal({ sort })?.parameter, sort).to.equal('sort');
     }
   });
@@ -163,25 +280,93 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
 
   it('numbers are numbers within bounds; enumerations are exact', () => {
     const bad: [string, string][] = [
-      ['rows', '1001'], ['rows', '-1'], ['rows', '10abc'], ['rows', '1e3'], ['rows', ''], ['start', '-1'], ['start', '100001'], ['start', '2147483647'],
-      ['facet.limit', '-2'], ['facet.offset', '-1'], ['facet.mincount', 'x'], ['group.limit', '-1'], ['group.limit', '1001'], ['group.offset', '100001'],
-      ['hl.snippets', '101'], ['hl.fragsize', '-1'], ['timeAllowed', '-1'], ['timeAllowed', '99999999999'],
-      ['defType', 'func'], ['defType', 'join'], ['defType', 'Lucene'], ['q.op', 'NOT'], ['facet.sort', 'count desc'], ['facet', 'yes'], ['wt', 'xml'], ['wt', 'javabin'],
-      ['mm', 'abc'], ['mm', '1<'], ['facet.range.start', 'yesterday'], ['facet.range.gap', '+1FORTNIGHT'], ['facet.range.end', 'NOW+1DAY{!x}'],
-      ['cursorMark', 'a b'], ['view', 'a/b'], ['variant', ''], ['f.id.facet.limit', 'x'],
+      ['rows', '1001'],
+      ['rows', '-1'],
+      ['rows', '10abc'],
+      ['rows', '1e3'],
+      ['rows', ''],
+      ['start', '-1'],
+      ['start', '100001'],
+      ['start', '2147483647'],
+      ['facet.limit', '-2'],
+      ['facet.offset', '-1'],
+      ['facet.mincount', 'x'],
+      ['group.limit', '-1'],
+      ['group.limit', '1001'],
+      ['group.offset', '100001'],
+      ['hl.snippets', '101'],
+      ['hl.fragsize', '-1'],
+      ['timeAllowed', '-1'],
+      ['timeAllowed', '99999999999'],
+      ['defType', 'func'],
+      ['defType', 'join'],
+      ['defType', 'Lucene'],
+      ['q.op', 'NOT'],
+      ['facet.sort', 'count desc'],
+      ['facet', 'yes'],
+      ['wt', 'xml'],
+      ['wt', 'javabin'],
+      ['mm', 'abc'],
+      ['mm', '1<'],
+      ['facet.range.start', 'yesterday'],
+      ['facet.range.gap', '+1FORTNIGHT'],
+      ['facet.range.end', 'NOW+1DAY{!x}'],
+      ['cursorMark', 'a b'],
+      ['view', 'a/b'],
+      ['variant', ''],
+      ['f.id.facet.limit', 'x'],
     ];
     for (const [k, v] of bad) expect(refusal([[k, v]])?.parameter, `${k}=${v}`).to.equal(k);
-    expect(refusal({ rows: '0', start: '0', 'facet.limit': '-1', 'facet.range.start': '-1.5e3', 'facet.range.gap': '/DAY+1HOUR', timeAllowed: '0' })).to.equal(null);
+    expect(refusal({ rows: '0', start: '0', 'facet.limit': '-1', 'facet.range.start': '-1.5e3', 'facet.range.gap': '/DAY+1HOUR', timeAllowed: '0' })).to.equal(
+      null,
+    );
   });
 
   it('single-valued parameters are given once; fq, fl and the facet, stats and group fields may repeat', () => {
-    expect(refusal([['rows', '1'], ['rows', '2']])?.message).to.equal("Parameter 'rows' may be given once");
-    expect(refusal([['defType', 'lucene'], ['defType', 'lucene']])?.parameter).to.equal('defType');
-    expect(refusal([['fq', 'a:1'], ['fq', 'b:2'], ['fl', 'id'], ['fl', 'x'], ['facet.field', 'a'], ['facet.field', 'b'], ['facet.query', 'a:1'], ['facet.query', 'b:1'], ['facet.pivot', 'a,b'], ['facet.pivot', 'b,a'], ['facet.range', 'n_i'], ['facet.range', 'm_i'], ['stats.field', 'a'], ['stats.field', 'b'], ['group.field', 'a'], ['group.field', 'b']])).to.equal(null);
+    expect(
+      refusal([
+        ['rows', '1'],
+        ['rows', '2'],
+      ])?.message,
+    ).to.equal("Parameter 'rows' may be given once");
+    expect(
+      refusal([
+        ['defType', 'lucene'],
+        ['defType', 'lucene'],
+      ])?.parameter,
+    ).to.equal('defType');
+    expect(
+      refusal([
+        ['fq', 'a:1'],
+        ['fq', 'b:2'],
+        ['fl', 'id'],
+        ['fl', 'x'],
+        ['facet.field', 'a'],
+        ['facet.field', 'b'],
+        ['facet.query', 'a:1'],
+        ['facet.query', 'b:1'],
+        ['facet.pivot', 'a,b'],
+        ['facet.pivot', 'b,a'],
+        ['facet.range', 'n_i'],
+        ['facet.range', 'm_i'],
+        ['stats.field', 'a'],
+        ['stats.field', 'b'],
+        ['group.field', 'a'],
+        ['group.field', 'b'],
+      ]),
+    ).to.equal(null);
   });
 
   it('facet.mincount, global and per field, is raised to at least 1 (no facet lists terms outside the result)', () => {
-    const r = checkSearchParams(new URLSearchParams([['facet', 'true'], ['facet.field', 'id'], ['facet.mincount', '0'], ['f.id.facet.mincount', '-5'], ['f.a.facet.mincount', '7']]));
+    const r = checkSearchParams(
+      new URLSearchParams([
+        ['facet', 'true'],
+        ['facet.field', 'id'],
+        ['facet.mincount', '0'],
+        ['f.id.facet.mincount', '-5'],
+        ['f.a.facet.mincount', '7'],
+      ]),
+    );
     expect(r.engine.getAll('facet.mincount')).to.deep.equal(['1']);
     expect(r.engine.getAll('f.id.facet.mincount')).to.deep.equal(['1']);
     expect(r.engine.getAll('f.a.facet.mincount')).to.deep.equal(['7']);
@@ -196,8 +381,19 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
   });
 
   it('the first parameter refused, in request order, is the one named', () => {
-    expect(refusal([['q', '*:*'], ['mlt', 'true'], ['rows', '5000']])?.parameter).to.equal('mlt');
-    expect(refusal([['rows', '5000'], ['mlt', 'true']])?.parameter).to.equal('rows');
+    expect(
+      refusal([
+        ['q', '*:*'],
+        ['mlt', 'true'],
+        ['rows', '5000'],
+      ])?.parameter,
+    ).to.equal('mlt');
+    expect(
+      refusal([
+        ['rows', '5000'],
+        ['mlt', 'true'],
+      ])?.parameter,
+    ).to.equal('rows');
   });
 
   it('unescapedForParser reads escapes as the query parser does, escapes of escapes included', () => {

@@ -98,7 +98,10 @@ function checkAnyValue(value: string): void {
 
 const query: Rule = (v) => {
   if (MAGIC_FIELDS.test(unescapedForParser(v))) refuse('the magic fields _query_ and _val_ (nested and function queries) are not allowed');
-  if (hasFuzzyTerm(v)) refuse('fuzzy terms (term~) are not allowed: they expand to the closest terms of the whole index, so content the caller may not read could change which documents match');
+  if (hasFuzzyTerm(v))
+    refuse(
+      'fuzzy terms (term~) are not allowed: they expand to the closest terms of the whole index, so content the caller may not read could change which documents match',
+    );
   return v;
 };
 
@@ -266,11 +269,22 @@ export const SEARCH_PARAMETER_ALLOWLIST: Readonly<Record<string, Param>> = {
 };
 
 /** Base parameters that also have a per-field form `f.<field>.<base>`. */
-const PER_FIELD = new Set(['facet.limit', 'facet.offset', 'facet.sort', 'facet.prefix', 'facet.mincount', 'facet.range.start', 'facet.range.end', 'facet.range.gap', 'hl.snippets', 'hl.fragsize']);
+const PER_FIELD = new Set([
+  'facet.limit',
+  'facet.offset',
+  'facet.sort',
+  'facet.prefix',
+  'facet.mincount',
+  'facet.range.start',
+  'facet.range.end',
+  'facet.range.gap',
+  'hl.snippets',
+  'hl.fragsize',
+]);
 
 /** The allowlist entry of a parameter name, per-field forms included. */
 function entryOf(key: string): Param | undefined {
-  if (Object.prototype.hasOwnProperty.call(SEARCH_PARAMETER_ALLOWLIST, key)) return SEARCH_PARAMETER_ALLOWLIST[key];
+  if (Object.hasOwn(SEARCH_PARAMETER_ALLOWLIST, key)) return SEARCH_PARAMETER_ALLOWLIST[key];
   const m = /^f\.([^.]+)\.(.+)$/.exec(key);
   if (m && PER_FIELD.has(m[2]) && FIELD_NAME.test(m[1]) && !PSEUDO_FIELDS.has(m[1])) return SEARCH_PARAMETER_ALLOWLIST[m[2]];
   return undefined;

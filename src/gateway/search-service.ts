@@ -46,7 +46,8 @@ export class SearchService {
   }
 
   private async select(x: Exchange, p: Params): Promise<void> {
-    if (!this.d.engine) throw new AppError('UNAVAILABLE', 'No search engine is configured (set SOLR_URL, or install Java and Maven for the embedded Solr)', {}, 30);
+    if (!this.d.engine)
+      throw new AppError('UNAVAILABLE', 'No search engine is configured (set SOLR_URL, or install Java and Maven for the embedded Solr)', {}, 30);
     if (!/^[A-Za-z0-9_.-]{1,128}$/.test(p.collection)) throw new AppError('BAD_REQUEST', 'Invalid collection name');
     const request = checkSearchParams(await this.params(x));
     const user = await this.d.tokens.caller(x.header('x-auth-token'));
@@ -64,9 +65,11 @@ export class SearchService {
       return;
     }
     const body = JSON.parse(res.body) as { response?: { docs?: Record<string, unknown>[] } };
-    await Promise.all((body.response?.docs ?? []).map(async (doc) => {
-      doc._content = await this.inline(String(doc.id ?? ''), request.variant, user, now);
-    }));
+    await Promise.all(
+      (body.response?.docs ?? []).map(async (doc) => {
+        doc._content = await this.inline(String(doc.id ?? ''), request.variant, user, now);
+      }),
+    );
     x.sendJson(200, body);
   }
 
@@ -77,7 +80,11 @@ export class SearchService {
       const type = (x.header('content-type') ?? '').split(';')[0].trim().toLowerCase();
       const body = await x.body();
       if (body.length) {
-        if (type !== 'application/x-www-form-urlencoded') throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'Send search parameters as query parameters or an application/x-www-form-urlencoded body; the JSON request API is not supported');
+        if (type !== 'application/x-www-form-urlencoded')
+          throw new AppError(
+            'UNSUPPORTED_MEDIA_TYPE',
+            'Send search parameters as query parameters or an application/x-www-form-urlencoded body; the JSON request API is not supported',
+          );
         for (const [k, v] of new URLSearchParams(body.toString('utf8'))) params.append(k, v);
       }
     }

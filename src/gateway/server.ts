@@ -1,7 +1,5 @@
 import uWS from 'uWebSockets.js';
-import type { Settings } from '../../config/settings.js';
 import { keys, type RedisClient } from '../adapters/redis.js';
-import type { Logger } from '../adapters/log.js';
 import { AppError } from '../errors.js';
 import { sleep } from '../wait.js';
 import type { Metrics } from '../adapters/metrics.js';
@@ -129,7 +127,15 @@ export class Gateway {
     if (segs.length === 1 && segs[0] === 'openapi.json') {
       x.route = 'openapi';
       getOnly(x);
-      this.openapi ??= JSON.stringify(openApiDocument(this.d.settings.API_VERSION, { [CONTENT_PREFIX]: this.content.router, [SEARCH_PREFIX]: this.search.router, [FILE_PREFIX]: FileService.routes, [DELIVERY_PREFIX]: FileDeliveryService.routes, [TAXONOMY_PREFIX]: TaxonomyService.routes }));
+      this.openapi ??= JSON.stringify(
+        openApiDocument(this.d.settings.API_VERSION, {
+          [CONTENT_PREFIX]: this.content.router,
+          [SEARCH_PREFIX]: this.search.router,
+          [FILE_PREFIX]: FileService.routes,
+          [DELIVERY_PREFIX]: FileDeliveryService.routes,
+          [TAXONOMY_PREFIX]: TaxonomyService.routes,
+        }),
+      );
       x.send(200, [['Content-Type', 'application/json']], this.openapi);
       return;
     }

@@ -3,7 +3,15 @@ import type { ContentStore } from '../adapters/content-store.js';
 import type { SolrEngine } from '../adapters/search-engine.js';
 import { escapeTerm } from '../content/search-document.js';
 import { mainAlias, type Aspects, type Snapshot } from '../content/model.js';
-import { CONTENT_HIERARCHY, CONTENT_HIERARCHY_ASPECT, CONTENT_HIERARCHY_DIMENSION, stringMap, strings, str, taxonomyRepresentation } from '../content/taxonomy.js';
+import {
+  CONTENT_HIERARCHY,
+  CONTENT_HIERARCHY_ASPECT,
+  CONTENT_HIERARCHY_DIMENSION,
+  stringMap,
+  strings,
+  str,
+  taxonomyRepresentation,
+} from '../content/taxonomy.js';
 import { resolveContentRef } from '../actors/content/taxonomy-references.js';
 import { fieldSafe } from '../content/variants.js';
 import { AppError } from '../errors.js';
@@ -62,13 +70,21 @@ type Def = TaxonomyDef | DimensionDef | EntityDef;
 function defOf(aspects: Aspects): Def | null {
   const rep = taxonomyRepresentation(aspects);
   if (!rep) return null;
-  if (rep.svcTaxonomy) return { kind: 'taxonomy', id: str(rep.svcTaxonomy.id), name: str(rep.svcTaxonomy.name), dimensions: strings(rep.svcTaxonomy.dimensions) };
+  if (rep.svcTaxonomy)
+    return { kind: 'taxonomy', id: str(rep.svcTaxonomy.id), name: str(rep.svcTaxonomy.name), dimensions: strings(rep.svcTaxonomy.dimensions) };
   if (rep.svcDimension) {
     const d = rep.svcDimension;
     return { kind: 'dimension', id: str(d.id), name: str(d.name), enumerable: d.enumerable === true, localizations: stringMap(d.localizations) };
   }
   const e = rep.svcEntity!;
-  return { kind: 'entity', id: str(e.id), name: str(e.name), localizations: stringMap(e.localizations), parent: typeof e.parent === 'string' ? e.parent : null, attributes: stringMap(e.attributes) };
+  return {
+    kind: 'entity',
+    id: str(e.id),
+    name: str(e.name),
+    localizations: stringMap(e.localizations),
+    parent: typeof e.parent === 'string' ? e.parent : null,
+    attributes: stringMap(e.attributes),
+  };
 }
 
 /** Definitions by id, and the children (entities) of each entity or dimension id. */
@@ -135,7 +151,16 @@ export class TaxonomyService {
   /** Who may see which indexed content: completion candidates from the index are filtered like search. */
   private readonly rules: VisibilityRules;
 
-  constructor(private readonly d: { store: ContentStore; settings: Settings; engine: SolrEngine | null; tokens: TokenService; security: SecurityConfig; clock: () => number }) {
+  constructor(
+    private readonly d: {
+      store: ContentStore;
+      settings: Settings;
+      engine: SolrEngine | null;
+      tokens: TokenService;
+      security: SecurityConfig;
+      clock: () => number;
+    },
+  ) {
     this.rules = { security: d.security, publicViews: d.settings.PUBLIC_VIEWS.split(',') };
   }
 
@@ -149,7 +174,10 @@ export class TaxonomyService {
     const sees = this.viewer(await this.d.tokens.caller(x.header('x-auth-token')));
     const model = await this.model();
     if (segs.length === 1) {
-      x.sendJson(200, model.taxonomies.map((t) => this.taxonomy(model, t, depth, sees)));
+      x.sendJson(
+        200,
+        model.taxonomies.map((t) => this.taxonomy(model, t, depth, sees)),
+      );
       return;
     }
     const id = segs.slice(1).join('/');
@@ -157,7 +185,14 @@ export class TaxonomyService {
     // A node the caller may not see answers as one that does not exist. (Below a node it may
     // not see, a node is still found by its id, as it would be if that node did not exist.)
     if (!def || (def.kind === 'entity' && !sees(def))) throw new AppError('NOT_FOUND', `No taxonomy, dimension or entity ${id}`);
-    x.sendJson(200, def.kind === 'taxonomy' ? this.taxonomy(model, def, depth, sees) : def.kind === 'dimension' ? this.dimension(model, def, depth, sees) : this.entity(model, def, depth, sees));
+    x.sendJson(
+      200,
+      def.kind === 'taxonomy'
+        ? this.taxonomy(model, def, depth, sees)
+        : def.kind === 'dimension'
+          ? this.dimension(model, def, depth, sees)
+          : this.entity(model, def, depth, sees),
+    );
   }
 
   /**
@@ -177,8 +212,11 @@ export class TaxonomyService {
     const sees = this.viewer(user);
     const model = await this.model();
     const dim = model.byId.get(dimId);
-    if (!dim || dim.kind !== 'dimension') throw new AppError('NOT_FOUND', `No dimension ${dimId}`);
-    const levels = input.split('/').map((l) => tokens(l)).filter((l) => l.length > 0);
+    if (dim?.kind !== 'dimension') throw new AppError('NOT_FOUND', `No dimension ${dimId}`);
+    const levels = input
+      .split('/')
+      .map((l) => tokens(l))
+      .filter((l) => l.length > 0);
     if (!levels.length) return this.sendCompletion(x, model, dim, [], sees);
     const defined = candidatesOf(model, dim.id);
     const matches: Candidate[] = [];
@@ -211,8 +249,6 @@ export class TaxonomyService {
     });
   }
 
-
-
   /**
    * Name paths of the dimension in the index whose autocomplete tokens start with every input
    * token, in documents the caller may see (the search proxy's visibility filter).
@@ -220,7 +256,15 @@ export class TaxonomyService {
   private async indexedPaths(dimId: string, inputTokens: string[], user: Principal | null): Promise<string[]> {
     const field = fieldSafe(dimId);
     const q = `svc_tag_autocomplete_${field}_lc:(${inputTokens.map((t) => `${escapeTerm(t)}*`).join(' AND ')})`;
-    const params = new URLSearchParams({ q, rows: '0', wt: 'json', facet: 'true', 'facet.field': `svc_tag_${field}_ss`, 'facet.limit': '1000', 'facet.mincount': '1' });
+    const params = new URLSearchParams({
+      q,
+      rows: '0',
+      wt: 'json',
+      facet: 'true',
+      'facet.field': `svc_tag_${field}_ss`,
+      'facet.limit': '1000',
+      'facet.mincount': '1',
+    });
     params.append('fq', visibilityFilter(this.rules, user, this.d.clock()));
     const res = await this.d.engine!.select(this.d.settings.SOLR_COLLECTION, params);
     if (res.status !== 200) return [];
@@ -300,7 +344,9 @@ export class TaxonomyService {
     const full = this.built === undefined || started - this.fullAt > FULL_LOAD_MS;
     const changed = full
       ? [...members]
-      : (await Promise.all(partitions.map((p) => store.changedBetween(p, this.loadedAt - CHANGE_MARGIN_MS, Infinity)))).flat().filter((cid) => members.has(cid));
+      : (await Promise.all(partitions.map((p) => store.changedBetween(p, this.loadedAt - CHANGE_MARGIN_MS, Infinity))))
+          .flat()
+          .filter((cid) => members.has(cid));
     for (let i = 0; i < changed.length; i += LOAD_BATCH) {
       await Promise.all(changed.slice(i, i + LOAD_BATCH).map((cid) => this.reread(cid)));
     }
@@ -318,7 +364,7 @@ export class TaxonomyService {
     const head = await this.d.store.head(cid);
     const version = head && !head.deleted ? await this.d.store.version(cid, head.head) : null;
     const def = head && version && (await this.defOf(cid, head, version.type, version.aspects));
-    if (def && def.id) this.defs.set(cid, def);
+    if (def?.id) this.defs.set(cid, def);
     else this.defs.delete(cid);
   }
 
@@ -331,7 +377,15 @@ export class TaxonomyService {
         const holder = await resolveContentRef(this.d.store, node.parent);
         parent = holder === null ? node.parent : mainAlias(holder);
       }
-      return { kind: 'entity', id, name: str(node.name, id), localizations: stringMap(node.localizations), parent, attributes: { ...stringMap(node.attributes), contentType: type }, head };
+      return {
+        kind: 'entity',
+        id,
+        name: str(node.name, id),
+        localizations: stringMap(node.localizations),
+        parent,
+        attributes: { ...stringMap(node.attributes), contentType: type },
+        head,
+      };
     }
     return defOf(aspects);
   }

@@ -60,7 +60,17 @@ export class WorkspaceService {
     if (!env.contentType) throw new AppError('BAD_REQUEST', 'system.contentType is required on create');
     const aspects = Object.fromEntries(Object.entries(env.aspects).filter(([, a]) => a !== null)) as Record<string, NonNullable<(typeof env.aspects)[string]>>;
     const files = await this.content.readableFiles(user, aspects.svcFiles);
-    const res = await this.d.mailbox.send<DraftResult, ContentCommand>({ k: 'wsCreate', id: newCommandId(), cid: newContentKey(), user, files, workspace: ws, type: env.contentType, aspects, ops: env.operations });
+    const res = await this.d.mailbox.send<DraftResult, ContentCommand>({
+      k: 'wsCreate',
+      id: newCommandId(),
+      cid: newContentKey(),
+      user,
+      files,
+      workspace: ws,
+      type: env.contentType,
+      aspects,
+      ops: env.operations,
+    });
     const status = res.subResults.length ? partialCreated(res.subResults) : STATUS_CREATED;
     x.send(201, [['Content-Type', 'application/json']], serialize(draftEnvelope(res.draft, null, status), fmt));
   }
@@ -123,11 +133,22 @@ export class WorkspaceService {
     let version = await this.d.store.version(cid, head!.head);
     if (!version) throw new AppError('NOT_FOUND', 'Version missing');
     if (variant !== null) {
-      const aspects = await this.d.variants.apply(variant, { snapshot: head!, version, hasTaxonomyContent: (id, dim) => entityHasContent(this.d.store, dim, id) });
+      const aspects = await this.d.variants.apply(variant, {
+        snapshot: head!,
+        version,
+        hasTaxonomyContent: (id, dim) => entityHasContent(this.d.store, dim, id),
+      });
       if (aspects === null) throw new AppError('NOT_FOUND', `Content is not available in variant ${variant}`);
       version = { ...version, aspects };
     }
-    x.send(200, [['Content-Type', 'application/json'], ['ETag', etagOf(cid, head!.rev)]], serialize({ ...contentEnvelope(head!, version), operations: [] }, fmt));
+    x.send(
+      200,
+      [
+        ['Content-Type', 'application/json'],
+        ['ETag', etagOf(cid, head!.rev)],
+      ],
+      serialize({ ...contentEnvelope(head!, version), operations: [] }, fmt),
+    );
   }
 
   /** Read a draft: if it exists in main, when the caller can read the original; else when it could read it in any context. */
@@ -136,9 +157,7 @@ export class WorkspaceService {
   }
 
   private mayRead(user: Principal, draft: Draft | null, head: Snapshot | null): boolean {
-    return head
-      ? isAllowed(this.d.security, user, 'Read', head.type, contextsOf(head.meta))
-      : canInAnyContext(this.d.security, user, 'Read', draft!.type);
+    return head ? isAllowed(this.d.security, user, 'Read', head.type, contextsOf(head.meta)) : canInAnyContext(this.d.security, user, 'Read', draft!.type);
   }
 
   /** PUT draft: a new draft over main, or the draft replaced; `merge` and conditional headers refused. */
@@ -155,7 +174,18 @@ export class WorkspaceService {
     const env = parseEnvelope(await x.json());
     const cid = await this.cidOf(p, ws);
     const files = await this.content.readableFiles(user, env.aspects.svcFiles);
-    const res = await this.d.mailbox.send<DraftResult, ContentCommand>({ k: 'wsUpdate', id: newCommandId(), cid, user, files, workspace: ws, aspects: env.aspects, ops: env.operations, origin: env.origin, mode: m });
+    const res = await this.d.mailbox.send<DraftResult, ContentCommand>({
+      k: 'wsUpdate',
+      id: newCommandId(),
+      cid,
+      user,
+      files,
+      workspace: ws,
+      aspects: env.aspects,
+      ops: env.operations,
+      origin: env.origin,
+      mode: m,
+    });
     const head = await this.liveHead(cid);
     x.send(200, [['Content-Type', 'application/json']], serialize(draftEnvelope(res.draft, head), fmt));
   }
@@ -177,12 +207,34 @@ export class WorkspaceService {
     const cid = await this.cidOf(p, ws);
     // Promote writes main as the promoter: the draft's files are checked for the promoter.
     const files = await this.content.readableFiles(user, (await this.d.store.draft(cid, ws))?.aspects.svcFiles);
-    const res = await this.d.mailbox.send<WriteResult, ContentCommand>({ k: 'wsPromote', id: newCommandId(), cid, user, files, workspace: ws }).finally(() => this.d.heads.drop(cid));
-    x.send(200, [['Content-Type', 'application/json'], ['ETag', etagOf(cid, res.snapshot.rev)]], serialize(contentEnvelope(res.snapshot, res.version, STATUS_OK), fmt));
+    const res = await this.d.mailbox
+      .send<WriteResult, ContentCommand>({ k: 'wsPromote', id: newCommandId(), cid, user, files, workspace: ws })
+      .finally(() => this.d.heads.drop(cid));
+    x.send(
+      200,
+      [
+        ['Content-Type', 'application/json'],
+        ['ETag', etagOf(cid, res.snapshot.rev)],
+      ],
+      serialize(contentEnvelope(res.snapshot, res.version, STATUS_OK), fmt),
+    );
   }
 }
 
 /** A snapshot for content that exists only on a workspace (for variant composition). */
 function draftSnapshot(d: Draft): Snapshot {
-  return { cid: d.cid, rev: 0, type: d.type, head: 'draft', created: d.created, modified: d.modified, committer: d.creator, deleted: false, views: {}, symbolic: {}, meta: {}, aliases: [] };
+  return {
+    cid: d.cid,
+    rev: 0,
+    type: d.type,
+    head: 'draft',
+    created: d.created,
+    modified: d.modified,
+    committer: d.creator,
+    deleted: false,
+    views: {},
+    symbolic: {},
+    meta: {},
+    aliases: [],
+  };
 }

@@ -14,7 +14,9 @@ import { TokenService } from './token-service.js';
 async function readPassword(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  const pw = Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+  const pw = Buffer.concat(chunks)
+    .toString('utf8')
+    .replace(/\r?\n$/, '');
   if (pw.length < 8) throw new Error('The password (on stdin) must have at least 8 characters');
   return pw;
 }

@@ -16,7 +16,10 @@ export function canonicalAddress(text: string): string {
   const a = text.trim().toLowerCase();
   if (net.isIPv4(a) || !net.isIPv6(a)) return a;
   // A dotted IPv4 tail as its two groups, then the `::` filled with zero groups.
-  const hex = a.replace(/(\d+)\.(\d+)\.(\d+)\.(\d+)$/, (_, b0: string, b1: string, b2: string, b3: string) => `${((+b0 << 8) | +b1).toString(16)}:${((+b2 << 8) | +b3).toString(16)}`);
+  const hex = a.replace(
+    /(\d+)\.(\d+)\.(\d+)\.(\d+)$/,
+    (_, b0: string, b1: string, b2: string, b3: string) => `${((+b0 << 8) | +b1).toString(16)}:${((+b2 << 8) | +b3).toString(16)}`,
+  );
   const [head, back] = hex.split('::');
   const left = head ? head.split(':') : [];
   const right = back ? back.split(':') : [];

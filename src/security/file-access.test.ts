@@ -17,7 +17,17 @@ describe('security: file access (CONTRACT §20)', () => {
   const ID = '01HZZZZZZZZZZZZZZZZZZZZZZZ';
 
   const head = (cid: string, owners: string[], deleted = false): Snapshot => ({
-    cid, rev: 1, type: 'memo', head: 'v', created: 0, modified: 0, committer: 'editor', deleted, views: {}, symbolic: {}, aliases: [],
+    cid,
+    rev: 1,
+    type: 'memo',
+    head: 'v',
+    created: 0,
+    modified: 0,
+    committer: 'editor',
+    deleted,
+    views: {},
+    symbolic: {},
+    aliases: [],
     meta: { svcSecurityContext: { owners } },
   });
   const heads: Record<string, Snapshot> = { CULTURE: head('CULTURE', ['culture']), SPORTS: head('SPORTS', ['sports']), GONE: head('GONE', ['sports'], true) };
@@ -78,7 +88,9 @@ describe('security: file access (CONTRACT §20)', () => {
   });
 
   it('fileReferencesOf lists what delivery serves: entries with a string fileUri, under filePath or their key', () => {
-    expect(fileReferencesOf({ files: { a: { fileUri: 'tmp://x/1/a' }, b: { fileUri: 'tmp://x/1/b', filePath: 'p/b' }, c: { filePath: 'c' }, d: 'x', e: [1] } })).to.deep.equal([
+    expect(
+      fileReferencesOf({ files: { a: { fileUri: 'tmp://x/1/a' }, b: { fileUri: 'tmp://x/1/b', filePath: 'p/b' }, c: { filePath: 'c' }, d: 'x', e: [1] } }),
+    ).to.deep.equal([
       { path: 'a', fileUri: 'tmp://x/1/a' },
       { path: 'p/b', fileUri: 'tmp://x/1/b' },
     ]);

@@ -144,7 +144,10 @@ export class RevocationFeed {
       if (wait.got >= wait.needed) return;
       const late = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), CONFIRM_WAIT_MS)));
       if ((await Promise.race([confirmed, late])) === 'late') {
-        this.listener.log('warn', `token revocation: ${wait.got} of ${reached} processes confirmed within ${CONFIRM_WAIT_MS} ms; the others may accept the token until their cache entry expires`);
+        this.listener.log(
+          'warn',
+          `token revocation: ${wait.got} of ${reached} processes confirmed within ${CONFIRM_WAIT_MS} ms; the others may accept the token until their cache entry expires`,
+        );
       }
     } finally {
       clearTimeout(timer);

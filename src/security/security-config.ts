@@ -10,7 +10,11 @@ import type { SecurityConfig } from '../content/permissions.js';
  * default password is its username, and only its scrypt hash is stored here.
  */
 
-const name = z.string().min(1).max(256).refine((s) => s !== '__proto__', 'reserved name');
+const name = z
+  .string()
+  .min(1)
+  .max(256)
+  .refine((s) => s !== '__proto__', 'reserved name');
 
 const accountSchema = z.strictObject({
   passwordHash: z.string().refine(isPasswordHash, 'must be scrypt$N$r$p$saltB64$hashB64'),
@@ -27,7 +31,7 @@ export const securityConfigSchema = z
     for (const [user, acct] of Object.entries(cfg.users)) {
       for (const [context, roles] of Object.entries(acct.contexts)) {
         for (const role of roles) {
-          if (!Object.prototype.hasOwnProperty.call(cfg.roles, role)) {
+          if (!Object.hasOwn(cfg.roles, role)) {
             ctx.addIssue({ code: 'custom', path: ['users', user, 'contexts', context], message: `unknown role "${role}"` });
           }
         }

@@ -316,7 +316,8 @@ export class TokenService {
       .then((fresh) => {
         if (this.client !== old) return void fresh.disconnect().catch(() => undefined); // stopped or replaced meanwhile
         this.use(fresh);
-        if (this.feedWanted && 'masters' in fresh) void this.feed.startSharded(fresh).catch((e: unknown) => this.logRedisError(`token store: revocation feed: ${(e as Error).message}`));
+        if (this.feedWanted && 'masters' in fresh)
+          void this.feed.startSharded(fresh).catch((e: unknown) => this.logRedisError(`token store: revocation feed: ${(e as Error).message}`));
         this.log('warn', 'token store: reconnected to Redis Cluster after a connection failure (slots learnt afresh)');
         return void old.disconnect().catch(() => undefined);
       })

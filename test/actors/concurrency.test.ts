@@ -31,7 +31,9 @@ for (const dispatch of ['local', 'stream'] as const) {
       const id = c.json.system.id;
       const key = id.split('/')[1];
       const etag = c.headers.get('etag')!;
-      const results = await Promise.all(clients.map((cl, i) => cl.req('PUT', `/content/alias/${id}`, { body: article(`client ${i}`), headers: { 'If-Match': etag } })));
+      const results = await Promise.all(
+        clients.map((cl, i) => cl.req('PUT', `/content/alias/${id}`, { body: article(`client ${i}`), headers: { 'If-Match': etag } })),
+      );
 
       const won = results.filter((r) => r.status === 200);
       const lost = results.filter((r) => r.status === 409);
@@ -63,8 +65,17 @@ for (const dispatch of ['local', 'stream'] as const) {
         let etag = c.headers.get('etag')!;
         for (let attempt = 0; attempt < 10 * CLIENTS; attempt++) {
           // merge mode appends to a list: a write based on a stale version would lose markers
-          const r = await clients[i].req('PUT', `/content/alias/${id}?updateMode=merge`, { body: { aspects: { body: { _type: 'body', markers: [`m${i}`] } } }, headers: { 'If-Match': etag } });
-          if (r.status === 200) return { i, version: r.json.system.version as string, rev: Number(/\/(\d+)"$/.exec(r.headers.get('etag')!)![1]), markers: r.json.aspects.body.markers as string[] };
+          const r = await clients[i].req('PUT', `/content/alias/${id}?updateMode=merge`, {
+            body: { aspects: { body: { _type: 'body', markers: [`m${i}`] } } },
+            headers: { 'If-Match': etag },
+          });
+          if (r.status === 200)
+            return {
+              i,
+              version: r.json.system.version as string,
+              rev: Number(/\/(\d+)"$/.exec(r.headers.get('etag')!)![1]),
+              markers: r.json.aspects.body.markers as string[],
+            };
           if (r.status !== 409 || r.json?.statusCode !== '40900') others.push(`${r.status} ${r.text}`);
           expect(r.status, r.text).to.equal(409);
           conflicts++;
@@ -77,7 +88,10 @@ for (const dispatch of ['local', 'stream'] as const) {
       expect(others, 'only 200 and 409/40900 answers').to.deep.equal([]);
       expect(conflicts, 'the clients did conflict').to.be.greaterThan(0);
       expect(new Set(wins.map((w) => w.version)).size, 'a new version per client').to.equal(CLIENTS);
-      expect(wins.map((w) => w.rev).sort((a, b) => a - b), 'one revision per client, 2..101').to.deep.equal(Array.from({ length: CLIENTS }, (_, k) => k + 2));
+      expect(
+        wins.map((w) => w.rev).sort((a, b) => a - b),
+        'one revision per client, 2..101',
+      ).to.deep.equal(Array.from({ length: CLIENTS }, (_, k) => k + 2));
 
       const final = await editor.req('GET', `/content/alias/${id}?atLeastRevision=${CLIENTS + 1}`);
       expect(final.status).to.equal(303);
@@ -87,10 +101,14 @@ for (const dispatch of ['local', 'stream'] as const) {
       const versions: string[] = h.json.versions.map((v: { version: string }) => v.version);
       expect(versions, 'history: 1 + 100 versions').to.have.length(CLIENTS + 1);
       expect(new Set(versions).size).to.equal(CLIENTS + 1);
-      expect(h.json.versions.map((v: { revision: { revisionNumber: number } }) => v.revision.revisionNumber).sort((a: number, b: number) => a - b)).to.deep.equal(
-        Array.from({ length: CLIENTS + 1 }, (_, k) => k + 1),
-      );
-      for (const w of wins) expect(versions.filter((v) => v === w.version), `client ${w.i}'s version once in history`).to.have.length(1);
+      expect(
+        h.json.versions.map((v: { revision: { revisionNumber: number } }) => v.revision.revisionNumber).sort((a: number, b: number) => a - b),
+      ).to.deep.equal(Array.from({ length: CLIENTS + 1 }, (_, k) => k + 1));
+      for (const w of wins)
+        expect(
+          versions.filter((v) => v === w.version),
+          `client ${w.i}'s version once in history`,
+        ).to.have.length(1);
 
       // Each revision is the previous one plus exactly the marker of the client acknowledged
       // at that revision: every write is there once, and none was based on a stale version.

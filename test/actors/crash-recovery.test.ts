@@ -172,8 +172,21 @@ describe('actors: the owner of a partition killed (kill -9) mid-stream (ARCHITEC
         const unsafe: boolean = etag === null;
         const start = Date.now();
         // After a failure the current ETag is not known: the next write goes unsafe.
-        const r: Answer = await editor.req('PUT', `/content/alias/${id}${unsafe ? '?unsafeUpdate=true' : ''}`, { body: article(marker), headers: unsafe ? {} : { 'If-Match': etag! } });
-        const a: Attempt = { key, partition, marker, unsafe, start, end: Date.now(), status: r.status, statusCode: r.json?.statusCode, retryAfter: r.headers.get('retry-after') };
+        const r: Answer = await editor.req('PUT', `/content/alias/${id}${unsafe ? '?unsafeUpdate=true' : ''}`, {
+          body: article(marker),
+          headers: unsafe ? {} : { 'If-Match': etag! },
+        });
+        const a: Attempt = {
+          key,
+          partition,
+          marker,
+          unsafe,
+          start,
+          end: Date.now(),
+          status: r.status,
+          statusCode: r.json?.statusCode,
+          retryAfter: r.headers.get('retry-after'),
+        };
         attempts.push(a);
         if (r.status === 200) {
           etag = r.headers.get('etag');
@@ -257,7 +270,10 @@ describe('actors: the owner of a partition killed (kill -9) mid-stream (ARCHITEC
     if (process.env.TEST_VERBOSE) console.log({ statuses: tally, pendingAtKill, outageMs: outage, killedParts, writes: attempts.length });
 
     // 1. Never a server error other than 503; a 503 carries Retry-After and 50300.
-    expect(attempts.filter((a) => a.status !== 200 && a.status !== 503), 'only 200 or 503 answers').to.deep.equal([]);
+    expect(
+      attempts.filter((a) => a.status !== 200 && a.status !== 503),
+      'only 200 or 503 answers',
+    ).to.deep.equal([]);
     for (const a of attempts.filter((x) => x.status === 503)) {
       expect(a.statusCode).to.equal('50300');
       expect(a.retryAfter).to.match(/^\d+$/);
@@ -291,7 +307,10 @@ describe('actors: the owner of a partition killed (kill -9) mid-stream (ARCHITEC
       const versions: string[] = h.json.versions.map((v: { version: string }) => v.version);
       const revs: number[] = h.json.versions.map((v: { revision: { revisionNumber: number } }) => v.revision.revisionNumber);
       expect(new Set(versions).size, 'no version twice in history').to.equal(versions.length);
-      expect([...revs].sort((a, b) => a - b), 'revisions 1..n without gaps or duplicates').to.deep.equal(Array.from({ length: revs.length }, (_, i) => i + 1));
+      expect(
+        [...revs].sort((a, b) => a - b),
+        'revisions 1..n without gaps or duplicates',
+      ).to.deep.equal(Array.from({ length: revs.length }, (_, i) => i + 1));
       expect(revs.length, 'the last acknowledged write is the head').to.equal(last.rev);
       const versionAt = new Map(h.json.versions.map((v: { version: string; revision: { revisionNumber: number } }) => [v.revision.revisionNumber, v.version]));
 
@@ -304,7 +323,11 @@ describe('actors: the owner of a partition killed (kill -9) mid-stream (ARCHITEC
         markers.push(r.json.aspects.body.title);
       }
       expect(new Set(markers).size, 'no write applied twice').to.equal(markers.length);
-      for (const m of markers) expect(mine.map((a) => a.marker), `revision marker ${m} was sent`).to.include(m);
+      for (const m of markers)
+        expect(
+          mine.map((a) => a.marker),
+          `revision marker ${m} was sent`,
+        ).to.include(m);
       // sequential writes land in the order they were sent
       const order = markers.map((m) => Number(m.split('#')[1]));
       expect(order, 'writes in sending order').to.deep.equal([...order].sort((a, b) => a - b));

@@ -74,20 +74,46 @@ describe('actors: a commit applied whose answer was lost is answered, not run ag
   it('local create, update, view, delete: each answered as applied, one revision each', async () => {
     const cid = newContentKey();
     store.lose = 1;
-    const created = await run({ k: 'create', id: newCommandId(), cid, user: editor, type: 'article', aspects: { body: { _type: 'body', title: 'a' } }, ops: [{ _type: 'svcSetAlias', namespace: 'lost', alias: cid }] });
+    const created = await run({
+      k: 'create',
+      id: newCommandId(),
+      cid,
+      user: editor,
+      type: 'article',
+      aspects: { body: { _type: 'body', title: 'a' } },
+      ops: [{ _type: 'svcSetAlias', namespace: 'lost', alias: cid }],
+    });
     expect(created.ok, JSON.stringify(created)).to.equal(true);
     const w = val(created) as WriteResult;
     expect(w.snapshot.rev).to.equal(1);
     expect(w.version.aspects.body.title).to.equal('a');
 
     store.lose = 1;
-    const updated = await run({ k: 'update', id: newCommandId(), cid, user: editor, ifMatch: etagOf(cid, 1), unsafe: false, mode: 'update', aspects: { body: { _type: 'body', title: 'b' } }, ops: [] });
+    const updated = await run({
+      k: 'update',
+      id: newCommandId(),
+      cid,
+      user: editor,
+      ifMatch: etagOf(cid, 1),
+      unsafe: false,
+      mode: 'update',
+      aspects: { body: { _type: 'body', title: 'b' } },
+      ops: [],
+    });
     expect(updated.ok, JSON.stringify(updated)).to.equal(true);
     expect((val(updated) as WriteResult).snapshot.rev).to.equal(2);
     expect((val(updated) as WriteResult).version.aspects.body.title).to.equal('b');
 
     store.lose = 1;
-    const view = await run({ k: 'assignView', id: newCommandId(), cid, user: editor, view: 'svcPublic', ifMatch: etagOf(cid, 2), versionKey: (val(updated) as WriteResult).version.key });
+    const view = await run({
+      k: 'assignView',
+      id: newCommandId(),
+      cid,
+      user: editor,
+      view: 'svcPublic',
+      ifMatch: etagOf(cid, 2),
+      versionKey: (val(updated) as WriteResult).version.key,
+    });
     expect(view).to.deep.include({ ok: true, value: { cid, rev: 3 } });
 
     store.lose = 1;
@@ -102,10 +128,28 @@ describe('actors: a commit applied whose answer was lost is answered, not run ag
   it('a commit sent twice (the first answer lost with the connection) answers as applied, not 409', async () => {
     const cid = newContentKey();
     store.resend = 1;
-    const created = await run({ k: 'create', id: newCommandId(), cid, user: editor, type: 'article', aspects: { body: { _type: 'body', title: 'a' } }, ops: [] });
+    const created = await run({
+      k: 'create',
+      id: newCommandId(),
+      cid,
+      user: editor,
+      type: 'article',
+      aspects: { body: { _type: 'body', title: 'a' } },
+      ops: [],
+    });
     expect(created.ok, JSON.stringify(created)).to.equal(true);
     store.resend = 1;
-    const updated = await run({ k: 'update', id: newCommandId(), cid, user: editor, ifMatch: etagOf(cid, 1), unsafe: false, mode: 'update', aspects: { body: { _type: 'body', title: 'b' } }, ops: [] });
+    const updated = await run({
+      k: 'update',
+      id: newCommandId(),
+      cid,
+      user: editor,
+      ifMatch: etagOf(cid, 1),
+      unsafe: false,
+      mode: 'update',
+      aspects: { body: { _type: 'body', title: 'b' } },
+      ops: [],
+    });
     expect(updated.ok, JSON.stringify(updated)).to.equal(true);
     expect((val(updated) as WriteResult).snapshot.rev).to.equal(2);
     expect((await store.head(cid))!.rev).to.equal(2);
@@ -124,7 +168,15 @@ describe('actors: a commit applied whose answer was lost is answered, not run ag
       return original(c);
     };
     try {
-      const created = await run({ k: 'create', id: newCommandId(), cid, user: editor, type: 'article', aspects: { body: { _type: 'body', title: 'x' } }, ops: [] });
+      const created = await run({
+        k: 'create',
+        id: newCommandId(),
+        cid,
+        user: editor,
+        type: 'article',
+        aspects: { body: { _type: 'body', title: 'x' } },
+        ops: [],
+      });
       expect(created.ok, JSON.stringify(created)).to.equal(true);
       expect((await store.head(cid))!.rev).to.equal(1);
     } finally {

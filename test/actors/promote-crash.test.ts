@@ -8,9 +8,11 @@ type P = Awaited<ReturnType<typeof startTestPlatform>>;
 const ENV = { PARTITIONS: '2', LEASE_MS: '1000' };
 
 function actorProcess(): ChildProcess {
-  return spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'actors'], { env: { ...process.env, ...ENV, LOG_LEVEL: 'warn' }, stdio: ['ignore', 'ignore', 'inherit'] });
+  return spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'actors'], {
+    env: { ...process.env, ...ENV, LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
 }
-
 
 describe('workspaces: the actor owning a content killed during a promote (issue 4)', function () {
   this.timeout(120000);
@@ -41,7 +43,9 @@ describe('workspaces: the actor owning a content killed during a promote (issue 
     it(`the promote is complete or not visible at all, and a retry completes it (kill after ${delay} ms)`, async () => {
       const ws = `crash${delay}x${Date.now()}`;
       const ns = `pc${delay}x${Date.now()}`;
-      const d = await editor.req('POST', `/content/workspace/${ws}`, { body: { ...article('promoted'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] } });
+      const d = await editor.req('POST', `/content/workspace/${ws}`, {
+        body: { ...article('promoted'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] },
+      });
       expect(d.status).to.equal(201);
       const id = d.json.system.id;
 

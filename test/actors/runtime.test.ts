@@ -75,10 +75,20 @@ describe('actor runtime (ARCHITECTURE principles 1-3)', function () {
   };
 
   const replyStream = () => `test:replies:${++replyStreams}`;
-  const create = (cid: string, replyTo: string, title = 'x'): ContentCommand => ({ k: 'create', id: newCommandId(), cid, replyTo, user: editor, type: 'article', aspects: { body: { _type: 'body', title } }, ops: [] });
+  const create = (cid: string, replyTo: string, title = 'x'): ContentCommand => ({
+    k: 'create',
+    id: newCommandId(),
+    cid,
+    replyTo,
+    user: editor,
+    type: 'article',
+    aspects: { body: { _type: 'body', title } },
+    ops: [],
+  });
 
   /** Appends a raw command (or any blob) to its partition's mailbox; resolves with the entry id. */
-  const append = async (cmd: ContentCommand | Buffer, cid: string) => (await redis.xadd(`cmd:{${partitionOf(cid, P)}}`, '*', 'm', Buffer.isBuffer(cmd) ? cmd : pack(cmd)))!;
+  const append = async (cmd: ContentCommand | Buffer, cid: string) =>
+    (await redis.xadd(`cmd:{${partitionOf(cid, P)}}`, '*', 'm', Buffer.isBuffer(cmd) ? cmd : pack(cmd)))!;
 
   const replies = async (stream: string, n: number): Promise<Reply[]> =>
     waitFor(
@@ -130,7 +140,9 @@ describe('actor runtime (ARCHITECTURE principles 1-3)', function () {
       expect(read[0][1].map((e) => e[0])).to.deep.equal([ea, eb1, eb2]);
       // ... committed b (its commit acknowledges the first entry), and died.
       await redis.set(`lease:{${p}}`, 'ghost', 'PX', 10000);
-      const out = await new ContentActor(store, loadSecurityConfig()).handle(b, { partition: p, owner: 'ghost', entryId: eb1 }).finally(() => redis.del(`lease:{${p}}`));
+      const out = await new ContentActor(store, loadSecurityConfig())
+        .handle(b, { partition: p, owner: 'ghost', entryId: eb1 })
+        .finally(() => redis.del(`lease:{${p}}`));
       if (out === 'lease-lost') throw new Error('ghost commit refused');
       expect(out.committed).to.equal(true);
       const pending = (await redis.xpending(stream, 'actors', '-', '+', 10)) as [string, string, number, number][];
@@ -174,7 +186,18 @@ describe('actor runtime (ARCHITECTURE principles 1-3)', function () {
       await append(create(cid, to), cid);
       await replies(to, 1);
       await redis.del(`vr:{${p}}:${cid}`);
-      const update: ContentCommand = { k: 'update', id: newCommandId(), cid, replyTo: to, user: editor, ifMatch: null, unsafe: true, mode: 'update', aspects: {}, ops: [] };
+      const update: ContentCommand = {
+        k: 'update',
+        id: newCommandId(),
+        cid,
+        replyTo: to,
+        user: editor,
+        ifMatch: null,
+        unsafe: true,
+        mode: 'update',
+        aspects: {},
+        ops: [],
+      };
       const e2 = await append(update, cid);
       const [, failed] = await replies(to, 2);
       expect(failed.ok).to.equal(false);
@@ -211,7 +234,20 @@ describe('actor runtime (ARCHITECTURE principles 1-3)', function () {
         store.commit({
           owner,
           expectedRev: 0,
-          snapshot: { cid, rev: 1, type: 't', head: 'v', created: now, modified: now, committer: 'x', deleted: false, views: {}, symbolic: {}, meta: {}, aliases: [] },
+          snapshot: {
+            cid,
+            rev: 1,
+            type: 't',
+            head: 'v',
+            created: now,
+            modified: now,
+            committer: 'x',
+            deleted: false,
+            views: {},
+            symbolic: {},
+            meta: {},
+            aliases: [],
+          },
           viewEvents: [],
           event: { kind: 'created', cid, rev: 1, type: 't', ts: now, userId: 'x' },
           reply: pack({}),
@@ -319,7 +355,10 @@ describe('gateway and a command that keeps failing (ARCHITECTURE principle 3, sp
 
   for (const dispatch of ['stream', 'local'] as const) {
     it(`answers 500 with the spec error body and no stack trace; the partition goes on (${dispatch} dispatch)`, async () => {
-      const p = await startTestPlatform({ PARTITIONS: String(P), LEASE_MS: '1000', ACTOR_MAX_ATTEMPTS: '2', LOCAL_DISPATCH: dispatch === 'local' ? 'true' : 'false' }, ['web', 'actors']);
+      const p = await startTestPlatform(
+        { PARTITIONS: String(P), LEASE_MS: '1000', ACTOR_MAX_ATTEMPTS: '2', LOCAL_DISPATCH: dispatch === 'local' ? 'true' : 'false' },
+        ['web', 'actors'],
+      );
       try {
         const c = await new Client(p.base).login('editor');
         const r0 = await c.create(article('soon poison'));

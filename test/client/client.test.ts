@@ -47,7 +47,10 @@ describe('typed client (src/client)', () => {
     expect(up.json.URI).to.match(/^content:\/\/typed\/[0-9A-Z]{26}\/note\.txt$/);
     const down = await c.download(up.headers.get('location')!);
     expect(down.body.toString()).to.equal('hello');
-    const created = await c.create({ system: { contentType: 'article' }, aspects: { svcFiles: { files: { 'n.txt': { fileUri: up.json.URI, filePath: 'n.txt' } } } } });
+    const created = await c.create({
+      system: { contentType: 'article' },
+      aspects: { svcFiles: { files: { 'n.txt': { fileUri: up.json.URI, filePath: 'n.txt' } } } },
+    });
     const delivered = await c.deliver({ version: created.json.system.version }, 'n.txt');
     expect(delivered.status).to.equal(200);
     expect(delivered.body.toString()).to.equal('hello');
@@ -59,7 +62,13 @@ describe('typed client (src/client)', () => {
     const doc = await c.openApi();
     expect(doc.status).to.equal(200);
     expect(doc.json.openapi).to.match(/^3\.1/);
-    expect(Object.keys(doc.json.paths)).to.include.members(['/content-service/content', '/file-service/file/{space}/{host}/{path}', '/file-delivery-service/version/{versionId}/{path}', '/taxonomy-service/structure/{id}', '/taxonomy-service/complete/{dimension}/{input}']);
+    expect(Object.keys(doc.json.paths)).to.include.members([
+      '/content-service/content',
+      '/file-service/file/{space}/{host}/{path}',
+      '/file-delivery-service/version/{versionId}/{path}',
+      '/taxonomy-service/structure/{id}',
+      '/taxonomy-service/complete/{dimension}/{input}',
+    ]);
     const m = await c.metrics();
     expect(m.text).to.match(/http_requests_total\{route="file-service\/file",method="POST",status="201"\} \d+/);
   });

@@ -40,7 +40,7 @@ describe('Redis Cluster: 3 masters (issue scale-out)', function () {
     const ws = `ws${Date.now()}`;
     const draft = await editor.req('POST', `/content/workspace/${ws}`, { body: article('draft in a workspace') });
     expect(draft.status, draft.text).to.equal(201);
-    const keys = (await Promise.all(cluster.servers.map(async (s) => (await fetchKeys(s.port)).length)));
+    const keys = await Promise.all(cluster.servers.map(async (s) => (await fetchKeys(s.port)).length));
     for (const n of keys) expect(n, 'every master holds keys').to.be.above(0);
   });
 
@@ -56,8 +56,17 @@ describe('Redis Cluster: 3 masters (issue scale-out)', function () {
     await until(async () => l.count() > before + 100, 30_000, 'writes to go on after the resharding');
     await l.stop();
     const revisions = await verifyWriters(writers, editor);
-    report('redis-cluster-reshard', { command: 'npm test -- test/cluster/redis-cluster.test.ts', fault: '2,000 hash slots moved from master 1 to master 2 (redis-cli --cluster reshard) under write load (12 writers, If-Match, through the streams)', reshardMs, statuses, revisions });
-    expect(Object.keys(statuses).every((s) => s === '200' || s === '409'), JSON.stringify(statuses)).to.equal(true);
+    report('redis-cluster-reshard', {
+      command: 'npm test -- test/cluster/redis-cluster.test.ts',
+      fault: '2,000 hash slots moved from master 1 to master 2 (redis-cli --cluster reshard) under write load (12 writers, If-Match, through the streams)',
+      reshardMs,
+      statuses,
+      revisions,
+    });
+    expect(
+      Object.keys(statuses).every((s) => s === '200' || s === '409'),
+      JSON.stringify(statuses),
+    ).to.equal(true);
   });
 });
 

@@ -358,7 +358,10 @@ describe('content service: content (spec Endpoints/Content, CONTRACT §5, §11, 
         ...article('m'),
         operations: [
           { _type: 'svcSetAlias', namespace: ns, alias: 'a' },
-          { _type: 'svcContentMetadata', aspects: { svcContentState: { hidden: true }, svcTimeState: { views: { svcPublic: { onTime: '2026-01-01T00:00:00Z' } } } } },
+          {
+            _type: 'svcContentMetadata',
+            aspects: { svcContentState: { hidden: true }, svcTimeState: { views: { svcPublic: { onTime: '2026-01-01T00:00:00Z' } } } },
+          },
         ],
       });
       const id = c.json.system.id;
@@ -497,7 +500,11 @@ describe('content service: content (spec Endpoints/Content, CONTRACT §5, §11, 
       expect(r.status).to.equal(200);
       expect(r.json.openapi).to.equal('3.1.0');
       expect(r.json.paths['/content-service/content'].post.requestBody.content['application/json'].schema.properties).to.have.property('aspects');
-      expect(r.json.paths['/content-service/content/alias/{ns}/{alias}/{rev}'].get.parameters.map((x: { name: string }) => x.name)).to.deep.equal(['ns', 'alias', 'rev']);
+      expect(r.json.paths['/content-service/content/alias/{ns}/{alias}/{rev}'].get.parameters.map((x: { name: string }) => x.name)).to.deep.equal([
+        'ns',
+        'alias',
+        'rev',
+      ]);
       expect(r.json.paths).to.have.property('/search-service/{collection}/select');
       expect(r.json.paths).to.have.property('/content-service/content/workspace/{ws}/alias/{ns}/{alias}/promote');
     });

@@ -123,7 +123,10 @@ describe('content service: views, time state, variants (spec Views, CONTRACT §6
     it('follow their target, also after a retarget; the target itself is unchanged', async () => {
       const { id, key, v1, v2, etag } = await twoVersions();
       let r = await editor.req('PUT', '/view/svcPublic', { body: { version: v1 }, headers: { 'If-Match': etag } });
-      r = await editor.req('PUT', '/view/mobile', { body: { symbolic: { alias: id, targetView: '@svcPublic' } }, headers: { 'If-Match': r.headers.get('etag')! } });
+      r = await editor.req('PUT', '/view/mobile', {
+        body: { symbolic: { alias: id, targetView: '@svcPublic' } },
+        headers: { 'If-Match': r.headers.get('etag')! },
+      });
       expect(r.status).to.equal(200);
       expect(r.headers.get('etag')).to.equal(`W/"${key}/4"`);
       expect((await reader.read(viewPath('mobile', id))).json.system.version).to.equal(v1);
@@ -196,7 +199,10 @@ describe('content service: views, time state, variants (spec Views, CONTRACT §6
         ...article('timed'),
         operations: [
           { _type: 'svcAssignToViews', views: ['svcPublic'] },
-          { _type: 'svcContentMetadata', aspects: { svcTimeState: { views: { svcPublic: { onTime: '2026-07-01T00:00:00Z', offTime: '2026-08-01T00:00:00Z' } } } } },
+          {
+            _type: 'svcContentMetadata',
+            aspects: { svcTimeState: { views: { svcPublic: { onTime: '2026-07-01T00:00:00Z', offTime: '2026-08-01T00:00:00Z' } } } },
+          },
         ],
       });
       const id = c.json.system.id;
@@ -230,7 +236,11 @@ describe('content service: views, time state, variants (spec Views, CONTRACT §6
 
     it('svcIndexing: the search document with every system field, categorization paths and the content fields (its own svc_ fields are not among them, CONTRACT §20)', async () => {
       // a taxonomy entity with content, so that its id path is indexed
-      await editor.create({ system: { contentType: 'svcEntityDefinitionContent' }, aspects: { svcEntityDefinition: { id: 'football', name: 'Football' } }, operations: [{ _type: 'svcSetAlias', namespace: '_taxonomy', alias: 'football' }] });
+      await editor.create({
+        system: { contentType: 'svcEntityDefinitionContent' },
+        aspects: { svcEntityDefinition: { id: 'football', name: 'Football' } },
+        operations: [{ _type: 'svcSetAlias', namespace: '_taxonomy', alias: 'football' }],
+      });
       const c = await editor.create({
         system: { contentType: 'article' },
         aspects: {

@@ -98,7 +98,9 @@ describe('content service: workspaces (spec Workspace, draft and alias reservati
       const ws = wsName();
       const r = await editor.req('POST', `/content/workspace/${ws}`, { body: { ...article('d1'), operations: [{ _type: 'svcAssignToViews', views: ['a'] }] } });
       const id = r.json.system.id;
-      const u = await editor.req('PUT', `${wsPath(ws, id)}?updateMode=replace`, { body: { aspects: { other: { x: 1 } }, operations: [{ _type: 'svcAssignToViews', views: ['b'] }] } });
+      const u = await editor.req('PUT', `${wsPath(ws, id)}?updateMode=replace`, {
+        body: { aspects: { other: { x: 1 } }, operations: [{ _type: 'svcAssignToViews', views: ['b'] }] },
+      });
       expect(u.status).to.equal(200);
       expect(u.json.aspects).to.deep.equal({ _type: 'article', other: { _type: 'other', x: 1 } });
       expect(u.json.operations).to.deep.equal([{ _type: 'svcAssignToViews', views: ['b'] }]);
@@ -107,7 +109,9 @@ describe('content service: workspaces (spec Workspace, draft and alias reservati
     it('draft -> workspace delete: no draft; only the workspace is affected; its reserved aliases are released', async () => {
       const ws = wsName();
       const ns = `del${n}`;
-      const r = await editor.req('POST', `/content/workspace/${ws}`, { body: { ...article('d'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] } });
+      const r = await editor.req('POST', `/content/workspace/${ws}`, {
+        body: { ...article('d'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] },
+      });
       const id = r.json.system.id;
       const d = await editor.req('DELETE', wsPath(ws, id));
       expect(d.status).to.equal(204);
@@ -137,7 +141,13 @@ describe('content service: workspaces (spec Workspace, draft and alias reservati
       const ws = wsName();
       const ns = `prom${n}`;
       const r = await editor.req('POST', `/content/workspace/${ws}`, {
-        body: { ...article('to promote'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }, { _type: 'svcAssignToViews', views: ['svcPublic'] }] },
+        body: {
+          ...article('to promote'),
+          operations: [
+            { _type: 'svcSetAlias', namespace: ns, alias: 'a' },
+            { _type: 'svcAssignToViews', views: ['svcPublic'] },
+          ],
+        },
       });
       const id = r.json.system.id;
       const key = id.split('/')[1];
@@ -165,7 +175,9 @@ describe('content service: workspaces (spec Workspace, draft and alias reservati
         const c = await editor.create({ system: { contentType: 'article' }, aspects: { body: { title: 'v1', keep: true }, extra: { v: 1 } } });
         const id = c.json.system.id;
         const key = id.split('/')[1];
-        const d = await editor.req('PUT', `${wsPath(ws, id)}?updateMode=${mode}`, { body: { aspects: { body: { title: 'v2' } }, origin: c.headers.get('etag') } });
+        const d = await editor.req('PUT', `${wsPath(ws, id)}?updateMode=${mode}`, {
+          body: { aspects: { body: { title: 'v2' } }, origin: c.headers.get('etag') },
+        });
         expect(d.status, d.text).to.equal(200);
         // main is untouched until the promote
         expect((await editor.read(`/content/alias/${id}`)).json.aspects.extra).to.deep.equal({ _type: 'extra', v: 1 });
@@ -180,7 +192,10 @@ describe('content service: workspaces (spec Workspace, draft and alias reservati
         expect(main.json.aspects, mode).to.deep.equal(expected);
         expect(pr.json.aspects, mode).to.deep.equal(expected);
         const trail = await audit(key);
-        expect(trail.map((e) => [e.action, e.via])).to.deep.equal([['create', 'main'], ['update', 'promote']]);
+        expect(trail.map((e) => [e.action, e.via])).to.deep.equal([
+          ['create', 'main'],
+          ['update', 'promote'],
+        ]);
       }
     });
 
@@ -227,7 +242,9 @@ describe('content service: workspaces (spec Workspace, draft and alias reservati
 
   it('workspace reads take variants like normal reads (spec: workspace read supports variants)', async () => {
     const ws = wsName();
-    const d = await editor.req('POST', `/content/workspace/${ws}`, { body: { system: { contentType: 'article' }, aspects: { body: { title: 't' }, secret: { v: 1 } } } });
+    const d = await editor.req('POST', `/content/workspace/${ws}`, {
+      body: { system: { contentType: 'article' }, aspects: { body: { title: 't' }, secret: { v: 1 } } },
+    });
     const t = await editor.req('GET', `${wsPath(ws, d.json.system.id)}?variant=teaser`);
     expect(t.status).to.equal(200);
     expect(t.json.aspects).to.deep.equal({ _type: 'article', body: { _type: 'body', title: 't' } });
@@ -241,11 +258,15 @@ describe('content service: workspaces (spec Workspace, draft and alias reservati
     it('free -> reserved by a workspace write: usable on the workspace, refused to any other content', async () => {
       const ws = wsName();
       const ns = `res${n}`;
-      const r = await editor.req('POST', `/content/workspace/${ws}`, { body: { ...article('r'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] } });
+      const r = await editor.req('POST', `/content/workspace/${ws}`, {
+        body: { ...article('r'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] },
+      });
       expect((await editor.req('GET', wsPath(ws, `${ns}/a`))).json.system.id).to.equal(r.json.system.id);
       const other = await editor.create({ ...article('o'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] });
       expect(other.json.status.statusCode).to.equal('20107');
-      const otherDraft = await editor.req('POST', `/content/workspace/${wsName()}`, { body: { ...article('o2'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] } });
+      const otherDraft = await editor.req('POST', `/content/workspace/${wsName()}`, {
+        body: { ...article('o2'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] },
+      });
       expect(otherDraft.json.status.statusCode).to.equal('20107');
       expect(otherDraft.json.status.subResults[0].status.statusCode).to.equal('40910');
     });
@@ -253,7 +274,9 @@ describe('content service: workspaces (spec Workspace, draft and alias reservati
     it('reserved -> promote: assigned in main', async () => {
       const ws = wsName();
       const ns = `res${n}`;
-      const r = await editor.req('POST', `/content/workspace/${ws}`, { body: { ...article('r'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] } });
+      const r = await editor.req('POST', `/content/workspace/${ws}`, {
+        body: { ...article('r'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] },
+      });
       await editor.req('POST', `${wsPath(ws, r.json.system.id)}/promote`);
       const m = await editor.read(`/content/alias/${r.json.system.id}/metadata`);
       expect(m.json.aspects.svcAliases.aliases[ns]).to.deep.equal(['a']);
@@ -263,7 +286,9 @@ describe('content service: workspaces (spec Workspace, draft and alias reservati
       for (const how of ['delete', 'clear']) {
         const ws = wsName();
         const ns = `res${n}`;
-        const r = await editor.req('POST', `/content/workspace/${ws}`, { body: { ...article('r'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] } });
+        const r = await editor.req('POST', `/content/workspace/${ws}`, {
+          body: { ...article('r'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] },
+        });
         if (how === 'delete') await editor.req('DELETE', wsPath(ws, r.json.system.id));
         else await editor.req('DELETE', `/content/workspace/${ws}`);
         const other = await editor.create({ ...article('o'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] });
@@ -274,7 +299,9 @@ describe('content service: workspaces (spec Workspace, draft and alias reservati
     it('reserved -> explicitly released (sysadmin): free, gone from the pending operations', async () => {
       const ws = wsName();
       const ns = `res${n}`;
-      const r = await editor.req('POST', `/content/workspace/${ws}`, { body: { ...article('r'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] } });
+      const r = await editor.req('POST', `/content/workspace/${ws}`, {
+        body: { ...article('r'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] },
+      });
       const rel = await sysadmin.req('DELETE', `/content/alias/${ns}/a/release`);
       expect(rel.status).to.equal(204);
       expect((await editor.req('GET', wsPath(ws, r.json.system.id))).json.operations).to.deep.equal([]);
@@ -285,7 +312,15 @@ describe('content service: workspaces (spec Workspace, draft and alias reservati
     it('reserved -> content updated on the workspace without an operation assigning it: free', async () => {
       const ws = wsName();
       const ns = `res${n}`;
-      const r = await editor.req('POST', `/content/workspace/${ws}`, { body: { ...article('r'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }, { _type: 'svcSetAlias', namespace: ns, alias: 'b' }] } });
+      const r = await editor.req('POST', `/content/workspace/${ws}`, {
+        body: {
+          ...article('r'),
+          operations: [
+            { _type: 'svcSetAlias', namespace: ns, alias: 'a' },
+            { _type: 'svcSetAlias', namespace: ns, alias: 'b' },
+          ],
+        },
+      });
       const id = r.json.system.id;
       await editor.req('PUT', wsPath(ws, id), { body: { aspects: {}, operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'b' }] } });
       const a = await editor.create({ ...article('o'), operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] });

@@ -41,10 +41,14 @@ describe('fault: a Redis Cluster master killed under load, its replica promoted'
     const killedAt = Date.now();
     victim.kill9();
     await victim.exited;
-    await until(async () => {
-      const masters = await cluster.masters();
-      return masters.length === 3 && !masters.includes(victim) && (await cluster.healthy());
-    }, 60_000, 'a replica to take the dead master over');
+    await until(
+      async () => {
+        const masters = await cluster.masters();
+        return masters.length === 3 && !masters.includes(victim) && (await cluster.healthy());
+      },
+      60_000,
+      'a replica to take the dead master over',
+    );
     const promotedAt = Date.now();
     const before = l.count();
     await until(async () => l.count() > before + 300, 60_000, 'writes to go on after the failover').catch((e: Error) => {
@@ -77,14 +81,20 @@ describe('fault: a Redis Cluster master killed under load, its replica promoted'
     // acknowledged after the promotion, and per content (sequential writes with If-Match, each
     // replicated after the one before) no write survives that came after a lost one. How long
     // before the kill the lost writes were acknowledged is a figure, reported above.
-    expect(lost.filter((x) => x.at >= promotedAt).map((x) => x.marker), 'writes acknowledged after the promotion and lost').to.deep.equal([]);
+    expect(
+      lost.filter((x) => x.at >= promotedAt).map((x) => x.marker),
+      'writes acknowledged after the promotion and lost',
+    ).to.deep.equal([]);
     for (const w of writers) {
       const lostOfW = new Set(lost.filter((x) => x.w === w).map((x) => x.marker));
       const beforePromotion = w.acked.filter((a) => a.at < promotedAt).map((a) => lostOfW.has(a.marker));
       const firstLost = beforePromotion.indexOf(true);
       if (firstLost >= 0) expect(beforePromotion.slice(firstLost), `${w.id}: a write acknowledged after a lost one survived`).to.not.include(false);
     }
-    expect(Object.keys(statuses).filter((s) => !['200', '409', '503', 'read 503', 'connection error'].includes(s)), JSON.stringify(statuses)).to.deep.equal([]);
+    expect(
+      Object.keys(statuses).filter((s) => !['200', '409', '503', 'read 503', 'connection error'].includes(s)),
+      JSON.stringify(statuses),
+    ).to.deep.equal([]);
     expect(firstOk, 'a write succeeded after the promotion').to.be.a('number').and.not.NaN;
   });
 });

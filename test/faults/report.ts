@@ -7,5 +7,5 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 export function report(name: string, figures: Record<string, unknown>): void {
   console.log(`      ${name}: ${JSON.stringify(figures)}`);
   mkdirSync('.cache/faults', { recursive: true });
-  writeFileSync(`.cache/faults/${name}.json`, JSON.stringify({ at: new Date().toISOString(), ...figures }, null, 2) + '\n');
+  writeFileSync(`.cache/faults/${name}.json`, `${JSON.stringify({ at: new Date().toISOString(), ...figures }, null, 2)}\n`);
 }

@@ -81,7 +81,10 @@ describe(`fault: Solr down for ${SOLR_DOWN_S} s during writes and searches`, fun
     });
     expect(Object.keys(writes)).to.deep.equal(['201']);
     expect(searches['503'] ?? 0, JSON.stringify(searches)).to.be.above(0);
-    expect(Object.keys(searches).every((s) => s === '503'), JSON.stringify(searches)).to.equal(true);
+    expect(
+      Object.keys(searches).every((s) => s === '503'),
+      JSON.stringify(searches),
+    ).to.equal(true);
   });
 });
 
@@ -95,7 +98,14 @@ describe('fault: the S3 store down during uploads', function () {
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'fault-s3-'));
     s3 = await startS3Server({ dataDir: dir });
-    p = await startTestPlatform({ S3_ENDPOINT: s3.endPoint, S3_PORT: String(s3.port), S3_USE_SSL: 'false', S3_ACCESS_KEY: s3.accessKey, S3_SECRET_KEY: s3.secretKey, S3_BUCKET: bucket });
+    p = await startTestPlatform({
+      S3_ENDPOINT: s3.endPoint,
+      S3_PORT: String(s3.port),
+      S3_USE_SSL: 'false',
+      S3_ACCESS_KEY: s3.accessKey,
+      S3_SECRET_KEY: s3.secretKey,
+      S3_BUCKET: bucket,
+    });
   });
   after(async () => {
     await p?.stop();
@@ -147,7 +157,11 @@ describe('fault: the S3 store down during uploads', function () {
     for (const a of acked) {
       const r = await fetch(a.location, { headers: { 'X-Auth-Token': editor.token! } });
       expect(r.status, a.location).to.equal(200);
-      expect(createHash('sha256').update(Buffer.from(await r.arrayBuffer())).digest('hex')).to.equal(a.sha);
+      expect(
+        createHash('sha256')
+          .update(Buffer.from(await r.arrayBuffer()))
+          .digest('hex'),
+      ).to.equal(a.sha);
     }
     const client = new Minio.Client({ endPoint: s3.endPoint, port: s3.port, useSSL: false, ...creds });
     const objects: string[] = [];
@@ -178,7 +192,10 @@ describe('fault: the S3 store down during uploads', function () {
     });
     // uploads already sent to S3 when it was killed may still be acknowledged; every other answer is 503
     expect(during['503'] ?? 0, `uploads answered 503 during the outage: ${JSON.stringify(during)}`).to.be.above(0);
-    expect(Object.keys(during).every((s) => s === '503' || s === '201'), JSON.stringify(during)).to.equal(true);
+    expect(
+      Object.keys(during).every((s) => s === '503' || s === '201'),
+      JSON.stringify(during),
+    ).to.equal(true);
     expect(withoutErrorBody, 'every answer other than 201 has the error body').to.deep.equal([]);
     // An object beyond the acknowledged ones can only be a whole upload whose answer was lost
     // with the connection (the client saw 503 and uploads again); never a partial one.

@@ -110,7 +110,7 @@ for (const kind of ['disk', 's3'] as const) {
     }
 
     describe('tmp files: only the uploader and sysadmin', () => {
-      it('a reader cannot delete, read or stat an editor\'s tmp file: the answers are those of a missing file', async () => {
+      it("a reader cannot delete, read or stat an editor's tmp file: the answers are those of a missing file", async () => {
         const addr = await stored(editor, 'tmp/editor/secret.txt', 'editor only');
         const gone = missing(addr);
         for (const c of [reader, sports]) {
@@ -125,7 +125,7 @@ for (const kind of ['disk', 's3'] as const) {
         expect(still.text).to.equal('editor only');
       });
 
-      it('the host does not decide: a file the editor put under tmp/sportseditor/ stays the editor\'s', async () => {
+      it("the host does not decide: a file the editor put under tmp/sportseditor/ stays the editor's", async () => {
         const addr = await stored(editor, 'tmp/sportseditor/planted.txt', 'planted');
         expect((await get(sports, addr)).status).to.equal(404);
         expect((await get(editor, addr)).text).to.equal('planted');
@@ -139,7 +139,7 @@ for (const kind of ['disk', 's3'] as const) {
         expect((await get(reader, addr)).status).to.equal(404);
       });
 
-      it('sysadmin reads, stats and deletes anyone\'s tmp file', async () => {
+      it("sysadmin reads, stats and deletes anyone's tmp file", async () => {
         const addr = await stored(sports, 'tmp/sportseditor/s.txt', 'sports tmp');
         expect((await get(sysadmin, addr)).text).to.equal('sports tmp');
         expect((await info(sysadmin, addr)).status).to.equal(200);
@@ -154,7 +154,10 @@ for (const kind of ['disk', 's3'] as const) {
           const dir = join(p.settings.FILES_DIR, 'tmp', 'editor');
           mkdirSync(dir, { recursive: true });
           writeFileSync(join(dir, `${id}.data`), body);
-          writeFileSync(join(dir, `${id}.json`), JSON.stringify({ path: `${id}/old.txt`, length: body.length, creationTime: Date.now(), mimeType: 'text/plain', originalPath: 'old.txt' }));
+          writeFileSync(
+            join(dir, `${id}.json`),
+            JSON.stringify({ path: `${id}/old.txt`, length: body.length, creationTime: Date.now(), mimeType: 'text/plain', originalPath: 'old.txt' }),
+          );
         } else {
           const s3 = p.files as S3FileStore;
           await s3.client.putObject(s3.bucket, `tmp/editor/${id}/old.txt`, body, body.length, { 'Content-Type': 'text/plain' });

@@ -54,7 +54,13 @@ for (const kind of ['disk', 's3'] as const) {
         system: { contentType: type },
         aspects: {
           body: { title: tag },
-          svcFiles: { files: { 'styles/site.css': fileEntry(css, 'styles/site.css'), 'images/pic.jpg': fileEntry(pic, 'images/pic.jpg'), 'main.png': fileEntry(main, 'main.png') } },
+          svcFiles: {
+            files: {
+              'styles/site.css': fileEntry(css, 'styles/site.css'),
+              'images/pic.jpg': fileEntry(pic, 'images/pic.jpg'),
+              'main.png': fileEntry(main, 'main.png'),
+            },
+          },
           svcImage: { filePath: 'main.png' },
         },
         operations,

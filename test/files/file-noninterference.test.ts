@@ -41,7 +41,21 @@ interface Req {
 }
 
 /** Headers whose value an answer must not change (X-Request-Id and Date differ anyway). */
-const COMPARED = ['content-type', 'content-length', 'content-range', 'content-disposition', 'etag', 'cache-control', 'location', 'allow', 'accept-ranges', 'x-content-type-options', 'content-security-policy', 'retry-after', 'x-original-path'];
+const COMPARED = [
+  'content-type',
+  'content-length',
+  'content-range',
+  'content-disposition',
+  'etag',
+  'cache-control',
+  'location',
+  'allow',
+  'accept-ranges',
+  'x-content-type-options',
+  'content-security-policy',
+  'retry-after',
+  'x-original-path',
+];
 
 /** Names only the culture state stands behind: the reader (Read everywhere) may reach it, so its requests never name it. */
 const CULTURE_NAMES = ['{cul}', '{culFileId}', '{culHtmlId}', '{culV2}', '{T}/culture'];
@@ -57,7 +71,13 @@ function requestArb(caller: Caller): fc.Arbitrary<Req> {
     'content/{cul}/{culFileId}/c.txt',
     'content/{cul}/{culHtmlId}/c.html',
   ];
-  const missing = ['tmp/editor/{missingId}/secret.txt', 'tmp/{caller}/{missingId}/own.txt', 'content/{cul}/{missingId}/c.txt', 'content/{future}/{missingId}/x.txt', 'content/{pub}/{missingId}/pub.txt'];
+  const missing = [
+    'tmp/editor/{missingId}/secret.txt',
+    'tmp/{caller}/{missingId}/own.txt',
+    'content/{cul}/{missingId}/c.txt',
+    'content/{future}/{missingId}/x.txt',
+    'content/{pub}/{missingId}/pub.txt',
+  ];
   const readable = ['content/{pub}/{pubFileId}/pub.txt', 'content/{spo}/{spoFileId}/s.txt'];
   const segment = fc.oneof(
     fc.constantFrom('tmp', 'content', 'editor', 'reader', '{cul}', '{future}', '{secretId}', '{missingId}', 'secret.txt', '..', '%2e%2e', '%2F', 'info'),
@@ -67,36 +87,65 @@ function requestArb(caller: Caller): fc.Arbitrary<Req> {
   const address = fc.oneof(fc.constantFrom(...forbidden, ...missing, ...readable, ...own), junk);
   // DELETE never names a file the caller may delete (its own, or sports files for the sportseditor).
   const deletable = fc.oneof(fc.constantFrom(...forbidden, ...missing, 'content/{pub}/{pubFileId}/pub.txt'), junk);
-  const uploadTo = fc.oneof(fc.constantFrom('tmp', 'tmp/{caller}/up.txt', 'tmp/editor/up.txt', 'content/{cul}/up.txt', 'content/{spo}/up.txt', 'content/{pub}/up.txt', 'content/{future}/up.html', 'content/{future}'), junk);
-  const inPath = fc.oneof(fc.constantFrom('pub.txt', 'page.html', 's.txt', 'c.txt', 'c.html', 'missing.txt'), fc.string({ minLength: 1, maxLength: 6 }).map(encodeURIComponent));
+  const uploadTo = fc.oneof(
+    fc.constantFrom(
+      'tmp',
+      'tmp/{caller}/up.txt',
+      'tmp/editor/up.txt',
+      'content/{cul}/up.txt',
+      'content/{spo}/up.txt',
+      'content/{pub}/up.txt',
+      'content/{future}/up.html',
+      'content/{future}',
+    ),
+    junk,
+  );
+  const inPath = fc.oneof(
+    fc.constantFrom('pub.txt', 'page.html', 's.txt', 'c.txt', 'c.html', 'missing.txt'),
+    fc.string({ minLength: 1, maxLength: 6 }).map(encodeURIComponent),
+  );
   const deliveryTarget = fc.oneof(
-    fc.constantFrom('version/{pubVersion}', 'alias/{T}/pub', 'alias/contentid/{pub}', 'version/{spoVersion}', 'alias/{T}/sports', 'version/{culV1}', 'version/c:{cul}:{culV2}', 'alias/{T}/culture', 'alias/contentid/{cul}', 'version/c:{cul}:{missingId}', 'alias/{T}/nothing'),
+    fc.constantFrom(
+      'version/{pubVersion}',
+      'alias/{T}/pub',
+      'alias/contentid/{pub}',
+      'version/{spoVersion}',
+      'alias/{T}/sports',
+      'version/{culV1}',
+      'version/c:{cul}:{culV2}',
+      'alias/{T}/culture',
+      'alias/contentid/{cul}',
+      'version/c:{cul}:{missingId}',
+      'alias/{T}/nothing',
+    ),
     junk,
   );
   const range = fc.oneof(fc.constant(undefined), fc.constantFrom('bytes=0-3', 'bytes=-2', 'bytes=2-', 'bytes=100-', 'bytes=0-0,2-3', 'bytes=5-1'));
   const inm = fc.oneof(fc.constant(undefined), fc.constantFrom('"{secretId}"', '"{culFileId}"', '"{futureFileId}"', '"{pubFileId}"', '"{missingId}"', '*'));
   const headers = fc.record({ range, inm }).map(({ range: r, inm: i }) => ({ ...(r ? { Range: r } : {}), ...(i ? { 'If-None-Match': i } : {}) }));
 
-  const fileRead = fc.record({ method: fc.constantFrom('GET' as const, 'HEAD' as const), info: fc.boolean(), address, headers }).map(
-    (r): Req => ({ caller, method: r.method, path: `/file-service/file/${r.info ? 'info/' : ''}${r.address}`, headers: r.headers }),
-  );
+  const fileRead = fc
+    .record({ method: fc.constantFrom('GET' as const, 'HEAD' as const), info: fc.boolean(), address, headers })
+    .map((r): Req => ({ caller, method: r.method, path: `/file-service/file/${r.info ? 'info/' : ''}${r.address}`, headers: r.headers }));
   const fileDelete = deletable.map((a): Req => ({ caller, method: 'DELETE', path: `/file-service/file/${a}`, headers: {} }));
-  const upload = fc.record({ to: uploadTo, type: fc.constantFrom('text/plain', 'text/html', 'image/svg+xml') }).map(
-    (r): Req => ({ caller, method: 'POST', path: `/file-service/file/${r.to}`, headers: { 'Content-Type': r.type }, body: 'uploaded' }),
-  );
-  const deliver = fc.record({ method: fc.constantFrom('GET' as const, 'HEAD' as const), target: deliveryTarget, path: inPath, headers }).map(
-    (r): Req => ({ caller, method: r.method, path: `/file-delivery-service/${r.target}/${r.path}`, headers: r.headers }),
-  );
+  const upload = fc
+    .record({ to: uploadTo, type: fc.constantFrom('text/plain', 'text/html', 'image/svg+xml') })
+    .map((r): Req => ({ caller, method: 'POST', path: `/file-service/file/${r.to}`, headers: { 'Content-Type': r.type }, body: 'uploaded' }));
+  const deliver = fc
+    .record({ method: fc.constantFrom('GET' as const, 'HEAD' as const), target: deliveryTarget, path: inPath, headers })
+    .map((r): Req => ({ caller, method: r.method, path: `/file-delivery-service/${r.target}/${r.path}`, headers: r.headers }));
   return fc
     .oneof({ weight: 4, arbitrary: fileRead }, { weight: 2, arbitrary: fileDelete }, { weight: 1, arbitrary: upload }, { weight: 4, arbitrary: deliver })
     .filter((r) => caller !== 'reader' || !CULTURE_NAMES.some((n) => r.path.includes(n)));
 }
 
 /** Callers with a token get most requests: without one, nearly every file answer is 401. */
-const arb = fc.oneof(
-  { weight: 1, arbitrary: fc.constantFrom<Caller>('anonymous', 'badtoken') },
-  { weight: 4, arbitrary: fc.constantFrom<Caller>('reader', 'sportseditor') },
-).chain(requestArb);
+const arb = fc
+  .oneof(
+    { weight: 1, arbitrary: fc.constantFrom<Caller>('anonymous', 'badtoken') },
+    { weight: 4, arbitrary: fc.constantFrom<Caller>('reader', 'sportseditor') },
+  )
+  .chain(requestArb);
 
 for (const kind of ['disk', 's3'] as const) {
   describe(`file service and delivery: answers do not depend on what the caller may not reach, ${kind} store (CONTRACT §20)`, function () {
@@ -150,11 +199,21 @@ for (const kind of ['disk', 's3'] as const) {
       const spoFile = await sports.upload(`content/${spo.key}/s.txt`, 'sports bytes', 'text/plain');
       fixed.pubFileId = objectId(pubFile);
       fixed.spoFileId = objectId(spoFile);
-      for (const [c, who] of [[reader, 'reader'], [sports, 'sportseditor']] as const) {
+      for (const [c, who] of [
+        [reader, 'reader'],
+        [sports, 'sportseditor'],
+      ] as const) {
         fixed[`ownId:${who}`] = objectId(await c.upload(`tmp/${who}/own.txt`, `${who} own`, 'text/plain'));
       }
       const files = (m: Record<string, string>) => ({ files: Object.fromEntries(Object.entries(m).map(([k, v]) => [k, { fileUri: v, filePath: k }])) });
-      const up = await editor.update(`contentid/${pub.key}`, { aspects: { body: { title: 'pub' }, svcFiles: files({ 'pub.txt': pubFile.json.URI, 'page.html': pubPage.json.URI }) }, operations: [{ _type: 'svcAssignToViews', views: ['svcPublic'] }] }, pub.etag);
+      const up = await editor.update(
+        `contentid/${pub.key}`,
+        {
+          aspects: { body: { title: 'pub' }, svcFiles: files({ 'pub.txt': pubFile.json.URI, 'page.html': pubPage.json.URI }) },
+          operations: [{ _type: 'svcAssignToViews', views: ['svcPublic'] }],
+        },
+        pub.etag,
+      );
       expect(up.status, up.text).to.equal(200);
       fixed.pubVersion = up.json.system!.version!;
       const sp = await sports.update(`contentid/${spo.key}`, { aspects: { svcFiles: files({ 's.txt': spoFile.json.URI }) } }, spo.etag);
@@ -181,7 +240,16 @@ for (const kind of ['disk', 's3'] as const) {
       real.culHtmlId = await id(`content/${fixed.cul}/c.html`, '<p>culture</p>', 'text/html');
       const u = await editor.update(
         `contentid/${fixed.cul}`,
-        { aspects: { svcFiles: { files: { 'c.txt': { fileUri: `content://${fixed.cul}/${real.culFileId}/c.txt`, filePath: 'c.txt' }, 'c.html': { fileUri: `content://${fixed.cul}/${real.culHtmlId}/c.html`, filePath: 'c.html' } } } } },
+        {
+          aspects: {
+            svcFiles: {
+              files: {
+                'c.txt': { fileUri: `content://${fixed.cul}/${real.culFileId}/c.txt`, filePath: 'c.txt' },
+                'c.html': { fileUri: `content://${fixed.cul}/${real.culHtmlId}/c.html`, filePath: 'c.html' },
+              },
+            },
+          },
+        },
         fixed.culEtag,
       );
       expect(u.status, u.text).to.equal(200);
@@ -229,15 +297,26 @@ for (const kind of ['disk', 's3'] as const) {
       const after = await sendAll(requests, real);
       const problems: string[] = [];
       requests.forEach((r, i) => {
-        if (before[i] !== after[i]) problems.push(`${r.caller} ${r.method} ${r.path} ${JSON.stringify(r.headers)}\n    before: ${before[i].slice(0, 300)}\n    after:  ${after[i].slice(0, 300)}`);
+        if (before[i] !== after[i])
+          problems.push(
+            `${r.caller} ${r.method} ${r.path} ${JSON.stringify(r.headers)}\n    before: ${before[i].slice(0, 300)}\n    after:  ${after[i].slice(0, 300)}`,
+          );
       });
       const statuses = new Map<string, number>();
       for (const o of before) {
         const s = o.slice(10, 13);
         statuses.set(s, (statuses.get(s) ?? 0) + 1);
       }
-      console.log(`    answers by status: ${[...statuses].sort().map(([s, n]) => `${s}×${n}`).join(' ')}`);
-      if (problems.length) throw new Error(`${problems.length} answer(s) changed when files the caller may not reach were added (seed ${SEED}):\n  ${problems.slice(0, 8).join('\n  ')}`);
+      console.log(
+        `    answers by status: ${[...statuses]
+          .sort()
+          .map(([s, n]) => `${s}×${n}`)
+          .join(' ')}`,
+      );
+      if (problems.length)
+        throw new Error(
+          `${problems.length} answer(s) changed when files the caller may not reach were added (seed ${SEED}):\n  ${problems.slice(0, 8).join('\n  ')}`,
+        );
       // The run reached each kind of answer: files served, refused, hidden and uploaded.
       for (const s of ['200', '201', '401', '403', '404']) expect(statuses.get(s) ?? 0, `answers with ${s}`).to.be.greaterThan(0);
     });

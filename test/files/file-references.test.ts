@@ -87,7 +87,7 @@ for (const kind of ['disk', 's3'] as const) {
         }
       });
 
-      it('maps the writer\'s own tmp files and files of content it may read', async () => {
+      it("maps the writer's own tmp files and files of content it may read", async () => {
         const r = await sports.create({
           system: { contentType: TYPE },
           aspects: { svcFiles: filesAspect({ 'a.txt': u.sportsTmp, 'b.txt': u.sportsContentFile }) },
@@ -98,7 +98,10 @@ for (const kind of ['disk', 's3'] as const) {
       });
 
       it('sysadmin may map any file it may read', async () => {
-        const r = await sysadmin.create({ system: { contentType: TYPE }, aspects: { svcFiles: filesAspect({ 'x.txt': u.editorTmp, 'y.txt': u.cultureFile }) } });
+        const r = await sysadmin.create({
+          system: { contentType: TYPE },
+          aspects: { svcFiles: filesAspect({ 'x.txt': u.editorTmp, 'y.txt': u.cultureFile }) },
+        });
         expect(r.status, r.text).to.equal(201);
       });
     });
@@ -118,12 +121,25 @@ for (const kind of ['disk', 's3'] as const) {
       it('a write that keeps a mapping the content already holds is not refused for it', async () => {
         // The editor maps its own tmp file into sports content; the sportseditor, who may not
         // read that file, then writes the content back whole: the mapping is kept, not added.
-        const c = await editor.create({ system: { contentType: TYPE }, aspects: { svcFiles: filesAspect({ 'e.txt': u.editorTmp }) }, operations: [owned(['sports'])] });
+        const c = await editor.create({
+          system: { contentType: TYPE },
+          aspects: { svcFiles: filesAspect({ 'e.txt': u.editorTmp }) },
+          operations: [owned(['sports'])],
+        });
         expect(c.status, c.text).to.equal(201);
-        const r = await sports.update(c.json.system.id, { aspects: { body: { title: 'edited' }, svcFiles: filesAspect({ 'e.txt': u.editorTmp, 'own.txt': u.sportsTmp }) } }, c.headers.get('etag'));
+        const r = await sports.update(
+          c.json.system.id,
+          { aspects: { body: { title: 'edited' }, svcFiles: filesAspect({ 'e.txt': u.editorTmp, 'own.txt': u.sportsTmp }) } },
+          c.headers.get('etag'),
+        );
         expect(r.status, r.text).to.equal(200);
         // A URI the content does not hold yet is checked as ever.
-        const again = await sports.update(c.json.system.id, { aspects: { svcFiles: filesAspect({ 'copy.txt': u.cultureFile }) } }, r.headers.get('etag'), 'updateMode=merge');
+        const again = await sports.update(
+          c.json.system.id,
+          { aspects: { svcFiles: filesAspect({ 'copy.txt': u.cultureFile }) } },
+          r.headers.get('etag'),
+          'updateMode=merge',
+        );
         expectRefused(again, 'copy.txt', u.cultureFile);
       });
     });
@@ -148,7 +164,9 @@ for (const kind of ['disk', 's3'] as const) {
         const first = await sports.req('PUT', `/content/workspace/${ws}/alias/${sportsId}`, { body: { aspects: { body: { title: 'draft 1' } } } });
         expect(first.status, first.text).to.equal(200);
         for (const bad of foreign()) {
-          const r = await sports.req('PUT', `/content/workspace/${ws}/alias/${sportsId}`, { body: { aspects: { svcFiles: filesAspect({ 'stolen.txt': bad }) } } });
+          const r = await sports.req('PUT', `/content/workspace/${ws}/alias/${sportsId}`, {
+            body: { aspects: { svcFiles: filesAspect({ 'stolen.txt': bad }) } },
+          });
           expectRefused(r, 'stolen.txt', bad);
         }
         const draft = await editor.req('GET', `/content/workspace/${ws}/alias/${sportsId}`);
@@ -160,19 +178,27 @@ for (const kind of ['disk', 's3'] as const) {
         const ws = `${T}ws3`;
         const before = await current(sportsId);
         // The editor may read the culture file, so its draft write passes.
-        const d = await editor.req('PUT', `/content/workspace/${ws}/alias/${sportsId}`, { body: { aspects: { svcFiles: filesAspect({ 'culture.txt': u.cultureFile }) } } });
+        const d = await editor.req('PUT', `/content/workspace/${ws}/alias/${sportsId}`, {
+          body: { aspects: { svcFiles: filesAspect({ 'culture.txt': u.cultureFile }) } },
+        });
         expect(d.status, d.text).to.equal(200);
         const r = await sports.req('POST', `/content/workspace/${ws}/alias/${sportsId}/promote`);
         expectRefused(r, 'culture.txt', u.cultureFile);
         expect(await current(sportsId)).to.deep.equal(before);
-        expect((await editor.req('GET', `/content/workspace/${ws}/alias/${sportsId}`)).json.aspects.svcFiles.files['culture.txt'].fileUri).to.equal(u.cultureFile);
+        expect((await editor.req('GET', `/content/workspace/${ws}/alias/${sportsId}`)).json.aspects.svcFiles.files['culture.txt'].fileUri).to.equal(
+          u.cultureFile,
+        );
         // The editor may: its promote goes through.
         expect((await editor.req('POST', `/content/workspace/${ws}/alias/${sportsId}/promote`)).status).to.equal(200);
       });
 
       it('promote of a draft that arose from a create is checked the same way', async () => {
         const ws = `${T}ws4`;
-        const d = await editor.createDraft(ws, { system: { contentType: TYPE }, aspects: { svcFiles: filesAspect({ 'e.txt': u.editorTmp }) }, operations: [owned(['sports']), { _type: 'svcSetAlias', namespace: T, alias: 'fromdraft' }] });
+        const d = await editor.createDraft(ws, {
+          system: { contentType: TYPE },
+          aspects: { svcFiles: filesAspect({ 'e.txt': u.editorTmp }) },
+          operations: [owned(['sports']), { _type: 'svcSetAlias', namespace: T, alias: 'fromdraft' }],
+        });
         expect(d.status, d.text).to.equal(201);
         const r = await sports.req('POST', `/content/workspace/${ws}/alias/${T}/fromdraft/promote`);
         expectRefused(r, 'e.txt', u.editorTmp);

@@ -48,7 +48,10 @@ describe('file service (spec "File service", CONTRACT §8)', () => {
 
   const port = () => Number(new URL(p.url).port);
   const upload = (path: string, body: Buffer | string, headers: Record<string, string> = {}, c: Client = editor) =>
-    c.req('POST', `${files}/${path}`, { raw: typeof body === 'string' ? Buffer.from(body) : body, headers: { 'Content-Type': 'application/octet-stream', Accept: 'application/json', ...headers } });
+    c.req('POST', `${files}/${path}`, {
+      raw: typeof body === 'string' ? Buffer.from(body) : body,
+      headers: { 'Content-Type': 'application/octet-stream', Accept: 'application/json', ...headers },
+    });
 
   async function download(location: string, headers: Record<string, string> = {}) {
     const res = await fetch(location, { headers: { 'X-Auth-Token': editor.token!, ...headers } });
@@ -65,7 +68,13 @@ describe('file service (spec "File service", CONTRACT §8)', () => {
       const location = r.headers.get('location')!;
       expect(location).to.match(new RegExp(`^${files}/tmp/editor/[0-9A-HJKMNP-TV-Z]{26}/photos/a\\.txt$`));
       const objectId = location.split('/').at(-3);
-      expect(r.json).to.deep.include({ URI: `tmp://editor/${objectId}/photos/a.txt`, length: 11, accessTime: -1, mimeType: 'text/plain', originalPath: 'photos/a.txt' });
+      expect(r.json).to.deep.include({
+        URI: `tmp://editor/${objectId}/photos/a.txt`,
+        length: 11,
+        accessTime: -1,
+        mimeType: 'text/plain',
+        originalPath: 'photos/a.txt',
+      });
       expect(r.json.creationTime).to.be.within(before, Date.now());
       expect(r.json.modifiedTime).to.equal(r.json.creationTime);
       expect(r.headers.get('x-original-path')).to.equal('photos/a.txt');
@@ -97,7 +106,12 @@ describe('file service (spec "File service", CONTRACT §8)', () => {
           ctl.close();
         },
       });
-      const res = await fetch(`${files}/tmp/editor/chunked.bin`, { method: 'POST', body, duplex: 'half', headers: { 'X-Auth-Token': editor.token! } } as RequestInit);
+      const res = await fetch(`${files}/tmp/editor/chunked.bin`, {
+        method: 'POST',
+        body,
+        duplex: 'half',
+        headers: { 'X-Auth-Token': editor.token! },
+      } as RequestInit);
       expect(res.status).to.equal(201);
       const info = (await res.json()) as { length: number };
       expect(info.length).to.equal(data.length);
@@ -266,8 +280,32 @@ describe('file service (spec "File service", CONTRACT §8)', () => {
   describe('keys never escape their space (1,000 traversal and bad-name inputs)', () => {
     /** Bad segments as they appear in a request path (raw, not normalised by a client). */
     const BAD_SEGMENTS = [
-      '..', '.', '%2e%2e', '%2E%2E', '.%2e', '%2e.', '%252e%252e', '%2e', '..%2f..', '%2f', '%2F', 'a%2fb', '..%5c..', '%5c', 'a%5cb',
-      '%00', 'a%00b', '%0a', '%0d%0a', 'x%09y', '%7f', '%c0%ae%c0%ae', '%', '%zz', '%e2%82', '%ed%a0%80',
+      '..',
+      '.',
+      '%2e%2e',
+      '%2E%2E',
+      '.%2e',
+      '%2e.',
+      '%252e%252e',
+      '%2e',
+      '..%2f..',
+      '%2f',
+      '%2F',
+      'a%2fb',
+      '..%5c..',
+      '%5c',
+      'a%5cb',
+      '%00',
+      'a%00b',
+      '%0a',
+      '%0d%0a',
+      'x%09y',
+      '%7f',
+      '%c0%ae%c0%ae',
+      '%',
+      '%zz',
+      '%e2%82',
+      '%ed%a0%80',
     ];
     const PLACES: ((seg: string) => string)[] = [
       (s) => `tmp/${s}/file.txt`,
@@ -279,7 +317,17 @@ describe('file service (spec "File service", CONTRACT §8)', () => {
       (s) => `${s}/editor/x`,
       (s) => `tmp/editor/x/${s}/${s}`,
     ];
-    const EXTRA = ['tmp//x', 'tmp/editor//x', 'tmp/editor/x/', '/tmp/editor/x', 'tmp/editor/' + 'a'.repeat(300), 'tmp/' + 'h'.repeat(300) + '/x', 'tmp/editor/' + 'seg/'.repeat(300) + 'x', 'tmp/C:/x', 'tmp/editor/C:/x'];
+    const EXTRA = [
+      'tmp//x',
+      'tmp/editor//x',
+      'tmp/editor/x/',
+      '/tmp/editor/x',
+      `tmp/editor/${'a'.repeat(300)}`,
+      `tmp/${'h'.repeat(300)}/x`,
+      `tmp/editor/${'seg/'.repeat(300)}x`,
+      'tmp/C:/x',
+      'tmp/editor/C:/x',
+    ];
 
     function inputs(): string[] {
       const out = new Set<string>();

@@ -42,7 +42,10 @@ async function diskHarness(): Promise<Harness> {
   };
   return {
     store,
-    leftovers: async (space, host) => [...ls(join(dir, '.incoming')).map((f) => `.incoming/${f}`), ...ls(join(dir, space, host)).map((f) => `${space}/${host}/${f}`)],
+    leftovers: async (space, host) => [
+      ...ls(join(dir, '.incoming')).map((f) => `.incoming/${f}`),
+      ...ls(join(dir, space, host)).map((f) => `${space}/${host}/${f}`),
+    ],
     cleanup: async () => rmSync(dir, { recursive: true, force: true }),
   };
 }
@@ -147,7 +150,10 @@ async function peakRssGrowth<T>(work: () => Promise<T>): Promise<{ result: T; gr
 }
 
 /** A whole 1x1 PNG (signature, IHDR, IDAT, IEND): file-type walks the chunks, so a bare header is not enough. */
-const TINY_PNG = Buffer.from('89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000b49444154789c6360000200000500017a5eab3f0000000049454e44ae426082', 'hex');
+const TINY_PNG = Buffer.from(
+  '89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000b49444154789c6360000200000500017a5eab3f0000000049454e44ae426082',
+  'hex',
+);
 
 const TRAVERSALS: [string, string, string][] = [
   ['tmp', 'u', '..'],
@@ -177,7 +183,7 @@ const TRAVERSALS: [string, string, string][] = [
   ['tmp', 'u', 'a\nb'],
   ['tmp', 'u', 'a\u007fb'],
   ['tmp', 'u', 'x'.repeat(256)],
-  ['tmp', 'u', 'a/'.repeat(600) + 'b'],
+  ['tmp', 'u', `${'a/'.repeat(600)}b`],
   ['tmp', '..', 'x'],
   ['tmp', '.', 'x'],
   ['tmp', '%2e%2e', 'x'],
@@ -198,7 +204,7 @@ for (const kind of ['disk', 's3'] as const) {
     let store: FileStore;
     const host = `user-${randomBytes(4).toString('hex')}`;
 
-    before(async function () {
+    before(async () => {
       const t0 = performance.now();
       h = kind === 'disk' ? await diskHarness() : await s3Harness();
       store = h.store;
@@ -216,7 +222,13 @@ for (const kind of ['disk', 's3'] as const) {
       return store.put(key, Readable.from(chunks), { maxBytes: opts.maxBytes ?? LIMIT, contentType: opts.contentType, uploader: opts.uploader ?? UPLOADER });
     }
 
-    for (const [label, size] of [['0 B', 0], ['1 B', 1], ['1 MB', MiB], ['8 MiB (one whole S3 part)', 8 * MiB], ['8 MiB + 1 (two parts)', 8 * MiB + 1]] as const) {
+    for (const [label, size] of [
+      ['0 B', 0],
+      ['1 B', 1],
+      ['1 MB', MiB],
+      ['8 MiB (one whole S3 part)', 8 * MiB],
+      ['8 MiB + 1 (two parts)', 8 * MiB + 1],
+    ] as const) {
       it(`round-trips a ${label} file with its info`, async () => {
         const data = randomBytes(size);
         const before = Date.now();
@@ -318,7 +330,9 @@ for (const kind of ['disk', 's3'] as const) {
         expect((await store.stat(info.key))?.uploader).to.equal(uploader);
         expect((await store.get(info.key)).info.uploader).to.equal(uploader);
       }
-      expect(await rejection(store.put(fileKeyOf('tmp', host, 'anon.txt'), Readable.from([Buffer.from('x')]), { maxBytes: LIMIT, uploader: '' }))).to.be.instanceOf(TypeError);
+      expect(
+        await rejection(store.put(fileKeyOf('tmp', host, 'anon.txt'), Readable.from([Buffer.from('x')]), { maxBytes: LIMIT, uploader: '' })),
+      ).to.be.instanceOf(TypeError);
     });
 
     it('keeps odd but legal characters of hosts and paths', async () => {
@@ -424,7 +438,9 @@ for (const kind of ['disk', 's3'] as const) {
         } else {
           expect(rule).to.equal('unsupported');
           // asked again, the server still refuses a lifecycle rule
-          const e = await rejection(s3.client.setBucketLifecycle(s3.bucket, { Rule: [{ ID: 'probe', Status: 'Enabled', Filter: { Prefix: 'tmp/' }, Expiration: { Days: 1 } }] }));
+          const e = await rejection(
+            s3.client.setBucketLifecycle(s3.bucket, { Rule: [{ ID: 'probe', Status: 'Enabled', Filter: { Prefix: 'tmp/' }, Expiration: { Days: 1 } }] }),
+          );
           expect((e as { code?: string }).code, String(e)).to.be.oneOf(['NotImplemented', 'AccessDenied']);
         }
       });

@@ -62,7 +62,11 @@ function stopWeb(w: Web | undefined): void {
 }
 
 async function login(url: string): Promise<string> {
-  const r = await fetch(`${url}/content-service/security/token`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ username: 'editor', password: 'editor' }) });
+  const r = await fetch(`${url}/content-service/security/token`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ username: 'editor', password: 'editor' }),
+  });
   return ((await r.json()) as { token: string }).token;
 }
 
@@ -76,7 +80,12 @@ function rssOf(pid: number): number {
  * POSTs `total` random bytes in 1 MiB chunks, following the socket's backpressure;
  * `stopAfter` bytes sent, it stops writing (the request stays open) and resolves.
  */
-function upload(url: string, token: string, total: number, opts: { stopAfter?: number } = {}): { sha256: Promise<string>; response: Promise<{ status: number; body: string; location?: string }>; sent: Promise<number> } {
+function upload(
+  url: string,
+  token: string,
+  total: number,
+  opts: { stopAfter?: number } = {},
+): { sha256: Promise<string>; response: Promise<{ status: number; body: string; location?: string }>; sent: Promise<number> } {
   const hash = createHash('sha256');
   let resolveSent!: (n: number) => void;
   const sent = new Promise<number>((r) => (resolveSent = r));
@@ -179,7 +188,9 @@ describe('file service in its own process: 1 GiB streamed, and a kill mid-upload
       expect(down.status).to.equal(200);
       expect(down.length).to.equal(GiB);
       expect(down.sha256).to.equal(await up.sha256);
-      console.log(`      1 GiB: upload ${(1024 / upSeconds).toFixed(0)} MB/s, download ${(1024 / downSeconds).toFixed(0)} MB/s, RSS of the web process ${(idle / MiB).toFixed(0)} MiB idle, ${(peakUp / MiB).toFixed(0)} MiB at most in the upload, ${(peak / MiB).toFixed(0)} MiB at most`);
+      console.log(
+        `      1 GiB: upload ${(1024 / upSeconds).toFixed(0)} MB/s, download ${(1024 / downSeconds).toFixed(0)} MB/s, RSS of the web process ${(idle / MiB).toFixed(0)} MiB idle, ${(peakUp / MiB).toFixed(0)} MiB at most in the upload, ${(peak / MiB).toFixed(0)} MiB at most`,
+      );
     } catch (e) {
       throw new Error(`${(e as Error).message}; output of the web process:\n${web.output.join('')}`);
     } finally {
@@ -198,7 +209,7 @@ describe('file service in its own process: 1 GiB streamed, and a kill mid-upload
     web.child.kill('SIGKILL');
     await new Promise((r) => web!.child.once('exit', r));
     // nothing visible: no file outside the upload area
-    expect(filesUnder(dir).filter((f) => !f.startsWith(incoming + '/'))).to.deep.equal([]);
+    expect(filesUnder(dir).filter((f) => !f.startsWith(`${incoming}/`))).to.deep.equal([]);
     const store = new DiskFileStore({ dir, tmpTtlSeconds: 3600 });
     await store.sweepExpired(Date.now() + 7 * 3600_000);
     expect(filesUnder(dir)).to.deep.equal([]);

@@ -28,7 +28,10 @@ describe('file delivery and offTime (spec svcTimeState, CONTRACT §8)', function
 
   /** A content on svcPublic whose offTime there is `offTime`, with one delivered file. */
   async function published(offTime: number, tag: string) {
-    const up = await editor.req('POST', `${p.url}/file-service/file/content/owner/page.css`, { raw: Buffer.from(`/* ${tag} */`), headers: { 'Content-Type': 'text/plain' } });
+    const up = await editor.req('POST', `${p.url}/file-service/file/content/owner/page.css`, {
+      raw: Buffer.from(`/* ${tag} */`),
+      headers: { 'Content-Type': 'text/plain' },
+    });
     expect(up.status, up.text).to.equal(201);
     const c = await editor.create({
       system: { contentType: 'article' },
@@ -52,7 +55,8 @@ describe('file delivery and offTime (spec svcTimeState, CONTRACT §8)', function
   it('a content whose offTime has passed is refused to anonymous delivery (401), by version and by alias; an editor still gets it', async () => {
     const ended = await published(now - 3600_000, 'ended');
     const ending = await published(now + 3600_000, 'ending');
-    for (const url of [ending.byVersion, ending.byAlias]) expect(await get(url), `before the offTime: ${url}`).to.deep.equal({ status: 200, body: '/* ending */' });
+    for (const url of [ending.byVersion, ending.byAlias])
+      expect(await get(url), `before the offTime: ${url}`).to.deep.equal({ status: 200, body: '/* ending */' });
     for (const url of [ended.byVersion, ended.byAlias]) expect((await get(url)).status, `offTime passed: ${url}`).to.equal(401);
     now += 2 * 3600_000;
     try {

@@ -39,7 +39,15 @@ describe('fleet: 2 web, 2 actors, indexer, reindexer as separate processes (issu
     r = new Redis(redis.url);
     dir = mkdtempSync(join(tmpdir(), 'test-fleet-'));
     fleet = new Fleet({
-      env: { REDIS_URL: redis.url, SOLR_URL: solr, FILES_DIR: dir, PARTITIONS: String(PARTITIONS), LEASE_MS: String(LEASE_MS), LOG_LEVEL: 'warn', NODE_ENV: 'test' },
+      env: {
+        REDIS_URL: redis.url,
+        SOLR_URL: solr,
+        FILES_DIR: dir,
+        PARTITIONS: String(PARTITIONS),
+        LEASE_MS: String(LEASE_MS),
+        LOG_LEVEL: 'warn',
+        NODE_ENV: 'test',
+      },
       basePort: 0,
       entry: 'dist/src/main.js',
       output: (name, line) => process.env.TEST_LOG && console.log(name, line),
@@ -89,10 +97,14 @@ describe('fleet: 2 web, 2 actors, indexer, reindexer as separate processes (issu
     expect((await new Client(b.base, a.token).read('/security/permission/editor')).status).to.equal(200);
     // the second process to join takes its half from the first within a few heartbeats
     const pids = actors().map((p) => p.child.pid!);
-    await until(async () => {
-      const o = await owners();
-      return pids.every((pid) => o.get(pid) === PARTITIONS / 2);
-    }, 20_000, 'each actor process to hold half of the partitions');
+    await until(
+      async () => {
+        const o = await owners();
+        return pids.every((pid) => o.get(pid) === PARTITIONS / 2);
+      },
+      20_000,
+      'each actor process to hold half of the partitions',
+    );
   });
 
   it('an actor process added, one stopped and one killed (kill -9) under load: partitions move, no write lost or duplicated', async () => {
@@ -106,20 +118,24 @@ describe('fleet: 2 web, 2 actors, indexer, reindexer as separate processes (issu
     const added = fleet.add('actors');
     let t = Date.now();
     // shares are ceil(P / members): 6, 6 and the 4 left for the newcomer
-    await until(async () => ((await owners()).get(added.child.pid!) ?? 0) >= PARTITIONS - 2 * Math.ceil(PARTITIONS / 3), 30_000, 'the new actor process to take its share');
+    await until(
+      async () => ((await owners()).get(added.child.pid!) ?? 0) >= PARTITIONS - 2 * Math.ceil(PARTITIONS / 3),
+      30_000,
+      'the new actor process to take its share',
+    );
     log.push(`actor process added: holds its share after ${Date.now() - t} ms`);
 
     const [first, second] = actors();
     const firstPid = first.child.pid!;
     t = Date.now();
     await fleet.stop(first);
-    await until(async () => !(await owners()).has(firstPid) && !(await owners()).has(0), 30_000, 'the stopped process\'s partitions to be taken over');
+    await until(async () => !(await owners()).has(firstPid) && !(await owners()).has(0), 30_000, "the stopped process's partitions to be taken over");
     log.push(`actor process stopped (SIGTERM): its partitions taken over ${Date.now() - t} ms after the signal`);
 
     const secondPid = second.child.pid!;
     t = Date.now();
     await fleet.kill(second);
-    await until(async () => !(await owners()).has(secondPid) && !(await owners()).has(0), 30_000, 'the killed process\'s partitions to be taken over');
+    await until(async () => !(await owners()).has(secondPid) && !(await owners()).has(0), 30_000, "the killed process's partitions to be taken over");
     log.push(`actor process killed (SIGKILL): its partitions taken over ${Date.now() - t} ms after the kill`);
     const before = l.count();
     await until(async () => l.count() > before + 100, 30_000, 'writes to go on');
@@ -149,9 +165,18 @@ describe('fleet: 2 web, 2 actors, indexer, reindexer as separate processes (issu
     await until(async () => ackedSinceKill() >= 200, 30_000, 'writes acknowledged through the other gateway');
     await l.stop();
     const revisions = await verifyWriters(writers, clients[0]);
-    report('fleet-gateway-killed', { command: 'npm test -- test/fleet/fleet.test.ts', fault: 'web process kill -9 under write load (8 writers alternating between the two gateways)', statuses: { ...statuses }, acknowledgedAfterTheKill: ackedSinceKill(), revisionsVerified: revisions });
+    report('fleet-gateway-killed', {
+      command: 'npm test -- test/fleet/fleet.test.ts',
+      fault: 'web process kill -9 under write load (8 writers alternating between the two gateways)',
+      statuses: { ...statuses },
+      acknowledgedAfterTheKill: ackedSinceKill(),
+      revisionsVerified: revisions,
+    });
     expect(ackedSinceKill(), 'writes acknowledged after the kill').to.be.at.least(200);
-    expect(writers.filter((w) => !w.acked.some((a) => a.at > killedAt)).map((w) => w.id), 'writers with no write acknowledged after the kill').to.deep.equal([]);
+    expect(
+      writers.filter((w) => !w.acked.some((a) => a.at > killedAt)).map((w) => w.id),
+      'writers with no write acknowledged after the kill',
+    ).to.deep.equal([]);
     fleet.add('web', { PORT: String(await freePort()) });
     await fleet.ready();
   });
@@ -178,6 +203,10 @@ describe('fleet: 2 web, 2 actors, indexer, reindexer as separate processes (issu
       expect(res.status, res.text).to.equal(200);
       expect((res.json.response.docs as { id: string }[]).map((d) => d.id).sort()).to.deep.equal([...made].sort());
     }, 30_000);
-    report('fleet-indexer-killed', { command: 'npm test -- test/fleet/fleet.test.ts', fault: 'indexer kill -9 after 21 of 60 creates, a new indexer started after the 60th', msFromNewIndexerToAllSearchable: Date.now() - t });
+    report('fleet-indexer-killed', {
+      command: 'npm test -- test/fleet/fleet.test.ts',
+      fault: 'indexer kill -9 after 21 of 60 creates, a new indexer started after the 60th',
+      msFromNewIndexerToAllSearchable: Date.now() - t,
+    });
   });
 });

@@ -116,7 +116,9 @@ function expectCleanError(res: RawResponse, what: string, status?: number | numb
   expect(res.headers['content-type'], ctx).to.equal('application/json');
   expect(res.json, ctx).to.be.an('object');
   expect(res.json.message, ctx).to.be.a('string').and.not.equal('');
-  expect(res.json.statusCode, ctx).to.be.a('string').and.match(/^\d{5}$/);
+  expect(res.json.statusCode, ctx)
+    .to.be.a('string')
+    .and.match(/^\d{5}$/);
   expect(res.json.statusCode.slice(0, 3), ctx).to.equal(String(res.status));
   expect(res.json.extraInfo, ctx).to.be.an('object').and.not.an('array');
   // No stack trace, no source paths.
@@ -130,7 +132,10 @@ function expectCleanError(res: RawResponse, what: string, status?: number | numb
 function expectCleanHead(res: RawResponse, ctx: string): void {
   for (const line of res.headerLines) expect(line, `${ctx}: header line`).to.match(HEADER_LINE);
   const names = res.headerLines.map((l) => l.slice(0, l.indexOf(':')).toLowerCase());
-  expect(names.filter((n) => /injected|set-cookie/.test(n)), ctx).to.deep.equal([]);
+  expect(
+    names.filter((n) => /injected|set-cookie/.test(n)),
+    ctx,
+  ).to.deep.equal([]);
   expect(res.headers['svc-api-version'], ctx).to.match(/^\d+(\.\d+)*$/);
 }
 
@@ -183,7 +188,7 @@ describe('gateway: bad input is refused cleanly and changes nothing (CONTRACT §
   const target = () => cs(`/content/alias/contentid/${key}`);
   const pad = (json: string, size: number) => json + ' '.repeat(size - json.length);
   const deep = (n: number) => '['.repeat(n) + ']'.repeat(n);
-  const deepObj = (n: number) => '{"a":'.repeat(n) + '1' + '}'.repeat(n);
+  const deepObj = (n: number) => `${'{"a":'.repeat(n)}1${'}'.repeat(n)}`;
 
   const validEnvelope = JSON.stringify(article('Valid but refused'));
 
@@ -227,11 +232,17 @@ describe('gateway: bad input is refused cleanly and changes nothing (CONTRACT §
     ['operation without _type', { system: { contentType: 'article' }, operations: [{ namespace: 'n', alias: 'a' }] }],
     ['svcSetAlias without alias', { system: { contentType: 'article' }, operations: [{ _type: 'svcSetAlias', namespace: 'n' }] }],
     ['svcSetAlias alias as a number', { system: { contentType: 'article' }, operations: [{ _type: 'svcSetAlias', namespace: 'n', alias: 5 }] }],
-    ['symbolic targetView without @', { system: { contentType: 'article' }, operations: [{ _type: 'svcAssignToSymbolicViews', views: ['v'], targetView: 'svcLatest' }] }],
+    [
+      'symbolic targetView without @',
+      { system: { contentType: 'article' }, operations: [{ _type: 'svcAssignToSymbolicViews', views: ['v'], targetView: 'svcLatest' }] },
+    ],
     ['metadata aspects as an array', { system: { contentType: 'article' }, operations: [{ _type: 'svcContentMetadata', aspects: [] }] }],
     ['body nested 1000 levels (array)', { system: { contentType: 'article' }, aspects: { body: { _type: 'body', x: JSON.parse(deep(1000)) } } }],
     ['body nested 1000 levels (object)', { system: { contentType: 'article' }, aspects: { body: { _type: 'body', x: JSON.parse(deepObj(1000)) } } }],
-    ['operation nested 1000 levels', { system: { contentType: 'article' }, operations: [{ _type: 'svcContentMetadata', aspects: { m: { _type: 'm', x: JSON.parse(deep(1000)) } } }] }],
+    [
+      'operation nested 1000 levels',
+      { system: { contentType: 'article' }, operations: [{ _type: 'svcContentMetadata', aspects: { m: { _type: 'm', x: JSON.parse(deep(1000)) } } }] },
+    ],
   ];
 
   /** Names that must never become a namespace or alias. */
@@ -283,7 +294,11 @@ describe('gateway: bad input is refused cleanly and changes nothing (CONTRACT §
         await refused(`create, svcSetAlias alias ${what}`, post(JSON.stringify({ ...article('x'), operations: [svcSetAlias('ns', name)] })), 400);
         await refused(`create, svcSetAlias namespace ${what}`, post(JSON.stringify({ ...article('x'), operations: [svcSetAlias(name, 'a')] })), 400);
       }
-      await refused('create, svcSetAlias into the main namespace', post(JSON.stringify({ ...article('x'), operations: [svcSetAlias('contentid', 'mine')] })), 400);
+      await refused(
+        'create, svcSetAlias into the main namespace',
+        post(JSON.stringify({ ...article('x'), operations: [svcSetAlias('contentid', 'mine')] })),
+        400,
+      );
     });
 
     it('refuses a body over MAX_BODY_BYTES with 413, with Content-Length and chunked', async () => {
@@ -419,7 +434,6 @@ describe('gateway: bad input is refused cleanly and changes nothing (CONTRACT §
     });
   });
 
-
   // --- the response format of a write ---
 
   describe('an unknown response format on a write (format=...)', () => {
@@ -523,7 +537,15 @@ describe('gateway: bad input is refused cleanly and changes nothing (CONTRACT §
 
     const requests = (ns: string, alias: string): [string, RawRequest][] => [
       ['read', { method: 'GET', path: cs(`/content/alias/${ns}/${alias}`), headers: { 'X-Auth-Token': editorToken } }],
-      ['update', { method: 'PUT', path: cs(`/content/alias/${ns}/${alias}?unsafeUpdate=true`), headers: { 'X-Auth-Token': editorToken, 'Content-Type': 'application/json' }, body: validEnvelope }],
+      [
+        'update',
+        {
+          method: 'PUT',
+          path: cs(`/content/alias/${ns}/${alias}?unsafeUpdate=true`),
+          headers: { 'X-Auth-Token': editorToken, 'Content-Type': 'application/json' },
+          body: validEnvelope,
+        },
+      ],
       ['delete', { method: 'DELETE', path: cs(`/content/alias/${ns}/${alias}`), headers: { 'X-Auth-Token': editorToken, 'If-Match': etag } }],
       ['release', { method: 'DELETE', path: cs(`/content/alias/${ns}/${alias}/release`), headers: { 'X-Auth-Token': sysadminToken } }],
       ['metadata', { method: 'GET', path: cs(`/content/alias/${ns}/${alias}/metadata`), headers: { 'X-Auth-Token': editorToken } }],
@@ -549,13 +571,30 @@ describe('gateway: bad input is refused cleanly and changes nothing (CONTRACT §
 
     it('never lets a path reach another content (.. does not walk up)', async () => {
       await refused('read through ..', { method: 'GET', path: cs(`/content/alias/x/../contentid/${key}`), headers: { 'X-Auth-Token': editorToken } }, 404);
-      await refused('update through ..', { method: 'PUT', path: cs(`/content/alias/contentid/..%2F${key}?unsafeUpdate=true`), headers: { 'X-Auth-Token': editorToken, 'Content-Type': 'application/json' }, body: validEnvelope }, 400);
-      await refused('delete through encoded slash', { method: 'DELETE', path: cs(`/content/alias/contentid%2F${key}/x`), headers: { 'X-Auth-Token': editorToken, 'If-Match': etag } }, 400);
+      await refused(
+        'update through ..',
+        {
+          method: 'PUT',
+          path: cs(`/content/alias/contentid/..%2F${key}?unsafeUpdate=true`),
+          headers: { 'X-Auth-Token': editorToken, 'Content-Type': 'application/json' },
+          body: validEnvelope,
+        },
+        400,
+      );
+      await refused(
+        'delete through encoded slash',
+        { method: 'DELETE', path: cs(`/content/alias/contentid%2F${key}/x`), headers: { 'X-Auth-Token': editorToken, 'If-Match': etag } },
+        400,
+      );
     });
 
     it('refuses bad view names with 400', async () => {
       for (const [what, seg] of BAD_SEGMENTS) {
-        await refused(`view read, view ${what}`, { method: 'GET', path: cs(`/content/view/${seg}/alias/contentid/${key}`), headers: { 'X-Auth-Token': editorToken } }, 400);
+        await refused(
+          `view read, view ${what}`,
+          { method: 'GET', path: cs(`/content/view/${seg}/alias/contentid/${key}`), headers: { 'X-Auth-Token': editorToken } },
+          400,
+        );
       }
     });
   });
@@ -565,16 +604,28 @@ describe('gateway: bad input is refused cleanly and changes nothing (CONTRACT §
       const revs = ['abc', '1.5', '-1', '0', '01', '1e3', '0x1', '+1', '%31%00', '99999999999999999999999', '999999999999999', '9007199254740993', '1%20'];
       for (const rev of revs) {
         for (const suffix of ['', '/metadata', '/history']) {
-          await refused(`revision ${rev}${suffix}`, { method: 'GET', path: `${target()}/${rev}${suffix}`, headers: { 'X-Auth-Token': editorToken } }, [400, 404]);
+          await refused(
+            `revision ${rev}${suffix}`,
+            { method: 'GET', path: `${target()}/${rev}${suffix}`, headers: { 'X-Auth-Token': editorToken } },
+            [400, 404],
+          );
         }
-        await refused(`view revision ${rev}`, { method: 'GET', path: cs(`/content/view/svcLatest/alias/contentid/${key}/${rev}`), headers: { 'X-Auth-Token': editorToken } }, [400, 404]);
+        await refused(
+          `view revision ${rev}`,
+          { method: 'GET', path: cs(`/content/view/svcLatest/alias/contentid/${key}/${rev}`), headers: { 'X-Auth-Token': editorToken } },
+          [400, 404],
+        );
       }
     });
 
     it('refuses atLeastRevision that is not an integer with 400', async () => {
       for (const v of ['abc', '', '-1', '1.5', '1e3', '0x10', '99999999999999999999', '%00', '1%0d%0aX-Injected:%201']) {
         await refused(`atLeastRevision=${v}`, { method: 'GET', path: `${target()}?atLeastRevision=${v}`, headers: { 'X-Auth-Token': editorToken } }, 400);
-        await refused(`history atLeastRevision=${v}`, { method: 'GET', path: `${target()}/history?atLeastRevision=${v}`, headers: { 'X-Auth-Token': editorToken } }, 400);
+        await refused(
+          `history atLeastRevision=${v}`,
+          { method: 'GET', path: `${target()}/history?atLeastRevision=${v}`, headers: { 'X-Auth-Token': editorToken } },
+          400,
+        );
       }
     });
 
@@ -612,7 +663,9 @@ describe('gateway: bad input is refused cleanly and changes nothing (CONTRACT §
       for (const rid of ['a b', '<script>', 'x'.repeat(200), '{0}']) {
         const res = await rawRequest(port, { method: 'GET', path: '/nope', headers: { 'X-Request-Id': rid } });
         expect(res.status).to.equal(404);
-        expect(res.headers['x-request-id']).to.match(/^[A-Za-z0-9._:-]{1,128}$/).and.not.equal(rid);
+        expect(res.headers['x-request-id'])
+          .to.match(/^[A-Za-z0-9._:-]{1,128}$/)
+          .and.not.equal(rid);
         expectCleanHead(res, `X-Request-Id ${rid}`);
       }
     });
@@ -639,7 +692,17 @@ describe('gateway: bad input is refused cleanly and changes nothing (CONTRACT §
     });
 
     it('answers 404 (40400) for an unknown route', async () => {
-      for (const path of ['/nope', cs('/nope'), cs('/content/alias'), cs('/content/alias/contentid'), cs(`/content/alias/contentid/${key}/1/2`), cs('/content/'), '/content-service', '/%zz-service/x', '/../etc/passwd']) {
+      for (const path of [
+        '/nope',
+        cs('/nope'),
+        cs('/content/alias'),
+        cs('/content/alias/contentid'),
+        cs(`/content/alias/contentid/${key}/1/2`),
+        cs('/content/'),
+        '/content-service',
+        '/%zz-service/x',
+        '/../etc/passwd',
+      ]) {
         const res = await refused(`GET ${path}`, { method: 'GET', path, headers: { 'X-Auth-Token': editorToken } }, [400, 404]);
         if (res.status === 404) expect(res.json.statusCode).to.equal('40400');
       }

@@ -73,18 +73,37 @@ describe('gateway: bodies the platform cannot store answer 400 or 413 before any
   };
 
   /** A create with an alias of its own: read back by that alias, it must not exist. */
-  const withAlias = (alias: string, env: Record<string, unknown>) => ({ ...env, operations: [...((env.operations as unknown[]) ?? []), { _type: 'svcSetAlias', namespace: 'limits', alias }] });
+  const withAlias = (alias: string, env: Record<string, unknown>) => ({
+    ...env,
+    operations: [...((env.operations as unknown[]) ?? []), { _type: 'svcSetAlias', namespace: 'limits', alias }],
+  });
 
   const CASES: [string, number[], (alias: string) => Record<string, unknown>][] = [
     ['65,536 keys in one aspect', [413], () => ({ system: { contentType: 'article' }, aspects: { body: keys(65536, { _type: 'body' }) } })],
     ['65,535 keys in one aspect without _type (the platform adds it)', [413], () => ({ system: { contentType: 'article' }, aspects: { body: keys(65535) } })],
-    ['100,000 keys in an object inside an aspect', [413], () => ({ system: { contentType: 'article' }, aspects: { body: { _type: 'body', x: keys(100000) } } })],
-    ['65,536 aspects', [413], () => ({ system: { contentType: 'article' }, aspects: Object.fromEntries(Array.from({ length: 65536 }, (_, i) => [`a${i}`, {}])) })],
-    ['65,536 keys in a metadata aspect', [413], () => ({ system: { contentType: 'article' }, operations: [{ _type: 'svcContentMetadata', aspects: { m: keys(65536) } }] })],
+    [
+      '100,000 keys in an object inside an aspect',
+      [413],
+      () => ({ system: { contentType: 'article' }, aspects: { body: { _type: 'body', x: keys(100000) } } }),
+    ],
+    [
+      '65,536 aspects',
+      [413],
+      () => ({ system: { contentType: 'article' }, aspects: Object.fromEntries(Array.from({ length: 65536 }, (_, i) => [`a${i}`, {}])) }),
+    ],
+    [
+      '65,536 keys in a metadata aspect',
+      [413],
+      () => ({ system: { contentType: 'article' }, operations: [{ _type: 'svcContentMetadata', aspects: { m: keys(65536) } }] }),
+    ],
     ['nesting of 65 levels', [400], () => ({ system: { contentType: 'article' }, aspects: { body: { _type: 'body', x: nested(62) } } })],
-    ['a key __proto__', [400], () => ({ system: { contentType: 'article' }, aspects: { body: JSON.parse('{"_type":"body","x":{"__proto__":{"polluted":true}}}') } })],
+    [
+      'a key __proto__',
+      [400],
+      () => ({ system: { contentType: 'article' }, aspects: { body: JSON.parse('{"_type":"body","x":{"__proto__":{"polluted":true}}}') } }),
+    ],
     ['a lone surrogate in a string', [400], () => ({ system: { contentType: 'article' }, aspects: { body: { _type: 'body', title: 'broken \ud800 text' } } })],
-    ['a lone surrogate in a key', [400], () => ({ system: { contentType: 'article' }, aspects: { body: { _type: 'body', ['k\udc00']: 1 } } })],
+    ['a lone surrogate in a key', [400], () => ({ system: { contentType: 'article' }, aspects: { body: { _type: 'body', 'k\udc00': 1 } } })],
   ];
 
   for (const [what, statuses, body] of CASES) {

@@ -112,10 +112,14 @@ describe('gateway under overload and slow clients (issue 8, item 5)', function (
     // Every socket is connected first, then all requests go out at once: they arrive within a
     // few event-loop turns, far more of them than MAX_IN_FLIGHT.
     const sockets = await Promise.all(
-      Array.from({ length: N }, () => new Promise<net.Socket>((resolve, reject) => {
-        const s = net.connect(port, '127.0.0.1', () => resolve(s));
-        s.once('error', reject);
-      })),
+      Array.from(
+        { length: N },
+        () =>
+          new Promise<net.Socket>((resolve, reject) => {
+            const s = net.connect(port, '127.0.0.1', () => resolve(s));
+            s.once('error', reject);
+          }),
+      ),
     );
     const answers = sockets.map(
       (s) =>
@@ -133,7 +137,9 @@ describe('gateway under overload and slow clients (issue 8, item 5)', function (
     const started = performance.now();
     sockets.forEach((s, i) => {
       const body = JSON.stringify({ ...article(`flood ${i}`), operations: [{ _type: 'svcSetAlias', namespace: 'flood', alias: `f${i}` }] });
-      s.write(`POST /content-service/content HTTP/1.1\r\nHost: x\r\nX-Auth-Token: ${editor.token}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      s.write(
+        `POST /content-service/content HTTP/1.1\r\nHost: x\r\nX-Auth-Token: ${editor.token}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      );
     });
     const raw = await Promise.all(answers);
     const floodMs = performance.now() - started;
@@ -145,7 +151,10 @@ describe('gateway under overload and slow clients (issue 8, item 5)', function (
     console.log(`    flood: ${N} creates in ${floodMs.toFixed(0)} ms: ${[...statuses].map(([s, n]) => `${s}×${n}`).join(' ')}; ${summary(seen)}`);
 
     // Every request got an answer: created, or shed with 503 and Retry-After.
-    expect([...statuses.keys()].filter((k) => k !== 201 && k !== 503), 'answers other than 201 and 503 (0: none)').to.deep.equal([]);
+    expect(
+      [...statuses.keys()].filter((k) => k !== 201 && k !== 503),
+      'answers other than 201 and 503 (0: none)',
+    ).to.deep.equal([]);
     expect(statuses.get(503) ?? 0, 'requests shed').to.be.greaterThan(0);
     expect(statuses.get(201) ?? 0, 'requests served').to.be.at.least(MAX_IN_FLIGHT);
     for (const { a } of parsed) {
@@ -186,28 +195,34 @@ describe('gateway under overload and slow clients (issue 8, item 5)', function (
     const bodyAnswers: string[] = [];
     await Promise.all(
       Object.entries(kinds).flatMap(([kind, n]) =>
-        Array.from({ length: n }, () => new Promise<void>((resolve) => {
-          const s = net.connect(port, '127.0.0.1');
-          sockets.push(s);
-          let got = '';
-          s.on('data', (d: Buffer) => (got += d.toString('latin1')));
-          s.on('error', () => undefined);
-          s.on('close', () => {
-            closedAfter[kind].push(Date.now() - t0);
-            if (kind === 'slowBody') bodyAnswers.push(got);
-          });
-          s.on('connect', () => {
-            if (kind === 'trickle') {
-              s.write('GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ');
-              timers.push(setInterval(() => s.writable && s.write('a'), 200));
-            } else if (kind === 'partial') s.write('GET /content-ser');
-            else if (kind === 'slowBody') {
-              s.write(`POST /content-service/content HTTP/1.1\r\nHost: x\r\nX-Auth-Token: ${editor.token}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"a":"`);
-              timers.push(setInterval(() => s.writable && s.write('x'), 200));
-            }
-            resolve();
-          });
-        })),
+        Array.from(
+          { length: n },
+          () =>
+            new Promise<void>((resolve) => {
+              const s = net.connect(port, '127.0.0.1');
+              sockets.push(s);
+              let got = '';
+              s.on('data', (d: Buffer) => (got += d.toString('latin1')));
+              s.on('error', () => undefined);
+              s.on('close', () => {
+                closedAfter[kind].push(Date.now() - t0);
+                if (kind === 'slowBody') bodyAnswers.push(got);
+              });
+              s.on('connect', () => {
+                if (kind === 'trickle') {
+                  s.write('GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ');
+                  timers.push(setInterval(() => s.writable && s.write('a'), 200));
+                } else if (kind === 'partial') s.write('GET /content-ser');
+                else if (kind === 'slowBody') {
+                  s.write(
+                    `POST /content-service/content HTTP/1.1\r\nHost: x\r\nX-Auth-Token: ${editor.token}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"a":"`,
+                  );
+                  timers.push(setInterval(() => s.writable && s.write('x'), 200));
+                }
+                resolve();
+              });
+            }),
+        ),
       ),
     );
     const health = watchHealth(port, 50);
@@ -215,13 +230,17 @@ describe('gateway under overload and slow clients (issue 8, item 5)', function (
       // Once the slow bodies hold every slot, other requests are shed with 503 and Retry-After.
       // (Their heads reach the server in its own time; the idle timeout frees them after 10 s.)
       let read: unknown;
-      await until(async () => {
-        const shed = new KeepAliveConnection(port);
-        const o = await shed.send({ method: 'GET', target: readPath, headers: [['X-Auth-Token', editor.token!]] });
-        shed.close();
-        read = o.ok && [o.res.status, o.res.headers['retry-after']];
-        return o.ok && o.res.status !== 303;
-      }, 9_000, 'a read to be shed while the slow bodies hold every slot');
+      await until(
+        async () => {
+          const shed = new KeepAliveConnection(port);
+          const o = await shed.send({ method: 'GET', target: readPath, headers: [['X-Auth-Token', editor.token!]] });
+          shed.close();
+          read = o.ok && [o.res.status, o.res.headers['retry-after']];
+          return o.ok && o.res.status !== 303;
+        },
+        9_000,
+        'a read to be shed while the slow bodies hold every slot',
+      );
       expect(read, 'a read while slow bodies hold every slot').to.deep.equal([503, '1']);
 
       // uWS closes a socket that has not completed a request (head or body) within its idle
@@ -232,7 +251,14 @@ describe('gateway under overload and slow clients (issue 8, item 5)', function (
       timers.forEach(clearInterval);
     }
     const seen = await health.stop();
-    const closed = Object.fromEntries(Object.entries(closedAfter).map(([k, v]) => [k, v.length ? `${v.length}/${kinds[k as keyof typeof kinds]} closed after ${(Math.min(...v) / 1000).toFixed(1)}-${(Math.max(...v) / 1000).toFixed(1)} s` : `0/${kinds[k as keyof typeof kinds]} closed`]));
+    const closed = Object.fromEntries(
+      Object.entries(closedAfter).map(([k, v]) => [
+        k,
+        v.length
+          ? `${v.length}/${kinds[k as keyof typeof kinds]} closed after ${(Math.min(...v) / 1000).toFixed(1)}-${(Math.max(...v) / 1000).toFixed(1)} s`
+          : `0/${kinds[k as keyof typeof kinds]} closed`,
+      ]),
+    );
     console.log(`    slowloris: ${JSON.stringify(closed)}; ${summary(seen)}`);
     sockets.forEach((s) => s.destroy());
 
@@ -255,17 +281,21 @@ describe('gateway under overload and slow clients (issue 8, item 5)', function (
       `POST /content-service/security/token HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"use`,
     ];
     await Promise.all(
-      Array.from({ length: 3 * MAX_IN_FLIGHT }, (_, i) => new Promise<void>((resolve) => {
-        const s = net.connect(port, '127.0.0.1');
-        s.on('error', () => undefined);
-        s.on('connect', () => {
-          s.write(heads[i % heads.length]);
-          setTimeout(() => {
-            s.destroy();
-            resolve();
-          }, 100);
-        });
-      })),
+      Array.from(
+        { length: 3 * MAX_IN_FLIGHT },
+        (_, i) =>
+          new Promise<void>((resolve) => {
+            const s = net.connect(port, '127.0.0.1');
+            s.on('error', () => undefined);
+            s.on('connect', () => {
+              s.write(heads[i % heads.length]);
+              setTimeout(() => {
+                s.destroy();
+                resolve();
+              }, 100);
+            });
+          }),
+      ),
     );
     // The server learns of each close in its own time: poll until every request is served.
     await eventually(async () => {

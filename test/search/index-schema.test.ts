@@ -13,7 +13,7 @@ import { eventually } from '../support/wait.js';
  * engine's Schema API gives it, not only the bundled one. An engine stand-in answers a schema
  * unlike the bundled one (float and text fields, no *_s).
  */
-describe('search documents: the write-time check learns the collection\'s schema from the engine (CONTRACT §20)', function () {
+describe("search documents: the write-time check learns the collection's schema from the engine (CONTRACT §20)", function () {
   this.timeout(60_000);
   let server: http.Server;
   let p: Awaited<ReturnType<typeof startTestPlatform>>;
@@ -40,7 +40,11 @@ describe('search documents: the write-time check learns the collection\'s schema
     server = http.createServer((req, res) => {
       const path = new URL(req.url ?? '/', 'http://x').pathname;
       res.writeHead(path.endsWith('/schema') || path.endsWith('/admin/ping') ? 200 : 404, { 'Content-Type': 'application/json' });
-      res.end(JSON.stringify(path.endsWith('/schema') ? { responseHeader: { status: 0 }, schema: { name: 'custom', version: 1.7, uniqueKey: 'id', ...schema } } : { status: 'OK' }));
+      res.end(
+        JSON.stringify(
+          path.endsWith('/schema') ? { responseHeader: { status: 0 }, schema: { name: 'custom', version: 1.7, uniqueKey: 'id', ...schema } } : { status: 'OK' },
+        ),
+      );
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     p = await startTestPlatform({ SOLR_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/solr` }, ['web', 'actors']);
@@ -58,7 +62,7 @@ describe('search documents: the write-time check learns the collection\'s schema
     await learnIndexSchema({ schema: async () => parseSchemaXml(bundled) }, pino({ level: 'silent' })).firstAttempt;
   });
 
-  it('accepts the engine\'s own fields and refuses what the bundled schema would take', async () => {
+  it("accepts the engine's own fields and refuses what the bundled schema would take", async () => {
     const create = (doc: Record<string, unknown>) => editor.create({ system: { contentType: 'article' }, aspects: { svcSolrDocument: doc } });
     const ok = await eventually(async () => {
       const r = await create({ price_f: 1.5, body_t: ['words', 'more words'] });

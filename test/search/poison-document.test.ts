@@ -21,7 +21,7 @@ type SolrDoc = Record<string, unknown> & { id: string };
  * not accept is refused at write time with 400 naming the field; a document the engine still
  * refuses is set aside (dead letter, metric, /health degraded) and never stops the others.
  */
-describe('search documents: the indexer\'s fields, the write-time schema check, documents the engine refuses (CONTRACT §20)', function () {
+describe("search documents: the indexer's fields, the write-time schema check, documents the engine refuses (CONTRACT §20)", function () {
   this.timeout(300_000);
   let p: P;
   let solr: string;
@@ -64,7 +64,7 @@ describe('search documents: the indexer\'s fields, the write-time schema check, 
   };
 
   describe('the indexer owns the system fields and child ids', () => {
-    it('a svcSolrDocument stored with id, root, svc_ and Solr fields (root and children) is indexed with the indexer\'s values only; anonymous search shows nothing through it', async () => {
+    it("a svcSolrDocument stored with id, root, svc_ and Solr fields (root and children) is indexed with the indexer's values only; anonymous search shows nothing through it", async () => {
       // A private content (svcLatest only) whose identity the poisoned one claims.
       const victim = await editor.create({ system: { contentType: `${T}v` }, aspects: { body: { title: 'private' } } });
       expect(victim.status, victim.text).to.equal(201);
@@ -103,7 +103,10 @@ describe('search documents: the indexer\'s fields, the write-time schema check, 
               _type: 'svcSolrDocument',
               ...forged,
               headline_s: `${T} poison`,
-              parts: [{ ...forged, part_s: `${T}child` }, { part_s: `${T}second`, sub: [{ ...forged, q_s: `${T}grandchild` }] }],
+              parts: [
+                { ...forged, part_s: `${T}child` },
+                { part_s: `${T}second`, sub: [{ ...forged, q_s: `${T}grandchild` }] },
+              ],
               one: { ...forged, v_s: `${T}single` },
             },
           },
@@ -116,11 +119,13 @@ describe('search documents: the indexer\'s fields, the write-time schema check, 
       const ownVersion = (await editor.readContent(`contentid/${cid}`)).json.system!.version as string;
       expect(ownVersion.startsWith(`c:${cid}:`), ownVersion).to.equal(true);
 
-      const root = (await eventually(async () => {
-        const docs = await solrSelect(`headline_s:"${T} poison"`);
-        expect(docs).to.have.length(1);
-        return docs;
-      }, 10_000))[0]!;
+      const root = (
+        await eventually(async () => {
+          const docs = await solrSelect(`headline_s:"${T} poison"`);
+          expect(docs).to.have.length(1);
+          return docs;
+        }, 10_000)
+      )[0]!;
       expect(root.id).to.equal(ownVersion);
       expect(root.root).to.equal(ownVersion);
       expect(root.version).to.equal(1);
@@ -131,10 +136,18 @@ describe('search documents: the indexer\'s fields, the write-time schema check, 
       expect(root).to.not.have.property('svc_timestate_svcPublic_drange');
 
       const children = await solrSelect(`_root_:"${ownVersion}" AND -id:"${ownVersion}"`, 'id,root,svc_*,part_s,q_s,v_s');
-      expect(children.map((c) => c.id).sort()).to.deep.equal([`${ownVersion}/one`, `${ownVersion}/parts/0`, `${ownVersion}/parts/1`, `${ownVersion}/parts/1/sub/0`]);
+      expect(children.map((c) => c.id).sort()).to.deep.equal([
+        `${ownVersion}/one`,
+        `${ownVersion}/parts/0`,
+        `${ownVersion}/parts/1`,
+        `${ownVersion}/parts/1/sub/0`,
+      ]);
       for (const c of children) {
         expect(c.root, c.id).to.equal(ownVersion);
-        expect(Object.keys(c).filter((k) => k.startsWith('svc_')), c.id).to.deep.equal([]);
+        expect(
+          Object.keys(c).filter((k) => k.startsWith('svc_')),
+          c.id,
+        ).to.deep.equal([]);
       }
 
       // The victim's document is untouched and still the only one with its id.
@@ -144,7 +157,15 @@ describe('search documents: the indexer\'s fields, the write-time schema check, 
       expect(victimDocs[0].svc_type_s).to.equal(`${T}v`);
 
       // Nothing of either is on a public view for an anonymous caller.
-      for (const q of [`svc_type_s:${T}v`, `svc_type_s:${T}a`, `headline_s:"${T} poison"`, `part_s:${T}child`, `q_s:${T}grandchild`, `v_s:${T}single`, `id:"${victimVersion}"`]) {
+      for (const q of [
+        `svc_type_s:${T}v`,
+        `svc_type_s:${T}a`,
+        `headline_s:"${T} poison"`,
+        `part_s:${T}child`,
+        `q_s:${T}grandchild`,
+        `v_s:${T}single`,
+        `id:"${victimVersion}"`,
+      ]) {
         expect(await anonIds(q), q).to.deep.equal([]);
       }
 
@@ -157,7 +178,7 @@ describe('search documents: the indexer\'s fields, the write-time schema check, 
     });
   });
 
-  describe('the write-time check against the collection\'s schema', () => {
+  describe("the write-time check against the collection's schema", () => {
     /** Every content head and event in Redis: a refused write changes neither. */
     const stored = async () => {
       const heads = (await p.redis.keys('ct:*')).length;
@@ -196,14 +217,21 @@ describe('search documents: the indexer\'s fields, the write-time schema check, 
     });
 
     it('update: 400 naming the field, the content unchanged', async () => {
-      const c = await editor.create({ system: { contentType: `${T}w` }, aspects: { body: { title: 'x' }, svcSolrDocument: { headline_s: 'fine', count_i: 3 } } });
+      const c = await editor.create({
+        system: { contentType: `${T}w` },
+        aspects: { body: { title: 'x' }, svcSolrDocument: { headline_s: 'fine', count_i: 3 } },
+      });
       expect(c.status, c.text).to.equal(201);
       const id = c.json.system.id as string;
       const cid = id.split('/')[1];
       const before = { rev: (await store.head(cid))!.rev, stored: await stored() };
       for (const [doc, field] of bad) {
         for (const mode of ['update', 'replace', 'merge']) {
-          refused(await editor.update(id, { aspects: { svcSolrDocument: doc } }, c.headers.get('etag'), `updateMode=${mode}`), field, `${mode} ${JSON.stringify(doc)}`);
+          refused(
+            await editor.update(id, { aspects: { svcSolrDocument: doc } }, c.headers.get('etag'), `updateMode=${mode}`),
+            field,
+            `${mode} ${JSON.stringify(doc)}`,
+          );
         }
       }
       expect({ rev: (await store.head(cid))!.rev, stored: await stored() }).to.deep.equal(before);
@@ -215,8 +243,16 @@ describe('search documents: the indexer\'s fields, the write-time schema check, 
       const cid = id.split('/')[1];
       const before = await stored();
       for (const [doc, field] of bad) {
-        refused(await editor.createDraft(`${T}ws`, { system: { contentType: `${T}w` }, aspects: { svcSolrDocument: doc } }), field, `draft create ${JSON.stringify(doc)}`);
-        refused(await editor.req('PUT', `/content/workspace/${T}ws/alias/${id}`, { body: { aspects: { svcSolrDocument: doc } } }), field, `draft update ${JSON.stringify(doc)}`);
+        refused(
+          await editor.createDraft(`${T}ws`, { system: { contentType: `${T}w` }, aspects: { svcSolrDocument: doc } }),
+          field,
+          `draft create ${JSON.stringify(doc)}`,
+        );
+        refused(
+          await editor.req('PUT', `/content/workspace/${T}ws/alias/${id}`, { body: { aspects: { svcSolrDocument: doc } } }),
+          field,
+          `draft update ${JSON.stringify(doc)}`,
+        );
       }
       expect(await p.redis.exists(keys.drafts(partitionOf(cid, p.settings.PARTITIONS), cid))).to.equal(0);
       expect(await stored()).to.deep.equal(before);
@@ -253,7 +289,7 @@ describe('search documents: the indexer\'s fields, the write-time schema check, 
       return sum;
     };
 
-    it('1,000 creates with one the engine refuses among them: the 999 are searchable, the one is a dead letter with the engine\'s reason, counted, and /health says search is degraded until it is indexed', async () => {
+    it("1,000 creates with one the engine refuses among them: the 999 are searchable, the one is a dead letter with the engine's reason, counted, and /health says search is degraded until it is indexed", async () => {
       const type = `${T}p`;
       const refusedBefore = await metric('indexer_refused_documents_total');
       const N = 1000;
@@ -289,7 +325,9 @@ describe('search documents: the indexer\'s fields, the write-time schema check, 
       const cid = bad.id.split('/')[1];
       const partition = partitionOf(cid, p.settings.PARTITIONS);
       const letters = await eventually(async () => {
-        const entries = (await p.redis.xrange(keys.indexerDeadLetter(partition), '-', '+')).map(([, f]) => Object.fromEntries(f.flatMap((v, i, a) => (i % 2 ? [] : [[v, a[i + 1]]]))) as Record<string, string>);
+        const entries = (await p.redis.xrange(keys.indexerDeadLetter(partition), '-', '+')).map(
+          ([, f]) => Object.fromEntries(f.flatMap((v, i, a) => (i % 2 ? [] : [[v, a[i + 1]]]))) as Record<string, string>,
+        );
         const mine = entries.filter((e) => e.cid === cid);
         expect(mine).to.have.length(1);
         return mine;
@@ -328,7 +366,9 @@ describe('search documents: the indexer\'s fields, the write-time schema check, 
       await eventually(async () => expect(await solrCount(`svc_type_s:${type}`)).to.equal(N), 10_000);
       await eventually(async () => expect(await p.redis.hexists(keys.indexerRefused, cid)).to.equal(0), 10_000);
       const outstanding = await p.redis.hlen(keys.indexerRefused);
-      expect((await editor.health()).json.search).to.equal(outstanding ? `degraded: ${outstanding} content${outstanding === 1 ? '' : 's'} refused by the search engine (dead letters in indexer-dead:{p})` : 'ok');
+      expect((await editor.health()).json.search).to.equal(
+        outstanding ? `degraded: ${outstanding} content${outstanding === 1 ? '' : 's'} refused by the search engine (dead letters in indexer-dead:{p})` : 'ok',
+      );
       expect(await metric('indexer_refused_contents')).to.equal(outstanding);
       // a counter: what was refused stays counted (the re-index refused it a second time)
       const mine = (await p.redis.xrange(keys.indexerDeadLetter(partition), '-', '+')).filter(([, f]) => f[f.indexOf('cid') + 1] === cid);

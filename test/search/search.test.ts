@@ -10,7 +10,6 @@ import { eventually } from '../support/wait.js';
 
 type P = Awaited<ReturnType<typeof startPlatform>> & { base: string; search: string };
 
-
 describe('search service, indexer and re-indexing (spec Search service, Events 2-6, CONTRACT §9)', function () {
   this.timeout(240000);
   let p: P;
@@ -91,14 +90,22 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
     const kid = `kid-${Date.now()}`;
     const c = await create('with parts', type, [], { svcSolrDocument: { parts: [{ part_s: kid }] } });
     const solr = await ensureTestSolr();
-    const find = async () => ((await (await fetch(`${solr}/content/select?${new URLSearchParams({ q: `part_s:"${kid}"`, fl: 'id,root', wt: 'json' })}`)).json()) as { response: { docs: { id: string; root: string }[] } }).response.docs;
+    const find = async () =>
+      (
+        (await (await fetch(`${solr}/content/select?${new URLSearchParams({ q: `part_s:"${kid}"`, fl: 'id,root', wt: 'json' })}`)).json()) as {
+          response: { docs: { id: string; root: string }[] };
+        }
+      ).response.docs;
     await eventually(async () => expect(await find()).to.deep.equal([{ id: `${c.version}/parts/0`, root: c.version }]));
     // an update without the children: the block is replaced, the child is gone
     const u = await editor.req('PUT', `/content/alias/${c.id}`, { body: { aspects: { svcSolrDocument: null } }, headers: { 'If-Match': c.etag } });
     expect(u.status).to.equal(200);
     await eventually(async () => expect(await find()).to.deep.equal([]));
     // children again, then a delete of the content removes them with their parent
-    const u2 = await editor.req('PUT', `/content/alias/${c.id}`, { body: { aspects: { svcSolrDocument: { parts: [{ part_s: kid }] } } }, headers: { 'If-Match': u.headers.get('etag')! } });
+    const u2 = await editor.req('PUT', `/content/alias/${c.id}`, {
+      body: { aspects: { svcSolrDocument: { parts: [{ part_s: kid }] } } },
+      headers: { 'If-Match': u.headers.get('etag')! },
+    });
     await eventually(async () => expect(await find()).to.deep.equal([{ id: `${u2.json.system.version}/parts/0`, root: u2.json.system.version }]));
     await editor.req('DELETE', `/content/alias/${c.id}`, { headers: { 'If-Match': u2.headers.get('etag')! } });
     await eventually(async () => expect(await find()).to.deep.equal([]));
@@ -113,7 +120,10 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
     before(async () => {
       const type = `${T}f`;
       pub = await create('public', type, [{ _type: 'svcAssignToViews', views: ['svcPublic'] }]);
-      hidden = await create('hidden', type, [{ _type: 'svcAssignToViews', views: ['svcPublic'] }, { _type: 'svcContentMetadata', aspects: { svcContentState: { hidden: true } } }]);
+      hidden = await create('hidden', type, [
+        { _type: 'svcAssignToViews', views: ['svcPublic'] },
+        { _type: 'svcContentMetadata', aspects: { svcContentState: { hidden: true } } },
+      ]);
       later = await create('later', type, [
         { _type: 'svcAssignToViews', views: ['svcPublic'] },
         { _type: 'svcContentMetadata', aspects: { svcTimeState: { views: { svcPublic: { onTime: new Date(now + 3600000).toISOString() } } } } },
@@ -180,14 +190,18 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
       const type = `${T}o`;
       const onPublic = (offTime?: number) => [
         { _type: 'svcAssignToViews', views: ['svcPublic'] },
-        ...(offTime === undefined ? [] : [{ _type: 'svcContentMetadata', aspects: { svcTimeState: { views: { svcPublic: { offTime: new Date(offTime).toISOString() } } } } }]),
+        ...(offTime === undefined
+          ? []
+          : [{ _type: 'svcContentMetadata', aspects: { svcTimeState: { views: { svcPublic: { offTime: new Date(offTime).toISOString() } } } } }]),
       ];
       const always = await create('always', type, onPublic());
       const ending = await create('ending', type, onPublic(now + 3600000));
       const ended = await create('ended', type, onPublic(now - 3600000));
       const all = [always, ending, ended].map((c) => c.version).sort();
       await eventually(async () => expect(ids(await select(sysadmin, { q: `svc_type_s:${type}` }))).to.deep.equal(all));
-      expect(ids(await select(anon, { q: `svc_type_s:${type}` }, null)), 'anonymous, before the offTime of "ending"').to.deep.equal([always.version, ending.version].sort());
+      expect(ids(await select(anon, { q: `svc_type_s:${type}` }, null)), 'anonymous, before the offTime of "ending"').to.deep.equal(
+        [always.version, ending.version].sort(),
+      );
       now += 2 * 3600000;
       try {
         expect(ids(await select(anon, { q: `svc_type_s:${type}` }, null)), 'anonymous, after it').to.deep.equal([always.version]);
@@ -199,7 +213,11 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
     });
 
     /** A refusal of the proxy (CONTRACT §11, §20): 400, the error body, naming the parameter. */
-    const refused = (r: { status: number; json: { message?: string; statusCode?: string; extraInfo?: Record<string, unknown> } }, param: string, what: string) => {
+    const refused = (
+      r: { status: number; json: { message?: string; statusCode?: string; extraInfo?: Record<string, unknown> } },
+      param: string,
+      what: string,
+    ) => {
       expect(r.status, what).to.equal(400);
       expect(r.json.statusCode, what).to.equal('40000');
       expect(r.json.extraInfo?.parameter, what).to.equal(param);
@@ -240,7 +258,18 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
 
     it('an injection table of 50 parameter sets: what the allowlist lets through is filtered, the rest answers 400 naming the parameter', async () => {
       const type = `${T}f`;
-      const qs = [`svc_type_s:${type}`, '*:*', `{!lucene}*:*`, `{!edismax qf=id}*`, `*:* OR id:*`, `{!join from=root to=id}*:*`, `{!frange l=0}1`, `{!parent which=*:*}*:*`, `(*:*) OR (svc_security_context_ss:*)`, `{!lucene q.op=OR}*:* -svc_type_s:nothing`];
+      const qs = [
+        `svc_type_s:${type}`,
+        '*:*',
+        `{!lucene}*:*`,
+        `{!edismax qf=id}*`,
+        `*:* OR id:*`,
+        `{!join from=root to=id}*:*`,
+        `{!frange l=0}1`,
+        `{!parent which=*:*}*:*`,
+        `(*:*) OR (svc_security_context_ss:*)`,
+        `{!lucene q.op=OR}*:* -svc_type_s:nothing`,
+      ];
       const extras: Record<string, string>[] = [
         {},
         { fq: '*:*' },
@@ -254,7 +283,10 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
           const params: Record<string, string> = { q, ...extra, fl: 'id,svc_security_context_ss', rows: '1000' };
           // the first parameter, in request order, that the allowlist refuses
           const culprit = Object.keys(params).find((k) => k === 'q.alt' || params[k].includes('{!'));
-          for (const [caller, token] of <[Client, string | null | undefined][]>[[sports, undefined], [anon, null]]) {
+          for (const [caller, token] of <[Client, string | null | undefined][]>[
+            [sports, undefined],
+            [anon, null],
+          ]) {
             const r = await select(caller, params, token);
             cases++;
             if (culprit) {
@@ -263,7 +295,8 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
             }
             expect(r.status, `${JSON.stringify(params)} ${r.text.slice(0, 300)}`).to.equal(200);
             if (caller === sports) {
-              for (const d of r.json.response.docs as { svc_security_context_ss?: string[] }[]) expect(d.svc_security_context_ss ?? [], JSON.stringify(params)).to.include('sports');
+              for (const d of r.json.response.docs as { svc_security_context_ss?: string[] }[])
+                expect(d.svc_security_context_ss ?? [], JSON.stringify(params)).to.include('sports');
             } else {
               expect(ids(r), JSON.stringify(params)).to.not.include.members(forbidden());
             }
@@ -275,7 +308,14 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
 
     describe('issue 14: what the proxy let through (regressions)', () => {
       it('1. inlineData through the [value] transformer: refused, never an envelope', async () => {
-        for (const fl of [`id:[value v="${latestOnly.version}"]`, `[value v="${sportsOnly.version}"]`, 'id,[docid]', 'id,[child]', 'id,[explain]', `id,x:[value v=1]`]) {
+        for (const fl of [
+          `id:[value v="${latestOnly.version}"]`,
+          `[value v="${sportsOnly.version}"]`,
+          'id,[docid]',
+          'id,[child]',
+          'id,[explain]',
+          `id,x:[value v=1]`,
+        ]) {
           const r = await select(anon, { q: '*:*', rows: '1', fl, inlineData: 'true' }, null);
           refused(r, 'fl', fl);
           expect(r.text).to.not.contain('_content');
@@ -288,11 +328,26 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
         const c = await create('not public', type);
         await eventually(async () => expect(ids(await select(sysadmin, { q: `svc_type_s:${type}` }))).to.deep.equal([c.version]));
         const solr = await ensureTestSolr();
-        const forged = { id: c.version, root: c.version, svc_type_s: type, svc_views_ss: ['svcPublic'], svc_timestate_svcPublic_drange: ['[0000 TO 9999]'], svc_contentstate_hidden_b: false, svc_security_context_ss: ['sports'] };
-        const put = await fetch(`${solr}/content/update?commit=true`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify([forged]) });
+        const forged = {
+          id: c.version,
+          root: c.version,
+          svc_type_s: type,
+          svc_views_ss: ['svcPublic'],
+          svc_timestate_svcPublic_drange: ['[0000 TO 9999]'],
+          svc_contentstate_hidden_b: false,
+          svc_security_context_ss: ['sports'],
+        };
+        const put = await fetch(`${solr}/content/update?commit=true`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json' },
+          body: JSON.stringify([forged]),
+        });
         expect(put.status).to.equal(200);
         try {
-          for (const [who, caller, token] of <[string, Client, string | null | undefined][]>[['anonymous', anon, null], ['sportseditor', sports, undefined]]) {
+          for (const [who, caller, token] of <[string, Client, string | null | undefined][]>[
+            ['anonymous', anon, null],
+            ['sportseditor', sports, undefined],
+          ]) {
             const r = await select(caller, { q: `svc_type_s:${type}`, inlineData: 'true' }, token);
             expect(r.status, who).to.equal(200);
             expect(ids(r), `${who}: the engine returns the forged document`).to.deep.equal([c.version]);
@@ -301,7 +356,11 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
           const r = await select(reader, { q: `svc_type_s:${type}`, inlineData: 'true' });
           expect(r.json.response.docs[0]._content.system.version, 'reader may').to.equal(c.version);
         } finally {
-          await fetch(`${solr}/content/update?commit=true`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ delete: { id: c.version } }) });
+          await fetch(`${solr}/content/update?commit=true`, {
+            method: 'POST',
+            headers: { 'Content-Type': 'application/json' },
+            body: JSON.stringify({ delete: { id: c.version } }),
+          });
         }
       });
 
@@ -315,21 +374,38 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
           }
           return terms;
         };
-        for (const extra of <Record<string, string>[]>[{}, { 'facet.mincount': '0' }, { 'facet.mincount': '-3' }, { 'f.id.facet.mincount': '0' }, { 'facet.prefix': 'c:' }, { 'f.id.facet.prefix': 'c:', 'f.id.facet.mincount': '0' }]) {
-          for (const [who, caller, token] of <[string, Client, string | null | undefined][]>[['anonymous', anon, null], ['sportseditor', sports, undefined]]) {
+        for (const extra of <Record<string, string>[]>[
+          {},
+          { 'facet.mincount': '0' },
+          { 'facet.mincount': '-3' },
+          { 'f.id.facet.mincount': '0' },
+          { 'facet.prefix': 'c:' },
+          { 'f.id.facet.prefix': 'c:', 'f.id.facet.mincount': '0' },
+        ]) {
+          for (const [who, caller, token] of <[string, Client, string | null | undefined][]>[
+            ['anonymous', anon, null],
+            ['sportseditor', sports, undefined],
+          ]) {
             const r = await select(caller, { q: '*:*', rows: '0', facet: 'true', 'facet.field': 'id', 'facet.limit': '-1', ...extra }, token);
             expect(r.status, `${who} ${JSON.stringify(extra)} ${r.text.slice(0, 200)}`).to.equal(200);
             const terms = facetTerms(r, 'id');
-            expect(terms, `${who} ${JSON.stringify(extra)}`).to.not.include.members(who === 'anonymous' ? forbidden() : [pub.version, hidden.version, later.version, latestOnly.version]);
+            expect(terms, `${who} ${JSON.stringify(extra)}`).to.not.include.members(
+              who === 'anonymous' ? forbidden() : [pub.version, hidden.version, later.version, latestOnly.version],
+            );
             expect(terms, `${who} sees its own`).to.include(who === 'anonymous' ? pub.version : sportsOnly.version);
           }
         }
-        const pivot = await select(anon, { q: '*:*', rows: '0', facet: 'true', 'facet.pivot': 'svc_type_s,id', 'facet.limit': '-1', 'facet.mincount': '0' }, null);
+        const pivot = await select(
+          anon,
+          { q: '*:*', rows: '0', facet: 'true', 'facet.pivot': 'svc_type_s,id', 'facet.limit': '-1', 'facet.mincount': '0' },
+          null,
+        );
         expect(pivot.status, pivot.text.slice(0, 300)).to.equal(200);
         const pivotIds = JSON.stringify(pivot.json.facet_counts.facet_pivot);
         for (const v of forbidden()) expect(pivotIds).to.not.contain(v);
         expect(pivotIds).to.contain(pub.version);
-        for (const field of ['{!key=x}id', '{!ex=t}id', '{!terms=a,b}id', 'id {!x}']) refused(await select(anon, { q: '*:*', facet: 'true', 'facet.field': field }, null), 'facet.field', field);
+        for (const field of ['{!key=x}id', '{!ex=t}id', '{!terms=a,b}id', 'id {!x}'])
+          refused(await select(anon, { q: '*:*', facet: 'true', 'facet.field': field }, null), 'facet.field', field);
         refused(await select(anon, { q: '*:*', facet: 'true', 'facet.pivot': '{!stats=s}id' }, null), 'facet.pivot', 'pivot with local params');
         refused(await select(anon, { q: '*:*', facet: 'true', 'facet.query': '{!terms f=id}x' }, null), 'facet.query', 'facet.query with local params');
         refused(await select(anon, { q: '*:*', facet: 'true', 'facet.field': 'id', 'facet.method': 'enum' }, null), 'facet.method', 'facet.method');
@@ -394,7 +470,9 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
         expect(syntax.status).to.equal(400);
         expect(syntax.json).to.include({ statusCode: '40000' });
         expect(syntax.json.extraInfo).to.deep.equal({});
-        expect(syntax.json.message).to.be.a('string').and.to.match(/^Cannot parse 'svc_type_s:\[':/);
+        expect(syntax.json.message)
+          .to.be.a('string')
+          .and.to.match(/^Cannot parse 'svc_type_s:\[':/);
         expect(syntax.json.error).to.deep.equal({ msg: syntax.json.message, code: 400 });
         const badField = await select(reader, { q: 'x', defType: 'edismax', qf: 'no_such_field' });
         expect(badField.status).to.equal(400);
@@ -431,7 +509,10 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
     });
 
     it('POST with form parameters works; the JSON request API is refused', async () => {
-      const form = await sports.req('POST', `${p.search}/content/select`, { raw: new URLSearchParams({ q: `svc_type_s:${T}f` }).toString(), headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
+      const form = await sports.req('POST', `${p.search}/content/select`, {
+        raw: new URLSearchParams({ q: `svc_type_s:${T}f` }).toString(),
+        headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+      });
       expect(form.status).to.equal(200);
       expect(ids(form)).to.deep.equal([sportsOnly.version]);
       const json = await sports.req('POST', `${p.search}/content/select`, { body: { query: '*:*' } });
@@ -452,7 +533,11 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
       await eventually(async () => expect(ids(await select(sysadmin, { q: `svc_type_s:${type}` }))).to.have.length(5));
       // wipe them from the engine behind the platform's back
       const solr = await ensureTestSolr();
-      await fetch(`${solr}/content/update?commit=true`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ delete: { query: `svc_type_s:${type}` } }) });
+      await fetch(`${solr}/content/update?commit=true`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ delete: { query: `svc_type_s:${type}` } }),
+      });
       expect(ids(await select(sysadmin, { q: `svc_type_s:${type}` }))).to.have.length(0);
 
       const r = await sysadmin.req('POST', `/index/reindex/contentType/${type}`);
@@ -463,14 +548,26 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
       const session = m![1];
       await eventually(async () => expect(ids(await select(sysadmin, { q: `svc_type_s:${type}` }))).to.have.length(5));
       await eventually(async () => expect(lines).to.include(`Re-indexing session ${session} started with a total of 5 content queued.`));
-      await eventually(async () => expect(lines.some((l) => new RegExp(`^Re-indexing session ${session} complete\\. Duration: \\d+ seconds \\(\\d+ content / second\\)\\.$`).test(l))).to.equal(true));
+      await eventually(async () =>
+        expect(
+          lines.some((l) => new RegExp(`^Re-indexing session ${session} complete\\. Duration: \\d+ seconds \\(\\d+ content / second\\)\\.$`).test(l)),
+        ).to.equal(true),
+      );
       // the progress metric and the indexer's lag are on /metrics
       const metrics = await sysadmin.metrics();
       expect(metrics.text).to.contain(`reindex_session_progress_ratio{session="${session}"} 1`);
       expect(metrics.text).to.match(/indexer_lag\{partition="0"\} \d+/);
       expect(metrics.text).to.match(/indexer_pending\{partition="0"\} \d+/);
 
-      const byAlias = await sysadmin.req('POST', `/index/reindex?aliases=${encodeURIComponent(made.slice(0, 2).map((c) => c.id).join(','))}`);
+      const byAlias = await sysadmin.req(
+        'POST',
+        `/index/reindex?aliases=${encodeURIComponent(
+          made
+            .slice(0, 2)
+            .map((c) => c.id)
+            .join(','),
+        )}`,
+      );
       expect(byAlias.text).to.match(/^Re-indexing session \S+ started: 2 content queued\.$/);
       const full = await sysadmin.req('POST', `/index/reindex/full?from=${encodeURIComponent(new Date(Date.now() - 60000).toISOString())}`);
       expect(full.status).to.equal(200);

@@ -10,7 +10,12 @@ import { Client, article } from '../support/platform.js';
 
 /** Solr's basic-auth example: user `solr`, password `SolrRocks` (salted SHA-256, as Solr stores it). */
 const SECURITY = JSON.stringify({
-  authentication: { blockUnknown: true, class: 'solr.BasicAuthPlugin', credentials: { solr: 'IV0EHq1OnNrj6gvRCwvFwTrZ1+z1oBbnQdiVC3otuq0= Ndd7LKvVBAaZIF0QAVi1ekCfAJXr1GGfLtRUXhgrF8c=' }, forwardCredentials: false },
+  authentication: {
+    blockUnknown: true,
+    class: 'solr.BasicAuthPlugin',
+    credentials: { solr: 'IV0EHq1OnNrj6gvRCwvFwTrZ1+z1oBbnQdiVC3otuq0= Ndd7LKvVBAaZIF0QAVi1ekCfAJXr1GGfLtRUXhgrF8c=' },
+    forwardCredentials: false,
+  },
   authorization: { class: 'solr.RuleBasedAuthorizationPlugin', permissions: [{ name: 'all', role: 'admin' }], 'user-role': { solr: 'admin' } },
 });
 
@@ -30,7 +35,16 @@ describe('search engine basic authentication (spec Authentication 9: solr.authen
   it('Solr refuses anonymous requests; with the switch on and the credentials the indexer and the proxy get through', async () => {
     expect((await fetch(`${solr.url}/content/select?q=*:*`)).status).to.equal(401);
     p = await startPlatform({
-      settings: loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', SOLR_URL: solr.url, SOLR_AUTHENTICATION_ENABLED: 'true', SOLR_USERNAME: 'solr', SOLR_PASSWORD: 'SolrRocks' }),
+      settings: loadSettings({
+        ...process.env,
+        PORT: '0',
+        PARTITIONS: '8',
+        LEASE_MS: '2000',
+        SOLR_URL: solr.url,
+        SOLR_AUTHENTICATION_ENABLED: 'true',
+        SOLR_USERNAME: 'solr',
+        SOLR_PASSWORD: 'SolrRocks',
+      }),
       log: createLogger('silent'),
     });
     const editor = await new Client(`${p.url}/content-service`).login('editor');
@@ -54,7 +68,11 @@ describe('search engine basic authentication (spec Authentication 9: solr.authen
   it('the switch without credentials stops the start with a message naming the variables', async () => {
     let err: Error | undefined;
     try {
-      await startPlatform({ settings: loadSettings({ ...process.env, PORT: '0', SOLR_URL: solr.url, SOLR_AUTHENTICATION_ENABLED: 'true' }), log: createLogger('silent'), roles: ['indexer'] });
+      await startPlatform({
+        settings: loadSettings({ ...process.env, PORT: '0', SOLR_URL: solr.url, SOLR_AUTHENTICATION_ENABLED: 'true' }),
+        log: createLogger('silent'),
+        roles: ['indexer'],
+      });
     } catch (e) {
       err = e as Error;
     }

@@ -16,11 +16,14 @@ describe('indexer: the search engine down during writes (issue 6)', function () 
   let p: Awaited<ReturnType<typeof startPlatform>>;
   let editor: Client;
 
-  before(async function () {
+  before(async () => {
     if (!javaAndMavenAvailable()) throw new Error('needs Java and Maven for the embedded Solr');
     solr = await startSolr({ dataDir: dir });
     port = Number(new URL(solr.url).port);
-    p = await startPlatform({ settings: loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', SOLR_URL: solr.url }), log: createLogger('silent') });
+    p = await startPlatform({
+      settings: loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', SOLR_URL: solr.url }),
+      log: createLogger('silent'),
+    });
     editor = await new Client(`${p.url}/content-service`).login('editor');
   });
   after(async () => {
@@ -50,7 +53,10 @@ describe('indexer: the search engine down during writes (issue 6)', function () 
       during.push(r.json.system.version);
       await new Promise((r) => setTimeout(r, 500));
     }
-    const u = await editor.req('PUT', `/content/alias/${first.json.system.id}`, { body: article('updated during'), headers: { 'If-Match': first.headers.get('etag')! } });
+    const u = await editor.req('PUT', `/content/alias/${first.json.system.id}`, {
+      body: article('updated during'),
+      headers: { 'If-Match': first.headers.get('etag')! },
+    });
     expect(u.status).to.equal(200);
     solr = await startSolr({ dataDir: dir, port });
     const expected = during.length + 1;
@@ -60,7 +66,9 @@ describe('indexer: the search engine down during writes (issue 6)', function () 
       await new Promise((r) => setTimeout(r, 250));
     }
     // the update replaced the first version's document
-    const ids = ((await (await fetch(`${solr.url}/content/select?q=svc_type_s:${type}&fl=id&rows=1000`)).json()) as { response: { docs: { id: string }[] } }).response.docs.map((d) => d.id);
+    const ids = (
+      (await (await fetch(`${solr.url}/content/select?q=svc_type_s:${type}&fl=id&rows=1000`)).json()) as { response: { docs: { id: string }[] } }
+    ).response.docs.map((d) => d.id);
     expect(ids).to.include(u.json.system.version);
     expect(ids).to.not.include(first.json.system.version);
     for (const v of during) expect(ids).to.include(v);

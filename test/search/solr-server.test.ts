@@ -175,7 +175,8 @@ describe('embedded Solr and the content configset (spec Categorization and searc
     expect(await ids('svc_type_s:*', { sort: 'svc_modificationTime_dt desc' })).to.deep.equal([b, a]);
     expect(await ids('svc_type_s:*', { sort: 'count_l asc' })).to.deep.equal([b, a]);
 
-    const [doc] = (await select(`id:${a}`, { fl: 'id,root,version,svc_views_ss,svc_modificationTime_dt,count_l,rank_i,svc_contentstate_hidden_b,flags_bs' })).response.docs;
+    const [doc] = (await select(`id:${a}`, { fl: 'id,root,version,svc_views_ss,svc_modificationTime_dt,count_l,rank_i,svc_contentstate_hidden_b,flags_bs' }))
+      .response.docs;
     expect(doc).to.deep.equal({
       id: a,
       root: a,
@@ -261,7 +262,7 @@ describe('startSolr: the embedded Solr process (tools/solr)', function () {
     return ok();
   };
 
-  before(function () {
+  before(() => {
     if (!javaAndMavenAvailable()) throw new Error('needs Java and Maven for the embedded Solr');
   });
   after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -270,7 +271,11 @@ describe('startSolr: the embedded Solr process (tools/solr)', function () {
     const dir = tmp('solr-restart-');
     const first = await startSolr({ dataDir: dir });
     const port = Number(new URL(first.url).port);
-    const add = await fetch(`${first.url}/content/update?commit=true`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify([{ id: 'kept', root: 'kept', version: 1 }]) });
+    const add = await fetch(`${first.url}/content/update?commit=true`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify([{ id: 'kept', root: 'kept', version: 1 }]),
+    });
     expect(add.status).to.equal(200);
     const t0 = Date.now();
     await first.stop();

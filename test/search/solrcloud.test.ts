@@ -97,11 +97,13 @@ describe('search on SolrCloud: two nodes, two shards (README "SolrCloud")', func
     await eventually(async () => expect(await ids(editor, `svc_type_s:${T}b`)).to.deep.equal([]), 10_000);
   });
 
-  it('child documents live in their parent\'s shard and go with it', async () => {
+  it("child documents live in their parent's shard and go with it", async () => {
     const c = await create('parent', `${T}c`, [], { svcSolrDocument: { parts: [{ part_s: 'one' }, { part_s: 'two' }] } });
     const node = solr.nodes[1];
     await eventually(async () => {
-      const r = (await (await fetch(`${node}/content/select?${new URLSearchParams({ q: `id:${JSON.stringify(c.version)}`, fl: '*,[child]', wt: 'json' })}`)).json()) as {
+      const r = (await (
+        await fetch(`${node}/content/select?${new URLSearchParams({ q: `id:${JSON.stringify(c.version)}`, fl: '*,[child]', wt: 'json' })}`)
+      ).json()) as {
         response: { docs: { parts?: { id: string }[] }[] };
       };
       expect(r.response.docs).to.have.length(1);
@@ -130,7 +132,14 @@ describe('search on SolrCloud: two nodes, two shards (README "SolrCloud")', func
     const r = await sysadmin.req('POST', '/index/reindex/full');
     expect(r.status, r.text).to.equal(200);
     const session = /session (\S+)/.exec(r.text)?.[1];
-    await eventually(async () => expect(lines.some((l) => l.startsWith(`Re-indexing session ${session} complete.`)), lines.join('\n')).to.equal(true), 30_000);
+    await eventually(
+      async () =>
+        expect(
+          lines.some((l) => l.startsWith(`Re-indexing session ${session} complete.`)),
+          lines.join('\n'),
+        ).to.equal(true),
+      30_000,
+    );
     expect(await ids(sysadmin, `svc_type_s:${T}a`)).to.deep.equal(before);
   });
 });

@@ -92,7 +92,10 @@ describe('security: reads answer the same whether or not content the caller may 
     expect(c.status, c.text).to.equal(201);
     const cid = c.json.system.id as string;
     // culture-only and non-public nodes of the content hierarchy, under the sports node too
-    for (const [name, parent] of [[`${T}node ${T}culture`, undefined], [`${T}node ${T}child`, sportsId]] as const) {
+    for (const [name, parent] of [
+      [`${T}node ${T}culture`, undefined],
+      [`${T}node ${T}child`, sportsId],
+    ] as const) {
       const h = await editor.create({
         system: { contentType: 'page' },
         aspects: { svcContentHierarchy: { name, ...(parent ? { parent } : {}) } },

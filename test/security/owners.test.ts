@@ -80,7 +80,9 @@ describe('security: changing owners needs Update before and after (CONTRACT §20
     const c = await sportsContent();
     const before = await state(c.id);
     const ws = `owners${Date.now().toString(36)}`;
-    const d = await sports.req('PUT', `/content/workspace/${ws}/alias/${c.id}`, { body: { aspects: { body: { title: 'moved' } }, operations: [owners(['culture'])] } });
+    const d = await sports.req('PUT', `/content/workspace/${ws}/alias/${c.id}`, {
+      body: { aspects: { body: { title: 'moved' } }, operations: [owners(['culture'])] },
+    });
     expect(d.status, d.text).to.equal(200);
     expectRefusal(await sports.req('POST', `/content/workspace/${ws}/alias/${c.id}/promote`));
     expect(await state(c.id)).to.deep.equal(before);

@@ -29,7 +29,10 @@ describe('security: permissions cannot be bypassed through views, variants, work
     editor = await new Client(p.base).login('editor');
     reader = await new Client(p.base).login('reader');
     sports = await new Client(p.base).login('sportseditor');
-    const up = await editor.req('POST', `${p.url}/file-service/file/content/${T}/notes.txt`, { raw: 'culture only', headers: { 'Content-Type': 'text/plain' } });
+    const up = await editor.req('POST', `${p.url}/file-service/file/content/${T}/notes.txt`, {
+      raw: 'culture only',
+      headers: { 'Content-Type': 'text/plain' },
+    });
     expect(up.status, up.text).to.equal(201);
     const c = await editor.create({
       system: { contentType: TYPE },

@@ -73,7 +73,14 @@ describe('search and completion: non-interference (CONTRACT §20)', function () 
     if (spec.visibility === 'expired') meta.svcTimeState = { views: { svcPublic: { offTime: new Date(frozen - day).toISOString() } } };
     if (spec.owners) meta.svcSecurityContext = { owners: spec.owners };
     if (Object.keys(meta).length) ops.push({ _type: 'svcContentMetadata', aspects: meta });
-    const doc: Record<string, unknown> = { title_s: spec.title, tags_ss: spec.tags, n_i: spec.n, words_lc: [spec.words], when_dt: spec.when, flag_b: spec.flag };
+    const doc: Record<string, unknown> = {
+      title_s: spec.title,
+      tags_ss: spec.tags,
+      n_i: spec.n,
+      words_lc: [spec.words],
+      when_dt: spec.when,
+      flag_b: spec.flag,
+    };
     if (spec.child) doc.parts = [{ part_s: spec.title, n_i: spec.n }];
     const as = spec.owners?.includes('sports') ? clients.sportseditor : editor;
     const r = await as.create({
@@ -92,14 +99,20 @@ describe('search and completion: non-interference (CONTRACT §20)', function () 
   /** Solr directly: how many of these versions (roots) it holds, searchable. */
   const indexed = async (versions: string[]) => {
     const q = `root:(${versions.map((v) => JSON.stringify(v)).join(' OR ')})`;
-    const r = await fetch(`${solr}/content/select`, { method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ q, rows: '0', wt: 'json', fq: '-_nest_path_:*' }) });
+    const r = await fetch(`${solr}/content/select`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ q, rows: '0', wt: 'json', fq: '-_nest_path_:*' }),
+    });
     return ((await r.json()) as { response: { numFound: number } }).response.numFound;
   };
   /** Every document but these roots: count, highest and sum of _version_ (any add or delete changes it). */
   const fingerprint = async (except: string[]) => {
     const params = new URLSearchParams({ q: '*:*', rows: '0', wt: 'json', stats: 'true', 'stats.field': '_version_' });
     if (except.length) params.set('fq', `-root:(${except.map((v) => JSON.stringify(v)).join(' OR ')})`);
-    const r = (await (await fetch(`${solr}/content/select`, { method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded' }, body: params })).json()) as {
+    const r = (await (
+      await fetch(`${solr}/content/select`, { method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded' }, body: params })
+    ).json()) as {
       response: { numFound: number };
       stats: { stats_fields: { _version_: { max: number | null; sum: number | null } } };
     };
@@ -201,7 +214,10 @@ describe('search and completion: non-interference (CONTRACT §20)', function () 
       statuses.set(stateA.search[k].status, (statuses.get(stateA.search[k].status) ?? 0) + 1);
       const a = normalize(stateA.search[k], r.scoreSorted);
       const b = normalize(stateB.search[k], r.scoreSorted);
-      if (JSON.stringify(a) !== JSON.stringify(b)) problems.push(`${r.caller} GET ?${new URLSearchParams(r.params)}\n      without: ${JSON.stringify(a).slice(0, 600)}\n      with:    ${JSON.stringify(b).slice(0, 600)}`);
+      if (JSON.stringify(a) !== JSON.stringify(b))
+        problems.push(
+          `${r.caller} GET ?${new URLSearchParams(r.params)}\n      without: ${JSON.stringify(a).slice(0, 600)}\n      with:    ${JSON.stringify(b).slice(0, 600)}`,
+        );
     });
     completions.forEach((c, k) => {
       const a = JSON.stringify(stateA.completion[k]);
@@ -210,14 +226,30 @@ describe('search and completion: non-interference (CONTRACT §20)', function () 
     });
     const found = stateA.search.filter((r) => r.status === 200 && (r.body as { response?: { numFound?: number } }).response?.numFound).length;
     console.log(
-      `    ${requests.length} searches (by status: ${[...statuses].sort().map(([s, n]) => `${s}×${n}`).join(' ')}; ${found} found something) and ${completions.length} completions, twice each`,
+      `    ${requests.length} searches (by status: ${[...statuses]
+        .sort()
+        .map(([s, n]) => `${s}×${n}`)
+        .join(' ')}; ${found} found something) and ${completions.length} completions, twice each`,
     );
     if (process.env.NONINTERFERENCE_VERBOSE) {
       const why = new Map<string, number>();
-      for (const o of stateA.search) if (o.status !== 200) why.set(String((o.body as { message?: string }).message).slice(0, 70), (why.get(String((o.body as { message?: string }).message).slice(0, 70)) ?? 0) + 1);
-      console.log([...why].sort((a, b) => b[1] - a[1]).map(([m, n]) => `      ${n} ${m}`).join('\n'));
+      for (const o of stateA.search)
+        if (o.status !== 200)
+          why.set(
+            String((o.body as { message?: string }).message).slice(0, 70),
+            (why.get(String((o.body as { message?: string }).message).slice(0, 70)) ?? 0) + 1,
+          );
+      console.log(
+        [...why]
+          .sort((a, b) => b[1] - a[1])
+          .map(([m, n]) => `      ${n} ${m}`)
+          .join('\n'),
+      );
     }
-    if (problems.length) throw new Error(`${problems.length} answer(s) changed when content the caller may not read was added (seed ${SEED}):\n  ${problems.slice(0, 6).join('\n  ')}`);
+    if (problems.length)
+      throw new Error(
+        `${problems.length} answer(s) changed when content the caller may not read was added (seed ${SEED}):\n  ${problems.slice(0, 6).join('\n  ')}`,
+      );
     // the property is not vacuous: callers see documents, and refusals happen
     expect(found).to.be.greaterThan(RUNS / 10);
     expect(statuses.get(400) ?? 0).to.be.greaterThan(0);
@@ -298,7 +330,18 @@ interface GenCompletion {
 }
 
 const SORT_FIELDS = ['title_s', 'n_i', 'when_dt', 'version', 'svc_type_s'];
-const FACET_FIELDS = ['title_s', 'tags_ss', 'n_i', 'id', 'svc_type_s', 'svc_views_ss', 'svc_security_context_ss', 'svc_contentstate_hidden_b', 'words_lc', 'root'];
+const FACET_FIELDS = [
+  'title_s',
+  'tags_ss',
+  'n_i',
+  'id',
+  'svc_type_s',
+  'svc_views_ss',
+  'svc_security_context_ss',
+  'svc_contentstate_hidden_b',
+  'words_lc',
+  'root',
+];
 const QUERY_FIELDS = ['words_lc', 'title_s', 'tags_ss', 'id'];
 
 function requestArb(T: string): fc.Arbitrary<GenSearch> {
@@ -336,12 +379,18 @@ function requestArb(T: string): fc.Arbitrary<GenSearch> {
   const intIn = (min: number, max: number) => fc.integer({ min, max }).map(String);
 
   // The query part: lucene (default or named), edismax or dismax with their parameters.
-  const lucene = fc.record({ q: fc.oneof({ weight: 30, arbitrary: queries }, { weight: 1, arbitrary: refusedQueries }), defType: maybe(fc.constant('lucene')), op: maybe(fc.constantFrom('AND', 'OR')) }).map(({ q, defType, op }) => {
-    const out: [string, string][] = [['q', q]];
-    if (defType) out.push(['defType', defType]);
-    if (op) out.push(['q.op', op]);
-    return out;
-  });
+  const lucene = fc
+    .record({
+      q: fc.oneof({ weight: 30, arbitrary: queries }, { weight: 1, arbitrary: refusedQueries }),
+      defType: maybe(fc.constant('lucene')),
+      op: maybe(fc.constantFrom('AND', 'OR')),
+    })
+    .map(({ q, defType, op }) => {
+      const out: [string, string][] = [['q', q]];
+      if (defType) out.push(['defType', defType]);
+      if (op) out.push(['q.op', op]);
+      return out;
+    });
   const dismax = fc
     .record({
       defType: fc.constantFrom('edismax', 'dismax'),
@@ -351,16 +400,27 @@ function requestArb(T: string): fc.Arbitrary<GenSearch> {
       mm: maybe(fc.constantFrom('1', '100%', '2<-1', '50%', '0')),
     })
     .map(({ defType, q, qf, pf, mm }) => {
-      const out: [string, string][] = [['defType', defType], ['q', q], ['qf', qf.map(([f, b]) => (b ? `${f}^${b}` : f)).join(' ')]];
+      const out: [string, string][] = [
+        ['defType', defType],
+        ['q', q],
+        ['qf', qf.map(([f, b]) => (b ? `${f}^${b}` : f)).join(' ')],
+      ];
       if (pf) out.push(['pf', pf]);
       if (mm) out.push(['mm', mm]);
       return out;
     });
   const query = fc.oneof({ weight: 3, arbitrary: lucene }, { weight: 1, arbitrary: dismax });
 
-  const fq = fc.array(fc.oneof({ weight: 30, arbitrary: specific }, { weight: 1, arbitrary: refusedQueries }), { maxLength: 1 }).map((l) => l.map((v): [string, string] => ['fq', v]));
+  const fq = fc
+    .array(fc.oneof({ weight: 30, arbitrary: specific }, { weight: 1, arbitrary: refusedQueries }), { maxLength: 1 })
+    .map((l) => l.map((v): [string, string] => ['fq', v]));
   const fieldSort = fc.uniqueArray(fc.tuple(field(SORT_FIELDS), fc.constantFrom('asc', 'desc')), { maxLength: 2, selector: ([f]) => f });
-  const fl = maybe(fc.oneof({ weight: 30, arbitrary: fc.constantFrom('id', 'id,title_s,score', '*', 'svc_*,id', 'id n_i tags_ss', '*,score') }, { weight: 1, arbitrary: fc.constantFrom('id,[docid]', 'id,x:docfreq(tags_ss,black)', 'id,[child]') }));
+  const fl = maybe(
+    fc.oneof(
+      { weight: 30, arbitrary: fc.constantFrom('id', 'id,title_s,score', '*', 'svc_*,id', 'id n_i tags_ss', '*,score') },
+      { weight: 1, arbitrary: fc.constantFrom('id,[docid]', 'id,x:docfreq(tags_ss,black)', 'id,[child]') },
+    ),
+  );
 
   const facets = fc
     .record({
@@ -370,11 +430,41 @@ function requestArb(T: string): fc.Arbitrary<GenSearch> {
       sort: maybe(fc.constantFrom('count', 'index')),
       prefix: maybe(fc.constantFrom('a', 'c:', 'b', 'o', 'sec')),
       mincount: maybe(intIn(-1, 2)),
-      perField: maybe(fc.tuple(field(FACET_FIELDS), fc.constantFrom<[string, string]>(['facet.mincount', '0'], ['facet.mincount', '2'], ['facet.limit', '-1'], ['facet.limit', '1'], ['facet.prefix', 'o'], ['facet.prefix', 'g'], ['facet.sort', 'index'], ['facet.offset', '1'], ['facet.mincount', 'zero']))),
+      perField: maybe(
+        fc.tuple(
+          field(FACET_FIELDS),
+          fc.constantFrom<[string, string]>(
+            ['facet.mincount', '0'],
+            ['facet.mincount', '2'],
+            ['facet.limit', '-1'],
+            ['facet.limit', '1'],
+            ['facet.prefix', 'o'],
+            ['facet.prefix', 'g'],
+            ['facet.sort', 'index'],
+            ['facet.offset', '1'],
+            ['facet.mincount', 'zero'],
+          ),
+        ),
+      ),
       query: fc.array(queries, { maxLength: 2 }),
-      range: maybe(fc.constantFrom<[string, string, string, string][]>([['n_i', '0', '100', '10']], [['when_dt', '2020-01-01T00:00:00Z', '2022-01-01T00:00:00Z', '+3MONTHS']], [['version', '0', '10', '1']])),
+      range: maybe(
+        fc.constantFrom<[string, string, string, string][]>(
+          [['n_i', '0', '100', '10']],
+          [['when_dt', '2020-01-01T00:00:00Z', '2022-01-01T00:00:00Z', '+3MONTHS']],
+          [['version', '0', '10', '1']],
+        ),
+      ),
       pivot: maybe(fc.constantFrom('tags_ss,title_s', 'svc_security_context_ss,n_i', 'title_s,id')),
-      refused: maybe(fc.constantFrom<[string, string]>(['facet.method', 'enum'], ['facet.missing', 'true'], ['facet.field', '{!key=k}id'], ['facet.pivot.mincount', '0'], ['facet.range.other', 'all']), 1 / 30),
+      refused: maybe(
+        fc.constantFrom<[string, string]>(
+          ['facet.method', 'enum'],
+          ['facet.missing', 'true'],
+          ['facet.field', '{!key=k}id'],
+          ['facet.pivot.mincount', '0'],
+          ['facet.range.other', 'all'],
+        ),
+        1 / 30,
+      ),
     })
     .map((f) => {
       const out: [string, string][] = [['facet', 'true']];
@@ -386,16 +476,22 @@ function requestArb(T: string): fc.Arbitrary<GenSearch> {
       if (f.mincount) out.push(['facet.mincount', f.mincount]);
       if (f.perField) out.push([`f.${f.perField[0]}.${f.perField[1][0]}`, f.perField[1][1]]);
       for (const q of f.query) out.push(['facet.query', q]);
-      for (const [name, start, end, gap] of f.range ?? []) out.push(['facet.range', name], ['facet.range.start', start], ['facet.range.end', end], ['facet.range.gap', gap]);
+      for (const [name, start, end, gap] of f.range ?? [])
+        out.push(['facet.range', name], ['facet.range.start', start], ['facet.range.end', end], ['facet.range.gap', gap]);
       if (f.pivot) out.push(['facet.pivot', f.pivot]);
       if (f.refused) out.push(f.refused);
       return out;
     });
-  const stats = fc.uniqueArray(field(['n_i', 'version']), { minLength: 1, maxLength: 2 }).map((l): [string, string][] => [['stats', 'true'], ...l.map((f): [string, string] => ['stats.field', f])]);
+  const stats = fc
+    .uniqueArray(field(['n_i', 'version']), { minLength: 1, maxLength: 2 })
+    .map((l): [string, string][] => [['stats', 'true'], ...l.map((f): [string, string] => ['stats.field', f])]);
   const group = fc
     .record({ field: field(['title_s', 'n_i', 'svc_type_s']), limit: maybe(intIn(0, 3)), offset: maybe(intIn(0, 2)) })
     .map(({ field: f, limit, offset }) => {
-      const out: [string, string][] = [['group', 'true'], ['group.field', f]];
+      const out: [string, string][] = [
+        ['group', 'true'],
+        ['group.field', f],
+      ];
       if (limit) out.push(['group.limit', limit]);
       if (offset) out.push(['group.offset', offset]);
       return out;
@@ -415,7 +511,18 @@ function requestArb(T: string): fc.Arbitrary<GenSearch> {
     view: maybe(fc.constantFrom<[string, string]>(['view', 'svcPublic'], ['view', 'svcLatest'], ['view', 'nosuchview']), 1 / 4),
     timeAllowed: maybe(fc.constant<[string, string]>(['timeAllowed', '60000']), 1 / 5),
     omitHeader: maybe(fc.constant<[string, string]>(['omitHeader', 'true']), 1 / 4),
-    refused: maybe(fc.constantFrom<[string, string]>(['mlt', 'true'], ['debugQuery', 'true'], ['terms', 'true'], ['qt', '/terms'], ['rows', '1001'], ['start', '-1'], ['sort', 'docfreq(tags_ss,black) asc']), 1 / 30),
+    refused: maybe(
+      fc.constantFrom<[string, string]>(
+        ['mlt', 'true'],
+        ['debugQuery', 'true'],
+        ['terms', 'true'],
+        ['qt', '/terms'],
+        ['rows', '1001'],
+        ['start', '-1'],
+        ['sort', 'docfreq(tags_ss,black) asc'],
+      ),
+      1 / 30,
+    ),
   });
 
   return fc
@@ -465,7 +572,28 @@ function maybe<T>(arb: fc.Arbitrary<T>, p = 0.5): fc.Arbitrary<T | null> {
 }
 
 function completionArb(): fc.Arbitrary<GenCompletion> {
-  const token = fc.constantFrom('a', 'al', 'alpha', 'alpha t', 'o', 'om', 'omega', 'omega s', 'b', 'b s', 'g', 'd f', 'team', 'secret', 'c', 'x', 'alpha team/g', 'a/o', 'a t/omega c', 'sq');
+  const token = fc.constantFrom(
+    'a',
+    'al',
+    'alpha',
+    'alpha t',
+    'o',
+    'om',
+    'omega',
+    'omega s',
+    'b',
+    'b s',
+    'g',
+    'd f',
+    'team',
+    'secret',
+    'c',
+    'x',
+    'alpha team/g',
+    'a/o',
+    'a t/omega c',
+    'sq',
+  );
   return fc.record({ caller: fc.constantFrom(...CALLERS), input: token });
 }
 

@@ -88,7 +88,8 @@ describe('no password, token or secret in any log line (issue 8, item 4)', funct
 
   it('through logins, token use, external JWTs, search engine and file store failures', async () => {
     const anon = new Client(base);
-    const post = (body: unknown, raw?: string) => anon.req('POST', '/security/token', raw === undefined ? { body, token: null } : { raw, headers: { 'Content-Type': 'application/json' }, token: null });
+    const post = (body: unknown, raw?: string) =>
+      anon.req('POST', '/security/token', raw === undefined ? { body, token: null } : { raw, headers: { 'Content-Type': 'application/json' }, token: null });
 
     // An account with a real password.
     const password = secret('password', `pw-${rand()}`);
@@ -129,7 +130,10 @@ describe('no password, token or secret in any log line (issue 8, item 4)', funct
 
     // External JWTs: a good one, one without exp (CONTRACT §20: refused), one signed with another key, one with alg none.
     const jwtKey = new TextEncoder().encode(settings.EXTERNAL_JWT_SECRET);
-    const jwt = secret('external JWT', await new SignJWT({ sub: 'secretuser' }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('5m').sign(jwtKey));
+    const jwt = secret(
+      'external JWT',
+      await new SignJWT({ sub: 'secretuser' }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('5m').sign(jwtKey),
+    );
     const exchanged = await post({ token: jwt });
     expect(exchanged.status, exchanged.text).to.equal(200);
     secret('token from a JWT', exchanged.json.token);
@@ -138,7 +142,10 @@ describe('no password, token or secret in any log line (issue 8, item 4)', funct
     const otherKey = new TextEncoder().encode(secret('another JWT key', `other-key-${rand()}`));
     const badJwt = secret('JWT with a bad signature', await new SignJWT({ sub: 'sysadmin' }).setProtectedHeader({ alg: 'HS256' }).sign(otherKey));
     expect((await post({ token: badJwt })).status).to.equal(401);
-    const none = secret('JWT with alg none', `${Buffer.from('{"alg":"none"}').toString('base64url')}.${Buffer.from('{"sub":"sysadmin"}').toString('base64url')}.`);
+    const none = secret(
+      'JWT with alg none',
+      `${Buffer.from('{"alg":"none"}').toString('base64url')}.${Buffer.from('{"sub":"sysadmin"}').toString('base64url')}.`,
+    );
     expect((await post({ token: none })).status).to.equal(401);
 
     // Search through basic authentication, then an engine answer the proxy cannot read (500).
@@ -160,12 +167,18 @@ describe('no password, token or secret in any log line (issue 8, item 4)', funct
     expect(solr.authorizations.length).to.be.greaterThan(0);
 
     // Files on S3 with the right key, then a platform with a wrong secret key.
-    const up = await user.req('POST', `${p.url}/file-service/file/tmp/secretuser/a.txt`, { raw: Buffer.from('hello'), headers: { 'Content-Type': 'text/plain' } });
+    const up = await user.req('POST', `${p.url}/file-service/file/tmp/secretuser/a.txt`, {
+      raw: Buffer.from('hello'),
+      headers: { 'Content-Type': 'text/plain' },
+    });
     expect(up.status, up.text).to.equal(201);
     const wrong = await startPlatform({ settings: { ...settings, S3_SECRET_KEY: secret('wrong S3 secret key', `wrong-s3-${rand()}`) }, roles: ['web'], log });
     try {
       const c = await new Client(`${wrong.url}/content-service`).login('secretuser', password);
-      const r = await c.req('POST', `${wrong.url}/file-service/file/tmp/secretuser/b.txt`, { raw: Buffer.from('hello'), headers: { 'Content-Type': 'text/plain' } });
+      const r = await c.req('POST', `${wrong.url}/file-service/file/tmp/secretuser/b.txt`, {
+        raw: Buffer.from('hello'),
+        headers: { 'Content-Type': 'text/plain' },
+      });
       expect(r.status, r.text).to.be.at.least(500);
       expect(r.text).not.to.include(settings.S3_SECRET_KEY!).and.not.to.include('wrong-s3-');
     } finally {
@@ -175,7 +188,10 @@ describe('no password, token or secret in any log line (issue 8, item 4)', funct
 
     // The log saw all of it.
     for (const msg of ['starting', 'request failed', 'indexing failed', 'file store could not be set up']) {
-      expect(lines.some((l) => l.includes(msg)), `a '${msg}' line`).to.equal(true);
+      expect(
+        lines.some((l) => l.includes(msg)),
+        `a '${msg}' line`,
+      ).to.equal(true);
     }
     if (process.env.SECRETS_TEST_DUMP) console.log(lines.join('\n'));
     console.log(`    ${lines.length} log lines and ${consoleOut.length} console writes checked against ${secrets.size} secrets`);
@@ -183,7 +199,13 @@ describe('no password, token or secret in any log line (issue 8, item 4)', funct
     const leaks: string[] = [];
     const all = [...lines.map((l) => ['log', l] as const), ...consoleOut.map((l) => ['console', l] as const)];
     for (const [value, what] of secrets) {
-      const forms = new Set([value, encodeURIComponent(value), Buffer.from(value).toString('base64'), Buffer.from(value).toString('base64url'), JSON.stringify(value).slice(1, -1)]);
+      const forms = new Set([
+        value,
+        encodeURIComponent(value),
+        Buffer.from(value).toString('base64'),
+        Buffer.from(value).toString('base64url'),
+        JSON.stringify(value).slice(1, -1),
+      ]);
       if (value.split('.').length === 3) forms.add(value.split('.')[2]); // a JWT's signature alone
       for (const [where, line] of all) {
         for (const f of forms) {

@@ -163,24 +163,30 @@ describe('security: token service (spec Token response, CONTRACT §3-4)', functi
         (e: Error) => e,
       );
       expect(err).to.be.instanceOf(Error);
-      expect(err!.message).to.match(/production/).and.to.match(/default password/);
+      expect(err!.message)
+        .to.match(/production/)
+        .and.to.match(/default password/);
       for (const u of DEV_USERS) expect(err!.message).to.include(u);
 
       // Changing three of the four is not enough...
       const admin = make({}, prefix).svc;
       await admin.connect();
       for (const u of ['sysadmin', 'editor', 'reader']) await admin.setPassword(u, `${u}-changed-pw`);
-      const err2 = await make({ NODE_ENV: 'production' }, prefix).svc.start().then(
-        () => null,
-        (e: Error) => e,
-      );
+      const err2 = await make({ NODE_ENV: 'production' }, prefix)
+        .svc.start()
+        .then(
+          () => null,
+          (e: Error) => e,
+        );
       expect(err2?.message).to.include('sportseditor').and.not.include('sysadmin,');
       // ...a password reset to the default (new salt) is caught too...
       await admin.setPassword('reader', 'reader');
-      const err3 = await make({ NODE_ENV: 'production' }, prefix).svc.start().then(
-        () => null,
-        (e: Error) => e,
-      );
+      const err3 = await make({ NODE_ENV: 'production' }, prefix)
+        .svc.start()
+        .then(
+          () => null,
+          (e: Error) => e,
+        );
       expect(err3?.message).to.include('reader');
       // ...and with every default gone it starts.
       await admin.setPassword('reader', 'reader-changed-pw');
@@ -192,11 +198,15 @@ describe('security: token service (spec Token response, CONTRACT §3-4)', functi
 
     it('refuses to start, and seeds nothing, when Redis holds no account', async () => {
       const prefix = freshPrefix();
-      const err = await make({ NODE_ENV: 'production' }, prefix).svc.start().then(
-        () => null,
-        (e: Error) => e,
-      );
-      expect(err?.message).to.match(/production/).and.to.match(/no accounts/);
+      const err = await make({ NODE_ENV: 'production' }, prefix)
+        .svc.start()
+        .then(
+          () => null,
+          (e: Error) => e,
+        );
+      expect(err?.message)
+        .to.match(/production/)
+        .and.to.match(/no accounts/);
       const keys: string[] = [];
       for await (const k of raw.scanIterator({ MATCH: `${prefix}*` })) keys.push(k);
       expect(keys).to.deep.equal([]);
@@ -235,7 +245,8 @@ describe('security: token service (spec Token response, CONTRACT §3-4)', functi
       // in rounds of 10: the login limiter holds an attempt of a user past LOGIN_MAX_FAILURES (10)
       // in progress until the others end, which a loaded machine could stretch past its wait
       const tokens: string[] = [];
-      for (let round = 0; round < 20; round++) tokens.push(...(await Promise.all(Array.from({ length: 10 }, () => svc.login('reader', 'reader').then((r) => r.token)))));
+      for (let round = 0; round < 20; round++)
+        tokens.push(...(await Promise.all(Array.from({ length: 10 }, () => svc.login('reader', 'reader').then((r) => r.token)))));
       expect(new Set(tokens).size).to.equal(tokens.length);
       const bytes = tokens.map((t) => Buffer.from(t, 'base64url'));
       for (const b of bytes) expect(b.length).to.equal(32);
@@ -324,7 +335,10 @@ describe('security: token service (spec Token response, CONTRACT §3-4)', functi
       expect(await other.authenticate(t.token)).not.to.equal(null);
       // Kill the other process's subscriber connection from the server side.
       const clients = await raw.sendCommand(['CLIENT', 'LIST', 'TYPE', 'pubsub']);
-      const ids = String(clients).split('\n').filter((l) => l.includes(`name=${other.feedName}`)).map((l) => /id=(\d+)/.exec(l)![1]);
+      const ids = String(clients)
+        .split('\n')
+        .filter((l) => l.includes(`name=${other.feedName}`))
+        .map((l) => /id=(\d+)/.exec(l)![1]);
       expect(ids).to.have.length(1);
       await raw.sendCommand(['CLIENT', 'KILL', 'ID', ids[0]]);
       await svc.revoke(t.token);
@@ -337,7 +351,7 @@ describe('security: token service (spec Token response, CONTRACT §3-4)', functi
       expect(await other.authenticate(t2.token)).to.equal(null);
     });
 
-    it('revoking one token leaves the user\'s other tokens valid', async () => {
+    it("revoking one token leaves the user's other tokens valid", async () => {
       const a = await svc.login('reader', 'reader');
       const b = await svc.login('reader', 'reader');
       await svc.revoke(a.token);
@@ -552,8 +566,7 @@ describe('security: token service (spec Token response, CONTRACT §3-4)', functi
       const pem = await exportSPKI(publicKey);
       const s = make({ EXTERNAL_JWT_PUBLIC_KEY: pem }).svc;
       await s.start();
-      const rs = (key: typeof privateKey) =>
-        new SignJWT({}).setProtectedHeader({ alg: 'RS256' }).setSubject('reader').setExpirationTime('5m').sign(key);
+      const rs = (key: typeof privateKey) => new SignJWT({}).setProtectedHeader({ alg: 'RS256' }).setSubject('reader').setExpirationTime('5m').sign(key);
       const r = await s.exchangeExternal(await rs(privateKey));
       expect(r.userId).to.equal('reader');
       expect((await s.authenticate(r.token))?.contexts).to.deep.equal({ [GLOBAL_CONTEXT]: ['reader'] });

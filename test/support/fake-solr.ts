@@ -53,7 +53,11 @@ export async function startFakeSolr(opts: { basicAuth?: { username: string; pass
           return void res.end(fake.selectRaw);
         }
         if (params.get('rows') === '0' && params.get('facet') === 'true') {
-          return json(200, { responseHeader: { status: 0 }, response: { numFound: 0, docs: [] }, facet_counts: { facet_fields: { [params.get('facet.field') ?? '']: [] } } });
+          return json(200, {
+            responseHeader: { status: 0 },
+            response: { numFound: 0, docs: [] },
+            facet_counts: { facet_fields: { [params.get('facet.field') ?? '']: [] } },
+          });
         }
         return json(200, { responseHeader: { status: 0, QTime: 0 }, response: { numFound: fake.docs.length, start: 0, docs: fake.docs } });
       }

@@ -21,9 +21,7 @@ let server: RedisServerHandle | undefined;
 
 if (process.env.TEST_REDIS_URL) {
   process.env.REDIS_URL = process.env.TEST_REDIS_URL;
-  console.warn(
-    `[test setup] WARNING: using TEST_REDIS_URL=${process.env.TEST_REDIS_URL}; the tests will write (and may delete) keys in it`,
-  );
+  console.warn(`[test setup] WARNING: using TEST_REDIS_URL=${process.env.TEST_REDIS_URL}; the tests will write (and may delete) keys in it`);
 } else {
   server = await startRedisServer({ appendonly: false });
   process.env.REDIS_URL = server.url;

@@ -128,7 +128,15 @@ export class KeepAliveConnection {
           this.buf = this.buf.subarray(parsed.used);
           finish({ ok: true, res: parsed.res }, parsed.keep && !final);
         } else if (final) {
-          finish({ ok: false, reason: this.buf.length ? `closed mid-answer (${this.ending}): ${JSON.stringify(this.buf.subarray(0, 200).toString('latin1'))}` : `closed without an answer (${this.ending})` }, false);
+          finish(
+            {
+              ok: false,
+              reason: this.buf.length
+                ? `closed mid-answer (${this.ending}): ${JSON.stringify(this.buf.subarray(0, 200).toString('latin1'))}`
+                : `closed without an answer (${this.ending})`,
+            },
+            false,
+          );
         }
       };
       this.waiter = attempt;
@@ -146,7 +154,8 @@ function parseResponse(buf: Buffer, isHead: boolean, final: boolean, started: nu
   const { status, headers, headerLines: lines, bodyStart: rest } = head;
   const keep = !/close/i.test(headers.connection ?? '');
   const ms = performance.now() - started;
-  if (isHead || status === 204 || status === 304) return { res: { status, headers, headerLines: lines, body: Buffer.alloc(0), ms }, used: rest, keep: keep && !isHead };
+  if (isHead || status === 204 || status === 304)
+    return { res: { status, headers, headerLines: lines, body: Buffer.alloc(0), ms }, used: rest, keep: keep && !isHead };
   if (headers['content-length'] !== undefined) {
     const n = Number(headers['content-length']);
     if (buf.length - rest < n) return null;

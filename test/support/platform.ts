@@ -10,7 +10,11 @@ import { startPlatform, type Platform, type Role } from '../../src/main.js';
  * (REDIS_URL, set by test/support/global-setup.ts), with files in a temporary directory.
  * Logs are silent unless TEST_LOG is set.
  */
-export async function startTestPlatform(overrides: Partial<Record<keyof Settings, string>> = {}, roles?: Role[], clock?: () => number): Promise<Platform & { url: string; base: string }> {
+export async function startTestPlatform(
+  overrides: Partial<Record<keyof Settings, string>> = {},
+  roles?: Role[],
+  clock?: () => number,
+): Promise<Platform & { url: string; base: string }> {
   // Files go to a fresh directory of the run (unless a test names S3 or a directory).
   const filesDir = mkdtempSync(join(tmpdir(), 'test-files-'));
   const settings = loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', FILES_DIR: filesDir, ...overrides });

@@ -32,7 +32,12 @@ export async function startRedisCluster(masters = 3, opts: { replicas?: number; 
   const dir = mkdtempSync(join(tmpdir(), 'test-redis-cluster-'));
   const servers: RedisServerHandle[] = [];
   for (let i = 0; i < masters * (1 + replicas); i++) {
-    servers.push(await startRedisServer({ dir: join(dir, `n${i}`), extraArgs: ['--cluster-enabled', 'yes', '--cluster-node-timeout', String(opts.nodeTimeoutMs ?? 2000)] }));
+    servers.push(
+      await startRedisServer({
+        dir: join(dir, `n${i}`),
+        extraArgs: ['--cluster-enabled', 'yes', '--cluster-node-timeout', String(opts.nodeTimeoutMs ?? 2000)],
+      }),
+    );
   }
   const addrs = servers.map((s) => `127.0.0.1:${s.port}`);
   await run('redis-cli', ['--cluster', 'create', ...addrs, '--cluster-replicas', String(replicas), '--cluster-yes']);
@@ -72,7 +77,20 @@ export async function startRedisCluster(masters = 3, opts: { replicas?: number; 
     servers,
     async reshard(slots: number) {
       const [from, to] = await Promise.all([idOf(servers[0].port), idOf(servers[1].port)]);
-      await run('redis-cli', ['--cluster', 'reshard', addrs[0], '--cluster-from', from, '--cluster-to', to, '--cluster-slots', String(slots), '--cluster-yes', '--cluster-pipeline', '100']);
+      await run('redis-cli', [
+        '--cluster',
+        'reshard',
+        addrs[0],
+        '--cluster-from',
+        from,
+        '--cluster-to',
+        to,
+        '--cluster-slots',
+        String(slots),
+        '--cluster-yes',
+        '--cluster-pipeline',
+        '100',
+      ]);
     },
     async masters() {
       const live = servers.filter((s) => !gone.has(s));

@@ -37,8 +37,13 @@ export function ensureTestS3(): Promise<TestS3> {
         secretKey: e.S3_SECRET_KEY ?? '',
         own: false,
         env: Object.fromEntries(
-          Object.entries({ S3_ENDPOINT: e.S3_ENDPOINT, S3_PORT: e.S3_PORT, S3_USE_SSL: String(useSSL), S3_ACCESS_KEY: e.S3_ACCESS_KEY, S3_SECRET_KEY: e.S3_SECRET_KEY })
-            .filter((kv): kv is [string, string] => kv[1] !== undefined),
+          Object.entries({
+            S3_ENDPOINT: e.S3_ENDPOINT,
+            S3_PORT: e.S3_PORT,
+            S3_USE_SSL: String(useSSL),
+            S3_ACCESS_KEY: e.S3_ACCESS_KEY,
+            S3_SECRET_KEY: e.S3_SECRET_KEY,
+          }).filter((kv): kv is [string, string] => kv[1] !== undefined),
         ),
       };
     }
@@ -53,7 +58,13 @@ export function ensureTestS3(): Promise<TestS3> {
       accessKey: server.accessKey,
       secretKey: server.secretKey,
       own: true,
-      env: { S3_ENDPOINT: server.endPoint, S3_PORT: String(server.port), S3_USE_SSL: 'false', S3_ACCESS_KEY: server.accessKey, S3_SECRET_KEY: server.secretKey },
+      env: {
+        S3_ENDPOINT: server.endPoint,
+        S3_PORT: String(server.port),
+        S3_USE_SSL: 'false',
+        S3_ACCESS_KEY: server.accessKey,
+        S3_SECRET_KEY: server.secretKey,
+      },
     };
   })();
   return s3;

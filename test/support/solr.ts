@@ -15,7 +15,9 @@ export function ensureTestSolr(): Promise<string> {
   const given = process.env.TEST_SOLR_URL;
   if (given) return (solr ??= Promise.resolve(given.replace(/\/+$/, '')));
   if (!javaAndMavenAvailable()) {
-    return Promise.reject(new Error('The search tests need Solr: install Java 17 and Maven (the embedded Solr is built from Maven Central), or set TEST_SOLR_URL'));
+    return Promise.reject(
+      new Error('The search tests need Solr: install Java 17 and Maven (the embedded Solr is built from Maven Central), or set TEST_SOLR_URL'),
+    );
   }
   solr ??= (async () => {
     const dir = mkdtempSync(join(tmpdir(), 'test-solr-'));

@@ -54,7 +54,10 @@ export function runWriters(writers: Writer[], gateways: () => Gateway[], statuse
           await new Promise((res) => setTimeout(res, 50));
           continue;
         }
-        const res = await c.req('PUT', `/content/alias/${w.id}`, { body: { aspects: { body: { _type: 'body', title: marker } } }, headers: { 'If-Match': cur.headers.get('etag')! } });
+        const res = await c.req('PUT', `/content/alias/${w.id}`, {
+          body: { aspects: { body: { _type: 'body', title: marker } } },
+          headers: { 'If-Match': cur.headers.get('etag')! },
+        });
         count(String(res.status));
         n++;
         if (res.status === 200) w.acked.push({ marker, rev: revOf(res.headers.get('etag')!), at: Date.now() });
@@ -95,7 +98,10 @@ export async function markersOf(c: Client, w: Writer): Promise<string[]> {
  * asserts none was applied twice; answers each writer's markers and the acknowledged writes
  * not found at their revision.
  */
-export async function auditWriters(writers: Writer[], c: Client): Promise<{ markers: Map<Writer, string[]>; lost: { w: Writer; marker: string; at: number }[] }> {
+export async function auditWriters(
+  writers: Writer[],
+  c: Client,
+): Promise<{ markers: Map<Writer, string[]>; lost: { w: Writer; marker: string; at: number }[] }> {
   const all = new Map<Writer, string[]>();
   const lost: { w: Writer; marker: string; at: number }[] = [];
   for (const w of writers) {

@@ -8,7 +8,11 @@ import { ensureTestSolr } from '../support/solr.js';
 import { eventually } from '../support/wait.js';
 
 /** `A B/C` as the service splits it: levels of lowercased whitespace tokens. */
-const input = (s: string) => s.split('/').map((l) => l.toLowerCase().split(/\s+/).filter(Boolean)).filter((l) => l.length);
+const input = (s: string) =>
+  s
+    .split('/')
+    .map((l) => l.toLowerCase().split(/\s+/).filter(Boolean))
+    .filter((l) => l.length);
 const path = (s: string) => s.split('/');
 
 describe('taxonomy completion matching (spec "Taxonomy service": completion matching)', () => {
@@ -60,15 +64,23 @@ describe('taxonomy completion over HTTP (CONTRACT §10)', function () {
   const id = (s: string) => `${T}-${s}`;
 
   async function define(kind: 'Dimension' | 'Entity', aspect: Record<string, unknown>) {
-    const r = await editor.create({ system: { contentType: `svc${kind}DefinitionContent` }, aspects: { [`svc${kind}Definition`]: aspect }, operations: [{ _type: 'svcSetAlias', namespace: '_taxonomy', alias: aspect.id }] });
+    const r = await editor.create({
+      system: { contentType: `svc${kind}DefinitionContent` },
+      aspects: { [`svc${kind}Definition`]: aspect },
+      operations: [{ _type: 'svcSetAlias', namespace: '_taxonomy', alias: aspect.id }],
+    });
     expect(r.status, r.text).to.equal(201);
   }
-  const complete = (dim: string, text: string) => anon.req('GET', `${p.url}/taxonomy-service/complete/${encodeURIComponent(dim)}/${encodeURIComponent(text)}`, { token: null });
+  const complete = (dim: string, text: string) =>
+    anon.req('GET', `${p.url}/taxonomy-service/complete/${encodeURIComponent(dim)}/${encodeURIComponent(text)}`, { token: null });
   const names = (r: { json: { entities: { name: string }[] } }) => r.json.entities.map((e) => e.name).sort();
 
   before(async () => {
     const solr = await ensureTestSolr();
-    p = await startPlatform({ settings: loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', SOLR_URL: solr }), log: createLogger('silent') });
+    p = await startPlatform({
+      settings: loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', SOLR_URL: solr }),
+      log: createLogger('silent'),
+    });
     editor = await new Client(`${p.url}/content-service`).login('editor');
     anon = new Client(`${p.url}/content-service`);
     await define('Dimension', { id: id('sections'), name: 'Sections', enumerable: true, localizations: {} });
@@ -103,7 +115,10 @@ describe('taxonomy completion over HTTP (CONTRACT §10)', function () {
   it('entities of a non-enumerable dimension exist once content is categorized with them (found through the index)', async () => {
     const c = await editor.create({
       system: { contentType: 'article' },
-      aspects: { body: { title: 'x' }, svcCategorization: { dimensions: [{ id: id('tags'), entities: [{ name: 'Climate Change', entities: [{ name: 'Carbon Tax' }] }] }] } },
+      aspects: {
+        body: { title: 'x' },
+        svcCategorization: { dimensions: [{ id: id('tags'), entities: [{ name: 'Climate Change', entities: [{ name: 'Carbon Tax' }] }] }] },
+      },
       operations: [{ _type: 'svcAssignToViews', views: ['svcPublic'] }],
     });
     expect(c.status, c.text).to.equal(201);
@@ -126,16 +141,34 @@ describe('taxonomy completion over HTTP (CONTRACT §10)', function () {
     const hour = 3600_000;
     const made = [
       await make('Zebra Latest Only', []),
-      await make('Zebra Hidden', [{ _type: 'svcAssignToViews', views: ['svcPublic'] }, { _type: 'svcContentMetadata', aspects: { svcContentState: { hidden: true } } }]),
-      await make('Zebra Later', [{ _type: 'svcAssignToViews', views: ['svcPublic'] }, { _type: 'svcContentMetadata', aspects: { svcTimeState: { views: { svcPublic: { onTime: new Date(Date.now() + hour).toISOString() } } } } }]),
+      await make('Zebra Hidden', [
+        { _type: 'svcAssignToViews', views: ['svcPublic'] },
+        { _type: 'svcContentMetadata', aspects: { svcContentState: { hidden: true } } },
+      ]),
+      await make('Zebra Later', [
+        { _type: 'svcAssignToViews', views: ['svcPublic'] },
+        { _type: 'svcContentMetadata', aspects: { svcTimeState: { views: { svcPublic: { onTime: new Date(Date.now() + hour).toISOString() } } } } },
+      ]),
       await make('Zebra Culture', [{ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: ['culture'] } } }]),
       await make('Zebra Sports', [{ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: ['sports'] } } }], sports),
       await make('Zebra Public', [{ _type: 'svcAssignToViews', views: ['svcPublic'] }]),
     ];
-    await eventually(async () => expect((await sys.search({ q: made.map((v) => `id:"${v}"`).join(' OR '), rows: '10', fl: 'id' })).json.response.numFound).to.equal(made.length), 10_000);
-    const as = (c: Client) => (text: string) => c.req('GET', `${p.url}/taxonomy-service/complete/${encodeURIComponent(id('tags'))}/${encodeURIComponent(text)}`);
+    await eventually(
+      async () =>
+        expect((await sys.search({ q: made.map((v) => `id:"${v}"`).join(' OR '), rows: '10', fl: 'id' })).json.response.numFound).to.equal(made.length),
+      10_000,
+    );
+    const as = (c: Client) => (text: string) =>
+      c.req('GET', `${p.url}/taxonomy-service/complete/${encodeURIComponent(id('tags'))}/${encodeURIComponent(text)}`);
     expect(names(await complete(id('tags'), 'zeb')), 'anonymous').to.deep.equal(['Zebra Public']);
-    expect(names(await as(reader)('zeb')), 'reader').to.deep.equal(['Zebra Culture', 'Zebra Hidden', 'Zebra Later', 'Zebra Latest Only', 'Zebra Public', 'Zebra Sports']);
+    expect(names(await as(reader)('zeb')), 'reader').to.deep.equal([
+      'Zebra Culture',
+      'Zebra Hidden',
+      'Zebra Later',
+      'Zebra Latest Only',
+      'Zebra Public',
+      'Zebra Sports',
+    ]);
     expect(names(await as(sports)('zeb')), 'sportseditor').to.deep.equal(['Zebra Sports']);
     const bad = await anon.req('GET', `${p.url}/taxonomy-service/complete/${encodeURIComponent(id('tags'))}/zeb`, { token: 'not-a-token' });
     expect(bad.status).to.equal(401);
@@ -148,7 +181,9 @@ describe('taxonomy completion over HTTP (CONTRACT §10)', function () {
       system: { contentType: 'article' },
       aspects: {
         body: { title: 'derby' },
-        svcCategorization: { dimensions: [{ id: id('sections'), entities: [{ id: id('sport'), name: 'Sport', entities: [{ id: id('football'), name: 'Football Club' }] }] }] },
+        svcCategorization: {
+          dimensions: [{ id: id('sections'), entities: [{ id: id('sport'), name: 'Sport', entities: [{ id: id('football'), name: 'Football Club' }] }] }],
+        },
       },
     });
     expect(c.status, c.text).to.equal(201);

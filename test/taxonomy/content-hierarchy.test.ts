@@ -64,7 +64,16 @@ describe('contentHierarchy taxonomy (spec Taxonomy resources)', function () {
           localizations: {},
           attributes: { contentType: 'page' },
           childrenOmitted: false,
-          entities: [{ id: ids.match, name: 'Match Report', localizations: {}, attributes: { byline: 'AP', contentType: 'article' }, entities: [], childrenOmitted: false }],
+          entities: [
+            {
+              id: ids.match,
+              name: 'Match Report',
+              localizations: {},
+              attributes: { byline: 'AP', contentType: 'article' },
+              entities: [],
+              childrenOmitted: false,
+            },
+          ],
         },
       ],
     });
@@ -91,7 +100,10 @@ describe('contentHierarchy taxonomy (spec Taxonomy resources)', function () {
       const r = await who.create({
         system: { contentType: 'page' },
         aspects: { svcContentHierarchy: { name, ...(parent ? { parent } : {}) } },
-        operations: [{ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners } } }, ...(views.length ? [{ _type: 'svcAssignToViews', views }] : [])],
+        operations: [
+          { _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners } } },
+          ...(views.length ? [{ _type: 'svcAssignToViews', views }] : []),
+        ],
       });
       expect(r.status, r.text).to.equal(201);
       return r.json.system.id as string;
@@ -140,7 +152,9 @@ describe('contentHierarchy taxonomy (spec Taxonomy resources)', function () {
   it('completion on contentHierarchy.contents matches name paths of contents', async () => {
     const r = await editor.taxonomyComplete('contentHierarchy.contents', `${T} H/Sp/Ma`);
     expect(r.status, r.text).to.equal(200);
-    expect(r.json.entities).to.deep.equal([{ id: ids.match, name: 'Match Report', entities: [], attributes: { byline: 'AP', contentType: 'article' }, childrenOmitted: false }]);
+    expect(r.json.entities).to.deep.equal([
+      { id: ids.match, name: 'Match Report', entities: [], attributes: { byline: 'AP', contentType: 'article' }, childrenOmitted: false },
+    ]);
     const sp = (await editor.taxonomyComplete('contentHierarchy.contents', 'Sp')).json.entities;
     expect(entityIds(sp), JSON.stringify(sp)).to.deep.equal([ids.sport]);
   });

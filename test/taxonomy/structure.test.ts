@@ -25,9 +25,20 @@ describe('taxonomy structure (spec Taxonomy service, CONTRACT §10)', function (
     entities: [{ id: id('pl'), name: 'Premier League', localizations: {}, attributes: {}, entities: [], childrenOmitted: false }],
   });
 
-  async function define(type: 'svcTaxonomyDefinitionContent' | 'svcDimensionDefinitionContent' | 'svcEntityDefinitionContent', aspect: Record<string, unknown>) {
-    const name = { svcTaxonomyDefinitionContent: 'svcTaxonomyDefinition', svcDimensionDefinitionContent: 'svcDimensionDefinition', svcEntityDefinitionContent: 'svcEntityDefinition' }[type];
-    const r = await editor.create({ system: { contentType: type }, aspects: { [name]: aspect }, operations: [{ _type: 'svcSetAlias', namespace: '_taxonomy', alias: aspect.id }] });
+  async function define(
+    type: 'svcTaxonomyDefinitionContent' | 'svcDimensionDefinitionContent' | 'svcEntityDefinitionContent',
+    aspect: Record<string, unknown>,
+  ) {
+    const name = {
+      svcTaxonomyDefinitionContent: 'svcTaxonomyDefinition',
+      svcDimensionDefinitionContent: 'svcDimensionDefinition',
+      svcEntityDefinitionContent: 'svcEntityDefinition',
+    }[type];
+    const r = await editor.create({
+      system: { contentType: type },
+      aspects: { [name]: aspect },
+      operations: [{ _type: 'svcSetAlias', namespace: '_taxonomy', alias: aspect.id }],
+    });
     expect(r.status, r.text).to.equal(201);
     return r;
   }
@@ -38,11 +49,22 @@ describe('taxonomy structure (spec Taxonomy service, CONTRACT §10)', function (
     editor = await new Client(p.base).login('editor');
     anon = new Client(p.base);
     await define('svcTaxonomyDefinitionContent', { id: id('news'), name: 'News', dimensions: [id('sections'), id('tags')] });
-    await define('svcDimensionDefinitionContent', { id: id('sections'), name: 'Sections', enumerable: true, localizations: { de: 'Rubriken', fr: 'Rubriques' } });
+    await define('svcDimensionDefinitionContent', {
+      id: id('sections'),
+      name: 'Sections',
+      enumerable: true,
+      localizations: { de: 'Rubriken', fr: 'Rubriques' },
+    });
     await define('svcDimensionDefinitionContent', { id: id('tags'), name: 'Tags', enumerable: false, localizations: {} });
     await define('svcEntityDefinitionContent', { id: id('sport'), name: 'Sport', localizations: { de: 'Sport' }, parent: id('sections') });
     await define('svcEntityDefinitionContent', { id: id('politics'), name: 'Politics', localizations: { de: 'Politik' }, parent: id('sections') });
-    await define('svcEntityDefinitionContent', { id: id('football'), name: 'Football', localizations: { de: 'Fußball' }, parent: id('sport'), attributes: { color: 'green' } });
+    await define('svcEntityDefinitionContent', {
+      id: id('football'),
+      name: 'Football',
+      localizations: { de: 'Fußball' },
+      parent: id('sport'),
+      attributes: { color: 'green' },
+    });
     await define('svcEntityDefinitionContent', { id: id('pl'), name: 'Premier League', localizations: {}, parent: id('football') });
   });
   after(async () => p.stop());
@@ -50,7 +72,16 @@ describe('taxonomy structure (spec Taxonomy service, CONTRACT §10)', function (
   it('a definition content reads in the svcTaxonomy variant as its representation', async () => {
     const r = await editor.read(`/content/alias/_taxonomy/${id('football')}?variant=svcTaxonomy`);
     expect(r.status, r.text).to.equal(200);
-    expect({ svcEntity: r.json.aspects.svcEntity }).to.deep.equal({ svcEntity: { _type: 'svcEntity', id: id('football'), name: 'Football', localizations: { de: 'Fußball' }, attributes: { color: 'green' }, parent: id('sport') } });
+    expect({ svcEntity: r.json.aspects.svcEntity }).to.deep.equal({
+      svcEntity: {
+        _type: 'svcEntity',
+        id: id('football'),
+        name: 'Football',
+        localizations: { de: 'Fußball' },
+        attributes: { color: 'green' },
+        parent: id('sport'),
+      },
+    });
     const t = await editor.read(`/content/alias/_taxonomy/${id('news')}?variant=svcTaxonomy`);
     expect(t.json.aspects.svcTaxonomy).to.deep.include({ id: id('news'), name: 'News', dimensions: [id('sections'), id('tags')] });
   });
@@ -81,9 +112,7 @@ describe('taxonomy structure (spec Taxonomy service, CONTRACT §10)', function (
               localizations: { de: 'Sport' },
               attributes: {},
               childrenOmitted: false,
-              entities: [
-                football(),
-              ],
+              entities: [football()],
             },
           ],
         },
@@ -116,7 +145,9 @@ describe('taxonomy structure (spec Taxonomy service, CONTRACT §10)', function (
     expect(r.status, r.text).to.equal(201);
     await eventually(async () => {
       const s = await structure(`/${id('politics')}`);
-      expect(s.json.entities).to.deep.equal([{ id: id('custom'), name: 'Custom Topic', localizations: { de: 'Eigenes Thema' }, attributes: {}, entities: [], childrenOmitted: false }]);
+      expect(s.json.entities).to.deep.equal([
+        { id: id('custom'), name: 'Custom Topic', localizations: { de: 'Eigenes Thema' }, attributes: {}, entities: [], childrenOmitted: false },
+      ]);
     });
     // and it leaves the structure with its content
     expect((await editor.remove(`_taxonomy/${id('custom')}`, r.headers.get('etag')!)).status).to.equal(204);
@@ -138,7 +169,8 @@ describe('taxonomy structure (spec Taxonomy service, CONTRACT §10)', function (
   it('a 100-level chain is cut at the limit: the 100th level says childrenOmitted', async function () {
     this.timeout(120_000);
     await define('svcDimensionDefinitionContent', { id: id('deep'), name: 'Deep', enumerable: true, localizations: {} });
-    for (let i = 0; i <= 101; i++) await define('svcEntityDefinitionContent', { id: id(`l${i}`), name: `L${i}`, localizations: {}, parent: i === 0 ? id('deep') : id(`l${i - 1}`) });
+    for (let i = 0; i <= 101; i++)
+      await define('svcEntityDefinitionContent', { id: id(`l${i}`), name: `L${i}`, localizations: {}, parent: i === 0 ? id('deep') : id(`l${i - 1}`) });
     const r = await eventually(async () => {
       const r = await structure(`/${id('deep')}`);
       expect(r.status).to.equal(200);

@@ -29,9 +29,14 @@ describe('taxonomy writes: parent cycles and childrenOmitted refused (spec Taxon
       ['b', 'a'],
       ['c', 'b'],
     ] as const) {
-      const r = parent === null
-        ? await editor.create({ system: { contentType: 'svcDimensionDefinitionContent' }, aspects: { svcDimensionDefinition: { id: id(e), name: 'Dim', enumerable: true, localizations: {} } }, operations: [{ _type: 'svcSetAlias', namespace: '_taxonomy', alias: id(e) }] })
-        : await editor.create(entity(id(e), id(parent)));
+      const r =
+        parent === null
+          ? await editor.create({
+              system: { contentType: 'svcDimensionDefinitionContent' },
+              aspects: { svcDimensionDefinition: { id: id(e), name: 'Dim', enumerable: true, localizations: {} } },
+              operations: [{ _type: 'svcSetAlias', namespace: '_taxonomy', alias: id(e) }],
+            })
+          : await editor.create(entity(id(e), id(parent)));
       expect(r.status, r.text).to.equal(201);
     }
   });
@@ -48,7 +53,11 @@ describe('taxonomy writes: parent cycles and childrenOmitted refused (spec Taxon
   it('an update that makes an ancestor the child of its descendant is refused, and the stored parent stays', async () => {
     const before = await editor.readContent(`_taxonomy/${id('a')}`);
     const etag = before.headers.get('etag')!;
-    const r = await editor.update(`_taxonomy/${id('a')}`, { aspects: { svcEntityDefinition: { id: id('a'), name: 'A', localizations: {}, parent: id('c') } } }, etag);
+    const r = await editor.update(
+      `_taxonomy/${id('a')}`,
+      { aspects: { svcEntityDefinition: { id: id('a'), name: 'A', localizations: {}, parent: id('c') } } },
+      etag,
+    );
     expect(r.status, r.text).to.equal(400);
     expect((r.json as any).extraInfo.cycle).to.deep.equal([id('a'), id('c'), id('b'), id('a')]);
     const after = await editor.readContent(`_taxonomy/${id('a')}`);
@@ -66,7 +75,11 @@ describe('taxonomy writes: parent cycles and childrenOmitted refused (spec Taxon
 
   it('moving an entity under another branch, and a parent that does not exist yet, are accepted', async () => {
     const c = await editor.readContent(`_taxonomy/${id('c')}`);
-    const r = await editor.update(`_taxonomy/${id('c')}`, { aspects: { svcEntityDefinition: { id: id('c'), name: 'C', localizations: {}, parent: id('a') } } }, c.headers.get('etag'));
+    const r = await editor.update(
+      `_taxonomy/${id('c')}`,
+      { aspects: { svcEntityDefinition: { id: id('c'), name: 'C', localizations: {}, parent: id('a') } } },
+      c.headers.get('etag'),
+    );
     expect(r.status, r.text).to.equal(200);
     expect((await editor.create(entity(id('early'), id('later')))).status).to.equal(201);
     const s = await eventually(async () => {
@@ -85,7 +98,10 @@ describe('taxonomy writes: parent cycles and childrenOmitted refused (spec Taxon
 
   it('a categorization carrying childrenOmitted is refused on create and update, naming the field', async () => {
     const cat = (entities: unknown[]) => ({ svcCategorization: { dimensions: [{ id: id('dim'), entities }] } });
-    const bad = await editor.create({ system: { contentType: 'article' }, aspects: { body: { title: 't' }, ...cat([{ id: id('a'), name: 'A', entities: [{ id: id('b'), name: 'B', childrenOmitted: false }] }]) } });
+    const bad = await editor.create({
+      system: { contentType: 'article' },
+      aspects: { body: { title: 't' }, ...cat([{ id: id('a'), name: 'A', entities: [{ id: id('b'), name: 'B', childrenOmitted: false }] }]) },
+    });
     expect(bad.status, bad.text).to.equal(400);
     expect(bad.json.extraInfo).to.deep.equal({ field: 'svcCategorization.dimensions[0].entities[0].entities[0].childrenOmitted' });
 

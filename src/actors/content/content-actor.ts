@@ -39,7 +39,8 @@ export type Operation =
  */
 export type Writer = CommandBase & { user: Principal; files?: string[] };
 
-export type ContentCommand = Writer & (
+export type ContentCommand = Writer &
+  (
     | { k: 'create'; type: string; aspects: Aspects; ops: Operation[] }
     | { k: 'update'; ifMatch: string | null; unsafe: boolean; mode: UpdateMode; aspects: Record<string, Aspect | null>; ops: Operation[] }
     | { k: 'delete'; ifMatch: string }
@@ -161,7 +162,13 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
   }
 
   /** A create in main: from the content API, or a promote of a draft that arose from a create. */
-  async createMain(cmd: Writer, ctx: ActorContext, input: { type: string; aspects: Aspects; ops: Operation[] }, via: Via, promotedFrom?: string): Promise<Outcome> {
+  async createMain(
+    cmd: Writer,
+    ctx: ActorContext,
+    input: { type: string; aspects: Aspects; ops: Operation[] },
+    via: Via,
+    promotedFrom?: string,
+  ): Promise<Outcome> {
     // A content key is new (the gateway made it); the commit's revision check (expected 0)
     // refuses it anyway if it existed, so no read is spent on it here.
     const meta = metadataOf(input.ops);
@@ -223,7 +230,17 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     const now = Math.max(this.now(), head.modified);
     const vk = newVersionKey();
     const rev = head.rev + 1;
-    const snapshot: Snapshot = { ...head, rev, head: vk, modified: now, committer: cmd.user.userId, views: { ...head.views }, symbolic: { ...head.symbolic }, meta: { ...head.meta }, aliases: [...head.aliases] };
+    const snapshot: Snapshot = {
+      ...head,
+      rev,
+      head: vk,
+      modified: now,
+      committer: cmd.user.userId,
+      views: { ...head.views },
+      symbolic: { ...head.symbolic },
+      meta: { ...head.meta },
+      aliases: [...head.aliases],
+    };
     const version: VersionRecord = {
       key: vk,
       type: head.type,
@@ -234,7 +251,11 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     };
     checkFileReferences(version.aspects.svcFiles, current.aspects.svcFiles, cmd.files);
     // Only the aspects this write sets are checked: a merge that leaves them alone passes.
-    await checkTaxonomyAspects(this.store, cmd.cid, Object.fromEntries(Object.keys(input.aspects).flatMap((k) => (version.aspects[k] ? [[k, version.aspects[k]]] : []))));
+    await checkTaxonomyAspects(
+      this.store,
+      cmd.cid,
+      Object.fromEntries(Object.keys(input.aspects).flatMap((k) => (version.aspects[k] ? [[k, version.aspects[k]]] : []))),
+    );
     const viewEvents = applyOperations(snapshot, vk, input.ops, cmd.user.userId, now);
     // CONTRACT §20 "Owners": a write that moves the content needs Update where it goes too
     // (no owners: __global__ only), not only where it was.
@@ -419,7 +440,16 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
   ): Promise<Outcome> {
     const reply: Reply = { id: cmd.id, ok: true, value };
     snapshot.cmd = cmd.id;
-    const event: ContentEvent = { kind, cid: snapshot.cid, rev: snapshot.rev, type: snapshot.type, version: version?.key, ts: snapshot.modified, userId: cmd.user.userId, requestId: cmd.requestId };
+    const event: ContentEvent = {
+      kind,
+      cid: snapshot.cid,
+      rev: snapshot.rev,
+      type: snapshot.type,
+      version: version?.key,
+      ts: snapshot.modified,
+      userId: cmd.user.userId,
+      requestId: cmd.requestId,
+    };
     const res = await this.store.commit({
       owner: ctx.owner,
       expectedRev,

@@ -58,11 +58,17 @@ export class AuditTrailHook implements LifecycleHook {
   }
 
   afterCreate(c: HookContext & { snapshot: Snapshot; version: VersionRecord }) {
-    return this.write({ action: 'create', cid: c.cid, type: c.type, userId: c.userId, via: c.via, rev: c.snapshot.rev, version: c.version.key, ts: c.snapshot.modified }, c.partition);
+    return this.write(
+      { action: 'create', cid: c.cid, type: c.type, userId: c.userId, via: c.via, rev: c.snapshot.rev, version: c.version.key, ts: c.snapshot.modified },
+      c.partition,
+    );
   }
 
   afterUpdate(c: HookContext & { snapshot: Snapshot; version: VersionRecord }) {
-    return this.write({ action: 'update', cid: c.cid, type: c.type, userId: c.userId, via: c.via, rev: c.snapshot.rev, version: c.version.key, ts: c.snapshot.modified }, c.partition);
+    return this.write(
+      { action: 'update', cid: c.cid, type: c.type, userId: c.userId, via: c.via, rev: c.snapshot.rev, version: c.version.key, ts: c.snapshot.modified },
+      c.partition,
+    );
   }
 
   afterDelete(c: HookContext & { snapshot: Snapshot }) {

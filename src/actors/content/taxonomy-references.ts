@@ -50,7 +50,8 @@ export async function checkTaxonomyAspects(store: ContentStore, cid: string, asp
   const categorization = aspects.svcCategorization;
   if (categorization !== undefined) {
     const at = childrenOmittedAt(categorization, 'svcCategorization', 0);
-    if (at) throw new AppError('BAD_REQUEST', 'childrenOmitted is information about a taxonomy response and cannot be sent back when categorizing', { field: at });
+    if (at)
+      throw new AppError('BAD_REQUEST', 'childrenOmitted is information about a taxonomy response and cannot be sent back when categorizing', { field: at });
   }
   const entity = aspects.svcEntityDefinition;
   if (entity && typeof entity.parent === 'string') {
@@ -67,7 +68,14 @@ export async function checkTaxonomyAspects(store: ContentStore, cid: string, asp
  * current `aspect`), and refuses the write when the chain comes back to this content (`cid`,
  * named `self` in references). Stops at a root, an unknown parent or a cycle elsewhere.
  */
-async function refuseParentCycle(store: ContentStore, cid: string, self: string, first: string, aspect: string, holderOf: (ref: string) => Promise<string | null>): Promise<void> {
+async function refuseParentCycle(
+  store: ContentStore,
+  cid: string,
+  self: string,
+  first: string,
+  aspect: string,
+  holderOf: (ref: string) => Promise<string | null>,
+): Promise<void> {
   const field = `${aspect}.parent`;
   const chain = [self];
   const seen = new Set<string>([cid]);

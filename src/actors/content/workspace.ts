@@ -2,7 +2,7 @@ import { pack } from '../../adapters/codec.js';
 import type { ContentStore } from '../../adapters/content-store.js';
 import { AppError } from '../../errors.js';
 import { checkFileReferences } from '../../security/file-access.js';
-import { canInAnyContext, isAllowed, permissionDenied, type Principal, type SecurityConfig } from '../../content/permissions.js';
+import { canInAnyContext, isAllowed, permissionDenied, type SecurityConfig } from '../../content/permissions.js';
 import type { ActorContext, Reply } from '../runtime.js';
 import type { Operation, Outcome, SubResult, Writer } from './content-actor.js';
 import type { Via } from './lifecycle-hooks.js';
@@ -19,7 +19,7 @@ import { applyUpdateMode, type UpdateMode } from '../../content/update-modes.js'
 export type WorkspaceCommand =
   | { k: 'wsCreate'; workspace: string; type: string; aspects: Aspects; ops: Operation[] }
   | { k: 'wsUpdate'; workspace: string; aspects: Record<string, Aspect | null>; ops: Operation[]; origin?: string; mode: 'update' | 'replace' }
-  | { k: 'wsDelete'; workspace: string; /** clear of the whole workspace: any logged-in user may */ clear?: boolean }
+  | { k: 'wsDelete'; workspace: string /** clear of the whole workspace: any logged-in user may */; clear?: boolean }
   | { k: 'wsPromote'; workspace: string }
   | { k: 'wsReleaseAlias'; workspace: string; namespace: string; alias: string };
 
@@ -73,7 +73,6 @@ export class Workspaces {
     }
   }
 
-
   /** No draft, content absent everywhere -> draft (workspace only). Operations stay pending; aliases are reserved at once. */
   private async create(cmd: Extract<Cmd, { k: 'wsCreate' }>, ctx: ActorContext): Promise<Outcome> {
     if ((await this.store.head(cmd.cid)) || (await this.store.draft(cmd.cid, cmd.workspace))) throw new AppError('BAD_REQUEST', 'Content already exists');
@@ -121,7 +120,11 @@ export class Workspaces {
     checkFileReferences(aspects.svcFiles, base.svcFiles, cmd.files);
     const { reserved, subResults, ops } = await this.reserve(cmd.cid, cmd.workspace, cmd.ops, existing?.reserved ?? []);
     if (subResults.length) {
-      await this.release(cmd.cid, cmd.workspace, reserved.filter((a) => !existing?.reserved.includes(a)));
+      await this.release(
+        cmd.cid,
+        cmd.workspace,
+        reserved.filter((a) => !existing?.reserved.includes(a)),
+      );
       const s = subResults[0].status;
       throw new AppError('ALIAS_EXISTS', s.message, s.extraInfo);
     }
@@ -141,7 +144,12 @@ export class Workspaces {
       creator: cmd.user.userId,
     };
     const out = await this.write(cmd, ctx, draft, { draft, subResults } satisfies DraftResult);
-    if (out !== 'lease-lost' && out.reply.ok) await this.release(cmd.cid, cmd.workspace, (existing?.reserved ?? []).filter((a) => !reserved.includes(a)));
+    if (out !== 'lease-lost' && out.reply.ok)
+      await this.release(
+        cmd.cid,
+        cmd.workspace,
+        (existing?.reserved ?? []).filter((a) => !reserved.includes(a)),
+      );
     return out;
   }
 
@@ -151,7 +159,9 @@ export class Workspaces {
     if (!draft) throw new AppError('NOT_FOUND', `No draft of ${cmd.cid} in workspace ${cmd.workspace}`);
     if (!cmd.clear) {
       const head = await this.liveHead(cmd.cid);
-      const allowed = head ? isAllowed(this.security, cmd.user, 'Create', draft.type, contextsOf(head.meta)) : canInAnyContext(this.security, cmd.user, 'Create', draft.type);
+      const allowed = head
+        ? isAllowed(this.security, cmd.user, 'Create', draft.type, contextsOf(head.meta))
+        : canInAnyContext(this.security, cmd.user, 'Create', draft.type);
       if (!allowed) throw permissionDenied('Create', cmd.user);
     }
     const out = await this.write(cmd, ctx, null, { removed: true });
@@ -174,7 +184,13 @@ export class Workspaces {
     const ops = draft.ops as Operation[];
     const out = draft.fromCreate
       ? await this.main.createMain(cmd, ctx, { type: draft.type, aspects: draft.aspects, ops }, 'promote', cmd.workspace)
-      : await this.main.updateMain(cmd, ctx, { ifMatch: draft.origin ?? null, unsafe: false, mode: 'replace', aspects: draft.aspects, ops }, 'promote', cmd.workspace);
+      : await this.main.updateMain(
+          cmd,
+          ctx,
+          { ifMatch: draft.origin ?? null, unsafe: false, mode: 'replace', aspects: draft.aspects, ops },
+          'promote',
+          cmd.workspace,
+        );
     if (out !== 'lease-lost' && out.reply.ok) await this.store.removeFromWorkspace(cmd.workspace, cmd.cid);
     return out;
   }
@@ -183,7 +199,7 @@ export class Workspaces {
   private async releaseAlias(cmd: Extract<Cmd, { k: 'wsReleaseAlias' }>, ctx: ActorContext): Promise<Outcome> {
     const name = `${cmd.namespace}/${cmd.alias}`;
     const draft = await this.store.draft(cmd.cid, cmd.workspace);
-    if (!draft || !draft.reserved.includes(name)) {
+    if (!draft?.reserved.includes(name)) {
       const freed = await this.store.releaseAlias(cmd.namespace, cmd.alias, cmd.cid, cmd.workspace);
       return { reply: { id: cmd.id, ok: true, value: { released: freed } }, committed: false };
     }
@@ -206,7 +222,12 @@ export class Workspaces {
    * Reserves the aliases of the svcSetAlias operations for the draft. An alias that another
    * content holds becomes an ALIAS_EXISTS subResult and its operation is dropped.
    */
-  private async reserve(cid: string, workspace: string, ops: Operation[], held: string[]): Promise<{ reserved: string[]; subResults: SubResult[]; ops: Operation[] }> {
+  private async reserve(
+    cid: string,
+    workspace: string,
+    ops: Operation[],
+    held: string[],
+  ): Promise<{ reserved: string[]; subResults: SubResult[]; ops: Operation[] }> {
     const reserved: string[] = [];
     const subResults: SubResult[] = [];
     const failed = new Set<Operation>();
@@ -233,7 +254,15 @@ export class Workspaces {
   private async write(cmd: Cmd, ctx: ActorContext, draft: Draft | null, value: unknown): Promise<Outcome> {
     if (draft) await this.store.addToWorkspace(cmd.workspace, cmd.cid);
     const reply: Reply = { id: cmd.id, ok: true, value };
-    const ok = await this.store.commitDraft({ owner: ctx.owner, cid: cmd.cid, workspace: cmd.workspace, draft, reply: ctx.local ? Buffer.alloc(0) : pack(reply), commandId: cmd.id, entryId: ctx.entryId });
+    const ok = await this.store.commitDraft({
+      owner: ctx.owner,
+      cid: cmd.cid,
+      workspace: cmd.workspace,
+      draft,
+      reply: ctx.local ? Buffer.alloc(0) : pack(reply),
+      commandId: cmd.id,
+      entryId: ctx.entryId,
+    });
     return ok ? { reply, committed: true } : 'lease-lost';
   }
 }
