@@ -38,6 +38,7 @@ import { freePort, startRedisServer, type RedisServerHandle } from '../src/dev/r
 import { startSolr, type SolrHandle } from '../src/dev/solr-server.js';
 import { Fleet } from '../src/fleet.js';
 import { cpuOf, indexerSettled, login, round2, sleep } from './lib.js';
+import type { AnyJson } from '../src/client/index.js';
 
 const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
 process.chdir(ROOT);
@@ -210,7 +211,7 @@ function otherCpu(a: ReturnType<typeof cpuSnapshot>, b: ReturnType<typeof cpuSna
 // ---------------------------------------------------------------- child processes
 
 interface ChildRun {
-  results: Record<string, any>[];
+  results: Record<string, AnyJson>[];
   code: number | null;
   output: string;
 }
@@ -221,7 +222,7 @@ function runChild(cmd: string, args: string[], env: Record<string, string> = {},
     const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     children.add(child);
     rss.track('loadgen', child.pid);
-    const results: Record<string, any>[] = [];
+    const results: Record<string, AnyJson>[] = [];
     let output = '';
     const onLine = (line: string) => {
       output += `${line}\n`;
@@ -901,7 +902,10 @@ try {
       })();
       say(`  partitions ${balanced ? `shared ${balanced.join(' / ')}` : 'not evenly shared after 30 s'} by the actor processes`);
       const webs = fleet.processes.filter((p) => p.role === 'web').map((p) => p.url!);
-      for (const p of fleet.processes) rss.track(p.name, p.child.pid), children.add(p.child);
+      for (const p of fleet.processes) {
+        rss.track(p.name, p.child.pid);
+        children.add(p.child);
+      }
       for (const w of webs) await waitHealthy(w, undefined);
       say(`  gateways ${webs.join(', ')}`);
       const fleetToken = await login(webs[0], 'editor');

@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { Redis } from 'ioredis';
+import type { AnyJson } from '../src/client/index.js';
 
 /** Latency summary in milliseconds. */
 export interface Latency {
@@ -59,7 +60,7 @@ export function request(agent: http.Agent, method: string, url: string, headers:
   });
 }
 
-export const json = (a: HttpAnswer): any => {
+export const json = (a: HttpAnswer): AnyJson => {
   try {
     return JSON.parse(a.body.toString('utf8'));
   } catch {

@@ -304,7 +304,11 @@ async function searchable(): Promise<void> {
               pending.delete(d.id);
             }
           }
-          for (const [v, at] of pending) if (now - at > TIMEOUT_MS) pending.delete(v), errors++;
+          for (const [v, at] of pending)
+            if (now - at > TIMEOUT_MS) {
+              pending.delete(v);
+              errors++;
+            }
         } catch (e) {
           console.error(String(e));
           errors++;

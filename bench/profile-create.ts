@@ -72,7 +72,9 @@ const file = readdirSync(DIR).find((f) => f.endsWith('.cpuprofile'));
 if (!file) throw new Error('no .cpuprofile written');
 const profile = JSON.parse(readFileSync(join(DIR, file), 'utf8')) as { nodes: Node[]; samples: number[]; timeDeltas: number[] };
 const self = new Map<number, number>();
-profile.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)));
+profile.samples.forEach((id, i) => {
+  self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
+});
 const byId = new Map(profile.nodes.map((n) => [n.id, n]));
 const total = [...self.values()].reduce((a, b) => a + b, 0);
 const groups = new Map<string, number>();

@@ -55,7 +55,8 @@ export class Fleet {
 
   /** Starts one process of `role`; web processes get the next port. */
   add(role: Role, extraEnv: Record<string, string> = {}): FleetProcess {
-    const n = (this.counters[role] = (this.counters[role] ?? 0) + 1);
+    const n = (this.counters[role] ?? 0) + 1;
+    this.counters[role] = n;
     const name = `${role}-${n}`;
     const env: Record<string, string | undefined> = { ...process.env, ...this.opts.env, ...extraEnv };
     let url: string | undefined;
@@ -141,7 +142,7 @@ export function parseFleetArgs(args: string[]): Record<Role, number> {
 async function cli(): Promise<void> {
   const log = createLogger().child({ process: 'fleet' });
   let counts: Record<Role, number>;
-  let settings;
+  let settings: ReturnType<typeof loadSettings>;
   try {
     counts = parseFleetArgs(process.argv.slice(2));
     settings = loadSettings();

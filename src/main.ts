@@ -9,7 +9,7 @@ import { IndexingRules } from './actors/indexing.js';
 import { Indexer } from './actors/indexer.js';
 import { ReindexSessions, Reindexer } from './actors/reindex-session.js';
 import { ensureLocalRedis } from './dev/redis-server.js';
-import { createFileStore, startTmpSweeper, type FileStore } from './adapters/file-store.js';
+import { startTmpSweeper, type FileStore, type FileStoreLog } from './adapters/file-store.js';
 import { javaAndMavenAvailable, startSolr } from './dev/solr-server.js';
 import { ContentActor, type ContentCommand } from './actors/content/content-actor.js';
 import { Mailbox } from './actors/mailbox.js';
@@ -134,9 +134,10 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
     for (const [name, stop] of stops) {
       let timer: NodeJS.Timeout | undefined;
       const late = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), STOP_PART_MS)));
-      const outcome = await Promise.race([stop().then(() => 'stopped' as const), late]).catch(
-        (e: unknown) => (log.warn({ err: e, part: name }, 'stop failed'), 'failed' as const),
-      );
+      const outcome = await Promise.race([stop().then(() => 'stopped' as const), late]).catch((e: unknown) => {
+        log.warn({ err: e, part: name }, 'stop failed');
+        return 'failed' as const;
+      });
       clearTimeout(timer);
       if (outcome === 'late') log.warn({ part: name, ms: STOP_PART_MS }, 'part did not stop in time; going on');
     }
@@ -154,8 +155,14 @@ async function fileStore(settings: Settings, log: Logger): Promise<FileStore> {
   const files = await createFileStore(settings, (m) => log.warn(m));
   const setUp = (): Promise<boolean> =>
     files.ready().then(
-      () => (log.info({ kind: files.kind }, 'file store ready'), true),
-      (e: unknown) => (log.error({ err: e }, 'file store could not be set up; retrying in 5 s'), false),
+      () => {
+        log.info({ kind: files.kind }, 'file store ready');
+        return true;
+      },
+      (e: unknown) => {
+        log.error({ err: e }, 'file store could not be set up; retrying in 5 s');
+        return false;
+      },
     );
   if (!(await setUp())) {
     const retry = setInterval(() => void setUp().then((ok) => ok && clearInterval(retry)), 5000);
@@ -252,4 +259,27 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     console.error(e);
     process.exit(1);
   });
+}
+
+/**
+ * The store the settings select (CONTRACT §1 "Files"): S3 when S3_ENDPOINT is set, else the
+ * local disk under FILES_DIR. The implementation is loaded on demand: minio only when used,
+ * which keeps about 12 MB out of every process that stores on disk.
+ */
+export async function createFileStore(s: Settings, log: FileStoreLog = () => undefined): Promise<FileStore> {
+  if (s.S3_ENDPOINT) {
+    const { S3FileStore } = await import('./adapters/file-store-s3.js');
+    return new S3FileStore({
+      endPoint: s.S3_ENDPOINT,
+      port: s.S3_PORT,
+      useSSL: s.S3_USE_SSL,
+      accessKey: s.S3_ACCESS_KEY ?? '',
+      secretKey: s.S3_SECRET_KEY ?? '',
+      bucket: s.S3_BUCKET,
+      tmpTtlSeconds: s.TMP_TTL_SECONDS,
+      log,
+    });
+  }
+  const { DiskFileStore } = await import('./adapters/file-store-disk.js');
+  return new DiskFileStore({ dir: s.FILES_DIR, tmpTtlSeconds: s.TMP_TTL_SECONDS, log });
 }

@@ -17,7 +17,6 @@
 import { finished, Transform, type Readable, type TransformCallback } from 'node:stream';
 import { fileTypeFromBuffer } from 'file-type';
 import { ulid } from 'ulid';
-import type { Settings } from '../../config/settings.js';
 import { AppError } from '../errors.js';
 
 /** The spec's spaces (the scheme of a file URI). */
@@ -273,7 +272,10 @@ export class UploadMeter extends Transform {
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
     this.bytes += chunk.length;
-    if (this.bytes >= this.opts.maxBytes) return done(tooLarge(this.opts.maxBytes));
+    if (this.bytes >= this.opts.maxBytes) {
+      done(tooLarge(this.opts.maxBytes));
+      return;
+    }
     if (this.headBytes < SNIFF_BYTES) {
       const part = chunk.subarray(0, SNIFF_BYTES - this.headBytes);
       // A copy: the chunk's memory may belong to a larger pooled buffer.
@@ -285,7 +287,8 @@ export class UploadMeter extends Transform {
 
   override _flush(done: TransformCallback): void {
     if (this.opts.declaredLength !== undefined && this.bytes !== this.opts.declaredLength) {
-      return done(new AppError('BAD_REQUEST', `The body has ${this.bytes} bytes, ${this.opts.declaredLength} were declared`));
+      done(new AppError('BAD_REQUEST', `The body has ${this.bytes} bytes, ${this.opts.declaredLength} were declared`));
+      return;
     }
     done();
   }
@@ -349,29 +352,6 @@ export function resolveRange(range: ByteRange | undefined, length: number): { st
 // Choosing a store, sweeping
 
 export type FileStoreLog = (msg: string) => void;
-
-/**
- * The store the settings select (CONTRACT §1 "Files"): S3 when S3_ENDPOINT is set, else the
- * local disk under FILES_DIR. The implementation is loaded on demand: minio only when used,
- * which keeps about 12 MB out of every process that stores on disk.
- */
-export async function createFileStore(s: Settings, log: FileStoreLog = () => undefined): Promise<FileStore> {
-  if (s.S3_ENDPOINT) {
-    const { S3FileStore } = await import('./file-store-s3.js');
-    return new S3FileStore({
-      endPoint: s.S3_ENDPOINT,
-      port: s.S3_PORT,
-      useSSL: s.S3_USE_SSL,
-      accessKey: s.S3_ACCESS_KEY ?? '',
-      secretKey: s.S3_SECRET_KEY ?? '',
-      bucket: s.S3_BUCKET,
-      tmpTtlSeconds: s.TMP_TTL_SECONDS,
-      log,
-    });
-  }
-  const { DiskFileStore } = await import('./file-store-disk.js');
-  return new DiskFileStore({ dir: s.FILES_DIR, tmpTtlSeconds: s.TMP_TTL_SECONDS, log });
-}
 
 /**
  * Runs `store.sweepExpired()` every `intervalMs` (default: a tenth of the TTL, between one

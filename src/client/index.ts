@@ -44,8 +44,12 @@ export interface FileInfo {
   originalPath?: string;
 }
 
+/** The JSON of an answer when the caller names no type: indexable without casts, as JSON.parse gives it. */
+// biome-ignore lint/suspicious/noExplicitAny: untyped JSON is the default of an answer; typed callers name T
+export type AnyJson = any;
+
 /** An answer: status, headers, the raw text and the parsed JSON (undefined when not JSON). */
-export interface Answer<T = any> {
+export interface Answer<T = AnyJson> {
   status: number;
   headers: Headers;
   text: string;
@@ -75,7 +79,7 @@ export class PlatformClient {
   }
 
   /** Any request. `path` is relative to the content service unless it is a full URL. Redirects are not followed. */
-  async req<T = any>(method: string, path: string, opts: RequestOptions = {}): Promise<Answer<T>> {
+  async req<T = AnyJson>(method: string, path: string, opts: RequestOptions = {}): Promise<Answer<T>> {
     const headers: Record<string, string> = { ...opts.headers };
     const token = opts.token === null ? undefined : (opts.token ?? this.token);
     if (token) headers['X-Auth-Token'] = token;
@@ -124,14 +128,14 @@ export class PlatformClient {
   // ---- content ----
 
   /** GET that follows one 303 redirect, as clients do. */
-  async read<T = any>(path: string, headers: Record<string, string> = {}): Promise<Answer<T>> {
+  async read<T = AnyJson>(path: string, headers: Record<string, string> = {}): Promise<Answer<T>> {
     const first = await this.req<T>('GET', path, { headers });
     if (first.status !== 303) return first;
     return this.req<T>('GET', first.headers.get('location')!, { headers });
   }
 
   /** POST /content. */
-  create<T = any>(envelope: ContentEnvelope | unknown, headers: Record<string, string> = {}): Promise<Answer<T>> {
+  create<T = AnyJson>(envelope: ContentEnvelope | unknown, headers: Record<string, string> = {}): Promise<Answer<T>> {
     return this.req('POST', '/content', { body: envelope, headers });
   }
 

@@ -1,4 +1,5 @@
 import net from 'node:net';
+import type { AnyJson } from '../../src/client/index.js';
 
 /**
  * A raw HTTP/1.1 client for tests that must send what fetch would not: `..` segments kept
@@ -22,7 +23,7 @@ export interface RawResponse {
   headerLines: string[];
   headers: Record<string, string>;
   body: string;
-  json: any;
+  json: AnyJson;
 }
 
 /**
@@ -90,7 +91,7 @@ export function rawRequest(port: number, r: RawRequest, timeoutMs = 15000): Prom
         return null;
       }
       const text = body.toString('utf8');
-      let json: any;
+      let json: AnyJson;
       try {
         json = text ? JSON.parse(text) : undefined;
       } catch {

@@ -13,7 +13,10 @@ let solr: Promise<string> | undefined;
  */
 export function ensureTestSolr(): Promise<string> {
   const given = process.env.TEST_SOLR_URL;
-  if (given) return (solr ??= Promise.resolve(given.replace(/\/+$/, '')));
+  if (given) {
+    solr ??= Promise.resolve(given.replace(/\/+$/, ''));
+    return solr;
+  }
   if (!javaAndMavenAvailable()) {
     return Promise.reject(
       new Error('The search tests need Solr: install Java 17 and Maven (the embedded Solr is built from Maven Central), or set TEST_SOLR_URL'),
