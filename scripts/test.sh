@@ -8,6 +8,16 @@ cd "$(dirname "$0")/.."
 sh scripts/ensure-deps.sh
 npx tsc -p tsconfig.json --noEmit
 
+# The whole suite also checks format, lint and layering (npm run lint: Biome, dependency-cruiser);
+# a run of named files skips it, so a file can be tried while others are mid-edit.
+has_files=
+for arg in "$@"; do
+  case "$arg" in -*) ;; *) [ -e "$arg" ] && has_files=1 ;; esac
+done
+if [ -z "$has_files" ]; then
+  npm run --silent lint || { echo "npm test: format, lint or layering failed (npx biome check --write . mends the format)" >&2; exit 1; }
+fi
+
 for arg in "$@"; do
   case "$arg" in
     -*) ;;
