@@ -5,10 +5,22 @@ import { AppError } from '../../errors.js';
 import { checkFileReferences } from '../../security/file-access.js';
 import { isAllowed, permissionDenied, type Principal, type SecurityConfig } from '../../content/permissions.js';
 import type { ActorContext, CommandBase, CommandHandler, Reply } from '../runtime.js';
-import { applyUpdateMode, type UpdateMode } from '../../content/update-modes.js';
+import { applyUpdateMode } from '../../content/update-modes.js';
 import { symbolicCycle } from '../../content/views.js';
 import type { LifecycleHook, Via } from './lifecycle-hooks.js';
-import { Workspaces, type MainWrites, type WorkspaceCommand } from './workspace.js';
+import { Workspaces } from './workspace.js';
+import {
+  committed,
+  type ContentCommand,
+  type CreateInput,
+  type MainWrites,
+  type Operation,
+  type Outcome,
+  type SubResult,
+  type UpdateInput,
+  type WriteResult,
+  type Writer,
+} from './commands.js';
 import { TAXONOMY_ASPECTS } from '../../content/taxonomy.js';
 import { checkTaxonomyAspects } from './taxonomy-references.js';
 import {
@@ -17,7 +29,6 @@ import {
   etagOf,
   ifMatchHolds,
   versionId,
-  type Aspect,
   type Aspects,
   type ContentEvent,
   type Snapshot,
@@ -25,45 +36,7 @@ import {
   type ViewEvent,
 } from '../../content/model.js';
 
-/** The content operations of the spec (elements of `operations`). */
-export type Operation =
-  | { _type: 'svcSetAlias'; namespace: string; alias: string }
-  | { _type: 'svcAssignToViews'; views: string[] }
-  | { _type: 'svcAssignToSymbolicViews'; views: string[]; targetView: string }
-  | { _type: 'svcContentMetadata'; aspects: Aspects };
-
-/**
- * Who writes: the caller, and for writes that may carry `svcFiles`, the file URIs the gateway
- * found the caller may read (`readableFileUris`; the actor process may have no file store, the
- * gateway has one). The actor refuses any other URI a write adds (`checkFileReferences`).
- */
-export type Writer = CommandBase & { user: Principal; files?: string[] };
-
-export type ContentCommand = Writer &
-  (
-    | { k: 'create'; type: string; aspects: Aspects; ops: Operation[] }
-    | { k: 'update'; ifMatch: string | null; unsafe: boolean; mode: UpdateMode; aspects: Record<string, Aspect | null>; ops: Operation[] }
-    | { k: 'delete'; ifMatch: string }
-    | { k: 'releaseAlias'; namespace: string; alias: string }
-    | { k: 'assignView'; view: string; ifMatch: string | null; versionKey?: string; target?: string }
-    | { k: 'removeFromView'; view: string }
-    | WorkspaceCommand
-  );
-
-/** A failed operation of a partial success (status.subResults). */
-export interface SubResult {
-  operation: Operation;
-  status: { message: string; statusCode: string; extraInfo: Record<string, unknown> };
-}
-
-/** What a create or update answers: enough for the gateway to render the envelope. */
-export interface WriteResult {
-  snapshot: Snapshot;
-  version: VersionRecord;
-  subResults: SubResult[];
-}
-
-export type Outcome = { reply: Reply; committed: boolean } | 'lease-lost';
+export type { ContentCommand, Operation, SubResult, WriteResult, Writer } from './commands.js';
 
 /**
  * The content actor: the one writer of each content. It applies the spec's rules of create,
@@ -162,13 +135,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
   }
 
   /** A create in main: from the content API, or a promote of a draft that arose from a create. */
-  async createMain(
-    cmd: Writer,
-    ctx: ActorContext,
-    input: { type: string; aspects: Aspects; ops: Operation[] },
-    via: Via,
-    promotedFrom?: string,
-  ): Promise<Outcome> {
+  async createMain(cmd: Writer, ctx: ActorContext, input: CreateInput, via: Via, promotedFrom?: string): Promise<Outcome> {
     // A content key is new (the gateway made it); the commit's revision check (expected 0)
     // refuses it anyway if it existed, so no read is spent on it here.
     const meta = metadataOf(input.ops);
@@ -210,13 +177,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
   }
 
   /** An update in main: from the content API, or a promote of a draft that arose from an update. */
-  async updateMain(
-    cmd: Writer,
-    ctx: ActorContext,
-    input: { ifMatch: string | null; unsafe: boolean; mode: UpdateMode; aspects: Record<string, Aspect | null>; ops: Operation[] },
-    via: Via,
-    promotedFrom?: string,
-  ): Promise<Outcome> {
+  async updateMain(cmd: Writer, ctx: ActorContext, input: UpdateInput, via: Via, promotedFrom?: string): Promise<Outcome> {
     const head = await this.existing(cmd.cid, true);
     const contexts = contextsOf(head.meta);
     this.allow(cmd.user, 'Update', head.type, contexts);
@@ -488,8 +449,6 @@ export function conflictInfo(head: Snapshot): Record<string, unknown> {
 }
 
 const EMPTY = Buffer.alloc(0);
-
-const committed = (out: Outcome): boolean => out !== 'lease-lost' && out.reply.ok;
 
 /** Do two owner lists name the same contexts (order and repeats aside)? */
 function sameContexts(a: string[], b: string[]): boolean {

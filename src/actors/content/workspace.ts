@@ -4,10 +4,9 @@ import { AppError } from '../../errors.js';
 import { checkFileReferences } from '../../security/file-access.js';
 import { canInAnyContext, isAllowed, permissionDenied, type SecurityConfig } from '../../content/permissions.js';
 import type { ActorContext, Reply } from '../runtime.js';
-import type { Operation, Outcome, SubResult, Writer } from './content-actor.js';
-import type { Via } from './lifecycle-hooks.js';
-import { contextsOf, etagOf, type Aspect, type Aspects, type Draft, type Snapshot } from '../../content/model.js';
-import { applyUpdateMode, type UpdateMode } from '../../content/update-modes.js';
+import type { DraftResult, MainWrites, Operation, Outcome, SubResult, Writer, WorkspaceCommand } from './commands.js';
+import { contextsOf, etagOf, type Aspects, type Draft, type Snapshot } from '../../content/model.js';
+import { applyUpdateMode } from '../../content/update-modes.js';
 
 /**
  * Workspaces: a layer of drafts over main, one draft per content per workspace, invisible to
@@ -16,32 +15,9 @@ import { applyUpdateMode, type UpdateMode } from '../../content/update-modes.js'
  * the content actor (MainWrites), so it is serialised with every other write of the content.
  */
 
-export type WorkspaceCommand =
-  | { k: 'wsCreate'; workspace: string; type: string; aspects: Aspects; ops: Operation[] }
-  | { k: 'wsUpdate'; workspace: string; aspects: Record<string, Aspect | null>; ops: Operation[]; origin?: string; mode: 'update' | 'replace' }
-  | { k: 'wsDelete'; workspace: string /** clear of the whole workspace: any logged-in user may */; clear?: boolean }
-  | { k: 'wsPromote'; workspace: string }
-  | { k: 'wsReleaseAlias'; workspace: string; namespace: string; alias: string };
+export type { DraftResult, WorkspaceCommand } from './commands.js';
 
 type Cmd = Writer & WorkspaceCommand;
-
-/** What a draft write answers: the draft, and the alias operations that could not reserve. */
-export interface DraftResult {
-  draft: Draft;
-  subResults: SubResult[];
-}
-
-/** The main writes a promote needs; the content actor provides them (narrow on purpose). */
-export interface MainWrites {
-  createMain(cmd: Writer, ctx: ActorContext, input: { type: string; aspects: Aspects; ops: Operation[] }, via: Via, promotedFrom?: string): Promise<Outcome>;
-  updateMain(
-    cmd: Writer,
-    ctx: ActorContext,
-    input: { ifMatch: string | null; unsafe: boolean; mode: UpdateMode; aspects: Record<string, Aspect | null>; ops: Operation[] },
-    via: Via,
-    promotedFrom?: string,
-  ): Promise<Outcome>;
-}
 
 const aliasOps = (ops: Operation[]) => ops.filter((o): o is Extract<Operation, { _type: 'svcSetAlias' }> => o._type === 'svcSetAlias');
 const full = (op: { namespace: string; alias: string }) => `${op.namespace}/${op.alias}`;

@@ -1,0 +1,82 @@
+import type { Aspect, Aspects, Draft, Snapshot, VersionRecord } from '../../content/model.js';
+import type { Principal } from '../../content/permissions.js';
+import type { UpdateMode } from '../../content/update-modes.js';
+import type { ActorContext, CommandBase, Reply } from '../runtime.js';
+import type { Via } from './lifecycle-hooks.js';
+
+/**
+ * The commands of the content actor and what they answer. The content actor and the workspace
+ * layer both read these, and neither imports the other for them (an import cycle would tie the
+ * two into one module).
+ */
+
+/** The content operations of the spec (elements of `operations`). */
+export type Operation =
+  | { _type: 'svcSetAlias'; namespace: string; alias: string }
+  | { _type: 'svcAssignToViews'; views: string[] }
+  | { _type: 'svcAssignToSymbolicViews'; views: string[]; targetView: string }
+  | { _type: 'svcContentMetadata'; aspects: Aspects };
+
+/**
+ * Who writes: the caller, and for writes that may carry `svcFiles`, the file URIs the gateway
+ * found the caller may read (`readableFileUris`; the actor process may have no file store, the
+ * gateway has one). The actor refuses any other URI a write adds (`checkFileReferences`).
+ */
+export type Writer = CommandBase & { user: Principal; files?: string[] };
+
+/** The commands on main content. */
+export type MainCommand =
+  | { k: 'create'; type: string; aspects: Aspects; ops: Operation[] }
+  | { k: 'update'; ifMatch: string | null; unsafe: boolean; mode: UpdateMode; aspects: Record<string, Aspect | null>; ops: Operation[] }
+  | { k: 'delete'; ifMatch: string }
+  | { k: 'releaseAlias'; namespace: string; alias: string }
+  | { k: 'assignView'; view: string; ifMatch: string | null; versionKey?: string; target?: string }
+  | { k: 'removeFromView'; view: string };
+
+/** The commands on workspace drafts (src/actors/content/workspace.ts). */
+export type WorkspaceCommand =
+  | { k: 'wsCreate'; workspace: string; type: string; aspects: Aspects; ops: Operation[] }
+  | { k: 'wsUpdate'; workspace: string; aspects: Record<string, Aspect | null>; ops: Operation[]; origin?: string; mode: 'update' | 'replace' }
+  | { k: 'wsDelete'; workspace: string /** clear of the whole workspace: any logged-in user may */; clear?: boolean }
+  | { k: 'wsPromote'; workspace: string }
+  | { k: 'wsReleaseAlias'; workspace: string; namespace: string; alias: string };
+
+export type ContentCommand = Writer & (MainCommand | WorkspaceCommand);
+
+export type CommandKind = ContentCommand['k'];
+export type CommandOf<K extends CommandKind> = Extract<ContentCommand, { k: K }>;
+
+/** A failed operation of a partial success (status.subResults). */
+export interface SubResult {
+  operation: Operation;
+  status: { message: string; statusCode: string; extraInfo: Record<string, unknown> };
+}
+
+/** What a create or update answers: enough for the gateway to render the envelope. */
+export interface WriteResult {
+  snapshot: Snapshot;
+  version: VersionRecord;
+  subResults: SubResult[];
+}
+
+/** What a draft write answers: the draft, and the alias operations that could not reserve. */
+export interface DraftResult {
+  draft: Draft;
+  subResults: SubResult[];
+}
+
+export type Outcome = { reply: Reply; committed: boolean } | 'lease-lost';
+
+/** Did the command commit and answer success (so the steps that follow a commit run)? */
+export const committed = (out: Outcome): boolean => out !== 'lease-lost' && out.reply.ok;
+
+/** The input of a create in main: from the content API, or a promote of a draft. */
+export type CreateInput = { type: string; aspects: Aspects; ops: Operation[] };
+/** The input of an update in main: from the content API, or a promote of a draft. */
+export type UpdateInput = { ifMatch: string | null; unsafe: boolean; mode: UpdateMode; aspects: Record<string, Aspect | null>; ops: Operation[] };
+
+/** The main writes a promote needs; the content actor provides them (narrow on purpose). */
+export interface MainWrites {
+  createMain(cmd: Writer, ctx: ActorContext, input: CreateInput, via: Via, promotedFrom?: string): Promise<Outcome>;
+  updateMain(cmd: Writer, ctx: ActorContext, input: UpdateInput, via: Via, promotedFrom?: string): Promise<Outcome>;
+}
