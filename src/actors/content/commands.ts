@@ -75,8 +75,33 @@ export type CreateInput = { type: string; aspects: Aspects; ops: Operation[] };
 /** The input of an update in main: from the content API, or a promote of a draft. */
 export type UpdateInput = { ifMatch: string | null; unsafe: boolean; mode: UpdateMode; aspects: Record<string, Aspect | null>; ops: Operation[] };
 
+/**
+ * One command kind: how it runs, and how a retry answers it when its commit took place but its
+ * answer was lost (`head` is the content's head, written by this very command). Without
+ * `resume` the command runs again: a draft write changes no head and is a plain overwrite.
+ */
+export interface CommandEntry<K extends CommandKind> {
+  apply(cmd: CommandOf<K>, ctx: ActorContext): Promise<Outcome>;
+  /** Finishes the idempotent steps that follow the commit and rebuilds the reply; null when it cannot. */
+  resume?(cmd: CommandOf<K>, head: Snapshot): Promise<Reply | null>;
+}
+
+/** One entry per command kind: adding a kind means adding its entry (the type asks for every kind). */
+export type CommandTable<K extends CommandKind = CommandKind> = { [P in K]: CommandEntry<P> };
+
+/** The entry of a kind read off the wire; undefined for a kind nobody handles. */
+export function entryOf(table: CommandTable, k: string): CommandEntry<CommandKind> | undefined {
+  // Own keys only: `toString` or `constructor` is no command.
+  return Object.hasOwn(table, k) ? (table[k as CommandKind] as CommandEntry<CommandKind>) : undefined;
+}
+
+/** A successful reply of a command. */
+export const okReply = (cmd: CommandBase, value: unknown): Reply => ({ id: cmd.id, ok: true, value });
+
 /** The main writes a promote needs; the content actor provides them (narrow on purpose). */
 export interface MainWrites {
   createMain(cmd: Writer, ctx: ActorContext, input: CreateInput, via: Via, promotedFrom?: string): Promise<Outcome>;
   updateMain(cmd: Writer, ctx: ActorContext, input: UpdateInput, via: Via, promotedFrom?: string): Promise<Outcome>;
+  /** The reply of a create or update whose commit took place but whose answer was lost, rebuilt from the head. */
+  resumeWrite(cmd: CommandBase, head: Snapshot): Promise<Reply | null>;
 }

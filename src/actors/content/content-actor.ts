@@ -11,6 +11,10 @@ import type { LifecycleHook, Via } from './lifecycle-hooks.js';
 import { Workspaces } from './workspace.js';
 import {
   committed,
+  entryOf,
+  okReply,
+  type CommandOf,
+  type CommandTable,
   type ContentCommand,
   type CreateInput,
   type MainWrites,
@@ -55,30 +59,27 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     this.workspaces = new Workspaces(store, security, this, now);
   }
 
+  /** Every command kind, with how it runs and how a retry answers it after a lost answer. */
+  private readonly kinds: CommandTable = {
+    create: { apply: (cmd, ctx) => this.createMain(cmd, ctx, cmd, 'main'), resume: (cmd, head) => this.resumeWrite(cmd, head) },
+    update: { apply: (cmd, ctx) => this.updateMain(cmd, ctx, cmd, 'main'), resume: (cmd, head) => this.resumeWrite(cmd, head) },
+    delete: { apply: (cmd, ctx) => this.delete(cmd, ctx), resume: (cmd, head) => this.resumeDelete(cmd, head) },
+    releaseAlias: { apply: (cmd, ctx) => this.releaseAlias(cmd, ctx), resume: (cmd) => this.resumeReleaseAlias(cmd) },
+    // A view change writes no version: its reply is the revision it made.
+    assignView: { apply: (cmd, ctx) => this.assignView(cmd, ctx), resume: async (cmd, head) => okReply(cmd, { cid: cmd.cid, rev: head.rev }) },
+    removeFromView: { apply: (cmd, ctx) => this.removeFromView(cmd, ctx), resume: async (cmd, head) => okReply(cmd, { cid: cmd.cid, rev: head.rev }) },
+    wsCreate: { apply: (cmd, ctx) => this.workspaces.create(cmd, ctx) },
+    wsUpdate: { apply: (cmd, ctx) => this.workspaces.update(cmd, ctx) },
+    wsDelete: { apply: (cmd, ctx) => this.workspaces.remove(cmd, ctx) },
+    wsPromote: { apply: (cmd, ctx) => this.workspaces.promote(cmd, ctx), resume: (cmd, head) => this.workspaces.resumePromote(cmd, head) },
+    wsReleaseAlias: { apply: (cmd, ctx) => this.workspaces.releaseAlias(cmd, ctx) },
+  };
+
   async handle(cmd: ContentCommand, ctx: ActorContext): Promise<Outcome> {
     try {
-      switch (cmd.k) {
-        case 'create':
-          return await this.create(cmd, ctx);
-        case 'update':
-          return await this.update(cmd, ctx);
-        case 'delete':
-          return await this.delete(cmd, ctx);
-        case 'releaseAlias':
-          return await this.releaseAlias(cmd, ctx);
-        case 'assignView':
-          return await this.assignView(cmd, ctx);
-        case 'removeFromView':
-          return await this.removeFromView(cmd, ctx);
-        case 'wsCreate':
-        case 'wsUpdate':
-        case 'wsDelete':
-        case 'wsPromote':
-        case 'wsReleaseAlias':
-          return await this.workspaces.handle(cmd, ctx);
-        default:
-          throw new AppError('BAD_REQUEST', `Unknown command ${(cmd as { k: string }).k}`);
-      }
+      const entry = entryOf(this.kinds, cmd.k);
+      if (!entry) throw new AppError('BAD_REQUEST', `Unknown command ${(cmd as { k: string }).k}`);
+      return await entry.apply(cmd, ctx);
     } catch (e) {
       if (e instanceof AppError) return { reply: { id: cmd.id, ok: false, error: e.toWire() }, committed: false };
       throw e;
@@ -87,51 +88,29 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
 
   /**
    * A retry of a command whose commit took place but whose answer was lost: the head revision
-   * names the command. Finishes the idempotent steps that follow such a commit (freeing the
-   * global alias keys of a delete or a release, the workspace membership of a promote) and
-   * answers the command's reply, rebuilt from the stored revision (a partial create's
-   * subResults are not kept; the rebuilt reply has none). The after-hooks do not run again.
-   * Null when the head is not the command's: it did not take place.
+   * names the command. Its kind's `resume` finishes the idempotent steps that follow such a
+   * commit (freeing the global alias keys of a delete or a release, the workspace membership of
+   * a promote) and answers the command's reply, rebuilt from the stored revision (a partial
+   * create's subResults are not kept; the rebuilt reply has none). The after-hooks do not run
+   * again. Null when the head is not the command's: it did not take place.
    */
   async resumeApplied(cmd: ContentCommand): Promise<Reply | null> {
+    const entry = entryOf(this.kinds, cmd.k);
+    if (!entry?.resume) return null;
     const head = await this.store.head(cmd.cid);
     if (!head || head.cmd !== cmd.id) return null;
-    const ok = (value: unknown): Reply => ({ id: cmd.id, ok: true, value });
-    switch (cmd.k) {
-      case 'create':
-      case 'update':
-      case 'wsPromote': {
-        const version = await this.store.version(cmd.cid, head.head);
-        if (!version) return null;
-        if (cmd.k === 'wsPromote') await this.store.removeFromWorkspace(cmd.workspace, cmd.cid);
-        return ok({ snapshot: head, version, subResults: [] } satisfies WriteResult);
-      }
-      case 'delete': {
-        const before = await this.store.snapshotAt(cmd.cid, head.rev - 1);
-        for (const a of before?.aliases ?? []) {
-          const [ns, alias] = splitAlias(a);
-          await this.store.releaseAlias(ns, alias, cmd.cid);
-        }
-        return ok({ cid: cmd.cid, rev: head.rev });
-      }
-      case 'releaseAlias':
-        await this.store.releaseAlias(cmd.namespace, cmd.alias, cmd.cid);
-        return ok({ released: true });
-      case 'assignView':
-      case 'removeFromView':
-        return ok({ cid: cmd.cid, rev: head.rev });
-      default:
-        // Draft writes change no head: they run again (a draft write is a plain overwrite).
-        return null;
-    }
+    return entry.resume(cmd, head);
+  }
+
+  /** A create or update: the version the head names is the reply's. */
+  async resumeWrite(cmd: CommandBase, head: Snapshot): Promise<Reply | null> {
+    const version = await this.store.version(cmd.cid, head.head);
+    if (!version) return null;
+    return okReply(cmd, { snapshot: head, version, subResults: [] } satisfies WriteResult);
   }
 
   private allow(user: Principal, permission: string, type: string, contexts: string[]): void {
     if (!isAllowed(this.security, user, permission, type, contexts)) throw permissionDenied(permission, user);
-  }
-
-  private create(cmd: Extract<ContentCommand, { k: 'create' }>, ctx: ActorContext): Promise<Outcome> {
-    return this.createMain(cmd, ctx, cmd, 'main');
   }
 
   /** A create in main: from the content API, or a promote of a draft that arose from a create. */
@@ -170,10 +149,6 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     const out = await this.commit(cmd, ctx, 0, snapshot, version, viewEvents, subResults, 'created', [], promotedFrom);
     if (committed(out)) for (const h of this.hooks) await h.afterCreate?.({ ...hook, snapshot, version });
     return out;
-  }
-
-  private update(cmd: Extract<ContentCommand, { k: 'update' }>, ctx: ActorContext): Promise<Outcome> {
-    return this.updateMain(cmd, ctx, cmd, 'main');
   }
 
   /** An update in main: from the content API, or a promote of a draft that arose from an update. */
@@ -233,7 +208,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     return out;
   }
 
-  private async delete(cmd: Extract<ContentCommand, { k: 'delete' }>, ctx: ActorContext): Promise<Outcome> {
+  private async delete(cmd: CommandOf<'delete'>, ctx: ActorContext): Promise<Outcome> {
     const head = await this.store.head(cmd.cid);
     if (!head || head.deleted) throw new AppError('NOT_FOUND', `Content ${cmd.cid} not found`);
     this.allow(cmd.user, 'Delete', head.type, contextsOf(head.meta));
@@ -254,7 +229,17 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     return out;
   }
 
-  private async releaseAlias(cmd: Extract<ContentCommand, { k: 'releaseAlias' }>, ctx: ActorContext): Promise<Outcome> {
+  /** A delete whose answer was lost: the aliases the revision before it held are freed (again). */
+  private async resumeDelete(cmd: CommandOf<'delete'>, head: Snapshot): Promise<Reply> {
+    const before = await this.store.snapshotAt(cmd.cid, head.rev - 1);
+    for (const a of before?.aliases ?? []) {
+      const [ns, alias] = splitAlias(a);
+      await this.store.releaseAlias(ns, alias, cmd.cid);
+    }
+    return okReply(cmd, { cid: cmd.cid, rev: head.rev });
+  }
+
+  private async releaseAlias(cmd: CommandOf<'releaseAlias'>, ctx: ActorContext): Promise<Outcome> {
     const full = `${cmd.namespace}/${cmd.alias}`;
     const head = await this.store.head(cmd.cid);
     if (!head || head.deleted || !head.aliases.includes(full)) {
@@ -269,11 +254,17 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     return out;
   }
 
+  /** A release whose answer was lost: the global alias is freed (again). */
+  private async resumeReleaseAlias(cmd: CommandOf<'releaseAlias'>): Promise<Reply> {
+    await this.store.releaseAlias(cmd.namespace, cmd.alias, cmd.cid);
+    return okReply(cmd, { released: true });
+  }
+
   /**
    * PUT view: puts an existing version of the content on a view, or makes the view symbolic
    * (it follows its target view; the target is unchanged). Cycles are refused.
    */
-  private async assignView(cmd: Extract<ContentCommand, { k: 'assignView' }>, ctx: ActorContext): Promise<Outcome> {
+  private async assignView(cmd: CommandOf<'assignView'>, ctx: ActorContext): Promise<Outcome> {
     const head = await this.existing(cmd.cid, false);
     this.allow(cmd.user, 'AssignToView', head.type, contextsOf(head.meta));
     this.checkIfMatch(head, cmd.ifMatch);
@@ -299,7 +290,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
   }
 
   /** DELETE view alias: removes every version of the content from the view. */
-  private async removeFromView(cmd: Extract<ContentCommand, { k: 'removeFromView' }>, ctx: ActorContext): Promise<Outcome> {
+  private async removeFromView(cmd: CommandOf<'removeFromView'>, ctx: ActorContext): Promise<Outcome> {
     const head = await this.existing(cmd.cid, false);
     this.allow(cmd.user, 'AssignToView', head.type, contextsOf(head.meta));
     if (!(cmd.view in head.views) && !(cmd.view in head.symbolic)) {

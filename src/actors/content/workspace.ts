@@ -26,6 +26,7 @@ const split = (a: string): [string, string] => {
   return [a.slice(0, i), a.slice(i + 1)];
 };
 
+/** The workspace command kinds; their entries are in the content actor's command table. */
 export class Workspaces {
   constructor(
     private readonly store: ContentStore,
@@ -34,23 +35,8 @@ export class Workspaces {
     private readonly now: () => number,
   ) {}
 
-  handle(cmd: Cmd, ctx: ActorContext): Promise<Outcome> {
-    switch (cmd.k) {
-      case 'wsCreate':
-        return this.create(cmd, ctx);
-      case 'wsUpdate':
-        return this.update(cmd, ctx);
-      case 'wsDelete':
-        return this.remove(cmd, ctx);
-      case 'wsPromote':
-        return this.promote(cmd, ctx);
-      case 'wsReleaseAlias':
-        return this.releaseAlias(cmd, ctx);
-    }
-  }
-
   /** No draft, content absent everywhere -> draft (workspace only). Operations stay pending; aliases are reserved at once. */
-  private async create(cmd: Extract<Cmd, { k: 'wsCreate' }>, ctx: ActorContext): Promise<Outcome> {
+  async create(cmd: Extract<Cmd, { k: 'wsCreate' }>, ctx: ActorContext): Promise<Outcome> {
     if ((await this.store.head(cmd.cid)) || (await this.store.draft(cmd.cid, cmd.workspace))) throw new AppError('BAD_REQUEST', 'Content already exists');
     if (!canInAnyContext(this.security, cmd.user, 'Create', cmd.type)) throw permissionDenied('Create', cmd.user);
     checkFileReferences(cmd.aspects.svcFiles, undefined, cmd.files);
@@ -77,7 +63,7 @@ export class Workspaces {
    * replaced by those sent; the origin ETag and the update mode are kept for the promote;
    * reservations the new operations no longer name are released.
    */
-  private async update(cmd: Extract<Cmd, { k: 'wsUpdate' }>, ctx: ActorContext): Promise<Outcome> {
+  async update(cmd: Extract<Cmd, { k: 'wsUpdate' }>, ctx: ActorContext): Promise<Outcome> {
     const head = await this.liveHead(cmd.cid);
     const existing = await this.store.draft(cmd.cid, cmd.workspace);
     if (!head && !existing) throw new AppError('NOT_FOUND', `Content ${cmd.cid} not found`);
@@ -130,7 +116,7 @@ export class Workspaces {
   }
 
   /** Draft delete: only the workspace is affected, no conflict check; its reservations are released. */
-  private async remove(cmd: Extract<Cmd, { k: 'wsDelete' }>, ctx: ActorContext): Promise<Outcome> {
+  async remove(cmd: Extract<Cmd, { k: 'wsDelete' }>, ctx: ActorContext): Promise<Outcome> {
     const draft = await this.store.draft(cmd.cid, cmd.workspace);
     if (!draft) throw new AppError('NOT_FOUND', `No draft of ${cmd.cid} in workspace ${cmd.workspace}`);
     if (!cmd.clear) {
@@ -154,7 +140,7 @@ export class Workspaces {
    * the stored mode, only while main has not changed since the stored origin (else 409/40900
    * and the draft stays). The main commit removes the draft in the same atomic step.
    */
-  private async promote(cmd: Extract<Cmd, { k: 'wsPromote' }>, ctx: ActorContext): Promise<Outcome> {
+  async promote(cmd: Extract<Cmd, { k: 'wsPromote' }>, ctx: ActorContext): Promise<Outcome> {
     const draft = await this.store.draft(cmd.cid, cmd.workspace);
     if (!draft) throw new AppError('NOT_FOUND', `No draft of ${cmd.cid} in workspace ${cmd.workspace}`);
     const ops = draft.ops as Operation[];
@@ -171,8 +157,15 @@ export class Workspaces {
     return out;
   }
 
+  /** A promote whose answer was lost: the main write's reply, and the draft gone from the workspace index (again). */
+  async resumePromote(cmd: Extract<Cmd, { k: 'wsPromote' }>, head: Snapshot): Promise<Reply | null> {
+    const reply = await this.main.resumeWrite(cmd, head);
+    if (reply) await this.store.removeFromWorkspace(cmd.workspace, cmd.cid);
+    return reply;
+  }
+
   /** An explicitly released reservation: gone from the draft's pending operations and free again. */
-  private async releaseAlias(cmd: Extract<Cmd, { k: 'wsReleaseAlias' }>, ctx: ActorContext): Promise<Outcome> {
+  async releaseAlias(cmd: Extract<Cmd, { k: 'wsReleaseAlias' }>, ctx: ActorContext): Promise<Outcome> {
     const name = `${cmd.namespace}/${cmd.alias}`;
     const draft = await this.store.draft(cmd.cid, cmd.workspace);
     if (!draft?.reserved.includes(name)) {
