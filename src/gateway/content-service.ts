@@ -1,47 +1,21 @@
 import { LRUCache } from 'lru-cache';
-import type { Settings } from '../../config/settings.js';
-import type { ContentStore } from '../adapters/content-store.js';
 import { newCommandId, newContentKey } from '../adapters/ids.js';
-import type { Logger } from '../adapters/log.js';
 import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
 import { contextsOf, etagOf, parseVersionId, MAIN_NAMESPACE, type Aspect, type Snapshot } from '../content/model.js';
-import type { FileStore } from '../adapters/file-store.js';
-import type { Mailbox } from '../actors/mailbox.js';
 import { AppError } from '../errors.js';
 import { readableFileUris } from '../security/file-access.js';
-import { isAllowed, isSysadmin, permissionDenied, type Principal, type SecurityConfig } from '../content/permissions.js';
-import type { TokenService } from '../security/token-service.js';
+import { isAllowed, isSysadmin, permissionDenied, type Principal } from '../content/permissions.js';
 import { trustedProxies } from '../security/client-address.js';
 import { STATUS_CREATED, STATUS_OK, contentEnvelope, formatOf, historyBody, metadataEnvelope, partialCreated, serialize, type Format } from './envelope.js';
 import type { Exchange } from './http.js';
 import { WorkspaceService } from './workspace-service.js';
-import type { HeadCache } from './head-cache.js';
+import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
 import { Router, type Params } from './router.js';
 import { SYSTEM_VIEWS, resolveView, versionOnView } from '../content/views.js';
-import { INDEXING_VARIANT, type Variants } from '../content/variants.js';
+import { INDEXING_VARIANT } from '../content/variants.js';
 import { checkAlias, parseEnvelope, parseViewBody, typeSchema, updateModeOf, viewSchema } from './schemas.js';
-import type { ReindexScope, ReindexSessions } from '../actors/reindex-session.js';
+import type { ReindexScope } from '../actors/reindex-session.js';
 import { entityHasContent } from '../actors/content/taxonomy-references.js';
-
-export interface ContentServiceDeps {
-  settings: Settings;
-  store: ContentStore;
-  mailbox: Mailbox;
-  tokens: TokenService;
-  security: SecurityConfig;
-  log: Logger;
-  variants: Variants;
-  /** Re-indexing sessions; null without a search engine. */
-  reindex: ReindexSessions | null;
-  /** The clock of time state (injected by tests). */
-  clock: () => number;
-  /** The public address of the gateway, e.g. http://127.0.0.1:8080. */
-  baseUrl: () => string;
-  /** Heads of contents for reads, dropped on every change. */
-  heads: HeadCache;
-  /** The file store: which files a write may map depends on who uploaded them. */
-  files: FileStore;
-}
 
 export const CONTENT_PREFIX = 'content-service';
 const VERSIONED_CACHE_CONTROL = 'private, no-transform, proxy-revalidate, max-age=31536000';
@@ -53,7 +27,7 @@ type ReadKind = 'content' | 'metadata' | 'history';
  * aliases, metadata, history and view reads. Writes go to the content's actor through the
  * mailbox; reads go to Redis directly and versioned answers are cached (they never change).
  */
-export class ContentService {
+export class ContentService implements ContentEndpoints {
   readonly router = new Router();
   /** Rendered versioned answers; they never change. */
   private readonly cache: LRUCache<string, string>;
@@ -394,7 +368,8 @@ export class ContentService {
     if (!snap) {
       const s = await this.d.store.snapshotAt(cid, rev);
       if (!s) throw new AppError('VERSION_NOT_FOUND', `Revision ${rev} does not exist`);
-      this.snapshots.set(key, (snap = s));
+      snap = s;
+      this.snapshots.set(key, snap);
     }
     return snap;
   }

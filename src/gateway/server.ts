@@ -8,11 +8,13 @@ import { SEARCH_PREFIX, SearchService } from './search-service.js';
 import { HeadCache } from './head-cache.js';
 import { openApiDocument } from './openapi.js';
 import { Exchange, segmentsOf } from './http.js';
-import { CONTENT_PREFIX, ContentService, type ContentServiceDeps } from './content-service.js';
+import { CONTENT_PREFIX, ContentService } from './content-service.js';
+import type { ContentServiceDeps } from './content-deps.js';
 import type { FileStore } from '../adapters/file-store.js';
 import { DELIVERY_PREFIX, FILE_PREFIX, FileDeliveryService, FileService } from './file-service.js';
 import { TAXONOMY_PREFIX, TaxonomyService } from './taxonomy-service.js';
 import { learnIndexSchema } from '../adapters/index-schema.js';
+import { ChangesService } from './changes-service.js';
 
 /** Service prefixes of CONTRACT §2, and the `Svc-Response-Origin` each one answers with. */
 const ORIGINS: Record<string, string | undefined> = {
@@ -46,6 +48,8 @@ export class Gateway {
   private readonly delivery: FileDeliveryService;
   private readonly taxonomy: TaxonomyService;
   private readonly heads: HeadCache;
+  /** The change feed (CONTRACT §13): its own uWS routes, so long-lived streams take no in-flight slot. */
+  readonly changes: ChangesService;
   private openapi?: string;
   /** Learning the search collection's schema for the write-time check of svcSolrDocument. */
   private schemaLearning?: { stop(): void };
@@ -58,6 +62,7 @@ export class Gateway {
     this.fileService = new FileService(fileDeps);
     this.delivery = new FileDeliveryService(fileDeps);
     this.taxonomy = new TaxonomyService(d);
+    this.changes = new ChangesService(d);
   }
 
   /** The public address used in Location headers. */
@@ -70,6 +75,7 @@ export class Gateway {
     if (this.d.engine) this.schemaLearning = learnIndexSchema(this.d.engine, this.d.log);
     const app = uWS.App();
     const uploadPrefix = `/${FILE_PREFIX}/`;
+    this.changes.mount(app);
     app.any('/*', (res, req) => {
       // File uploads stream from the socket into the store instead of being collected.
       const streamed = req.getMethod() === 'post' && req.getUrl().startsWith(uploadPrefix);
@@ -93,6 +99,7 @@ export class Gateway {
     const deadline = Date.now() + 5000;
     while (this.active > 0 && Date.now() < deadline) await sleep(20);
     await this.heads.stop();
+    await this.changes.close();
     this.schemaLearning?.stop();
   }
 

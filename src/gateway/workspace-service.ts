@@ -4,7 +4,7 @@ import { contextsOf, etagOf, MAIN_NAMESPACE, type Draft, type Snapshot, type Ver
 import type { DraftResult } from '../actors/content/workspace.js';
 import { AppError } from '../errors.js';
 import { canInAnyContext, isAllowed, permissionDenied, type Principal } from '../content/permissions.js';
-import type { ContentService, ContentServiceDeps } from './content-service.js';
+import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
 import { STATUS_CREATED, STATUS_OK, contentEnvelope, draftEnvelope, formatOf, partialCreated, serialize } from './envelope.js';
 import type { Exchange } from './http.js';
 import type { Params } from './router.js';
@@ -20,7 +20,7 @@ const workspaceSchema = nameSchema('workspace');
 export class WorkspaceService {
   constructor(
     private readonly d: ContentServiceDeps,
-    private readonly content: ContentService,
+    private readonly content: ContentEndpoints,
   ) {
     const r = content.router;
     r.on('POST', 'content/workspace/:ws', (x, p) => this.create(x, p));
