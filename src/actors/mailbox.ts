@@ -6,7 +6,7 @@ import type { Logger } from '../adapters/log.js';
 import type { Settings } from '../../config/settings.js';
 import { AppError } from '../errors.js';
 import { sleep } from '../wait.js';
-import type { CommandBase, Reply } from './runtime.js';
+import { recordedReply, type CommandBase, type Reply } from './runtime.js';
 
 const REPLY_TTL_MS = 300000;
 
@@ -65,7 +65,7 @@ export class Mailbox {
     const now = Date.now();
     const old = [...this.waiting.entries()].filter(([, w]) => now - w.since > LOST_REPLY_AFTER_MS);
     if (!old.length) return;
-    const found = await Promise.all(old.map(([id, w]) => this.redis.getBuffer(keys.done(w.partition, id)).catch(() => null)));
+    const found = await Promise.all(old.map(([id, w]) => recordedReply(this.redis, w.partition, id).catch(() => null)));
     old.forEach((_, i) => {
       const buf = found[i];
       if (buf) this.deliver(buf);

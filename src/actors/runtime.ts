@@ -60,6 +60,16 @@ export function sendReply(redis: RedisClient, replyTo: string | undefined, reply
 }
 
 /**
+ * The reply a command's commit recorded (packed), or null: a stream command's commit script
+ * records its reply under `done:{p}:<id>` in the same atomic step, so a recorded reply means the
+ * commit took place. Read by the actors before running a command again and by a gateway whose
+ * command waits unusually long (the actor died between its commit and its reply).
+ */
+export function recordedReply(redis: RedisClient, partition: number, commandId: string): Promise<Buffer | null> {
+  return redis.getBuffer(keys.done(partition, commandId));
+}
+
+/**
  * The actor runtime of one process: it owns a fair share of the P partitions through leases,
  * reads each owned partition's command stream in batches (one blocking reader per partition,
  * in the `actors` consumer group), runs the commands of one content in order and those of
@@ -241,17 +251,12 @@ class PartitionLoop<C extends CommandBase> {
       const ctx: ActorContext = { partition: this.partition, owner: this.owner, entryId: '', local: true };
       for (let attempt = 1; ; attempt++) {
         try {
-          // A local commit records no reply; a retry asks whether the commit took place.
-          if (attempt > 1) {
-            const applied = await this.handler.resumeApplied?.(cmd);
-            if (applied) return applied;
-          }
-          const out = await this.handler.handle(cmd, ctx);
+          const out = await this.attempt(cmd, ctx, attempt > 1);
           if (out === 'lease-lost') {
             this.abandon();
             return null;
           }
-          return out.reply;
+          return Buffer.isBuffer(out.reply) ? unpack<Reply>(out.reply) : out.reply;
         } catch (e) {
           this.log.error({ err: e, partition: this.partition, command: cmd.id, requestId: cmd.requestId, attempt }, 'command failed');
           if (attempt >= this.settings.ACTOR_MAX_ATTEMPTS || !this.running) {
@@ -261,6 +266,43 @@ class PartitionLoop<C extends CommandBase> {
         }
       }
     });
+  }
+
+  /**
+   * One attempt of a command, local or from the stream. A copy of a command committed before (a
+   * client or gateway retry; `recorded` is its recorded reply, read with the batch) answers that
+   * reply: the steps that followed its commit ran with the original, and later commands of the
+   * content may have run since, so nothing of it runs again. A retry first asks whether the
+   * failed attempt's commit took place with its answer lost (appliedReply); then it answers that
+   * commit's reply instead of running the command again, which would answer 409.
+   * `committed: false` when the entry in hand still needs its acknowledgement.
+   */
+  private async attempt(
+    cmd: C,
+    ctx: ActorContext,
+    retry: boolean,
+    recorded: Buffer | null = null,
+  ): Promise<{ reply: Reply | Buffer; committed: boolean } | 'lease-lost'> {
+    if (recorded) return { reply: recorded, committed: false };
+    if (retry) {
+      const applied = await this.appliedReply(cmd, ctx);
+      if (applied) return { reply: applied, committed: false };
+    }
+    return this.handler.handle(cmd, ctx);
+  }
+
+  /**
+   * Was the command applied already? Its reply, or null when it must run. A stream command's
+   * commit records its reply in the same atomic step: when there is one, the steps that follow
+   * the commit are finished (`resumeApplied`) and the recorded reply is the answer. A local
+   * command's commit records none: `resumeApplied` asks the content's head instead.
+   */
+  private async appliedReply(cmd: C, ctx: ActorContext): Promise<Reply | Buffer | null> {
+    if (ctx.local) return (await this.handler.resumeApplied?.(cmd)) ?? null;
+    const reply = await recordedReply(this.redis, this.partition, cmd.id);
+    if (!reply) return null;
+    await this.handler.resumeApplied?.(cmd);
+    return reply;
   }
 
   private get stream(): string {
@@ -346,7 +388,7 @@ class PartitionLoop<C extends CommandBase> {
         const again = it.cmd !== undefined && seen.has(it.cmd.id);
         if (it.cmd) seen.add(it.cmd.id);
         return this.serial(it.cmd?.cid ?? `\u0000${it.entryId}`, async () =>
-          this.processOne(it.entryId, it.raw, it.cmd, again ? await this.redis.getBuffer(keys.done(this.partition, it.cmd!.id)) : done[i]),
+          this.processOne(it.entryId, it.raw, it.cmd, again ? await recordedReply(this.redis, this.partition, it.cmd!.id) : done[i]),
         );
       }),
     );
@@ -356,38 +398,23 @@ class PartitionLoop<C extends CommandBase> {
     }
   }
 
-  private async processOne(entryId: string, raw: Buffer | undefined, cmd: C | undefined, doneReply: Buffer | null): Promise<void> {
+  private async processOne(entryId: string, raw: Buffer | undefined, cmd: C | undefined, recorded: Buffer | null): Promise<void> {
     if (!this.running) return;
     if (!cmd) {
       await this.deadLetter(entryId, raw, undefined, 'unreadable command');
       return;
     }
-    if (doneReply) {
-      sendReply(this.redis, cmd.replyTo, doneReply);
-      await this.redis.xack(this.stream, ACTOR_GROUP, entryId);
-      return;
-    }
     const ctx: ActorContext = { partition: this.partition, owner: this.owner, entryId };
     for (;;) {
       const attempt = (this.attempts.get(entryId) ?? 0) + 1;
-      if (attempt > this.settings.ACTOR_MAX_ATTEMPTS) {
+      // A copy of a command committed before answers its recorded reply, however often it was tried.
+      if (attempt > this.settings.ACTOR_MAX_ATTEMPTS && !recorded) {
         await this.deadLetter(entryId, raw, cmd, `failed ${attempt - 1} times`);
         return;
       }
       this.attempts.set(entryId, attempt);
       try {
-        // A retry after a failed commit: the commit may have taken place (its answer lost with
-        // the connection); then its recorded reply is the answer, and what follows the commit
-        // is finished, instead of running the command again (which would answer 409).
-        const recorded = attempt > 1 ? await this.redis.getBuffer(keys.done(this.partition, cmd.id)) : null;
-        if (recorded) {
-          await this.handler.resumeApplied?.(cmd);
-          sendReply(this.redis, cmd.replyTo, recorded);
-          await this.redis.xack(this.stream, ACTOR_GROUP, entryId);
-          this.attempts.delete(entryId);
-          return;
-        }
-        const out = await this.handler.handle(cmd, ctx);
+        const out = await this.attempt(cmd, ctx, attempt > 1, recorded);
         if (out === 'lease-lost') {
           this.log.warn({ partition: this.partition, command: cmd.id, requestId: cmd.requestId }, 'commit refused: partition lease lost');
           this.abandon();

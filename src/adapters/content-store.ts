@@ -87,11 +87,6 @@ export class ContentStore {
     return list.map((b) => unpack<ViewEvent>(b));
   }
 
-  /** The recorded reply of a command that was already committed, or null. */
-  async doneReply(partition: number, commandId: string): Promise<Buffer | null> {
-    return this.redis.getBuffer(keys.done(partition, commandId));
-  }
-
   /** One atomic commit: revision check, version, snapshot, history, event, recorded reply, ack. */
   async commit(c: CommitInput): Promise<CommitResult> {
     const p = this.partitionOf(c.snapshot.cid);
