@@ -46,6 +46,10 @@ export const settingsSchema = z.object({
   ACTOR_MAX_ATTEMPTS: int(1, 100).default(3),
   /** Approximate bound of each partition's event stream. */
   EVENTS_MAXLEN: int(1000, 100000000).default(1000000),
+  /** The change feed keeps events this long (CONTRACT §13); older ones are trimmed by the time-state schedule's owner. */
+  CHANGES_RETENTION_HOURS: z.coerce.number().positive().max(100000).default(168),
+  /** Events a change-feed subscriber may have waiting before it is closed as one that does not read. */
+  CHANGES_SUBSCRIBER_BUFFER: int(1, 1000000).default(2000),
   /** How long a processed command id is remembered for idempotent replay. */
   DEDUP_TTL_SECONDS: int(60, 30 * 86400).default(86400),
 

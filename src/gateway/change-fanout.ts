@@ -1,0 +1,248 @@
+import type { Settings } from '../../config/settings.js';
+import type { Logger } from '../adapters/log.js';
+import { connectRedis, keys, type RedisClient } from '../adapters/redis.js';
+import { type ChangeFilter, compareIds, type StreamPosition, streamIdOf } from '../content/change-events.js';
+import type { Principal } from '../content/permissions.js';
+import { sleep } from '../wait.js';
+import type { ChangeSource, Delivered, ResolvedEntry } from './change-source.js';
+
+/** Entries kept per partition for subscribers that attach after a catch-up read. */
+const BUFFER_PER_PARTITION = 256;
+const BLOCK_MS = 2000;
+
+/**
+ * Where one subscriber's events go: `write` takes a batch and answers false while the client is
+ * behind (the batch was taken all the same); `onWritable` is called once it caught up.
+ */
+export interface FeedSink {
+  write(batch: Delivered[]): boolean;
+  /** The subscriber is closed by the feed: `reason` 'slow' (it did not read) or 'gone' (its cursor expired) or 'stopped'. */
+  close(reason: 'slow' | 'gone' | 'stopped' | 'failed'): void;
+}
+
+/**
+ * One subscriber: its caller, filter and position; a bounded queue of events not yet written. It
+ * catches up from Redis in pages, then attaches to the fan-out, which offers it every new entry.
+ * A subscriber whose queue passes its bound is closed: memory never grows with a client that does
+ * not read, and it resumes from the cursor of the last event it received.
+ */
+export class FeedSubscriber {
+  readonly positions: StreamPosition[];
+  private queue: Delivered[] = [];
+  /** The sink refused more (the client is behind); the queue holds what waits. */
+  private blocked = false;
+  closed = false;
+  live = false;
+
+  constructor(
+    private readonly fanout: ChangeFanout,
+    readonly principal: Principal,
+    readonly filter: ChangeFilter,
+    positions: StreamPosition[],
+    private readonly sink: FeedSink,
+    private readonly maxQueue: number,
+  ) {
+    this.positions = positions.map((p) => ({ ...p }));
+  }
+
+  /** Events waiting in this subscriber's queue (for the memory bound and its tests). */
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  /** Catches up in pages (following the client's pace), then goes live. */
+  async run(): Promise<void> {
+    try {
+      while (!this.closed && this.fanout.running) {
+        if (this.fanout.attach(this)) return;
+        const seen = this.fanout.seenIds();
+        const page = await this.fanout.source.page(this.principal, this.filter, this.positions, Math.max(1, Math.min(1000, this.maxQueue)));
+        if (this.closed) return;
+        for (let p = 0; p < this.positions.length; p++) {
+          // Read to its end after the fan-out had seen `seen[p]`: nothing lies between the two
+          // (entries trimmed away, or ids never used), so the position may move up to it.
+          const pos = page.positions[p];
+          this.positions[p] = page.exhausted && pos.sub === 0 && compareIds(pos, seen[p]) < 0 ? { ...seen[p], sub: 0 } : pos;
+        }
+        if (page.changes.length) this.enqueue(page.changes);
+        while (this.blocked && !this.closed) await sleep(20);
+      }
+      if (!this.closed) this.close('stopped');
+    } catch {
+      this.close('failed');
+    }
+  }
+
+  /** An entry from the fan-out (entries it already has are skipped). */
+  offer(entry: ResolvedEntry): void {
+    if (this.closed) return;
+    const out: Delivered[] = [];
+    this.fanout.source.consume(entry, this.positions, this.principal, this.filter, out, Number.POSITIVE_INFINITY);
+    if (out.length) this.enqueue(out);
+  }
+
+  private enqueue(batch: Delivered[]): void {
+    if (!this.blocked) {
+      this.blocked = !this.sink.write(batch);
+      return;
+    }
+    this.queue.push(...batch);
+    if (this.queue.length > this.maxQueue) this.close('slow');
+  }
+
+  /** The client caught up: what waits is written. */
+  writable(): void {
+    if (this.closed) return;
+    this.blocked = false;
+    if (!this.queue.length) return;
+    const batch = this.queue;
+    this.queue = [];
+    this.blocked = !this.sink.write(batch);
+  }
+
+  close(reason: 'slow' | 'gone' | 'stopped' | 'failed'): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.queue = [];
+    this.fanout.detach(this);
+    this.sink.close(reason);
+  }
+}
+
+/**
+ * The one reader of the event streams in a web process, shared by all its subscribers: it reads
+ * each new entry once, resolves it against its snapshots once, keeps the last ones per partition
+ * (for subscribers that attach after a catch-up), and offers it to every live subscriber.
+ */
+export class ChangeFanout {
+  running = false;
+  private readonly subscribers = new Set<FeedSubscriber>();
+  /** Per partition: every entry after this id is in `buffers` (or not yet read). */
+  private readonly covered: { ms: number; seq: number }[];
+  private readonly buffers: ResolvedEntry[][];
+  /** Per partition: the last entry offered to subscribers (at start: the stream's last id). */
+  private readonly seen: { ms: number; seq: number }[];
+  private readonly conns: RedisClient[] = [];
+  private loops: Promise<void>[] = [];
+  private ready?: Promise<void>;
+
+  constructor(
+    readonly source: ChangeSource,
+    private readonly settings: Settings,
+    private readonly log: Logger,
+  ) {
+    this.covered = Array.from({ length: source.partitions }, () => ({ ms: Number.MAX_SAFE_INTEGER, seq: 0 }));
+    this.buffers = Array.from({ length: source.partitions }, () => []);
+    this.seen = Array.from({ length: source.partitions }, () => ({ ms: 0, seq: 0 }));
+  }
+
+  /** The last entry offered per partition (a copy). */
+  seenIds(): { ms: number; seq: number }[] {
+    return this.seen.map((s) => ({ ...s }));
+  }
+
+  get subscriberCount(): number {
+    return this.subscribers.size;
+  }
+
+  /** Events queued over all subscribers (bounded by subscribers × their bound). */
+  get queuedTotal(): number {
+    let n = 0;
+    for (const s of this.subscribers) n += s.queued;
+    return n;
+  }
+
+  /** Starts reading (on first use: a gateway nobody subscribes to reads nothing). */
+  ensureStarted(): Promise<void> {
+    this.ready ??= this.start();
+    return this.ready;
+  }
+
+  private async start(): Promise<void> {
+    this.running = true;
+    const info = await this.source.info();
+    const P = this.source.partitions;
+    for (let p = 0; p < P; p++) {
+      this.covered[p] = info[p].last;
+      this.seen[p] = info[p].last;
+    }
+    const last = info.map((i) => streamIdOf(i.last));
+    // One blocking reader over all streams; on Redis Cluster one per partition (no cross-slot reads).
+    const groups = this.settings.REDIS_CLUSTER_NODES ? Array.from({ length: P }, (_, p) => [p]) : [Array.from({ length: P }, (_, p) => p)];
+    for (const parts of groups) {
+      const conn = connectRedis(this.settings, { blocking: true, name: 'change-feed', log: this.log });
+      this.conns.push(conn);
+      this.loops.push(this.read(conn, parts, last));
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    for (const s of [...this.subscribers]) s.close('stopped');
+    for (const c of this.conns) c.disconnect();
+    await Promise.all(this.loops);
+    this.loops = [];
+  }
+
+  private async read(conn: RedisClient, parts: number[], last: string[]): Promise<void> {
+    const streams = parts.map((p) => keys.events(p));
+    while (this.running) {
+      let res: [Buffer, [Buffer, Buffer[]][]][] | null;
+      try {
+        res = (await conn.xreadBuffer('COUNT', 1000, 'BLOCK', BLOCK_MS, 'STREAMS', ...streams, ...parts.map((p) => last[p]))) as typeof res;
+      } catch (e) {
+        if (!this.running) return;
+        this.log.warn({ err: String(e) }, 'change feed lost the event stream; reading again');
+        await sleep(500);
+        continue;
+      }
+      for (const [stream, raw] of res ?? []) {
+        const p = parts[streams.indexOf(stream.toString())];
+        let entries: ResolvedEntry[];
+        try {
+          entries = await this.source.resolve(p, raw);
+        } catch (e) {
+          // Snapshots could not be read (Redis failing): read the same entries again.
+          this.log.warn({ err: String(e), partition: p }, 'change feed could not read snapshots; retrying');
+          await sleep(500);
+          break;
+        }
+        for (const entry of entries) this.dispatch(entry);
+        if (raw.length) last[p] = raw[raw.length - 1][0].toString();
+      }
+    }
+  }
+
+  private dispatch(entry: ResolvedEntry): void {
+    this.seen[entry.p] = { ms: entry.ms, seq: entry.seq };
+    const buf = this.buffers[entry.p];
+    buf.push(entry);
+    if (buf.length > BUFFER_PER_PARTITION) {
+      const dropped = buf.shift()!;
+      this.covered[entry.p] = { ms: dropped.ms, seq: dropped.seq };
+    }
+    for (const s of this.subscribers) s.offer(entry);
+  }
+
+  /**
+   * Makes a subscriber live when the buffers hold everything after its position: what it lacks
+   * is offered from them at once, and every later entry as it comes. False when it must read
+   * more from Redis first.
+   */
+  attach(s: FeedSubscriber): boolean {
+    if (!this.running) return false;
+    for (let p = 0; p < this.source.partitions; p++) {
+      const pos = s.positions[p];
+      const d = compareIds(pos, this.covered[p]);
+      if (d < 0 || (d === 0 && pos.sub > 0)) return false;
+    }
+    for (const buf of this.buffers) for (const entry of buf) s.offer(entry);
+    this.subscribers.add(s);
+    s.live = true;
+    return true;
+  }
+
+  detach(s: FeedSubscriber): void {
+    this.subscribers.delete(s);
+  }
+}

@@ -1,0 +1,209 @@
+import { LRUCache } from 'lru-cache';
+import { unpack } from '../adapters/codec.js';
+import type { ContentStore } from '../adapters/content-store.js';
+import { keys, type RedisClient } from '../adapters/redis.js';
+import {
+  type ChangeEvent,
+  type ChangeFilter,
+  changesOf,
+  compareIds,
+  encodeCursor,
+  matchesFilter,
+  mayReadChange,
+  needsPrevious,
+  parseStreamId,
+  type StoredEvent,
+  type StreamPosition,
+  streamIdOf,
+} from '../content/change-events.js';
+import type { Snapshot } from '../content/model.js';
+import type { Principal, SecurityConfig } from '../content/permissions.js';
+
+/** One entry of a partition's event stream, read against its snapshots: its feed events, and who may see them. */
+export interface ResolvedEntry {
+  p: number;
+  ms: number;
+  seq: number;
+  changes: ChangeEvent[];
+  /** The content at the entry's revision (permissions are decided on it); null when unknown. */
+  at: Snapshot | null;
+}
+
+/** A feed event as delivered: its cursor first, as CONTRACT §13 lists the fields. */
+export type Delivered = { cursor: string } & ChangeEvent;
+
+/** What a page read: the events, the positions after it, and whether every stream was read to its end. */
+export interface PageResult {
+  changes: Delivered[];
+  positions: StreamPosition[];
+  exhausted: boolean;
+}
+
+/** 410 (41000): the stream no longer holds what follows this cursor. */
+export class CursorGoneError extends Error {
+  constructor() {
+    super('The cursor is older than the events kept (CHANGES_RETENTION_HOURS); start again without since');
+  }
+}
+
+type RawEntry = [id: Buffer, fields: Buffer[]];
+
+/** Stream figures of XINFO STREAM (Redis 7): the last id ever added, and the largest id trimmed or deleted. */
+interface StreamInfo {
+  last: { ms: number; seq: number };
+  maxDeleted: { ms: number; seq: number };
+}
+
+const ZERO = { ms: 0, seq: 0 };
+
+/**
+ * Reads the partitions' event streams for the change feed: entries resolved against the revision
+ * snapshots (cached: a revision never changes), pages from a position, start positions and the
+ * retention check. The domain decides what each entry means and who sees it (content/change-events.ts).
+ */
+export class ChangeSource {
+  private readonly snapshots = new LRUCache<string, { s: Snapshot | null }>({ max: 50000 });
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly store: ContentStore,
+    readonly partitions: number,
+    private readonly security: SecurityConfig,
+  ) {}
+
+  private async snapshot(cid: string, rev: number): Promise<Snapshot | null> {
+    if (rev < 1) return null;
+    const key = `${cid}/${rev}`;
+    const hit = this.snapshots.get(key);
+    if (hit) return hit.s;
+    const s = await this.store.snapshotAt(cid, rev);
+    // A missing snapshot is not cached: it may be a read of a replica not yet caught up.
+    if (s) this.snapshots.set(key, { s });
+    return s;
+  }
+
+  /** Reads stream entries against their snapshots (all at once: the reads are pipelined). */
+  resolve(p: number, entries: RawEntry[]): Promise<ResolvedEntry[]> {
+    return Promise.all(
+      entries.map(async ([idBuf, fields]) => {
+        const { ms, seq } = parseStreamId(idBuf.toString());
+        let e: StoredEvent;
+        try {
+          const at = fields.findIndex((f, i) => i % 2 === 0 && f.toString() === 'e');
+          e = unpack<StoredEvent>(fields[at + 1]);
+        } catch {
+          return { p, ms, seq, changes: [], at: null };
+        }
+        const [at, before] = await Promise.all([this.snapshot(e.cid, e.rev), needsPrevious(e) ? this.snapshot(e.cid, e.rev - 1) : null]);
+        return { p, ms, seq, changes: changesOf(e, { at, before }), at };
+      }),
+    );
+  }
+
+  /** Entries of partition `p` after `pos` (from `pos` itself when it was delivered only in part). */
+  async readAfter(p: number, pos: StreamPosition, count: number): Promise<ResolvedEntry[]> {
+    const start = pos.ms === 0 && pos.seq === 0 ? '-' : pos.sub > 0 ? streamIdOf(pos) : `(${streamIdOf(pos)}`;
+    const raw = (await this.redis.xrangeBuffer(keys.events(p), start, '+', 'COUNT', count)) as unknown as RawEntry[];
+    return this.resolve(p, raw);
+  }
+
+  /** XINFO STREAM of every partition (a stream that does not exist yet: nothing added, nothing deleted). */
+  async info(): Promise<StreamInfo[]> {
+    return Promise.all(
+      Array.from({ length: this.partitions }, async (_, p) => {
+        let reply: unknown[];
+        try {
+          reply = (await this.redis.xinfo('STREAM', keys.events(p))) as unknown[];
+        } catch (e) {
+          if (String(e).includes('no such key')) return { last: ZERO, maxDeleted: ZERO };
+          throw e;
+        }
+        const field = (name: string) => {
+          const i = reply.indexOf(name);
+          return i >= 0 ? String(reply[i + 1]) : '0-0';
+        };
+        return { last: parseStreamId(field('last-generated-id')), maxDeleted: parseStreamId(field('max-deleted-entry-id')) };
+      }),
+    );
+  }
+
+  /** Where a feed starts: `now` after the last event, absent from the oldest event kept. */
+  async startPositions(since: 'now' | 'oldest'): Promise<StreamPosition[]> {
+    const info = await this.info();
+    return info.map((i) => ({ ...(since === 'now' ? i.last : i.maxDeleted), sub: 0 }));
+  }
+
+  /**
+   * Throws CursorGoneError when a stream no longer holds what follows a position: something
+   * after it was trimmed, or the stream never reached it (its data was lost).
+   */
+  async checkKept(positions: StreamPosition[]): Promise<void> {
+    const info = await this.info();
+    for (let p = 0; p < this.partitions; p++) {
+      const pos = positions[p];
+      const d = compareIds(info[p].maxDeleted, pos);
+      if (d > 0 || (d === 0 && pos.sub > 0 && (pos.ms > 0 || pos.seq > 0))) throw new CursorGoneError();
+      if (compareIds(pos, info[p].last) > 0) throw new CursorGoneError();
+    }
+  }
+
+  /**
+   * Consumes one resolved entry from `pos` for a caller: the feed events it may receive and that
+   * pass the filter, each with the cursor just after it. Returns false when `room` ran out before
+   * the entry was consumed to its end (`pos` then names how far it got).
+   */
+  consume(entry: ResolvedEntry, pos: StreamPosition[], principal: Principal, filter: ChangeFilter, out: Delivered[], room: number): boolean {
+    const cur = pos[entry.p];
+    const d = compareIds(entry, cur);
+    if (d < 0 || (d === 0 && cur.sub === 0 && (cur.ms > 0 || cur.seq > 0))) return true; // delivered already
+    const from = d === 0 ? cur.sub : 0;
+    const visible = entry.at !== null && mayReadChange(this.security, principal, entry.at);
+    for (let i = from; i < entry.changes.length; i++) {
+      const c = entry.changes[i];
+      if (!visible || !matchesFilter(filter, c)) continue;
+      if (out.length >= room) {
+        // Nothing of this entry taken yet: the position stays where the caller's was.
+        pos[entry.p] = i === from ? cur : { ms: entry.ms, seq: entry.seq, sub: i };
+        return false;
+      }
+      pos[entry.p] = { ms: entry.ms, seq: entry.seq, sub: i + 1 === entry.changes.length ? 0 : i + 1 };
+      out.push({ cursor: encodeCursor(pos), ...c });
+    }
+    pos[entry.p] = { ms: entry.ms, seq: entry.seq, sub: 0 };
+    return true;
+  }
+
+  /**
+   * One page for a caller from `positions`: up to `limit` events, examining at most `budget`
+   * entries (a caller that may see little of a busy feed gets an empty page with an advanced
+   * cursor rather than a request that runs for minutes).
+   */
+  async page(principal: Principal, filter: ChangeFilter, positions: StreamPosition[], limit: number, budget = 20000): Promise<PageResult> {
+    const pos = positions.map((p) => ({ ...p }));
+    const out: Delivered[] = [];
+    const done = new Set<number>();
+    let scanned = 0;
+    while (out.length < limit && scanned < budget && done.size < this.partitions) {
+      const active = Array.from({ length: this.partitions }, (_, p) => p).filter((p) => !done.has(p));
+      const count = Math.max(8, Math.ceil((2 * (limit - out.length)) / active.length));
+      const reads = await Promise.all(active.map((p) => this.readAfter(p, pos[p], count)));
+      const entries = reads.flat().sort(compareIds);
+      scanned += entries.length;
+      let full = false;
+      for (const entry of entries) {
+        if (!this.consume(entry, pos, principal, filter, out, limit)) {
+          full = true;
+          break;
+        }
+      }
+      if (full) break;
+      active.forEach((p, i) => {
+        if (reads[i].length < count) done.add(p);
+      });
+    }
+    return { changes: out, positions: pos, exhausted: done.size === this.partitions };
+  }
+}
+
+/** The 410 answer's error body: the cursor is past what is kept. */
+export const goneBody = (e: CursorGoneError) => ({ message: e.message, statusCode: '41000', extraInfo: {} });

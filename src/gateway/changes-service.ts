@@ -1,0 +1,374 @@
+import type uWS from 'uWebSockets.js';
+import type { Settings } from '../../config/settings.js';
+import type { ContentStore } from '../adapters/content-store.js';
+import type { Logger } from '../adapters/log.js';
+import type { Metrics } from '../adapters/metrics.js';
+import type { RedisClient } from '../adapters/redis.js';
+import { type ChangeFilter, decodeCursor, encodeCursor, parseFilter, type StreamPosition } from '../content/change-events.js';
+import type { Principal, SecurityConfig } from '../content/permissions.js';
+import { AppError } from '../errors.js';
+import type { TokenService } from '../security/token-service.js';
+import { ChangeFanout, type FeedSink, FeedSubscriber } from './change-fanout.js';
+import { ChangeSource, CursorGoneError, type Delivered, goneBody } from './change-source.js';
+import { Exchange } from './http.js';
+
+export interface ChangesServiceDeps {
+  settings: Settings;
+  redis: RedisClient;
+  store: ContentStore;
+  tokens: TokenService;
+  security: SecurityConfig;
+  metrics: Metrics;
+  log: Logger;
+}
+
+/** The feed's address under the content service (CONTRACT §13). */
+export const CHANGES_PATH = '/content-service/changes';
+export const CHANGES_WS_PATH = '/content-service/changes/ws';
+
+const PARAMS = new Set(['since', 'limit', 'types', 'views', 'kinds', 'feed', 'timeout']);
+/** A comment line at least this often keeps an idle SSE stream open through proxies (CONTRACT §13: every 15 s). */
+const SSE_COMMENT_MS = 10_000;
+/** A WebSocket must send its first message within this. */
+const WS_FIRST_MESSAGE_MS = 10_000;
+/** Bytes a WebSocket may hold unsent before its subscriber counts as behind. */
+const WS_HIGH_WATER = 256 * 1024;
+/** WebSocket close codes: a bad token, a bad first message, an expired cursor, a subscriber that did not read. */
+export const WS_CLOSE = { unauthorized: 4401, badRequest: 4400, gone: 4410, tooSlow: 4429 } as const;
+
+interface WsData {
+  started: boolean;
+  /** The feed decided to close this socket. */
+  closed: boolean;
+  /** uWS closed it: the socket object must not be touched any more. */
+  gone: boolean;
+  sub?: FeedSubscriber;
+  timer?: NodeJS.Timeout;
+}
+
+const errorBody = (e: AppError) => ({ error: e.toBody() });
+
+/**
+ * The change feed over HTTP on the gateway's own uWS app: pages, long poll, server-sent events
+ * (GET {base_url}/changes) and WebSocket ({base_url}/changes/ws). These are registered as their
+ * own uWS routes: a stream that stays open for hours must not hold one of the gateway's
+ * MAX_IN_FLIGHT slots. Every subscriber of this process shares one reader of the streams
+ * (ChangeFanout); what it may see is decided by the domain (content/change-events.ts).
+ */
+export class ChangesService {
+  readonly source: ChangeSource;
+  readonly fanout: ChangeFanout;
+  private readonly streams = new Set<FeedSubscriber>();
+
+  constructor(private readonly d: ChangesServiceDeps) {
+    this.source = new ChangeSource(d.redis, d.store, d.settings.PARTITIONS, d.security);
+    this.fanout = new ChangeFanout(this.source, d.settings, d.log);
+  }
+
+  /** Registers the feed's routes on the gateway's app (before its catch-all route). */
+  mount(app: uWS.TemplatedApp): void {
+    app.any(CHANGES_PATH, (res, req) => this.http(res, req));
+    app.ws<WsData>(CHANGES_WS_PATH, {
+      compression: 0,
+      maxPayloadLength: 64 * 1024,
+      idleTimeout: 120,
+      sendPingsAutomatically: true,
+      // The subscriber stops writing at WS_HIGH_WATER; this is only the outer bound.
+      maxBackpressure: 16 * 1024 * 1024,
+      upgrade: (res, req, context) => {
+        res.upgrade<WsData>(
+          { started: false, closed: false, gone: false },
+          req.getHeader('sec-websocket-key'),
+          req.getHeader('sec-websocket-protocol'),
+          req.getHeader('sec-websocket-extensions'),
+          context,
+        );
+      },
+      open: (ws) => {
+        const data = ws.getUserData();
+        data.timer = setTimeout(() => {
+          if (!data.started) this.wsFail(ws, new AppError('NOT_AUTHENTICATED', 'The first message must carry a token'), WS_CLOSE.unauthorized);
+        }, WS_FIRST_MESSAGE_MS);
+      },
+      message: (ws, message, isBinary) => {
+        const data = ws.getUserData();
+        if (data.started) return; // the client has nothing more to say
+        data.started = true;
+        clearTimeout(data.timer);
+        // uWS reuses the message's memory after this callback: copy it.
+        const text = Buffer.from(message.slice(0)).toString('utf8');
+        void this.wsStart(ws, text, isBinary);
+      },
+      drain: (ws) => {
+        const data = ws.getUserData();
+        if (ws.getBufferedAmount() < WS_HIGH_WATER) data.sub?.writable();
+      },
+      close: (ws) => {
+        const data = ws.getUserData();
+        data.closed = true;
+        data.gone = true;
+        clearTimeout(data.timer);
+        data.sub?.close('stopped');
+      },
+    });
+  }
+
+  /** Ends every subscriber (the gateway is closing). */
+  async close(): Promise<void> {
+    await this.fanout.stop();
+  }
+
+  /** Open streams and queued events, for tests and metrics. */
+  stats(): { subscribers: number; queued: number } {
+    return { subscribers: this.fanout.subscriberCount, queued: this.fanout.queuedTotal };
+  }
+
+  // ---- HTTP: pages, long poll, server-sent events ----
+
+  private http(res: uWS.HttpResponse, req: uWS.HttpRequest): void {
+    // Read now: uWS's request is gone once this returns, and Exchange does not keep this header.
+    const lastEventId = req.getHeader('last-event-id');
+    const x = new Exchange(res, req, this.d.settings.MAX_BODY_BYTES);
+    x.baseHeaders.push(['Svc-Api-Version', this.d.settings.API_VERSION], ['Svc-Response-Origin', 'content-service']);
+    x.route = 'content-service/changes';
+    this.serve(x, lastEventId)
+      .catch((e: unknown) => {
+        if (e instanceof CursorGoneError) return sendGone(x, e);
+        x.sendError(e, (err) => this.d.log.error({ err, path: x.path, requestId: x.requestId }, 'change feed request failed'));
+      })
+      .catch((e: unknown) => this.d.log.error({ err: e, path: x.path }, 'answer failed'))
+      .finally(() => this.d.metrics.observe(x.route, x.method, x.status || 499, (performance.now() - x.started) / 1000));
+  }
+
+  private async serve(x: Exchange, lastEventId: string): Promise<void> {
+    if (x.method !== 'GET' && x.method !== 'HEAD') throw new AppError('METHOD_NOT_ALLOWED', 'Use GET', { allow: ['GET'] });
+    const principal = await this.d.tokens.required(x.header('x-auth-token'));
+    for (const name of x.query.keys()) if (!PARAMS.has(name)) throw new AppError('BAD_REQUEST', `Unknown parameter ${name}`, { parameter: name });
+    const filter = parseFilter({
+      types: x.query.get('types') ?? undefined,
+      views: x.query.get('views') ?? undefined,
+      kinds: x.query.get('kinds') ?? undefined,
+    });
+    const limit = intParam(x.query.get('limit'), 'limit', 1, 1000, 100);
+    const feed = x.query.get('feed');
+    if (feed !== null && feed !== 'longpoll' && feed !== 'sse')
+      throw new AppError('BAD_REQUEST', 'Parameter feed must be longpoll or sse', { parameter: 'feed' });
+    const sse = feed === 'sse' || (feed === null && (x.header('accept') ?? '').includes('text/event-stream'));
+    const timeout = intParam(x.query.get('timeout'), 'timeout', 0, 60000, 30000);
+    const since = sse && lastEventId ? lastEventId : (x.query.get('since') ?? undefined);
+    await this.fanout.ensureStarted();
+    const positions = await this.positionsOf(since);
+    if (sse) return this.sse(x, principal, filter, positions);
+    const page = await this.source.page(principal, filter, positions, limit);
+    if (page.changes.length || feed !== 'longpoll' || timeout === 0) {
+      x.sendJson(200, { changes: page.changes, last: encodeCursor(page.positions) });
+      return;
+    }
+    return this.longPoll(x, principal, filter, page.positions, limit, timeout);
+  }
+
+  /** The positions a `since` names: absent, the oldest kept; `now`, after the last event; else a cursor (400, 410). */
+  private async positionsOf(since: string | undefined): Promise<StreamPosition[]> {
+    if (since === undefined || since === '') return this.source.startPositions('oldest');
+    if (since === 'now') return this.source.startPositions('now');
+    const positions = decodeCursor(since, this.d.settings.PARTITIONS);
+    await this.source.checkKept(positions);
+    return positions;
+  }
+
+  /** Waits for the first matching event (or the timeout) and answers a page of what came. */
+  private longPoll(x: Exchange, principal: Principal, filter: ChangeFilter, positions: StreamPosition[], limit: number, timeout: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const got: Delivered[] = [];
+      let answered = false;
+      let sub: FeedSubscriber | undefined;
+      const answer = () => {
+        if (answered) return;
+        answered = true;
+        clearTimeout(timer);
+        sub?.close('stopped');
+        const changes = got.slice(0, limit);
+        const last = changes.length ? changes[changes.length - 1].cursor : encodeCursor(sub?.positions ?? positions);
+        x.sendJson(200, { changes, last });
+        resolve();
+      };
+      const timer = setTimeout(answer, timeout);
+      const sink: FeedSink = {
+        write: (batch) => {
+          got.push(...batch);
+          // Events that come in the same turn go into the same answer.
+          setImmediate(answer);
+          return true;
+        },
+        close: () => setImmediate(answer),
+      };
+      sub = new FeedSubscriber(this.fanout, principal, filter, positions, sink, limit);
+      x.res.onAborted(() => {
+        x.aborted = true;
+        answered = true;
+        clearTimeout(timer);
+        sub?.close('stopped');
+        resolve();
+      });
+      void sub.run();
+    });
+  }
+
+  /** Server-sent events: `id: <cursor>`, `event: <kind>`, `data: <event>`, a comment when idle. */
+  private sse(x: Exchange, principal: Principal, filter: ChangeFilter, positions: StreamPosition[]): Promise<void> {
+    const res = x.res;
+    if (x.aborted) return Promise.resolve();
+    x.responded = true;
+    x.status = 200;
+    return new Promise<void>((resolve) => {
+      let ended = false;
+      let lastWrite = Date.now();
+      const write = (chunk: string): boolean => {
+        if (ended || x.aborted) return true;
+        let ok = true;
+        res.cork(() => {
+          ok = res.write(chunk);
+        });
+        lastWrite = Date.now();
+        return ok;
+      };
+      const finish = (hard: boolean) => {
+        if (ended) return;
+        ended = true;
+        clearInterval(keepAlive);
+        this.streams.delete(sub);
+        if (!x.aborted) {
+          // A client that does not read would never take a graceful end: it is cut.
+          if (hard) res.close();
+          else res.cork(() => res.end());
+        }
+        resolve();
+      };
+      const sink: FeedSink = {
+        write: (batch) => write(batch.map((e) => `id: ${e.cursor}\nevent: ${e.kind}\ndata: ${JSON.stringify(e)}\n\n`).join('')),
+        close: (reason) => finish(reason === 'slow' || reason === 'failed'),
+      };
+      const sub = new FeedSubscriber(this.fanout, principal, filter, positions, sink, this.d.settings.CHANGES_SUBSCRIBER_BUFFER);
+      this.streams.add(sub);
+      res.onAborted(() => {
+        x.aborted = true;
+        sub.close('stopped');
+        finish(false);
+      });
+      res.onWritable(() => {
+        sub.writable();
+        return true;
+      });
+      res.cork(() => {
+        res.writeStatus('200 OK');
+        for (const [k, v] of x.baseHeaders) res.writeHeader(k, v);
+        res.writeHeader('Content-Type', 'text/event-stream; charset=utf-8');
+        res.writeHeader('Cache-Control', 'no-cache, no-transform');
+        res.writeHeader('X-Accel-Buffering', 'no');
+        res.write(': change feed\n\n');
+      });
+      const keepAlive = setInterval(() => {
+        if (Date.now() - lastWrite >= SSE_COMMENT_MS - 100) write(': keep-alive\n\n');
+      }, SSE_COMMENT_MS);
+      void sub.run();
+    });
+  }
+
+  // ---- WebSocket ----
+
+  private async wsStart(ws: uWS.WebSocket<WsData>, text: string, isBinary: boolean): Promise<void> {
+    const data = ws.getUserData();
+    let first: Record<string, unknown>;
+    try {
+      if (isBinary) throw new Error('binary');
+      const parsed: unknown = JSON.parse(text);
+      if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('not an object');
+      first = parsed as Record<string, unknown>;
+    } catch {
+      return this.wsFail(
+        ws,
+        new AppError('BAD_REQUEST', 'The first message must be a JSON object {"token", "since"?, "types"?, "views"?, "kinds"?}'),
+        WS_CLOSE.badRequest,
+      );
+    }
+    try {
+      const principal = typeof first.token === 'string' && first.token ? await this.d.tokens.caller(first.token) : null;
+      if (data.closed) return;
+      if (!principal) return this.wsFail(ws, new AppError('NOT_AUTHENTICATED', 'A valid token is required'), WS_CLOSE.unauthorized);
+      const unknown = Object.keys(first).find((k) => !['token', 'since', 'types', 'views', 'kinds'].includes(k));
+      if (unknown) throw new AppError('BAD_REQUEST', `Unknown field ${unknown}`, { parameter: unknown });
+      if (first.since !== undefined && typeof first.since !== 'string') throw new AppError('BAD_REQUEST', 'since must be a string', { parameter: 'since' });
+      const filter = parseFilter(first);
+      await this.fanout.ensureStarted();
+      const positions = await this.positionsOf(first.since as string | undefined);
+      if (data.closed) return;
+      const sink: FeedSink = {
+        write: (batch) => {
+          if (data.closed) return true;
+          ws.cork(() => {
+            for (const e of batch) ws.send(JSON.stringify(e), false);
+          });
+          return ws.getBufferedAmount() < WS_HIGH_WATER;
+        },
+        close: (reason) => {
+          if (data.closed) return;
+          if (reason === 'slow')
+            this.wsFail(
+              ws,
+              new AppError('TOO_MANY_REQUESTS', 'The subscriber did not read its events; resume from the last cursor received'),
+              WS_CLOSE.tooSlow,
+            );
+          else if (reason === 'failed') this.wsFail(ws, new AppError('UNAVAILABLE', 'The feed failed; resume from the last cursor received'), 1011);
+          else {
+            data.closed = true;
+            ws.end(1001, 'going away');
+          }
+        },
+      };
+      data.sub = new FeedSubscriber(this.fanout, principal, filter, positions, sink, this.d.settings.CHANGES_SUBSCRIBER_BUFFER);
+      void data.sub.run();
+    } catch (e) {
+      if (e instanceof CursorGoneError) return this.wsFail(ws, new AppError('BAD_REQUEST', e.message), WS_CLOSE.gone, goneBody(e));
+      if (e instanceof AppError) return this.wsFail(ws, e, e.http === 401 ? WS_CLOSE.unauthorized : WS_CLOSE.badRequest);
+      this.d.log.error({ err: e }, 'change feed WebSocket failed');
+      return this.wsFail(ws, new AppError('INTERNAL'), 1011);
+    }
+  }
+
+  /** Sends `{"error": {...}}`, then closes with `code`. */
+  private wsFail(ws: uWS.WebSocket<WsData>, e: AppError, code: number, body?: ReturnType<typeof goneBody>): void {
+    const data = ws.getUserData();
+    if (data.closed) return;
+    data.closed = true;
+    clearTimeout(data.timer);
+    ws.cork(() => {
+      ws.send(JSON.stringify(body ? { error: body } : errorBody(e)), false);
+      ws.end(code, e.message.slice(0, 100));
+    });
+    // A client that does not read never takes the close frame: it is cut after a grace period.
+    setTimeout(() => {
+      if (!data.gone) ws.close();
+    }, 2000).unref();
+  }
+}
+
+/** An integer query parameter within bounds; 400 naming it otherwise. */
+function intParam(v: string | null, name: string, min: number, max: number, dflt: number): number {
+  if (v === null) return dflt;
+  if (!/^\d{1,9}$/.test(v) || Number(v) < min || Number(v) > max)
+    throw new AppError('BAD_REQUEST', `Parameter ${name} must be an integer from ${min} to ${max}`, { parameter: name });
+  return Number(v);
+}
+
+/** 410 (41000): the cursor is older than what is kept (the error registry has no 410 of its own). */
+function sendGone(x: Exchange, e: CursorGoneError): void {
+  if (x.aborted || x.responded) return;
+  x.responded = true;
+  x.status = 410;
+  x.res.cork(() => {
+    x.res.writeStatus('410 Gone');
+    for (const [k, v] of x.baseHeaders) x.res.writeHeader(k, v);
+    x.res.writeHeader('Content-Type', 'application/json');
+    x.res.end(JSON.stringify(goneBody(e)));
+  });
+}
