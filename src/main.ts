@@ -17,6 +17,7 @@ import { AuditTrailHook, type LifecycleHook } from './actors/content/lifecycle-h
 import { Variants } from './content/variants.js';
 import { loadVariantsConfig } from '../config/variants.js';
 import { ActorHost } from './actors/runtime.js';
+import { TimestateSchedule } from './actors/timestate-schedule.js';
 import { Gateway } from './gateway/server.js';
 import { loadSecurityConfig } from './security/security-config.js';
 import { TokenService } from './security/token-service.js';
@@ -34,6 +35,8 @@ export interface Platform {
   url?: string;
   redis: RedisClient;
   actors?: ActorHost<ContentCommand>;
+  /** The change feed's time-state schedule (actors role). */
+  timestate?: TimestateSchedule;
   gateway?: Gateway;
   tokens?: TokenService;
   engine?: SolrEngine | null;
@@ -69,6 +72,11 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
     await actors.start();
     platform.actors = actors;
     stops.push(['actors', () => actors.stop()]);
+    // The change feed's time-state boundaries and retention: one owner among the actor processes.
+    const timestate = new TimestateSchedule(redis, store, settings, log.child({ role: 'actors' }), clock);
+    await timestate.start();
+    platform.timestate = timestate;
+    stops.push(['timestate schedule', () => timestate.stop()]);
   }
   if (roles.includes('web')) {
     const tokens = new TokenService({

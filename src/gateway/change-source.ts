@@ -2,6 +2,7 @@ import { LRUCache } from 'lru-cache';
 import { unpack } from '../adapters/codec.js';
 import type { ContentStore } from '../adapters/content-store.js';
 import { keys, type RedisClient } from '../adapters/redis.js';
+import { changeKeys } from '../actors/timestate-schedule.js';
 import {
   type ChangeEvent,
   type ChangeFilter,
@@ -48,10 +49,15 @@ export class CursorGoneError extends Error {
 
 type RawEntry = [id: Buffer, fields: Buffer[]];
 
-/** Stream figures of XINFO STREAM (Redis 7): the last id ever added, and the largest id trimmed or deleted. */
+/**
+ * What a partition's stream has lost: `bound` is the position below which a cursor has lost
+ * events. Retention records the last id it removed (XTRIM moves no XINFO field that tells);
+ * when MAXLEN trimming removed entries too, the bound is taken just below the first entry kept
+ * (a cursor exactly at the last removed entry may then be refused: it is safe, never a gap).
+ */
 interface StreamInfo {
   last: { ms: number; seq: number };
-  maxDeleted: { ms: number; seq: number };
+  bound: { ms: number; seq: number };
 }
 
 const ZERO = { ms: 0, seq: 0 };
@@ -107,30 +113,38 @@ export class ChangeSource {
     return this.resolve(p, raw);
   }
 
-  /** XINFO STREAM of every partition (a stream that does not exist yet: nothing added, nothing deleted). */
+  /** XINFO STREAM of every partition, with what retention removed (a stream that does not exist yet: nothing added or removed). */
   async info(): Promise<StreamInfo[]> {
     return Promise.all(
       Array.from({ length: this.partitions }, async (_, p) => {
-        let reply: unknown[];
-        try {
-          reply = (await this.redis.xinfo('STREAM', keys.events(p))) as unknown[];
-        } catch (e) {
-          if (String(e).includes('no such key')) return { last: ZERO, maxDeleted: ZERO };
-          throw e;
-        }
+        const [reply, trimmed] = await Promise.all([
+          (this.redis.xinfo('STREAM', keys.events(p)) as Promise<unknown[]>).catch((e: unknown) => {
+            if (String(e).includes('no such key')) return null;
+            throw e;
+          }),
+          this.redis.hmget(changeKeys.trimmed(p), 'id', 'n'),
+        ]);
+        const byAge = trimmed[0] ? parseStreamId(trimmed[0]) : ZERO;
+        if (!reply) return { last: ZERO, bound: byAge };
         const field = (name: string) => {
           const i = reply.indexOf(name);
-          return i >= 0 ? String(reply[i + 1]) : '0-0';
+          return i >= 0 ? String(reply[i + 1]) : '0';
         };
-        return { last: parseStreamId(field('last-generated-id')), maxDeleted: parseStreamId(field('max-deleted-entry-id')) };
+        const last = parseStreamId(field('last-generated-id'));
+        const length = Number(field('length'));
+        const removedOtherwise = Number(field('entries-added')) - length - Number(trimmed[1] ?? 0);
+        if (removedOtherwise <= 0 || length === 0) return { last, bound: byAge };
+        const first = parseStreamId(field('recorded-first-entry-id'));
+        const below = first.seq > 0 ? { ms: first.ms, seq: first.seq - 1 } : { ms: first.ms - 1, seq: 0 };
+        return { last, bound: compareIds(below, byAge) > 0 ? below : byAge };
       }),
     );
   }
 
-  /** Where a feed starts: `now` after the last event, absent from the oldest event kept. */
+  /** Where a feed starts: `now` after the last event, `oldest` before the first event kept. */
   async startPositions(since: 'now' | 'oldest'): Promise<StreamPosition[]> {
     const info = await this.info();
-    return info.map((i) => ({ ...(since === 'now' ? i.last : i.maxDeleted), sub: 0 }));
+    return info.map((i) => ({ ...(since === 'now' ? i.last : i.bound), sub: 0 }));
   }
 
   /**
@@ -141,8 +155,8 @@ export class ChangeSource {
     const info = await this.info();
     for (let p = 0; p < this.partitions; p++) {
       const pos = positions[p];
-      const d = compareIds(info[p].maxDeleted, pos);
-      if (d > 0 || (d === 0 && pos.sub > 0 && (pos.ms > 0 || pos.seq > 0))) throw new CursorGoneError();
+      const d = compareIds(pos, info[p].bound);
+      if (d < 0 || (d === 0 && pos.sub > 0)) throw new CursorGoneError();
       if (compareIds(pos, info[p].last) > 0) throw new CursorGoneError();
     }
   }

@@ -1,0 +1,20 @@
+-- Fires one time-state boundary of the change feed once: appends its event and takes the
+-- boundary off the schedule in one step, so two schedule owners can never fire it twice.
+-- Every key shares the partition hash tag, so this is valid on Redis Cluster.
+--
+-- KEYS[1] changes:ts:{p}        the partition's schedule: boundary member -> its time (ms)
+-- KEYS[2] changes:ts-fired:{p}  boundaries fired (kept so that a replayed event cannot schedule one again)
+-- KEYS[3] ct:{p}:<cid>          head of the content (its revision is checked)
+-- KEYS[4] events:{p}            the partition's event stream
+-- ARGV[1] member  ARGV[2] head revision the event was made from  ARGV[3] event blob ('' drops a
+-- boundary that no longer holds, without an event)  ARGV[4] events maxlen
+-- Returns 1 fired (or dropped), 0 not on the schedule any more, -1 the head moved (decide again).
+local at = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not at then return 0 end
+if ARGV[3] ~= '' then
+  if redis.call('HGET', KEYS[3], 'rev') ~= ARGV[2] then return -1 end
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'e', ARGV[3])
+end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], at, ARGV[1])
+return 1

@@ -1,0 +1,280 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { Settings } from '../../config/settings.js';
+import { pack, unpack } from '../adapters/codec.js';
+import type { ContentStore } from '../adapters/content-store.js';
+import type { Logger } from '../adapters/log.js';
+import { connectRedis, keys, type RedisClient } from '../adapters/redis.js';
+import { autoclaim, type StreamEntry } from '../adapters/redis-streams.js';
+import { type Boundary, boundariesOf, boundaryHolds, type StoredEvent, timestateEvent } from '../content/change-events.js';
+import { sleep } from '../wait.js';
+
+/**
+ * The change feed's keys besides the event streams (adapters/redis.ts). The schedule and the
+ * fired set of a partition share its hash tag with its content and event stream, so one script
+ * fires a boundary (src/actors/scripts/fire-timestate-4.lua), also on Redis Cluster.
+ */
+export const changeKeys = {
+  /** Sorted set: time-state boundary (JSON [cid, view, edge, at]) -> its time (ms). */
+  schedule: (p: number) => `changes:ts:{${p}}`,
+  /** Sorted set: boundaries fired -> their time; trimmed with the events. */
+  fired: (p: number) => `changes:ts-fired:{${p}}`,
+  /** Hash: `id` the last event removed by age, `n` how many were (src/actors/scripts/trim-events-2.lua). */
+  trimmed: (p: number) => `changes:trimmed:{${p}}`,
+  /** The lease of the one process that fires boundaries and trims the streams. */
+  owner: 'changes:owner',
+} as const;
+
+/** The consumer group of the schedule on every event stream. */
+export const TIMESTATE_GROUP = 'timestate';
+
+/** How often the owner looks for boundaries that passed (they fire within this plus a read). */
+const FIRE_EVERY_MS = 1000;
+/** Boundaries fired per partition and tick (the rest next tick). */
+const FIRE_BATCH = 200;
+const BLOCK_MS = 1000;
+/** Events read by an owner that died are taken over after this long (scheduling is idempotent). */
+const CLAIM_IDLE_MS = 5000;
+
+/** The scripts of this module (loaded from src/actors/scripts with the others). */
+interface ScheduleScripts {
+  fireTimestate(
+    schedule: string,
+    fired: string,
+    head: string,
+    events: string,
+    member: string,
+    rev: string,
+    event: Buffer | string,
+    maxLen: number,
+  ): Promise<number>;
+  scheduleTimestate(schedule: string, fired: string, ...pairs: (string | number)[]): Promise<number>;
+  trimEvents(events: string, trimmed: string, cut: string): Promise<number>;
+}
+
+const memberOf = (cid: string, b: Boundary) => JSON.stringify([cid, b.view, b.edge, b.at]);
+
+function parseMember(m: string): { cid: string; b: Boundary } | null {
+  try {
+    const [cid, view, edge, at] = JSON.parse(m) as [string, string, 'on' | 'off', number];
+    return { cid, b: { view, edge, at } };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The time-state schedule of the change feed (CONTRACT §13 `timestate`), and its retention. One
+ * process at a time owns it (a lease); the owner
+ * - follows every event stream in its own consumer group and puts the `onTime`/`offTime`
+ *   boundaries of each committed revision on its partition's schedule;
+ * - every second fires the boundaries that passed, each once: one script appends the
+ *   `timestate` event and takes the boundary off (a boundary changed since is dropped);
+ * - trims the event streams by age (CHANGES_RETENTION_HOURS, XTRIM MINID).
+ */
+export class TimestateSchedule {
+  private readonly owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  private running = false;
+  private owning = false;
+  private readonly conns: RedisClient[] = [];
+  private loops: Promise<void>[] = [];
+  private leaseTimer?: NodeJS.Timeout;
+  private fireTimer?: NodeJS.Timeout;
+  private trimTimer?: NodeJS.Timeout;
+  private claimTimer?: NodeJS.Timeout;
+  private firing = false;
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly store: ContentStore,
+    private readonly settings: Settings,
+    private readonly log: Logger,
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  private get scripts(): ScheduleScripts {
+    return this.redis as unknown as ScheduleScripts;
+  }
+
+  /** Is this process the owner now? */
+  get isOwner(): boolean {
+    return this.owning;
+  }
+
+  async start(): Promise<void> {
+    this.running = true;
+    const P = this.settings.PARTITIONS;
+    for (let p = 0; p < P; p++) await ensureGroupAtEnd(this.redis, keys.events(p));
+    await this.tryLease();
+    this.leaseTimer = setInterval(() => void this.tryLease(), Math.max(200, Math.floor(this.settings.LEASE_MS / 3)));
+    this.fireTimer = setInterval(() => void this.fireDue(), FIRE_EVERY_MS);
+    const retentionMs = this.settings.CHANGES_RETENTION_HOURS * 3600_000;
+    this.trimTimer = setInterval(() => void this.trim(), Math.min(60_000, Math.max(1000, retentionMs / 10)));
+    this.claimTimer = setInterval(() => void this.claimAbandoned(), CLAIM_IDLE_MS);
+    const groups = this.settings.REDIS_CLUSTER_NODES ? Array.from({ length: P }, (_, p) => [p]) : [Array.from({ length: P }, (_, p) => p)];
+    for (const parts of groups) {
+      const conn = connectRedis(this.settings, { blocking: true, name: 'timestate', log: this.log });
+      this.conns.push(conn);
+      this.loops.push(this.follow(conn, parts));
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    for (const t of [this.leaseTimer, this.fireTimer, this.trimTimer, this.claimTimer]) clearInterval(t);
+    for (const c of this.conns) c.disconnect();
+    await Promise.all(this.loops);
+    if (this.owning) await this.redis.releaseLease(changeKeys.owner, this.owner).catch(() => 0);
+    this.owning = false;
+  }
+
+  private async tryLease(): Promise<void> {
+    if (!this.running) return;
+    try {
+      if (this.owning) {
+        this.owning = (await this.redis.renewLease(changeKeys.owner, this.owner, this.settings.LEASE_MS)) === 1;
+        if (!this.owning) this.log.warn('time-state schedule: lease lost');
+      } else {
+        this.owning = (await this.redis.set(changeKeys.owner, this.owner, 'PX', this.settings.LEASE_MS, 'NX')) === 'OK';
+        if (this.owning) {
+          this.log.info({ owner: this.owner }, 'time-state schedule: owner');
+          void this.trim();
+        }
+      }
+    } catch (e) {
+      this.owning = false;
+      this.log.warn({ err: String(e) }, 'time-state schedule: lease check failed');
+    }
+  }
+
+  /** Follows the event streams (while owner) and schedules each revision's boundaries. */
+  private async follow(conn: RedisClient, parts: number[]): Promise<void> {
+    const streams = parts.map((p) => keys.events(p));
+    while (this.running) {
+      if (!this.owning) {
+        await sleep(200);
+        continue;
+      }
+      let res: [Buffer, StreamEntry[]][] | null;
+      try {
+        res = (await conn.xreadgroupBuffer(
+          'GROUP',
+          TIMESTATE_GROUP,
+          this.owner,
+          'COUNT',
+          500,
+          'BLOCK',
+          BLOCK_MS,
+          'STREAMS',
+          ...streams,
+          ...streams.map(() => '>'),
+        )) as typeof res;
+      } catch (e) {
+        if (!this.running) return;
+        this.log.warn({ err: String(e) }, 'time-state schedule: event read failed, retrying');
+        await sleep(500);
+        continue;
+      }
+      for (const [stream, entries] of res ?? []) {
+        const p = parts[streams.indexOf(stream.toString())];
+        await this.scheduleEntries(p, entries).catch((e: unknown) => this.log.warn({ err: String(e), partition: p }, 'time-state schedule: scheduling failed'));
+      }
+    }
+  }
+
+  /** Puts the boundaries of the revisions these events name on the schedule, then acknowledges them. */
+  private async scheduleEntries(p: number, entries: StreamEntry[]): Promise<void> {
+    const pairs: (string | number)[] = [];
+    for (const [, fields] of entries) {
+      if (!fields) continue;
+      let e: StoredEvent;
+      try {
+        e = unpack<StoredEvent>(fields[1]);
+      } catch {
+        continue;
+      }
+      if (e.kind === 'timestate' || e.kind === 'deleted') continue;
+      const snap = await this.store.snapshotAt(e.cid, e.rev);
+      if (!snap) continue;
+      for (const b of boundariesOf(snap, snap.modified)) pairs.push(b.at, memberOf(e.cid, b));
+    }
+    if (pairs.length) await this.scripts.scheduleTimestate(changeKeys.schedule(p), changeKeys.fired(p), ...pairs);
+    if (entries.length) await this.redis.xack(keys.events(p), TIMESTATE_GROUP, ...entries.map(([id]) => id));
+  }
+
+  /** Fires every boundary that passed, in every partition (once each, whoever else runs this). */
+  async fireDue(): Promise<number> {
+    if (!this.owning || this.firing) return 0;
+    this.firing = true;
+    let fired = 0;
+    try {
+      const now = this.clock();
+      for (let p = 0; p < this.settings.PARTITIONS; p++) {
+        const due = await this.redis.zrangebyscore(changeKeys.schedule(p), '-inf', now, 'LIMIT', 0, FIRE_BATCH);
+        for (const member of due) fired += await this.fire(p, member);
+      }
+    } catch (e) {
+      this.log.warn({ err: String(e) }, 'time-state schedule: firing failed; retrying');
+    } finally {
+      this.firing = false;
+    }
+    return fired;
+  }
+
+  private async fire(p: number, member: string): Promise<number> {
+    const m = parseMember(member);
+    const head = m ? await this.store.head(m.cid) : null;
+    const cid = m?.cid ?? '';
+    const holds = m !== null && head !== null && boundaryHolds(head, m.b);
+    const event = holds ? pack(timestateEvent(head, m.b)) : '';
+    const res = await this.scripts.fireTimestate(
+      changeKeys.schedule(p),
+      changeKeys.fired(p),
+      keys.content(p, cid),
+      keys.events(p),
+      member,
+      String(head?.rev ?? 0),
+      event,
+      this.settings.EVENTS_MAXLEN,
+    );
+    return res === 1 && holds ? 1 : 0;
+  }
+
+  /** Retention by age: every stream loses its events older than CHANGES_RETENTION_HOURS (or than `cutoff`, ms). */
+  async trim(cutoff = Math.floor(this.clock() - this.settings.CHANGES_RETENTION_HOURS * 3600_000)): Promise<void> {
+    if (!this.owning || cutoff <= 0) return;
+    try {
+      for (let p = 0; p < this.settings.PARTITIONS; p++) {
+        await this.scripts.trimEvents(keys.events(p), changeKeys.trimmed(p), `${cutoff}-0`);
+        await this.redis.zremrangebyscore(changeKeys.fired(p), '-inf', cutoff);
+      }
+    } catch (e) {
+      this.log.warn({ err: String(e) }, 'change feed retention: trimming failed; retrying');
+    }
+  }
+
+  /** Takes over events a previous owner read and never acknowledged. */
+  private async claimAbandoned(): Promise<void> {
+    for (let p = 0; p < this.settings.PARTITIONS && this.running && this.owning; p++) {
+      try {
+        const [, entries] = await autoclaim(this.redis, keys.events(p), TIMESTATE_GROUP, this.owner, CLAIM_IDLE_MS, '0-0', 500);
+        const live = entries.filter((e) => e?.[1]);
+        if (live.length) await this.scheduleEntries(p, live);
+      } catch (e) {
+        this.log.warn({ err: String(e), partition: p }, 'time-state schedule: claiming abandoned events failed');
+      }
+    }
+  }
+}
+
+/**
+ * Creates the schedule's group at the end of the stream: a first deployment schedules what is
+ * committed from then on, rather than every boundary of the stream's whole past.
+ */
+async function ensureGroupAtEnd(redis: RedisClient, stream: string): Promise<void> {
+  try {
+    await redis.xgroup('CREATE', stream, TIMESTATE_GROUP, '$', 'MKSTREAM');
+  } catch (e) {
+    if (!String(e).includes('BUSYGROUP')) throw e;
+  }
+}
