@@ -1,0 +1,124 @@
+import { createRequire } from 'node:module';
+
+/**
+ * Feed clients for the change-feed tests: server-sent events over fetch, and WebSocket through the
+ * `ws` package (Node 20 has no WebSocket client without a flag; `ws` comes with uWebSockets.js and
+ * has no types here, hence the small interface below).
+ */
+export interface FeedEvent {
+  cursor: string;
+  kind: string;
+  id: string;
+  version: string;
+  revision: number;
+  contentType: string;
+  views: string[];
+  aliases: string[];
+  committer: string;
+  time: string;
+  view?: string;
+  action?: string;
+  visible?: boolean;
+}
+
+export interface WsLike {
+  on(event: 'open', cb: () => void): void;
+  on(event: 'message', cb: (data: Buffer) => void): void;
+  on(event: 'close', cb: (code: number, reason: Buffer) => void): void;
+  on(event: 'error', cb: (e: Error) => void): void;
+  send(text: string): void;
+  terminate(): void;
+  close(): void;
+  readonly _socket?: { pause(): void };
+}
+
+const WebSocketCtor = createRequire(import.meta.url)('ws') as new (url: string) => WsLike;
+
+export function openWs(url: string): WsLike {
+  return new WebSocketCtor(url);
+}
+
+/** One WebSocket session: the messages it got and how it was closed. */
+export interface WsSession {
+  ws: WsLike;
+  messages: Record<string, unknown>[];
+  closed: Promise<{ code: number; reason: string }>;
+}
+
+export function wsSession(url: string, first: unknown, onMessage?: (m: Record<string, unknown>, s: WsSession) => void): WsSession {
+  const ws = openWs(url);
+  const messages: Record<string, unknown>[] = [];
+  const session: WsSession = {
+    ws,
+    messages,
+    closed: new Promise((resolve) => {
+      ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() }));
+      ws.on('error', () => resolve({ code: -1, reason: 'error' }));
+    }),
+  };
+  ws.on('open', () => ws.send(typeof first === 'string' ? first : JSON.stringify(first)));
+  ws.on('message', (data) => {
+    const m = JSON.parse(data.toString()) as Record<string, unknown>;
+    messages.push(m);
+    onMessage?.(m, session);
+  });
+  return session;
+}
+
+/**
+ * Reads server-sent events until `stop(event)` answers true (then the connection is dropped) or
+ * the stream ends. Only whole records count; `lastEventId` is sent as Last-Event-ID.
+ */
+export async function readSse(
+  url: string,
+  token: string,
+  lastEventId: string | undefined,
+  stop: (e: FeedEvent) => boolean,
+  maxMs = 30000,
+): Promise<{ events: FeedEvent[]; status: number; ended: boolean; comments: number }> {
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(), maxMs);
+  const headers: Record<string, string> = { 'X-Auth-Token': token, Accept: 'text/event-stream' };
+  if (lastEventId) headers['Last-Event-ID'] = lastEventId;
+  const res = await fetch(url, { headers, signal: ac.signal });
+  const events: FeedEvent[] = [];
+  let comments = 0;
+  if (res.status !== 200 || !res.body) return { events, status: res.status, ended: true, comments };
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return { events, status: 200, ended: true, comments };
+      buf += dec.decode(value, { stream: true });
+      let at = buf.indexOf('\n\n');
+      while (at >= 0) {
+        const record = buf.slice(0, at);
+        buf = buf.slice(at + 2);
+        at = buf.indexOf('\n\n');
+        if (record.startsWith(':')) {
+          comments++;
+          continue;
+        }
+        const fields: Record<string, string> = {};
+        for (const line of record.split('\n')) {
+          const c = line.indexOf(': ');
+          fields[line.slice(0, c)] = line.slice(c + 2);
+        }
+        const e = JSON.parse(fields.data) as FeedEvent;
+        if (fields.id !== e.cursor || fields.event !== e.kind) throw new Error(`record fields disagree: ${record}`);
+        events.push(e);
+        if (stop(e)) {
+          ac.abort();
+          return { events, status: 200, ended: false, comments };
+        }
+      }
+    }
+  } catch (e) {
+    if ((e as Error).name === 'AbortError') return { events, status: 200, ended: false, comments };
+    throw e;
+  } finally {
+    clearTimeout(timer);
+  }
+}
