@@ -1,6 +1,6 @@
 import { pack, unpack } from './codec.js';
 import { partitionOf } from './ids.js';
-import { keys, ACTOR_GROUP, type RedisClient } from './redis.js';
+import { keys, ACTOR_GROUP, packScriptArgs, type RedisClient } from './redis.js';
 import { MAIN_NAMESPACE, type ContentEvent, type Draft, type Snapshot, type VersionIndexEntry, type VersionRecord, type ViewEvent } from '../content/model.js';
 
 /** What one commit writes; see src/actors/scripts/commit-content-12.lua. */
@@ -11,15 +11,25 @@ export interface CommitInput {
   version?: VersionRecord;
   viewEvents: ViewEvent[];
   event: ContentEvent;
-  reply: Buffer;
+  /** The reply recorded for a replay of the command; absent or empty for none (a local command is never replayed). */
+  reply?: Buffer;
   commandId: string;
-  /** The command's stream entry, acknowledged by the same script. */
+  /** The command's stream entry, acknowledged by the same script (absent or '' for a local command). */
   entryId?: string;
   /** The workspace whose draft this commit promotes (removed in the same step). */
   promotedFrom?: string;
 }
 
-export type CommitResult = { ok: true } | { ok: false; reason: 'lease-lost' } | { ok: false; reason: 'revision-moved'; rev: number };
+/** What a commit script answers (its reply's first element; src/actors/scripts/commit-*.lua). */
+export enum CommitOutcome {
+  Committed = 1,
+  /** This process no longer owns the partition's lease: nothing was written. */
+  LeaseLost = -1,
+  /** The head is not at the expected revision: nothing was written. */
+  RevisionMoved = -2,
+}
+
+export type CommitResult = { outcome: CommitOutcome.Committed | CommitOutcome.LeaseLost } | { outcome: CommitOutcome.RevisionMoved; rev: number };
 
 /**
  * Reads and writes of content in Redis, in the layout of adapters/redis.ts. The gateway reads
@@ -92,7 +102,7 @@ export class ContentStore {
     const p = this.partitionOf(c.snapshot.cid);
     const cid = c.snapshot.cid;
     const v = c.version;
-    const res = await this.redis.commitContent(
+    const [outcome, rev] = await this.redis.commitContent(
       keys.lease(p),
       keys.content(p, cid),
       keys.revisions(p, cid),
@@ -105,26 +115,27 @@ export class ContentStore {
       keys.commands(p),
       keys.catalog(p),
       keys.catalogOfType(p, c.snapshot.type),
-      c.owner,
-      c.expectedRev,
-      c.snapshot.rev,
-      pack(c.snapshot),
-      v ? v.key : '',
-      v ? pack(v) : '',
-      v ? pack({ key: v.key, rev: v.rev, created: v.created, creator: v.creator } satisfies VersionIndexEntry) : '',
-      pack(c.event),
-      this.eventsMaxLen,
-      c.reply,
-      this.dedupTtlSeconds,
-      c.snapshot.modified,
-      ACTOR_GROUP,
-      c.entryId ?? '',
-      c.promotedFrom ?? '',
-      ...c.viewEvents.map((e) => pack(e)),
+      packScriptArgs({
+        owner: c.owner,
+        expectedRev: c.expectedRev,
+        rev: c.snapshot.rev,
+        snapshot: pack(c.snapshot),
+        versionKey: v?.key,
+        version: v && pack(v),
+        versionIndexEntry: v && pack({ key: v.key, rev: v.rev, created: v.created, creator: v.creator } satisfies VersionIndexEntry),
+        event: pack(c.event),
+        eventsMaxLen: this.eventsMaxLen,
+        reply: c.reply?.length ? c.reply : undefined,
+        dedupTtl: this.dedupTtlSeconds,
+        ts: c.snapshot.modified,
+        group: ACTOR_GROUP,
+        entryId: c.entryId || undefined,
+        promotedFrom: c.promotedFrom || undefined,
+        viewEvents: c.viewEvents.map((e) => pack(e)),
+      }),
     );
-    if (res[0] === 1) return { ok: true };
-    if (res[0] === -1) return { ok: false, reason: 'lease-lost' };
-    return { ok: false, reason: 'revision-moved', rev: Number(res[1]) };
+    if (outcome === CommitOutcome.RevisionMoved) return { outcome, rev: Number(rev) };
+    return { outcome: outcome as CommitOutcome.Committed | CommitOutcome.LeaseLost };
   }
 
   /**
@@ -174,25 +185,28 @@ export class ContentStore {
     cid: string;
     workspace: string;
     draft: Draft | null;
-    reply: Buffer;
+    /** Absent or empty: no reply recorded (a local command). */
+    reply?: Buffer;
     commandId: string;
     entryId?: string;
-  }): Promise<boolean> {
+  }): Promise<CommitOutcome.Committed | CommitOutcome.LeaseLost> {
     const p = this.partitionOf(c.cid);
-    const res = await this.redis.commitDraft(
+    const [outcome] = await this.redis.commitDraft(
       keys.lease(p),
       keys.drafts(p, c.cid),
       keys.done(p, c.commandId),
       keys.commands(p),
-      c.owner,
-      c.workspace,
-      c.draft ? pack(c.draft) : '',
-      c.reply,
-      this.dedupTtlSeconds,
-      ACTOR_GROUP,
-      c.entryId ?? '',
+      packScriptArgs({
+        owner: c.owner,
+        workspace: c.workspace,
+        draft: c.draft ? pack(c.draft) : undefined,
+        reply: c.reply?.length ? c.reply : undefined,
+        dedupTtl: this.dedupTtlSeconds,
+        group: ACTOR_GROUP,
+        entryId: c.entryId || undefined,
+      }),
     );
-    return res[0] === 1;
+    return outcome as CommitOutcome.Committed | CommitOutcome.LeaseLost;
   }
 
   /** The workspace index: content keys that may have a draft there (checked on read). */

@@ -48,14 +48,117 @@ export const INDEXER_GROUP = 'indexer';
 
 export type RedisClient = (Redis | Cluster) & ScriptCommands;
 
-/** The Lua scripts of src/actors/scripts, loaded by file name (`<name>-<numkeys>.lua`). */
+/**
+ * The Lua scripts of src/actors/scripts, loaded by file name (`<name>-<numkeys>.lua`). The commit
+ * scripts take their keys, then one argument packed by `packScriptArgs`.
+ */
 export interface ScriptCommands {
-  commitContent(...args: (string | Buffer | number)[]): Promise<[number, number?]>;
+  commitContent(...keysThenArgs: [...keys: string[], args: Buffer]): Promise<[number, number?]>;
   renewLease(key: string, owner: string, ms: number): Promise<number>;
   releaseLease(key: string, owner: string): Promise<number>;
   reserveAlias(key: string, cid: string, workspace: string): Promise<number>;
-  commitDraft(...args: (string | Buffer | number)[]): Promise<[number]>;
+  commitDraft(...keysThenArgs: [...keys: string[], args: Buffer]): Promise<[number]>;
   releaseAlias(key: string, cid: string): Promise<number>;
+}
+
+/** A value a script reads from its packed arguments; undefined ones are left out (nil in Lua). */
+export type ScriptArg = string | number | boolean | Buffer | Buffer[] | undefined;
+
+/**
+ * Packs a script's arguments into one MessagePack map, which the script reads by name with
+ * `cmsgpack.unpack(ARGV[1])` (built into Redis's Lua). Redis's cmsgpack knows no `bin` type, so
+ * blobs (snapshots, versions, events: msgpack already) go in as `str`, which Lua reads as the
+ * same bytes, unchanged; no base64. Numbers go in as float64, Lua's own number type (integers
+ * up to 2^53 keep their value, and Redis writes them back as integers). On the commit path:
+ * the size is counted first, then everything is written into one buffer.
+ */
+export function packScriptArgs(args: Record<string, ScriptArg>): Buffer {
+  let count = 0;
+  let size = 0;
+  for (const name in args) {
+    const v = args[name];
+    if (v === undefined) continue;
+    count++;
+    size += nameOf(name).length + sizeOf(v);
+  }
+  size += headerSize(count, 15, false);
+  const out = Buffer.allocUnsafe(size);
+  let at = writeHeader(out, 0, count, 0x80, 15, 0, 0xde, 0xdf);
+  for (const name in args) {
+    const v = args[name];
+    if (v === undefined) continue;
+    const n = nameOf(name);
+    n.copy(out, at);
+    at += n.length;
+    if (typeof v === 'string') at = writeStr(out, at, v);
+    else if (typeof v === 'number') {
+      out[at] = 0xcb;
+      at = out.writeDoubleBE(v, at + 1);
+    } else if (typeof v === 'boolean') out[at++] = v ? 0xc3 : 0xc2;
+    else if (Buffer.isBuffer(v)) at = writeStr(out, at, v);
+    else {
+      at = writeHeader(out, at, v.length, 0x90, 15, 0, 0xdc, 0xdd);
+      for (const b of v) at = writeStr(out, at, b);
+    }
+  }
+  return out;
+}
+
+/** The packed names (a str header and the name), made once: the scripts use a handful. */
+const names = new Map<string, Buffer>();
+function nameOf(name: string): Buffer {
+  let b = names.get(name);
+  if (!b) {
+    const bytes = Buffer.from(name);
+    b = Buffer.allocUnsafe(headerSize(bytes.length, 31, true) + bytes.length);
+    bytes.copy(b, writeHeader(b, 0, bytes.length, 0xa0, 31, 0xd9, 0xda, 0xdb));
+    names.set(name, b);
+  }
+  return b;
+}
+
+function sizeOf(v: Exclude<ScriptArg, undefined>): number {
+  if (typeof v === 'string') {
+    const n = Buffer.byteLength(v);
+    return headerSize(n, 31, true) + n;
+  }
+  if (typeof v === 'number') return 9;
+  if (typeof v === 'boolean') return 1;
+  if (Buffer.isBuffer(v)) return headerSize(v.length, 31, true) + v.length;
+  let n = headerSize(v.length, 15, false);
+  for (const b of v) n += headerSize(b.length, 31, true) + b.length;
+  return n;
+}
+
+function writeStr(out: Buffer, at: number, v: string | Buffer): number {
+  const n = typeof v === 'string' ? Buffer.byteLength(v) : v.length;
+  at = writeHeader(out, at, n, 0xa0, 31, 0xd9, 0xda, 0xdb);
+  return at + (typeof v === 'string' ? out.write(v, at) : v.copy(out, at));
+}
+
+/** The size of a MessagePack length header: the fix form up to `fixMax`, then 8 (str only), 16 or 32 bits. */
+function headerSize(n: number, fixMax: number, has8: boolean): number {
+  if (n <= fixMax) return 1;
+  if (has8 && n <= 0xff) return 2;
+  return n <= 0xffff ? 3 : 5;
+}
+
+function writeHeader(out: Buffer, at: number, n: number, fix: number, fixMax: number, code8: number, code16: number, code32: number): number {
+  if (n <= fixMax) {
+    out[at] = fix | n;
+    return at + 1;
+  }
+  if (code8 && n <= 0xff) {
+    out[at] = code8;
+    out[at + 1] = n;
+    return at + 2;
+  }
+  if (n <= 0xffff) {
+    out[at] = code16;
+    return out.writeUInt16BE(n, at + 1);
+  }
+  out[at] = code32;
+  return out.writeUInt32BE(n, at + 1);
 }
 
 /** The commit scripts (they stay in src/actors/scripts, also for the built dist/). */

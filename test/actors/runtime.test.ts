@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { loadSettings } from '../../config/settings.js';
 import { pack, unpack } from '../../src/adapters/codec.js';
-import { ContentStore } from '../../src/adapters/content-store.js';
+import { CommitOutcome, ContentStore } from '../../src/adapters/content-store.js';
 import { createLogger } from '../../src/adapters/log.js';
 import { newCommandId, newContentKey, partitionOf } from '../../src/adapters/ids.js';
 import { connectRedis } from '../../src/adapters/redis.js';
@@ -256,14 +256,14 @@ describe('actor runtime (ARCHITECTURE principles 1-3)', function () {
       try {
         // nobody owns the partition
         await redis.del('lease:{3}');
-        expect(await commit('me')).to.deep.equal({ ok: false, reason: 'lease-lost' });
+        expect(await commit('me')).to.deep.equal({ outcome: CommitOutcome.LeaseLost });
         // another process owns it
         await redis.set('lease:{3}', 'someone-else', 'PX', 5000);
-        expect(await commit('me')).to.deep.equal({ ok: false, reason: 'lease-lost' });
+        expect(await commit('me')).to.deep.equal({ outcome: CommitOutcome.LeaseLost });
         expect(await store.head(cid)).to.equal(null);
         expect(await store.versionIndex(cid)).to.deep.equal([]);
         // the owner itself may
-        expect(await commit('someone-else')).to.deep.equal({ ok: true });
+        expect(await commit('someone-else')).to.deep.equal({ outcome: CommitOutcome.Committed });
       } finally {
         await redis.del('lease:{3}');
       }

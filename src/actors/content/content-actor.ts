@@ -1,6 +1,6 @@
 import { pack } from '../../adapters/codec.js';
 import { newVersionKey } from '../../adapters/ids.js';
-import type { ContentStore } from '../../adapters/content-store.js';
+import { CommitOutcome, type ContentStore } from '../../adapters/content-store.js';
 import { AppError } from '../../errors.js';
 import { checkFileReferences } from '../../security/file-access.js';
 import { isAllowed, permissionDenied, type Principal, type SecurityConfig } from '../../content/permissions.js';
@@ -410,13 +410,13 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
       viewEvents,
       event,
       // A local command is never replayed: no reply to record.
-      reply: ctx.local ? EMPTY : pack(reply),
+      reply: ctx.local ? undefined : pack(reply),
       commandId: cmd.id,
       entryId: ctx.entryId,
       promotedFrom,
     });
-    if (res.ok) return { reply, committed: true };
-    if (res.reason === 'lease-lost') return 'lease-lost';
+    if (res.outcome === CommitOutcome.Committed) return { reply, committed: true };
+    if (res.outcome === CommitOutcome.LeaseLost) return 'lease-lost';
     // The script may have run twice: when Redis restarts, ioredis sends the commands whose
     // answers it lost again, and the second run finds the revision moved by the first.
     const atRev = await this.store.snapshotAt(snapshot.cid, snapshot.rev);
@@ -438,8 +438,6 @@ export function conflictInfo(head: Snapshot): Record<string, unknown> {
     ETag: etagOf(head.cid, head.rev),
   };
 }
-
-const EMPTY = Buffer.alloc(0);
 
 /** Do two owner lists name the same contexts (order and repeats aside)? */
 function sameContexts(a: string[], b: string[]): boolean {

@@ -1,5 +1,5 @@
 import { pack } from '../../adapters/codec.js';
-import type { ContentStore } from '../../adapters/content-store.js';
+import { CommitOutcome, type ContentStore } from '../../adapters/content-store.js';
 import { AppError } from '../../errors.js';
 import { checkFileReferences } from '../../security/file-access.js';
 import { canInAnyContext, isAllowed, permissionDenied, type SecurityConfig } from '../../content/permissions.js';
@@ -223,15 +223,16 @@ export class Workspaces {
   private async write(cmd: Cmd, ctx: ActorContext, draft: Draft | null, value: unknown): Promise<Outcome> {
     if (draft) await this.store.addToWorkspace(cmd.workspace, cmd.cid);
     const reply: Reply = { id: cmd.id, ok: true, value };
-    const ok = await this.store.commitDraft({
+    const outcome = await this.store.commitDraft({
       owner: ctx.owner,
       cid: cmd.cid,
       workspace: cmd.workspace,
       draft,
-      reply: ctx.local ? Buffer.alloc(0) : pack(reply),
+      // A local command is never replayed: no reply to record.
+      reply: ctx.local ? undefined : pack(reply),
       commandId: cmd.id,
       entryId: ctx.entryId,
     });
-    return ok ? { reply, committed: true } : 'lease-lost';
+    return outcome === CommitOutcome.Committed ? { reply, committed: true } : 'lease-lost';
   }
 }

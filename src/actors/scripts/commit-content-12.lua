@@ -13,28 +13,35 @@
 -- KEYS[10] cmd:{p}           the partition's command stream (the command is acknowledged)
 -- KEYS[11] cat:{p}           catalog: content key -> time of its last change (re-indexing by time)
 -- KEYS[12] cat:{p}:t:<type>  catalog: content keys of one type (re-indexing by type)
--- ARGV[1] owner  ARGV[2] expected rev  ARGV[3] new rev  ARGV[4] snapshot
--- ARGV[5] version key ('' for none)  ARGV[6] version blob  ARGV[7] version index entry
--- ARGV[8] event blob  ARGV[9] events maxlen  ARGV[10] reply blob ('' records none)  ARGV[11] dedup ttl (s)
--- ARGV[12] time of this change (ms)  ARGV[13] group  ARGV[14] command entry id ('' when none)
--- ARGV[15] workspace whose draft the commit promotes ('' for none)
--- ARGV[16..] view history entries
--- Returns {1} committed, {-1} lease lost, {-2, rev} revision moved.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {-1} end
+-- ARGV[1] the arguments, one MessagePack map (packScriptArgs in src/adapters/redis.ts);
+-- a name left out is nil here:
+--   owner                  the lease owner the commit expects
+--   expectedRev            the head revision the change was made on (0: the content is new)
+--   rev, snapshot          the new revision and its snapshot
+--   versionKey, version, versionIndexEntry   the new version (left out: the change makes none)
+--   event, eventsMaxLen    the event appended to the partition's stream, and the stream's bound
+--   reply, dedupTtl        the reply recorded for a replay, for dedupTtl seconds (left out: none)
+--   ts                     time of this change (ms), for the catalog
+--   group, entryId         the command's stream entry, acknowledged (left out: a local command)
+--   promotedFrom           the workspace whose draft the commit promotes (left out: none)
+--   viewEvents             view history entries
+-- Returns {1} committed, {-1} lease lost, {-2, rev} revision moved (CommitOutcome in src/adapters/content-store.ts).
+local a = cmsgpack.unpack(ARGV[1])
+if redis.call('GET', KEYS[1]) ~= a.owner then return {-1} end
 local cur = tonumber(redis.call('HGET', KEYS[2], 'rev') or '0')
-if cur ~= tonumber(ARGV[2]) then return {-2, cur} end
-redis.call('HSET', KEYS[2], 'rev', ARGV[3], 's', ARGV[4])
-redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])
-if ARGV[5] ~= '' then
-  redis.call('HSET', KEYS[4], ARGV[5], ARGV[6])
-  redis.call('RPUSH', KEYS[5], ARGV[7])
+if cur ~= a.expectedRev then return {-2, cur} end
+redis.call('HSET', KEYS[2], 'rev', a.rev, 's', a.snapshot)
+redis.call('HSET', KEYS[3], a.rev, a.snapshot)
+if a.versionKey then
+  redis.call('HSET', KEYS[4], a.versionKey, a.version)
+  redis.call('RPUSH', KEYS[5], a.versionIndexEntry)
 end
-if ARGV[15] ~= '' then redis.call('HDEL', KEYS[9], ARGV[15]) end
+if a.promotedFrom then redis.call('HDEL', KEYS[9], a.promotedFrom) end
 local cid = string.match(KEYS[2], ':([^:]+)$')
-redis.call('ZADD', KEYS[11], ARGV[12], cid)
+redis.call('ZADD', KEYS[11], a.ts, cid)
 redis.call('SADD', KEYS[12], cid)
-for i = 16, #ARGV do redis.call('RPUSH', KEYS[6], ARGV[i]) end
-redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[9], '*', 'e', ARGV[8])
-if ARGV[10] ~= '' then redis.call('SET', KEYS[8], ARGV[10], 'EX', ARGV[11]) end
-if ARGV[14] ~= '' then redis.call('XACK', KEYS[10], ARGV[13], ARGV[14]) end
+for _, e in ipairs(a.viewEvents) do redis.call('RPUSH', KEYS[6], e) end
+redis.call('XADD', KEYS[7], 'MAXLEN', '~', a.eventsMaxLen, '*', 'e', a.event)
+if a.reply then redis.call('SET', KEYS[8], a.reply, 'EX', a.dedupTtl) end
+if a.entryId then redis.call('XACK', KEYS[10], a.group, a.entryId) end
 return {1}

@@ -1,0 +1,207 @@
+import { expect } from 'chai';
+import { Redis } from 'ioredis';
+import { loadSettings } from '../../config/settings.js';
+import { pack } from '../../src/adapters/codec.js';
+import { CommitOutcome, ContentStore } from '../../src/adapters/content-store.js';
+import { newCommandId, newContentKey, newVersionKey, partitionOf } from '../../src/adapters/ids.js';
+import { connectRedis, packScriptArgs } from '../../src/adapters/redis.js';
+import type { ContentEvent, Draft, Snapshot, VersionRecord, ViewEvent } from '../../src/content/model.js';
+
+/**
+ * The commit scripts (src/actors/scripts/commit-content-12.lua, commit-draft-4.lua) read their
+ * arguments from one packed map. What they store must stay what the earlier positional form
+ * stored, byte for byte, in the same keys: data written before is read by the same code.
+ */
+describe('commit scripts: packed arguments, the same key layout and blobs (ARCHITECTURE principle 2)', function () {
+  this.timeout(20000);
+  // Many partitions, and keys on partitions the other actor tests (4 partitions) never own.
+  const P = 1024;
+  const s = loadSettings({ ...process.env, PARTITIONS: String(P) });
+  const client = connectRedis(s);
+  const store = new ContentStore(client, P, s.EVENTS_MAXLEN, s.DEDUP_TTL_SECONDS);
+  const owner = `commit-script-test:${process.pid}`;
+  let redis: Redis;
+
+  const keyOnHighPartition = (): [string, number] => {
+    for (;;) {
+      const k = newContentKey();
+      const p = partitionOf(k, P);
+      if (p >= 100) return [k, p];
+    }
+  };
+  const snapshotOf = (cid: string, rev: number, head: string, now: number): Snapshot => ({
+    cid,
+    rev,
+    type: 'scriptTest',
+    head,
+    created: now,
+    modified: now + rev,
+    committer: 'editor',
+    deleted: false,
+    views: { svcLatest: head },
+    symbolic: {},
+    meta: {},
+    aliases: ['news/a'],
+    cmd: newCommandId(),
+  });
+
+  before(() => {
+    redis = new Redis(process.env.REDIS_URL!);
+  });
+  after(() => {
+    redis.disconnect();
+    client.disconnect();
+  });
+
+  it('a commit writes each blob it is given unchanged, in the keys of adapters/redis.ts', async () => {
+    const [cid, p] = keyOnHighPartition();
+    await redis.set(`lease:{${p}}`, owner, 'PX', 10000);
+    const now = Date.now();
+    const vk = newVersionKey();
+    const snapshot = snapshotOf(cid, 1, vk, now);
+    const version: VersionRecord = {
+      key: vk,
+      type: 'scriptTest',
+      aspects: { body: { _type: 'body', title: 'é漢字' } },
+      created: now,
+      creator: 'editor',
+      rev: 1,
+    };
+    const views: ViewEvent[] = [
+      { view: 'svcLatest', userId: 'editor', version: `c:${cid}:${vk}`, rev: 1, ts: now },
+      { view: 'svcPublic', userId: 'editor', version: '@svcLatest', rev: 1, ts: now },
+    ];
+    const event: ContentEvent = { kind: 'created', cid, rev: 1, type: 'scriptTest', version: vk, ts: now, userId: 'editor' };
+    const reply = pack({ id: 'x', ok: true, value: { big: 'z'.repeat(70000) } });
+    const commandId = newCommandId();
+    const res = await store.commit({ owner, expectedRev: 0, snapshot, version, viewEvents: views, event, reply, commandId, entryId: '1-1' });
+    expect(res).to.deep.equal({ outcome: CommitOutcome.Committed });
+
+    expect(await redis.hget(`ct:{${p}}:${cid}`, 'rev')).to.equal('1');
+    expect((await redis.hgetBuffer(`ct:{${p}}:${cid}`, 's'))!.equals(pack(snapshot))).to.equal(true);
+    expect((await redis.hgetBuffer(`rv:{${p}}:${cid}`, '1'))!.equals(pack(snapshot))).to.equal(true);
+    expect((await redis.hgetBuffer(`vr:{${p}}:${cid}`, vk))!.equals(pack(version))).to.equal(true);
+    const index = await redis.lrangeBuffer(`vi:{${p}}:${cid}`, 0, -1);
+    expect(index.map((b) => b.toString('hex'))).to.deep.equal([pack({ key: vk, rev: 1, created: now, creator: 'editor' }).toString('hex')]);
+    const history = await redis.lrangeBuffer(`vh:{${p}}:${cid}`, 0, -1);
+    expect(history.map((b) => b.toString('hex'))).to.deep.equal(views.map((v) => pack(v).toString('hex')));
+    const [[, fields]] = (await redis.xrevrangeBuffer(`events:{${p}}`, '+', '-', 'COUNT', 1)) as [Buffer, Buffer[]][];
+    expect(fields[0].toString()).to.equal('e');
+    expect(fields[1].equals(pack(event))).to.equal(true);
+    expect((await redis.getBuffer(`done:{${p}}:${commandId}`))!.equals(reply)).to.equal(true);
+    expect(await redis.ttl(`done:{${p}}:${commandId}`)).to.be.within(1, s.DEDUP_TTL_SECONDS);
+    expect(await redis.zscore(`cat:{${p}}`, cid)).to.equal(String(snapshot.modified));
+    expect(await redis.sismember(`cat:{${p}}:t:scriptTest`, cid)).to.equal(1);
+
+    // A local commit (no reply, no entry) of a change without a version records no reply.
+    const next = snapshotOf(cid, 2, vk, now);
+    const localId = newCommandId();
+    const local = await store.commit({
+      owner,
+      expectedRev: 1,
+      snapshot: next,
+      viewEvents: [],
+      event: { ...event, kind: 'views', rev: 2 },
+      commandId: localId,
+      entryId: '',
+    });
+    expect(local).to.deep.equal({ outcome: CommitOutcome.Committed });
+    expect(await redis.exists(`done:{${p}}:${localId}`)).to.equal(0);
+    expect(await redis.llen(`vi:{${p}}:${cid}`)).to.equal(1);
+    expect(await redis.hget(`ct:{${p}}:${cid}`, 'rev')).to.equal('2');
+
+    // A stale expected revision writes nothing and names the head's revision.
+    const stale = await store.commit({ owner, expectedRev: 1, snapshot: snapshotOf(cid, 2, vk, now), viewEvents: [], event, commandId: newCommandId() });
+    expect(stale).to.deep.equal({ outcome: CommitOutcome.RevisionMoved, rev: 2 });
+    // Another owner writes nothing.
+    const fenced = await store.commit({
+      owner: 'someone-else',
+      expectedRev: 2,
+      snapshot: snapshotOf(cid, 3, vk, now),
+      viewEvents: [],
+      event,
+      commandId: newCommandId(),
+    });
+    expect(fenced).to.deep.equal({ outcome: CommitOutcome.LeaseLost });
+    expect(await redis.hget(`ct:{${p}}:${cid}`, 'rev')).to.equal('2');
+  });
+
+  it('a draft commit writes and removes the draft blob, records its reply, is fenced by the lease; a promote removes the draft', async () => {
+    const [cid, p] = keyOnHighPartition();
+    await redis.set(`lease:{${p}}`, owner, 'PX', 10000);
+    const now = Date.now();
+    const draft: Draft = {
+      workspace: 'ws1',
+      cid,
+      type: 'scriptTest',
+      aspects: {},
+      ops: [],
+      reserved: [],
+      fromCreate: true,
+      mode: 'update',
+      created: now,
+      modified: now,
+      creator: 'editor',
+    };
+    const commandId = newCommandId();
+    const reply = pack({ id: commandId, ok: true, value: { removed: false } });
+    expect(await store.commitDraft({ owner, cid, workspace: 'ws1', draft, reply, commandId })).to.equal(CommitOutcome.Committed);
+    expect((await redis.hgetBuffer(`dr:{${p}}:${cid}`, 'ws1'))!.equals(pack(draft))).to.equal(true);
+    expect((await redis.getBuffer(`done:{${p}}:${commandId}`))!.equals(reply)).to.equal(true);
+    expect(await store.commitDraft({ owner: 'someone-else', cid, workspace: 'ws1', draft: null, commandId: newCommandId() })).to.equal(CommitOutcome.LeaseLost);
+    expect(await redis.hexists(`dr:{${p}}:${cid}`, 'ws1')).to.equal(1);
+
+    const vk = newVersionKey();
+    const promoted = await store.commit({
+      owner,
+      expectedRev: 0,
+      snapshot: snapshotOf(cid, 1, vk, now),
+      version: { key: vk, type: 'scriptTest', aspects: {}, created: now, creator: 'editor', rev: 1 },
+      viewEvents: [],
+      event: { kind: 'created', cid, rev: 1, type: 'scriptTest', version: vk, ts: now, userId: 'editor' },
+      commandId: newCommandId(),
+      promotedFrom: 'ws1',
+    });
+    expect(promoted).to.deep.equal({ outcome: CommitOutcome.Committed });
+    expect(await redis.hexists(`dr:{${p}}:${cid}`, 'ws1')).to.equal(0);
+
+    expect(await store.commitDraft({ owner, cid, workspace: 'ws2', draft: { ...draft, workspace: 'ws2' }, commandId: newCommandId() })).to.equal(
+      CommitOutcome.Committed,
+    );
+    expect(await store.commitDraft({ owner, cid, workspace: 'ws2', draft: null, commandId: newCommandId() })).to.equal(CommitOutcome.Committed);
+    expect(await redis.hexists(`dr:{${p}}:${cid}`, 'ws2')).to.equal(0);
+  });
+
+  it('packScriptArgs: Lua reads every length form, numbers, booleans, lists, and nil for what is left out', async () => {
+    const sizes = [0, 31, 32, 255, 256, 65535, 65536];
+    const args: Record<string, Buffer | Buffer[] | number | boolean | string | undefined> = {
+      gone: undefined,
+      yes: true,
+      no: false,
+      n: 1763922000123,
+      text: 'é漢字',
+    };
+    for (const n of sizes) args[`s${n}`] = Buffer.alloc(n, 0xff);
+    args.list15 = Array.from({ length: 15 }, (_, i) => Buffer.of(i));
+    args.list16 = Array.from({ length: 16 }, (_, i) => Buffer.of(i, 0x80));
+    const lua = `
+      local a = cmsgpack.unpack(ARGV[1])
+      local out = {}
+      for _, n in ipairs({${sizes.join(',')}}) do table.insert(out, string.len(a['s' .. n])) end
+      table.insert(out, #a.list15)
+      table.insert(out, #a.list16)
+      table.insert(out, string.byte(a.list16[16], 1) * 256 + string.byte(a.list16[16], 2))
+      table.insert(out, tostring(a.yes) .. tostring(a.no) .. tostring(a.gone))
+      table.insert(out, a.text)
+      redis.call('SET', KEYS[1], a.n)
+      return out`;
+    const key = `script-args-test:${process.pid}`;
+    const res = (await redis.eval(lua, 1, key, packScriptArgs(args))) as (number | string)[];
+    expect(res.slice(0, sizes.length)).to.deep.equal(sizes);
+    expect(res.slice(sizes.length, sizes.length + 2)).to.deep.equal([15, 16]);
+    expect(res[sizes.length + 2]).to.equal(15 * 256 + 0x80);
+    expect(res.slice(sizes.length + 3)).to.deep.equal(['truefalsenil', 'é漢字']);
+    expect(await redis.get(key)).to.equal('1763922000123');
+    await redis.del(key);
+  });
+});
