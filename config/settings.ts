@@ -50,6 +50,8 @@ export const settingsSchema = z.object({
   CHANGES_RETENTION_HOURS: z.coerce.number().positive().max(100000).default(168),
   /** Events a change-feed subscriber may have waiting before it is closed as one that does not read. */
   CHANGES_SUBSCRIBER_BUFFER: int(1, 1000000).default(2000),
+  /** A change-feed subscriber whose client takes nothing for this long is closed (it resumes from its last cursor). */
+  CHANGES_STALL_SECONDS: int(1, 86400).default(60),
   /** How long a processed command id is remembered for idempotent replay. */
   DEDUP_TTL_SECONDS: int(60, 30 * 86400).default(86400),
 

@@ -31,6 +31,8 @@ export class FeedSubscriber {
   private queue: Delivered[] = [];
   /** The sink refused more (the client is behind); the queue holds what waits. */
   private blocked = false;
+  /** Since when the client has been behind (0: it is not). */
+  private blockedSince = 0;
   closed = false;
   live = false;
 
@@ -65,7 +67,10 @@ export class FeedSubscriber {
           this.positions[p] = page.exhausted && pos.sub === 0 && compareIds(pos, seen[p]) < 0 ? { ...seen[p], sub: 0 } : pos;
         }
         if (page.changes.length) this.enqueue(page.changes);
-        while (this.blocked && !this.closed) await sleep(20);
+        while (this.blocked && !this.closed && this.fanout.running) {
+          if (this.stalled()) return this.close('slow');
+          await sleep(20);
+        }
       }
       if (!this.closed) this.close('stopped');
     } catch {
@@ -81,9 +86,19 @@ export class FeedSubscriber {
     if (out.length) this.enqueue(out);
   }
 
+  /** Has the client taken nothing for longer than the stall bound? */
+  stalled(): boolean {
+    return this.blocked && Date.now() - this.blockedSince > this.fanout.stallMs;
+  }
+
+  private setBlocked(blocked: boolean): void {
+    if (blocked && !this.blocked) this.blockedSince = Date.now();
+    this.blocked = blocked;
+  }
+
   private enqueue(batch: Delivered[]): void {
     if (!this.blocked) {
-      this.blocked = !this.sink.write(batch);
+      this.setBlocked(!this.sink.write(batch));
       return;
     }
     this.queue.push(...batch);
@@ -93,11 +108,11 @@ export class FeedSubscriber {
   /** The client caught up: what waits is written. */
   writable(): void {
     if (this.closed) return;
-    this.blocked = false;
+    this.setBlocked(false);
     if (!this.queue.length) return;
     const batch = this.queue;
     this.queue = [];
-    this.blocked = !this.sink.write(batch);
+    this.setBlocked(!this.sink.write(batch));
   }
 
   close(reason: 'slow' | 'gone' | 'stopped' | 'failed'): void {
@@ -125,6 +140,9 @@ export class ChangeFanout {
   private readonly conns: RedisClient[] = [];
   private loops: Promise<void>[] = [];
   private ready?: Promise<void>;
+  private sweeper?: NodeJS.Timeout;
+  /** A subscriber whose client takes nothing for this long is closed. */
+  readonly stallMs: number;
 
   constructor(
     readonly source: ChangeSource,
@@ -133,6 +151,7 @@ export class ChangeFanout {
   ) {
     this.covered = Array.from({ length: source.partitions }, () => ({ ms: Number.MAX_SAFE_INTEGER, seq: 0 }));
     this.buffers = Array.from({ length: source.partitions }, () => []);
+    this.stallMs = settings.CHANGES_STALL_SECONDS * 1000;
     this.seen = Array.from({ length: source.partitions }, () => ({ ms: 0, seq: 0 }));
   }
 
@@ -167,6 +186,11 @@ export class ChangeFanout {
       this.seen[p] = info[p].last;
     }
     const last = info.map((i) => streamIdOf(i.last));
+    // Live subscribers that stopped reading, and get no new event to notice it by.
+    this.sweeper = setInterval(() => {
+      for (const s of [...this.subscribers]) if (s.stalled()) s.close('slow');
+    }, 1000);
+    this.sweeper.unref();
     // One blocking reader over all streams; on Redis Cluster one per partition (no cross-slot reads).
     const groups = this.settings.REDIS_CLUSTER_NODES ? Array.from({ length: P }, (_, p) => [p]) : [Array.from({ length: P }, (_, p) => p)];
     for (const parts of groups) {
@@ -178,6 +202,7 @@ export class ChangeFanout {
 
   async stop(): Promise<void> {
     this.running = false;
+    clearInterval(this.sweeper);
     for (const s of [...this.subscribers]) s.close('stopped');
     for (const c of this.conns) c.disconnect();
     await Promise.all(this.loops);

@@ -1,0 +1,127 @@
+import { expect } from 'chai';
+import { Client, startTestPlatform } from '../support/platform.js';
+import { type FeedEvent, wsSession } from './feed-clients.js';
+
+const owners = (o: string[]) => ({ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: o } } });
+const strip = ({ cursor: _c, ...e }: FeedEvent) => e;
+
+/**
+ * CONTRACT §13 "Permissions" and §20: an event reaches only a token that may Read the content at
+ * that revision (its type and contexts then), and the feed a sportseditor gets is the same
+ * whether or not content it may not read exists.
+ */
+describe('change feed permissions (CONTRACT §13, §20)', function () {
+  this.timeout(60000);
+  let p: Awaited<ReturnType<typeof startTestPlatform>>;
+  let editor: Client;
+  let sports: Client;
+
+  before(async () => {
+    p = await startTestPlatform();
+    editor = await new Client(p.base).login('editor');
+    sports = await new Client(p.base).login('sportseditor');
+  });
+  after(async () => p.stop());
+
+  async function all(c: Client, since: string): Promise<FeedEvent[]> {
+    const out: FeedEvent[] = [];
+    let s = since;
+    for (;;) {
+      const r = await c.req('GET', `/changes?since=${s}&limit=37`);
+      expect(r.status, r.text).to.equal(200);
+      out.push(...r.json.changes);
+      s = r.json.last;
+      if (!r.json.changes.length) return out;
+    }
+  }
+
+  it('a sportseditor gets exactly the events of content in sports at that revision', async () => {
+    const start: string = (await editor.req('GET', '/changes?since=now')).json.last;
+    /** content id -> owners at each revision (index = revision). */
+    const ownersAt = new Map<string, string[][]>();
+    const contexts = [['sports'], ['culture'], [], ['culture', 'sports']];
+    await Promise.all(
+      Array.from({ length: 12 }, async (_, w) => {
+        const first = contexts[w % contexts.length];
+        const r = await editor.create({ system: { contentType: 'article' }, aspects: { body: { _type: 'body', title: 't' } }, operations: [owners(first)] });
+        expect(r.status, r.text).to.equal(201);
+        const id: string = r.json.system.id;
+        const revs: string[][] = [[], first];
+        ownersAt.set(id, revs);
+        let etag = r.headers.get('etag');
+        let version: string = r.json.system.version;
+        for (let i = 0; i < 6; i++) {
+          const step = (w + i) % 4;
+          const cur = revs[revs.length - 1];
+          if (step === 0) {
+            // moves between contexts: out of sports, into it
+            const next = cur.includes('sports') ? (w % 2 ? ['culture'] : []) : w % 2 ? ['sports'] : ['culture', 'sports'];
+            const u = await editor.update(id, { aspects: {}, operations: [owners(next)] }, etag);
+            expect(u.status, u.text).to.equal(200);
+            etag = u.headers.get('etag');
+            revs.push(next);
+          } else if (step === 1) {
+            const v = await editor.putView('svcPublic', { version }, etag!);
+            expect(v.status, v.text).to.equal(200);
+            etag = v.headers.get('etag');
+            revs.push(cur);
+          } else {
+            const u = await editor.update(id, { aspects: { body: { _type: 'body', title: `${i}` } } }, etag);
+            expect(u.status, u.text).to.equal(200);
+            etag = u.headers.get('etag');
+            version = u.json.system!.version!;
+            revs.push(cur);
+          }
+        }
+        if (w % 3 === 0) {
+          expect((await editor.remove(id, etag!)).status).to.equal(204);
+          revs.push(revs[revs.length - 1]);
+        }
+      }),
+    );
+    const full = await all(editor, start);
+    const mine = full.filter((e) => ownersAt.has(e.id));
+    const expected = mine.filter((e) => ownersAt.get(e.id)![e.revision].includes('sports'));
+    expect(expected.length).to.be.greaterThan(10);
+    expect(expected.length).to.be.lessThan(mine.length);
+
+    const perContent = (events: FeedEvent[]) => {
+      const m = new Map<string, unknown[]>();
+      for (const e of events) m.set(e.id, [...(m.get(e.id) ?? []), strip(e)]);
+      return m;
+    };
+    const got = (await all(sports, start)).filter((e) => ownersAt.has(e.id));
+    for (const e of got) expect(ownersAt.get(e.id)![e.revision], `${e.id}@${e.revision}`).to.include('sports');
+    expect(perContent(got)).to.deep.equal(perContent(expected));
+
+    // The same over WebSocket.
+    const ws = wsSession(`${p.url.replace('http', 'ws')}/content-service/changes/ws`, { token: sports.token, since: start }, (_m, s) => {
+      if (s.messages.filter((m) => ownersAt.has(m.id as string)).length >= expected.length) s.ws.close();
+    });
+    const timer = setTimeout(() => ws.ws.close(), 10000);
+    await ws.closed;
+    clearTimeout(timer);
+    const overWs = (ws.messages as unknown as FeedEvent[]).filter((e) => ownersAt.has(e.id));
+    expect(perContent(overWs)).to.deep.equal(perContent(expected));
+  });
+
+  it('a long poll is not answered early by events the caller may not read', async () => {
+    const since: string = (await sports.req('GET', '/changes?since=now')).json.last;
+    const started = Date.now();
+    const poll = sports.req('GET', `/changes?since=${since}&feed=longpoll&timeout=1200`);
+    const writes = (async () => {
+      while (Date.now() - started < 1000) {
+        const r = await editor.create({ system: { contentType: 'article' }, aspects: {}, operations: [owners(['culture'])] });
+        expect(r.status).to.equal(201);
+      }
+    })();
+    const r = await poll;
+    await writes;
+    expect(r.status).to.equal(200);
+    expect(r.json.changes).to.deep.equal([]);
+    expect(Date.now() - started).to.be.greaterThanOrEqual(1150);
+    // and its cursor moved past them: a page from it holds nothing of them either
+    const after = await sports.req('GET', `/changes?since=${r.json.last}`);
+    expect(after.json.changes).to.deep.equal([]);
+  });
+});
