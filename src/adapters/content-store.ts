@@ -1,7 +1,8 @@
 import { pack, unpack } from './codec.js';
 import { partitionOf } from './ids.js';
 import { keys, ACTOR_GROUP, packScriptArgs, type RedisClient } from './redis.js';
-import { MAIN_NAMESPACE, type ContentEvent, type Draft, type Snapshot, type VersionIndexEntry, type VersionRecord, type ViewEvent } from '../content/model.js';
+import { aliasTarget, aliasValue, isMainNamespace, parseAliasValue, type AliasHolder } from '../content/aliases.js';
+import type { ContentEvent, Draft, Snapshot, VersionIndexEntry, VersionRecord, ViewEvent } from '../content/model.js';
 
 /** What one commit writes; see src/actors/scripts/commit-content-12.lua. */
 export interface CommitInput {
@@ -52,23 +53,17 @@ export class ContentStore {
    * alias that a workspace draft reserves names its content only on that workspace.
    */
   async resolveAlias(namespace: string, alias: string, workspace?: string): Promise<string | null> {
-    if (namespace === MAIN_NAMESPACE) return alias;
-    const v = await this.redis.get(keys.alias(namespace, alias));
-    if (v === null || v[0] !== '~') return v;
-    const bar = v.indexOf('|');
-    return workspace !== undefined && v.slice(1, bar) === workspace ? v.slice(bar + 1) : null;
+    if (isMainNamespace(namespace)) return alias;
+    return aliasTarget(await this.redis.get(keys.alias(namespace, alias)), workspace);
   }
 
   /**
    * Who holds an alias: `{cid}` when assigned in main, `{cid, workspace}` when a workspace
    * draft reserves it, null when free.
    */
-  async aliasHolder(namespace: string, alias: string): Promise<{ cid: string; workspace?: string } | null> {
+  async aliasHolder(namespace: string, alias: string): Promise<AliasHolder | null> {
     const v = await this.redis.get(keys.alias(namespace, alias));
-    if (v === null) return null;
-    if (v[0] !== '~') return { cid: v };
-    const bar = v.indexOf('|');
-    return { cid: v.slice(bar + 1), workspace: v.slice(1, bar) };
+    return v === null ? null : parseAliasValue(v);
   }
 
   /** The current snapshot (deleted content included), or null when the content never existed. */
@@ -148,7 +143,7 @@ export class ContentStore {
 
   /** Frees a global alias if it still points at the content (or is still its workspace reservation). */
   async releaseAlias(namespace: string, alias: string, cid: string, workspace = ''): Promise<boolean> {
-    return (await this.redis.releaseAlias(keys.alias(namespace, alias), workspace ? `~${workspace}|${cid}` : cid)) === 1;
+    return (await this.redis.releaseAlias(keys.alias(namespace, alias), aliasValue(cid, workspace))) === 1;
   }
 
   // ---- catalog (re-indexing) ----

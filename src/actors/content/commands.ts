@@ -1,3 +1,4 @@
+import type { SetAliasOp } from '../../content/aliases.js';
 import type { Aspect, Aspects, Draft, Snapshot, VersionRecord } from '../../content/model.js';
 import type { Principal } from '../../content/permissions.js';
 import type { UpdateMode } from '../../content/update-modes.js';
@@ -12,7 +13,7 @@ import type { Via } from './lifecycle-hooks.js';
 
 /** The content operations of the spec (elements of `operations`). */
 export type Operation =
-  | { _type: 'svcSetAlias'; namespace: string; alias: string }
+  | SetAliasOp
   | { _type: 'svcAssignToViews'; views: string[] }
   | { _type: 'svcAssignToSymbolicViews'; views: string[]; targetView: string }
   | { _type: 'svcContentMetadata'; aspects: Aspects };

@@ -26,6 +26,7 @@ import {
   type Writer,
 } from './commands.js';
 import { TAXONOMY_ASPECTS } from '../../content/taxonomy.js';
+import { aliasExists, aliasName, freedAliases, setAliasOps, splitAlias } from '../../content/aliases.js';
 import { checkTaxonomyAspects } from './taxonomy-references.js';
 import {
   LATEST_VIEW,
@@ -199,7 +200,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     await this.joinTaxonomy(ctx, cmd.cid, version);
     const { subResults, reserved } = await this.assignAliases(snapshot, input.ops);
     if (subResults.length) {
-      await this.compensate(cmd.cid, reserved);
+      await this.release(cmd.cid, reserved);
       const s = subResults[0].status;
       throw new AppError('ALIAS_EXISTS', s.message, s.extraInfo);
     }
@@ -220,10 +221,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     const value = { cid: cmd.cid, rev: snapshot.rev };
     const out = await this.commitRaw(cmd, ctx, head.rev, snapshot, undefined, [], value, 'deleted');
     if (committed(out)) {
-      for (const a of head.aliases) {
-        const [ns, alias] = splitAlias(a);
-        await this.store.releaseAlias(ns, alias, cmd.cid);
-      }
+      await this.release(cmd.cid, freedAliases(head.aliases, snapshot.aliases));
       for (const h of this.hooks) await h.afterDelete?.({ ...hook, snapshot });
     }
     return out;
@@ -232,15 +230,12 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
   /** A delete whose answer was lost: the aliases the revision before it held are freed (again). */
   private async resumeDelete(cmd: CommandOf<'delete'>, head: Snapshot): Promise<Reply> {
     const before = await this.store.snapshotAt(cmd.cid, head.rev - 1);
-    for (const a of before?.aliases ?? []) {
-      const [ns, alias] = splitAlias(a);
-      await this.store.releaseAlias(ns, alias, cmd.cid);
-    }
+    await this.release(cmd.cid, freedAliases(before?.aliases ?? [], head.aliases));
     return okReply(cmd, { cid: cmd.cid, rev: head.rev });
   }
 
   private async releaseAlias(cmd: CommandOf<'releaseAlias'>, ctx: ActorContext): Promise<Outcome> {
-    const full = `${cmd.namespace}/${cmd.alias}`;
+    const full = aliasName(cmd.namespace, cmd.alias);
     const head = await this.store.head(cmd.cid);
     if (!head || head.deleted || !head.aliases.includes(full)) {
       // Nothing holds it in the content: free a dangling global entry, answer "did not exist".
@@ -340,22 +335,21 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
   private async assignAliases(snapshot: Snapshot, ops: Operation[]): Promise<{ subResults: SubResult[]; reserved: string[] }> {
     const subResults: SubResult[] = [];
     const reserved: string[] = [];
-    for (const op of ops) {
-      if (op._type !== 'svcSetAlias') continue;
-      const full = `${op.namespace}/${op.alias}`;
-      if (snapshot.aliases.includes(full)) continue;
+    for (const { op, name } of setAliasOps(ops)) {
+      if (snapshot.aliases.includes(name)) continue;
       if (await this.store.reserveAlias(op.namespace, op.alias, snapshot.cid)) {
-        snapshot.aliases.push(full);
-        reserved.push(full);
+        snapshot.aliases.push(name);
+        reserved.push(name);
       } else {
-        subResults.push({ operation: op, status: { message: 'ALIAS_EXISTS', statusCode: '40910', extraInfo: { aliases: [full] } } });
+        subResults.push(aliasExists<Operation>(op, name));
       }
     }
     return { subResults, reserved };
   }
 
-  private async compensate(cid: string, reserved: string[]): Promise<void> {
-    for (const a of reserved) {
+  /** Frees global aliases of the content (compensation of a failed write; what a delete or a release frees). */
+  private async release(cid: string, aliases: string[]): Promise<void> {
+    for (const a of aliases) {
       const [ns, alias] = splitAlias(a);
       await this.store.releaseAlias(ns, alias, cid);
     }
@@ -375,7 +369,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
   ): Promise<Outcome> {
     const value: WriteResult = { snapshot, version, subResults };
     const out = await this.commitRaw(cmd, ctx, expectedRev, snapshot, version, viewEvents, value, kind, promotedFrom);
-    if (out !== 'lease-lost' && !out.reply.ok) await this.compensate(cmd.cid, reserved);
+    if (out !== 'lease-lost' && !out.reply.ok) await this.release(cmd.cid, reserved);
     return out;
   }
 
@@ -489,9 +483,4 @@ export function applyOperations(snapshot: Snapshot, versionKey: string, ops: Ope
     }
   }
   return events;
-}
-
-export function splitAlias(full: string): [string, string] {
-  const i = full.indexOf('/');
-  return [full.slice(0, i), full.slice(i + 1)];
 }

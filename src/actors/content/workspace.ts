@@ -5,6 +5,7 @@ import { checkFileReferences } from '../../security/file-access.js';
 import { canInAnyContext, isAllowed, permissionDenied, type SecurityConfig } from '../../content/permissions.js';
 import type { ActorContext, Reply } from '../runtime.js';
 import type { DraftResult, MainWrites, Operation, Outcome, SubResult, Writer, WorkspaceCommand } from './commands.js';
+import { aliasExists, aliasName, freedAliases, setAliasOps, splitAlias } from '../../content/aliases.js';
 import { contextsOf, etagOf, type Aspects, type Draft, type Snapshot } from '../../content/model.js';
 import { applyUpdateMode } from '../../content/update-modes.js';
 
@@ -18,13 +19,6 @@ import { applyUpdateMode } from '../../content/update-modes.js';
 export type { DraftResult, WorkspaceCommand } from './commands.js';
 
 type Cmd = Writer & WorkspaceCommand;
-
-const aliasOps = (ops: Operation[]) => ops.filter((o): o is Extract<Operation, { _type: 'svcSetAlias' }> => o._type === 'svcSetAlias');
-const full = (op: { namespace: string; alias: string }) => `${op.namespace}/${op.alias}`;
-const split = (a: string): [string, string] => {
-  const i = a.indexOf('/');
-  return [a.slice(0, i), a.slice(i + 1)];
-};
 
 /** The workspace command kinds; their entries are in the content actor's command table. */
 export class Workspaces {
@@ -82,11 +76,7 @@ export class Workspaces {
     checkFileReferences(aspects.svcFiles, base.svcFiles, cmd.files);
     const { reserved, subResults, ops } = await this.reserve(cmd.cid, cmd.workspace, cmd.ops, existing?.reserved ?? []);
     if (subResults.length) {
-      await this.release(
-        cmd.cid,
-        cmd.workspace,
-        reserved.filter((a) => !existing?.reserved.includes(a)),
-      );
+      await this.release(cmd.cid, cmd.workspace, freedAliases(reserved, existing?.reserved ?? []));
       const s = subResults[0].status;
       throw new AppError('ALIAS_EXISTS', s.message, s.extraInfo);
     }
@@ -106,12 +96,7 @@ export class Workspaces {
       creator: cmd.user.userId,
     };
     const out = await this.write(cmd, ctx, draft, { draft, subResults } satisfies DraftResult);
-    if (out !== 'lease-lost' && out.reply.ok)
-      await this.release(
-        cmd.cid,
-        cmd.workspace,
-        (existing?.reserved ?? []).filter((a) => !reserved.includes(a)),
-      );
+    if (out !== 'lease-lost' && out.reply.ok) await this.release(cmd.cid, cmd.workspace, freedAliases(existing?.reserved ?? [], reserved));
     return out;
   }
 
@@ -166,7 +151,7 @@ export class Workspaces {
 
   /** An explicitly released reservation: gone from the draft's pending operations and free again. */
   async releaseAlias(cmd: Extract<Cmd, { k: 'wsReleaseAlias' }>, ctx: ActorContext): Promise<Outcome> {
-    const name = `${cmd.namespace}/${cmd.alias}`;
+    const name = aliasName(cmd.namespace, cmd.alias);
     const draft = await this.store.draft(cmd.cid, cmd.workspace);
     if (!draft?.reserved.includes(name)) {
       const freed = await this.store.releaseAlias(cmd.namespace, cmd.alias, cmd.cid, cmd.workspace);
@@ -175,7 +160,7 @@ export class Workspaces {
     const next: Draft = {
       ...draft,
       reserved: draft.reserved.filter((a) => a !== name),
-      ops: (draft.ops as Operation[]).filter((o) => !(o._type === 'svcSetAlias' && full(o) === name)),
+      ops: (draft.ops as Operation[]).filter((o) => !(o._type === 'svcSetAlias' && aliasName(o.namespace, o.alias) === name)),
     };
     const out = await this.write(cmd, ctx, next, { released: true });
     if (out !== 'lease-lost' && out.reply.ok) await this.store.releaseAlias(cmd.namespace, cmd.alias, cmd.cid, cmd.workspace);
@@ -200,13 +185,12 @@ export class Workspaces {
     const reserved: string[] = [];
     const subResults: SubResult[] = [];
     const failed = new Set<Operation>();
-    for (const op of aliasOps(ops)) {
-      const name = full(op);
+    for (const { op, name } of setAliasOps(ops)) {
       if (reserved.includes(name)) continue;
       if (held.includes(name) || (await this.store.reserveAlias(op.namespace, op.alias, cid, workspace))) reserved.push(name);
       else {
         failed.add(op);
-        subResults.push({ operation: op, status: { message: 'ALIAS_EXISTS', statusCode: '40910', extraInfo: { aliases: [name] } } });
+        subResults.push(aliasExists<Operation>(op, name));
       }
     }
     return { reserved, subResults, ops: ops.filter((o) => !failed.has(o)) };
@@ -214,7 +198,7 @@ export class Workspaces {
 
   private async release(cid: string, workspace: string, aliases: string[]): Promise<void> {
     for (const a of aliases) {
-      const [ns, alias] = split(a);
+      const [ns, alias] = splitAlias(a);
       await this.store.releaseAlias(ns, alias, cid, workspace);
     }
   }

@@ -1,7 +1,8 @@
 -- Claims a global alias for a content. Aliases span slots, so this is its own atomic step
 -- beside the content commit (with compensation: release-alias-1).
 -- The value is the content key when assigned in main, `~<workspace>|<content key>` when a
--- workspace draft reserves it (usable on that workspace only, refused to other content).
+-- workspace draft reserves it (usable on that workspace only, refused to other content):
+-- the two forms of aliasValue in src/content/aliases.ts.
 -- KEYS[1] alias:<namespace>/<alias>  ARGV[1] content key  ARGV[2] workspace ('' for main)
 -- Returns 1 when the alias is (now, or already) the content's, 0 when another content holds it.
 local cur = redis.call('GET', KEYS[1])
