@@ -23,10 +23,15 @@ export function publicVersionKeys(head: Snapshot, publicViews: readonly string[]
   return publicViews.map((v) => versionOnView(head, v, now)).filter((k): k is string => k !== null);
 }
 
+/** Read permission on a content, by its type and the contexts of its owners: what a token may see of it. */
+export function mayRead(security: SecurityConfig, principal: Principal, head: Snapshot): boolean {
+  return isAllowed(security, principal, 'Read', head.type, contextsOf(head.meta));
+}
+
 /** May the caller (null: no token) read version `versionKey` of the content whose current state is `head`? */
 export function mayReadVersion(rules: VisibilityRules, principal: Principal | null, head: Snapshot, versionKey: string, now: number): boolean {
   if (head.deleted) return false;
-  if (principal) return isAllowed(rules.security, principal, 'Read', head.type, contextsOf(head.meta));
+  if (principal) return mayRead(rules.security, principal, head);
   return publicVersionKeys(head, rules.publicViews, now).includes(versionKey);
 }
 

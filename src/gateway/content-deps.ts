@@ -10,6 +10,7 @@ import type { Variants } from '../content/variants.js';
 import type { TokenService } from '../security/token-service.js';
 import type { HeadCache } from './head-cache.js';
 import type { Exchange } from './http.js';
+import type { Reads } from './reads.js';
 import type { Router } from './router.js';
 
 /**
@@ -39,10 +40,12 @@ export interface ContentServiceDeps {
 
 /**
  * The part of the content service that the other endpoints of its prefix use: its router, and
- * the checks every request there shares (token, variant, file references of a write).
+ * the checks every request there shares (token, read permission, variant, file references of a write).
  */
 export interface ContentEndpoints {
   readonly router: Router;
+  /** Every permission and visibility decision of a read. */
+  readonly reads: Reads;
   /** 401 unless X-Auth-Token names a valid token. */
   authenticate(x: Exchange): Promise<Principal>;
   /** The `variant` of a read: null when none; 404 when the content type does not have it. */

@@ -1,16 +1,17 @@
 import { LRUCache } from 'lru-cache';
 import { newCommandId, newContentKey } from '../adapters/ids.js';
 import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
-import { contextsOf, etagOf, parseVersionId, MAIN_NAMESPACE, type Aspect, type Snapshot } from '../content/model.js';
+import { etagOf, parseVersionId, MAIN_NAMESPACE, type Aspect, type Snapshot } from '../content/model.js';
 import { AppError } from '../errors.js';
 import { readableFileUris } from '../security/file-access.js';
-import { isAllowed, isSysadmin, permissionDenied, type Principal } from '../content/permissions.js';
+import { isSysadmin, type Principal } from '../content/permissions.js';
 import { trustedProxies } from '../security/client-address.js';
 import { STATUS_CREATED, STATUS_OK, contentEnvelope, formatOf, historyBody, metadataEnvelope, partialCreated, serialize, type Format } from './envelope.js';
 import type { Exchange } from './http.js';
 import { WorkspaceService } from './workspace-service.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
 import { Router, type Params } from './router.js';
+import { Reads } from './reads.js';
 import { SYSTEM_VIEWS, resolveView, versionOnView } from '../content/views.js';
 import { INDEXING_VARIANT } from '../content/variants.js';
 import { checkAlias, parseEnvelope, parseViewBody, typeSchema, updateModeOf, viewSchema } from './schemas.js';
@@ -29,6 +30,7 @@ type ReadKind = 'content' | 'metadata' | 'history';
  */
 export class ContentService implements ContentEndpoints {
   readonly router = new Router();
+  readonly reads: Reads;
   /** Rendered versioned answers; they never change. */
   private readonly cache: LRUCache<string, string>;
   /** Revision snapshots; they never change either. */
@@ -37,6 +39,7 @@ export class ContentService implements ContentEndpoints {
   constructor(private readonly d: ContentServiceDeps) {
     this.cache = new LRUCache<string, string>({ max: Math.max(1, d.settings.READ_CACHE_ENTRIES) });
     this.snapshots = new LRUCache<string, Snapshot>({ max: Math.max(1, d.settings.READ_CACHE_ENTRIES) });
+    this.reads = new Reads(d);
     const r = this.router;
     r.on('POST', 'security/token', (x) => this.token(x));
     r.on('DELETE', 'security/token', (x) => this.revokeToken(x));
@@ -302,7 +305,7 @@ export class ContentService implements ContentEndpoints {
     // atLeastRevision bypasses a cached head older than it
     const head = await this.d.heads.get(cid, least === null ? 0 : Number(least));
     if (!head || head.deleted) throw new AppError('NOT_FOUND', `Content ${p.ns}/${p.alias} not found`);
-    this.checkRead(user, head);
+    this.reads.checkRead(user, head);
     if (least !== null && head.rev < Number(least)) {
       throw new AppError('VERSION_NOT_FOUND', `Revision ${least} is not available yet (current ${head.rev})`, { revision: head.rev });
     }
@@ -330,7 +333,7 @@ export class ContentService implements ContentEndpoints {
     const rev = Number(p.rev);
     const head = await this.d.heads.get(cid, rev);
     if (!head || head.deleted) throw new AppError('NOT_FOUND', `Content ${p.ns}/${p.alias} not found`);
-    this.checkRead(user, head);
+    this.reads.checkRead(user, head);
     const etag = etagOf(cid, rev);
     if (rev > head.rev) throw new AppError('VERSION_NOT_FOUND', `Revision ${rev} does not exist`, { revision: head.rev });
     const variant = this.variantOf(x, head.type);
@@ -398,10 +401,6 @@ export class ContentService implements ContentEndpoints {
     });
     if (aspects === null) throw new AppError('NOT_FOUND', `Content is not available in variant ${variant}`);
     return serialize(contentEnvelope(snap, { ...version, aspects }), fmt);
-  }
-
-  private checkRead(user: Principal, head: Snapshot): void {
-    if (!isAllowed(this.d.security, user, 'Read', head.type, contextsOf(head.meta))) throw permissionDenied('Read', user);
   }
 
   /**

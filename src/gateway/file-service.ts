@@ -3,14 +3,14 @@ import mime from 'mime-types';
 import type { Settings } from '../../config/settings.js';
 import type { ContentStore } from '../adapters/content-store.js';
 import { fileKeyOf, fileUriOf, type FileKey, type FileStore, type StoredFile } from '../adapters/file-store.js';
-import { contextsOf, parseVersionId, type Aspect, type Snapshot, type VersionRecord } from '../content/model.js';
+import { parseVersionId, type Aspect, type Snapshot, type VersionRecord } from '../content/model.js';
 import type { Variants } from '../content/variants.js';
 import { AppError } from '../errors.js';
 import { fileAccess, fileKeyOfUri, fileReferencesOf, type FileAction } from '../security/file-access.js';
-import { isAllowed, permissionDenied, type Principal, type SecurityConfig } from '../content/permissions.js';
-import { publicVersionKeys } from '../content/visibility.js';
+import { permissionDenied, type Principal, type SecurityConfig } from '../content/permissions.js';
 import type { TokenService } from '../security/token-service.js';
 import type { Exchange } from './http.js';
+import { Reads } from './reads.js';
 import { checkAlias } from './schemas.js';
 import { entityHasContent } from '../actors/content/taxonomy-references.js';
 
@@ -182,7 +182,12 @@ export class FileDeliveryService {
     ],
   };
 
-  constructor(private readonly d: FileServiceDeps) {}
+  /** Who may have which version's files: the one read rule (CONTRACT §12). */
+  private readonly reads: Reads;
+
+  constructor(private readonly d: FileServiceDeps) {
+    this.reads = new Reads(d);
+  }
 
   async handle(x: Exchange, segs: string[]): Promise<void> {
     const byVersion = segs[0] === 'version' && segs.length >= 3;
@@ -200,8 +205,7 @@ export class FileDeliveryService {
       head = await this.headOf(vid.cid);
       key = vid.key;
       path = segs.slice(2).join('/');
-      const publicKeys = this.publicVersions(head);
-      if (!publicKeys.includes(key)) this.checkRead(principal, head);
+      this.reads.checkVersionDelivery(principal, head, key);
     } else {
       checkAlias(segs[1], segs[2]);
       const cid = await this.d.store.resolveAlias(segs[1], segs[2]);
@@ -209,10 +213,7 @@ export class FileDeliveryService {
       head = await this.headOf(cid);
       path = segs.slice(3).join('/');
       // Who may read gets the latest version; anyone else the version on a public view.
-      const publicKeys = this.publicVersions(head);
-      if (principal && this.mayRead(principal, head)) key = head.head;
-      else if (publicKeys.length) key = publicKeys[0];
-      else throw this.denied(principal);
+      key = this.reads.deliveredVersion(principal, head);
     }
     const version = await this.d.store.version(head.cid, key);
     if (!version) throw new AppError('NOT_FOUND', `No version ${key}`);
@@ -230,24 +231,6 @@ export class FileDeliveryService {
     const head = await this.d.store.head(cid);
     if (!head || head.deleted) throw new AppError('NOT_FOUND', 'Content not found');
     return head;
-  }
-
-  /** Versions on a public view now (inside its time state), none for hidden content: the rule search uses too. */
-  private publicVersions(head: Snapshot): string[] {
-    return publicVersionKeys(head, this.d.settings.PUBLIC_VIEWS.split(','), this.d.clock());
-  }
-
-  private mayRead(principal: Principal, head: Snapshot): boolean {
-    return isAllowed(this.d.security, principal, 'Read', head.type, contextsOf(head.meta));
-  }
-
-  /** CONTRACT §12: no token 401, a token without Read 403. */
-  private checkRead(principal: Principal | null, head: Snapshot): void {
-    if (!principal || !this.mayRead(principal, head)) throw this.denied(principal);
-  }
-
-  private denied(principal: Principal | null): AppError {
-    return principal ? permissionDenied('Read', principal) : new AppError('NOT_AUTHENTICATED', 'X-Auth-Token required: the content is not on a public view');
   }
 
   /**

@@ -7,9 +7,9 @@ import type { Variants } from '../content/variants.js';
 import { AppError } from '../errors.js';
 import type { Principal, SecurityConfig } from '../content/permissions.js';
 import type { TokenService } from '../security/token-service.js';
-import { mayReadVersion, onViewFilter, visibilityFilter, type VisibilityRules } from '../content/visibility.js';
 import { contentEnvelope } from './envelope.js';
 import type { Exchange } from './http.js';
+import { Reads } from './reads.js';
 import { Router, type Params } from './router.js';
 import { entityHasContent } from '../actors/content/taxonomy-references.js';
 import { checkSearchParams } from './search-params.js';
@@ -33,14 +33,15 @@ export interface SearchServiceDeps {
  * the platform adds its filters as extra `fq` parameters, which the caller cannot remove (every
  * fq must match) and which use explicit local params, so defType and the like do not touch them.
  * Inlined content is loaded only where the caller may read it, by the same rule as the filters
- * (content/visibility.ts); engine errors come back without traces or addresses (search-errors.ts).
+ * (reads.ts over content/visibility.ts); engine errors come back without traces or addresses (search-errors.ts).
  */
 export class SearchService {
   readonly router = new Router();
-  private readonly rules: VisibilityRules;
+  /** What the caller may see: the filters and the inlined content follow the one read rule. */
+  private readonly reads: Reads;
 
   constructor(private readonly d: SearchServiceDeps) {
-    this.rules = { security: d.security, publicViews: d.settings.PUBLIC_VIEWS.split(',') };
+    this.reads = new Reads(d);
     this.router.on('GET', ':collection/select', (x, p) => this.select(x, p));
     this.router.on('POST', ':collection/select', (x, p) => this.select(x, p));
   }
@@ -93,8 +94,7 @@ export class SearchService {
 
   /** The filters the caller's permissions, view and variant impose, as fq values. */
   private filters(user: Principal | null, view: string | null, variant: string | null, now: number): string[] {
-    const fqs = [visibilityFilter(this.rules, user, now)];
-    if (view !== null) fqs.push(onViewFilter(view, now));
+    const fqs = this.reads.searchFilters(user, view, now);
     if (variant !== null) {
       const types = this.d.variants.typesWith(variant);
       if (types !== '*') fqs.push(types.length ? `{!lucene}svc_type_s:(${types.map((t) => `"${escapePhrase(t)}"`).join(' OR ')})` : '{!lucene}-*:*');
@@ -111,7 +111,7 @@ export class SearchService {
     const v = parseVersionId(versionId);
     if (!v) return null;
     const head = await this.d.store.head(v.cid);
-    if (!head || !mayReadVersion(this.rules, user, head, v.key, now)) return null;
+    if (!head || !this.reads.mayReadVersion(user, head, v.key, now)) return null;
     const version = await this.d.store.version(v.cid, v.key);
     if (!version) return null;
     if (variant === null) return contentEnvelope(head, version);

@@ -17,8 +17,8 @@ import { fieldSafe } from '../content/variants.js';
 import { AppError } from '../errors.js';
 import type { Principal, SecurityConfig } from '../content/permissions.js';
 import type { TokenService } from '../security/token-service.js';
-import { mayReadVersion, visibilityFilter, type VisibilityRules } from '../content/visibility.js';
 import type { Exchange } from './http.js';
+import { Reads } from './reads.js';
 
 export const TAXONOMY_PREFIX = 'taxonomy-service';
 
@@ -149,7 +149,7 @@ export class TaxonomyService {
   };
 
   /** Who may see which indexed content: completion candidates from the index are filtered like search. */
-  private readonly rules: VisibilityRules;
+  private readonly reads: Reads;
 
   constructor(
     private readonly d: {
@@ -161,7 +161,7 @@ export class TaxonomyService {
       clock: () => number;
     },
   ) {
-    this.rules = { security: d.security, publicViews: d.settings.PUBLIC_VIEWS.split(',') };
+    this.reads = new Reads(d);
   }
 
   async handle(x: Exchange, segs: string[]): Promise<void> {
@@ -265,7 +265,7 @@ export class TaxonomyService {
       'facet.limit': '1000',
       'facet.mincount': '1',
     });
-    params.append('fq', visibilityFilter(this.rules, user, this.d.clock()));
+    for (const fq of this.reads.searchFilters(user, null, this.d.clock())) params.append('fq', fq);
     const res = await this.d.engine!.select(this.d.settings.SOLR_COLLECTION, params);
     if (res.status !== 200) return [];
     const body = JSON.parse(res.body) as { facet_counts?: { facet_fields?: Record<string, (string | number)[]> } };
@@ -302,7 +302,7 @@ export class TaxonomyService {
    */
   private viewer(user: Principal | null): Sees {
     const now = this.d.clock();
-    return (e) => !e.head || mayReadVersion(this.rules, user, e.head, e.head.head, now);
+    return (e) => !e.head || this.reads.mayReadVersion(user, e.head, e.head.head, now);
   }
 
   /**
@@ -317,7 +317,9 @@ export class TaxonomyService {
     }
     if (Date.now() - this.loadedAt > CACHE_MS && !this.reloading) {
       this.reloading = this.load()
-        .then((model) => void (this.current = Promise.resolve(model)))
+        .then((model) => {
+          this.current = Promise.resolve(model);
+        })
         .catch(() => undefined)
         .finally(() => (this.reloading = undefined));
     }

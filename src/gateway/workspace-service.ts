@@ -1,9 +1,8 @@
 import { newCommandId, newContentKey } from '../adapters/ids.js';
 import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
-import { contextsOf, etagOf, MAIN_NAMESPACE, type Draft, type Snapshot, type VersionRecord } from '../content/model.js';
+import { etagOf, MAIN_NAMESPACE, type Draft, type Snapshot, type VersionRecord } from '../content/model.js';
 import type { DraftResult } from '../actors/content/workspace.js';
 import { AppError } from '../errors.js';
-import { canInAnyContext, isAllowed, permissionDenied, type Principal } from '../content/permissions.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
 import { STATUS_CREATED, STATUS_OK, contentEnvelope, draftEnvelope, formatOf, partialCreated, serialize } from './envelope.js';
 import type { Exchange } from './http.js';
@@ -86,7 +85,7 @@ export class WorkspaceService {
     // whether or not drafts the caller may not read are on the workspace).
     members.forEach((cid, i) => {
       const [draft, head] = found[i];
-      if (draft && this.mayRead(user, draft, head)) drafts[`${MAIN_NAMESPACE}/${cid}`] = {};
+      if (draft && this.content.reads.mayReadDraft(user, draft, head)) drafts[`${MAIN_NAMESPACE}/${cid}`] = {};
     });
     x.sendJson(200, { workspaceId: ws, drafts });
   }
@@ -114,7 +113,7 @@ export class WorkspaceService {
     const cid = await this.cidOf(p, ws);
     const [draft, head] = await Promise.all([this.d.store.draft(cid, ws), this.liveHead(cid)]);
     if (!draft && !head) throw new AppError('NOT_FOUND', `Content ${p.ns}/${p.alias} not found`);
-    this.checkRead(user, draft, head);
+    this.content.reads.checkDraftRead(user, draft, head);
     const type = draft?.type ?? head!.type;
     const variant = this.content.variantOf(x, type);
     const fmt = formatOf(x.query.get('format'), x.header('accept'));
@@ -149,15 +148,6 @@ export class WorkspaceService {
       ],
       serialize({ ...contentEnvelope(head!, version), operations: [] }, fmt),
     );
-  }
-
-  /** Read a draft: if it exists in main, when the caller can read the original; else when it could read it in any context. */
-  private checkRead(user: Principal, draft: Draft | null, head: Snapshot | null): void {
-    if (!this.mayRead(user, draft, head)) throw permissionDenied('Read', user);
-  }
-
-  private mayRead(user: Principal, draft: Draft | null, head: Snapshot | null): boolean {
-    return head ? isAllowed(this.d.security, user, 'Read', head.type, contextsOf(head.meta)) : canInAnyContext(this.d.security, user, 'Read', draft!.type);
   }
 
   /** PUT draft: a new draft over main, or the draft replaced; `merge` and conditional headers refused. */
