@@ -8,7 +8,8 @@ import type { Settings } from '../../config/settings.js';
 import type { ContentEvent } from '../content/model.js';
 import type { IndexingRules } from './indexing.js';
 import { IndexWriter } from './index-writer.js';
-import { retryWithBackoff, sleep } from '../wait.js';
+import { readGroup, readOrRetry, type ReadRetry } from './stream-reads.js';
+import { retryWithBackoff } from '../wait.js';
 
 const BLOCK_MS = 1000;
 /**
@@ -71,28 +72,11 @@ export class Indexer {
 
   private async run(conn: RedisClient, partitions: number[]): Promise<void> {
     const streams = partitions.map((p) => keys.events(p));
+    const retry: ReadRetry = { running: () => this.running, warn: (e) => this.log.warn({ err: e }, 'event read failed, retrying'), retryMs: 500 };
+    const query = { group: INDEXER_GROUP, consumer: this.consumer, count: this.settings.INDEX_BATCH, blockMs: BLOCK_MS, streams, ids: streams.map(() => '>') };
     while (this.running) {
-      let res: [Buffer, StreamEntry[]][] | null;
-      try {
-        res = (await conn.xreadgroupBuffer(
-          'GROUP',
-          INDEXER_GROUP,
-          this.consumer,
-          'COUNT',
-          this.settings.INDEX_BATCH,
-          'BLOCK',
-          BLOCK_MS,
-          'STREAMS',
-          ...streams,
-          ...streams.map(() => '>'),
-        )) as typeof res;
-      } catch (e) {
-        if (!this.running) return;
-        this.log.warn({ err: e }, 'event read failed, retrying');
-        await sleep(500);
-        continue;
-      }
-      if (!res) continue;
+      const res = await readOrRetry(() => readGroup(conn, query), retry);
+      if (res === 'failed' || !res) continue;
       await this.indexUntilDone(res.map(([stream, entries]) => ({ stream: stream.toString(), entries })));
     }
   }

@@ -5,8 +5,8 @@ import { partitionOf } from '../adapters/ids.js';
 import type { Logger } from '../adapters/log.js';
 import type { Settings } from '../../config/settings.js';
 import { AppError } from '../errors.js';
-import { sleep } from '../wait.js';
 import { recordedReply, type CommandBase, type Reply } from './runtime.js';
+import { readOrRetry, type ReadRetry } from './stream-reads.js';
 
 const REPLY_TTL_MS = 300000;
 
@@ -145,17 +145,10 @@ export class Mailbox {
 
   private async readReplies(): Promise<void> {
     let last = '0-0';
+    const retry: ReadRetry = { running: () => this.running, warn: (e) => this.log.warn({ err: e }, 'reply read failed, retrying'), retryMs: 200 };
     while (this.running) {
-      let res: [Buffer, [Buffer, Buffer[]][]][] | null;
-      try {
-        res = (await this.reader.xreadBuffer('COUNT', 1000, 'BLOCK', 2000, 'STREAMS', this.replyStream, last)) as typeof res;
-      } catch (e) {
-        if (!this.running) return;
-        this.log.warn({ err: e }, 'reply read failed, retrying');
-        await sleep(200);
-        continue;
-      }
-      if (!res) continue;
+      const res = await readOrRetry(() => this.reader.xreadBuffer('COUNT', 1000, 'BLOCK', 2000, 'STREAMS', this.replyStream, last), retry);
+      if (res === 'failed' || !res) continue;
       for (const [id, fields] of res[0][1]) {
         last = id.toString();
         if (fields[1]) this.deliver(fields[1]);

@@ -3,13 +3,14 @@ import { pack, unpack } from '../adapters/codec.js';
 import type { ContentStore } from '../adapters/content-store.js';
 import { newContentKey } from '../adapters/ids.js';
 import { keys, connectRedis, type RedisClient } from '../adapters/redis.js';
-import { ensureGroup, type StreamEntry } from '../adapters/redis-streams.js';
+import { ensureGroup } from '../adapters/redis-streams.js';
 import type { Logger } from '../adapters/log.js';
 import type { SolrEngine } from '../adapters/search-engine.js';
 import type { Settings } from '../../config/settings.js';
 import type { IndexingRules } from './indexing.js';
 import { IndexWriter } from './index-writer.js';
-import { retryWithBackoff, sleep } from '../wait.js';
+import { readGroup, readOrRetry, type ReadRetry } from './stream-reads.js';
+import { retryWithBackoff } from '../wait.js';
 
 export const REINDEXER_GROUP = 'reindexer';
 /** Content keys per record on the re-index topic. */
@@ -107,27 +108,13 @@ export class Reindexer {
   private async run(): Promise<void> {
     // First what this consumer read before a restart and never acknowledged, then new records.
     let cursor = '0';
+    const retry: ReadRetry = { running: () => this.running, warn: (e) => this.log.warn({ err: String(e) }, 're-index read failed, retrying'), retryMs: 500 };
     while (this.running) {
-      let res: [Buffer, StreamEntry[]][] | null;
-      try {
-        res = (await this.conn.xreadgroupBuffer(
-          'GROUP',
-          REINDEXER_GROUP,
-          this.consumer,
-          'COUNT',
-          4,
-          'BLOCK',
-          1000,
-          'STREAMS',
-          this.topic,
-          cursor,
-        )) as typeof res;
-      } catch (e) {
-        if (!this.running) return;
-        this.log.warn({ err: String(e) }, 're-index read failed, retrying');
-        await sleep(500);
-        continue;
-      }
+      const res = await readOrRetry(
+        () => readGroup(this.conn, { group: REINDEXER_GROUP, consumer: this.consumer, count: 4, blockMs: 1000, streams: [this.topic], ids: [cursor] }),
+        retry,
+      );
+      if (res === 'failed') continue;
       const entries = res?.[0]?.[1] ?? [];
       if (cursor === '0' && entries.length === 0) cursor = '>';
       // The records of a read are indexed side by side (the engine takes batches in parallel).

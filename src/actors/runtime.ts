@@ -8,6 +8,7 @@ import type { Logger } from '../adapters/log.js';
 import type { Settings } from '../../config/settings.js';
 import { AppError, type WireError } from '../errors.js';
 import { sleep } from '../wait.js';
+import { readGroup, readOrRetry, type ReadRetry } from './stream-reads.js';
 
 /** Every command names its content and a command id; the gateway adds where to reply. */
 export interface CommandBase {
@@ -312,28 +313,15 @@ class PartitionLoop<C extends CommandBase> {
   private async run(): Promise<void> {
     await ensureGroup(this.redis, this.stream, ACTOR_GROUP);
     await this.recover();
+    const retry: ReadRetry = {
+      running: () => this.running,
+      warn: (e) => this.log.warn({ err: e, partition: this.partition }, 'command read failed, retrying'),
+      retryMs: 200,
+    };
+    const query = { group: ACTOR_GROUP, consumer: this.owner, count: this.settings.ACTOR_BATCH, blockMs: BLOCK_MS, streams: [this.stream], ids: ['>'] };
     while (this.running) {
-      let res: [Buffer, StreamEntry[]][] | null;
-      try {
-        res = (await this.conn.xreadgroupBuffer(
-          'GROUP',
-          ACTOR_GROUP,
-          this.owner,
-          'COUNT',
-          this.settings.ACTOR_BATCH,
-          'BLOCK',
-          BLOCK_MS,
-          'STREAMS',
-          this.stream,
-          '>',
-        )) as [Buffer, StreamEntry[]][] | null;
-      } catch (e) {
-        if (!this.running) break;
-        this.log.warn({ err: e, partition: this.partition }, 'command read failed, retrying');
-        await sleep(200);
-        continue;
-      }
-      if (res?.[0][1].length) await this.processBatch(res[0][1]);
+      const res = await readOrRetry(() => readGroup(this.conn, query), retry);
+      if (res !== 'failed' && res?.[0][1].length) await this.processBatch(res[0][1]);
     }
   }
 

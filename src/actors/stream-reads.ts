@@ -1,0 +1,40 @@
+import type { RedisClient } from '../adapters/redis.js';
+import type { StreamEntry } from '../adapters/redis-streams.js';
+import { sleep } from '../wait.js';
+
+/** What XREAD and XREADGROUP answer in Buffer form: the entries read, per stream; null when the block timed out. */
+export type StreamsRead = [stream: Buffer, entries: StreamEntry[]][] | null;
+
+/** How a reader loop takes a failed blocking read. */
+export interface ReadRetry {
+  /** Is the loop still running? A read that fails after a stop (its connection closed) is no fault. */
+  running(): boolean;
+  /** Logs the failure of a running loop. */
+  warn(e: unknown): void;
+  /** The pause before the loop reads again. */
+  retryMs: number;
+}
+
+/**
+ * One blocking read of a reader loop (the actors' commands, the indexer's events, the
+ * re-index topic, a gateway's replies). A failed read (Redis restarting, a failover) answers
+ * 'failed' after a warning and a pause, so the loop reads again; once the loop stopped, at once.
+ */
+export async function readOrRetry(read: () => Promise<unknown>, retry: ReadRetry): Promise<StreamsRead | 'failed'> {
+  try {
+    return (await read()) as StreamsRead;
+  } catch (e) {
+    if (!retry.running()) return 'failed';
+    retry.warn(e);
+    await sleep(retry.retryMs);
+    return 'failed';
+  }
+}
+
+/** XREADGROUP GROUP group consumer COUNT count BLOCK ms STREAMS ...streams ...ids, with Buffer replies. */
+export function readGroup(
+  conn: RedisClient,
+  q: { group: string; consumer: string; count: number; blockMs: number; streams: string[]; ids: string[] },
+): Promise<unknown> {
+  return conn.xreadgroupBuffer('GROUP', q.group, q.consumer, 'COUNT', q.count, 'BLOCK', q.blockMs, 'STREAMS', ...q.streams, ...q.ids);
+}
