@@ -257,6 +257,7 @@ class PartitionLoop<C extends CommandBase> {
             this.abandon();
             return null;
           }
+          // Only a stream command's answer can be a recorded (packed) reply; kept general all the same.
           return Buffer.isBuffer(out.reply) ? unpack<Reply>(out.reply) : out.reply;
         } catch (e) {
           this.log.error({ err: e, partition: this.partition, command: cmd.id, requestId: cmd.requestId, attempt }, 'command failed');
