@@ -14,6 +14,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { pack } from 'msgpackr';
+import { packScriptArgs } from '../src/adapters/redis.js';
+import { CommitOutcome } from '../src/adapters/content-store.js';
 import { latencyOf, result, round2 } from './lib.js';
 
 const [url, secondsArg, concurrencyArg, partitionsArg] = process.argv.slice(2);
@@ -87,24 +89,24 @@ async function one(): Promise<number> {
     `cmd:{${p}}`,
     `cat:{${p}}`,
     `cat:{${p}}:t:article`,
-    OWNER,
-    0,
-    1,
-    blobs.snapshot,
-    vk,
-    blobs.version,
-    blobs.index,
-    blobs.event,
-    1000000,
-    blobs.reply,
-    86400,
-    Date.now(),
-    'actors',
-    '',
-    '',
-    blobs.view,
+    packScriptArgs({
+      owner: OWNER,
+      expectedRev: 0,
+      rev: 1,
+      snapshot: blobs.snapshot,
+      versionKey: vk,
+      version: blobs.version,
+      versionIndexEntry: blobs.index,
+      event: blobs.event,
+      eventsMaxLen: 1000000,
+      reply: blobs.reply,
+      dedupTtl: 86400,
+      ts: Date.now(),
+      group: 'actors',
+      viewEvents: [blobs.view],
+    }),
   );
-  if (res[0] !== 1) throw new Error(`commit answered ${JSON.stringify(res)}`);
+  if (res[0] !== CommitOutcome.Committed) throw new Error(`commit answered ${JSON.stringify(res)}`);
   return performance.now() - t0;
 }
 
