@@ -1,4 +1,5 @@
-import type { Aspect, Aspects, Json } from './model.js';
+import { AppError } from '../errors.js';
+import { mainAlias, type Aspect, type Aspects, type Json, type Snapshot } from './model.js';
 
 /**
  * The taxonomy rules of the spec ("Taxonomy resources", "Categorization"; CONTRACT §10) that
@@ -55,4 +56,298 @@ export function taxonomyRepresentation(aspects: Aspects): Aspects | null {
     return { svcEntity: entity };
   }
   return null;
+}
+
+// ---- The taxonomy read model (spec "Taxonomy service", CONTRACT §10) ----
+//
+// What the taxonomy service answers, built from the definitions alone: the taxonomies,
+// dimensions and entities by id, the tree below each, how deep a read goes, and completion
+// matching. The service reads the definitions and the index; everything it decides from them is
+// here, without I/O.
+
+/** Default and maximum of the `depth` parameter (CONTRACT §10). */
+export const MAX_TAXONOMY_DEPTH = 100;
+/** At most this many entities in a completion result. */
+export const MAX_COMPLETIONS = 50;
+
+type Localizations = Record<string, string>;
+
+export interface TaxonomyDef {
+  kind: 'taxonomy';
+  id: string;
+  name: string;
+  dimensions: string[];
+}
+export interface DimensionDef {
+  kind: 'dimension';
+  id: string;
+  name: string;
+  enumerable: boolean;
+  localizations: Localizations;
+}
+export interface EntityDef {
+  kind: 'entity';
+  id: string;
+  name: string;
+  localizations: Localizations;
+  parent: string | null;
+  attributes: Record<string, string>;
+  /**
+   * The content of a content hierarchy node: the node is seen only by callers who may see the
+   * content's current version (CONTRACT §20), definitions have none and are public (§10).
+   */
+  head?: Snapshot;
+}
+export type TaxonomyNode = TaxonomyDef | DimensionDef | EntityDef;
+/** Does the caller of a request see this entity? */
+export type Sees = (e: EntityDef) => boolean;
+
+/** Definitions by id, and the children (entities) of each entity or dimension id. */
+export interface TaxonomyModel {
+  byId: Map<string, TaxonomyNode>;
+  children: Map<string, EntityDef[]>;
+  taxonomies: TaxonomyDef[];
+  /** Completion candidates per dimension, made on the first completion of the model. */
+  candidates: Map<string, Candidate[]>;
+}
+
+/** A name path with its lowercased tokens per level, and the entity when it is defined. */
+export interface Candidate {
+  path: string[];
+  words: string[][];
+  entity?: EntityDef;
+}
+
+/** The definition a content's aspects hold (through its svcTaxonomy representation); null when none. */
+export function definitionOf(aspects: Aspects): TaxonomyNode | null {
+  const rep = taxonomyRepresentation(aspects);
+  if (!rep) return null;
+  if (rep.svcTaxonomy)
+    return { kind: 'taxonomy', id: str(rep.svcTaxonomy.id), name: str(rep.svcTaxonomy.name), dimensions: strings(rep.svcTaxonomy.dimensions) };
+  if (rep.svcDimension) {
+    const d = rep.svcDimension;
+    return { kind: 'dimension', id: str(d.id), name: str(d.name), enumerable: d.enumerable === true, localizations: stringMap(d.localizations) };
+  }
+  const e = rep.svcEntity!;
+  return {
+    kind: 'entity',
+    id: str(e.id),
+    name: str(e.name),
+    localizations: stringMap(e.localizations),
+    parent: typeof e.parent === 'string' ? e.parent : null,
+    attributes: stringMap(e.attributes),
+  };
+}
+
+/**
+ * The entity of a content hierarchy node: its id is the content's main alias, its parent the
+ * main alias of the parent content (`parent`, resolved by the caller; the dimension for a root),
+ * and its `contentType` attribute the content's type.
+ */
+export function hierarchyNodeOf(cid: string, head: Snapshot, type: string, node: Aspect, parent: string): EntityDef {
+  const id = mainAlias(cid);
+  return {
+    kind: 'entity',
+    id,
+    name: str(node.name, id),
+    localizations: stringMap(node.localizations),
+    parent,
+    attributes: { ...stringMap(node.attributes), contentType: type },
+    head,
+  };
+}
+
+/** The special content hierarchy taxonomy and its dimension, always present. */
+const BUILT_IN: TaxonomyNode[] = [
+  { kind: 'taxonomy', id: CONTENT_HIERARCHY, name: 'Content hierarchy', dimensions: [CONTENT_HIERARCHY_DIMENSION] },
+  { kind: 'dimension', id: CONTENT_HIERARCHY_DIMENSION, name: 'Contents', enumerable: true, localizations: {} },
+];
+
+/** Definitions by id (built-ins win), children sorted by name, entities on a parent cycle left out. */
+export function buildTaxonomyModel(defs: Iterable<TaxonomyNode>): TaxonomyModel {
+  const byId = new Map<string, TaxonomyNode>();
+  for (const def of defs) byId.set(def.id, def);
+  for (const def of BUILT_IN) byId.set(def.id, def);
+  const children = new Map<string, EntityDef[]>();
+  for (const def of byId.values()) {
+    if (def.kind !== 'entity' || def.parent === null || wouldCycle(byId, def)) continue;
+    const list = children.get(def.parent) ?? [];
+    list.push(def);
+    children.set(def.parent, list);
+  }
+  for (const list of children.values()) list.sort((a, b) => a.name.localeCompare(b.name) || a.id.localeCompare(b.id));
+  const taxonomies = [...byId.values()].filter((d): d is TaxonomyDef => d.kind === 'taxonomy').sort((a, b) => a.id.localeCompare(b.id));
+  return { byId, children, taxonomies, candidates: new Map() };
+}
+
+/** Does following parents from `e` come back to `e` (a cycle is never shown)? */
+function wouldCycle(byId: Map<string, TaxonomyNode>, e: EntityDef): boolean {
+  const seen = new Set<string>([e.id]);
+  let cur: TaxonomyNode | undefined = e;
+  while (cur?.kind === 'entity' && cur.parent !== null) {
+    if (seen.has(cur.parent)) return true;
+    seen.add(cur.parent);
+    cur = byId.get(cur.parent);
+  }
+  return false;
+}
+
+/** The `depth` parameter: a non-negative integer, default 100, larger values taken as 100; 400 otherwise. */
+export function taxonomyDepthOf(v: string | null): number {
+  if (v === null || v === '') return MAX_TAXONOMY_DEPTH;
+  if (!/^\d{1,9}$/.test(v)) throw new AppError('BAD_REQUEST', 'depth must be a non-negative integer (at most 100 levels are given)', { depth: v });
+  return Math.min(Number(v), MAX_TAXONOMY_DEPTH);
+}
+
+/**
+ * A structure read: every taxonomy (`id` null), or the taxonomy, dimension or entity `id`, with
+ * its children down to `depth` levels; null when there is none the caller sees. A node the
+ * caller may not see answers as one that does not exist. (Below a node it may not see, a node is
+ * still found by its id, as it would be if that node did not exist.)
+ */
+export function structureOf(m: TaxonomyModel, id: string | null, depth: number, sees: Sees): unknown {
+  if (id === null) return m.taxonomies.map((t) => taxonomyTree(m, t, depth, sees));
+  const def = m.byId.get(id);
+  if (!def || (def.kind === 'entity' && !sees(def))) return null;
+  return def.kind === 'taxonomy'
+    ? taxonomyTree(m, def, depth, sees)
+    : def.kind === 'dimension'
+      ? dimensionTree(m, def, depth, sees)
+      : entityTree(m, def, depth, sees);
+}
+
+function taxonomyTree(m: TaxonomyModel, t: TaxonomyDef, depth: number, sees: Sees) {
+  const dims = t.dimensions.map((id) => m.byId.get(id)).filter((d): d is DimensionDef => d?.kind === 'dimension');
+  return { id: t.id, name: t.name, dimensions: depth > 0 ? dims.map((d) => dimensionTree(m, d, depth - 1, sees)) : [] };
+}
+
+function dimensionTree(m: TaxonomyModel, d: DimensionDef, depth: number, sees: Sees) {
+  const { entities, childrenOmitted } = childrenOf(m, d.id, depth, sees);
+  return { id: d.id, name: d.name, localizations: d.localizations, enumerable: d.enumerable, entities, childrenOmitted };
+}
+
+function entityTree(m: TaxonomyModel, e: EntityDef, depth: number, sees: Sees): Record<string, unknown> {
+  const { entities, childrenOmitted } = childrenOf(m, e.id, depth, sees);
+  return { id: e.id, name: e.name, localizations: e.localizations, entities, attributes: e.attributes, childrenOmitted };
+}
+
+/**
+ * The children the caller sees (a node it may not see hides its subtree, as if it did not
+ * exist); `childrenOmitted` is true exactly where children exist that the depth left out.
+ */
+function childrenOf(m: TaxonomyModel, id: string, depth: number, sees: Sees) {
+  const kids = (m.children.get(id) ?? []).filter(sees);
+  if (depth <= 0) return { entities: [], childrenOmitted: kids.length > 0 };
+  return { entities: kids.map((k) => entityTree(m, k, depth - 1, sees)), childrenOmitted: false };
+}
+
+// ---- completion matching ----
+
+/** Lowercased whitespace tokens. */
+export function tokens(s: string): string[] {
+  return s.toLowerCase().split(/\s+/).filter(Boolean);
+}
+
+/** A completion input as levels (split on `/`) of tokens; empty levels dropped. */
+export function completionLevels(input: string): string[][] {
+  return input
+    .split('/')
+    .map((l) => tokens(l))
+    .filter((l) => l.length > 0);
+}
+
+const candidate = (path: string[], entity?: EntityDef): Candidate => ({ path, words: path.map(tokens), entity });
+
+/** Every defined entity of a dimension with its name path, parents before children. */
+function candidatesOf(model: TaxonomyModel, dimId: string): Candidate[] {
+  let list = model.candidates.get(dimId);
+  if (list) return list;
+  const found: Candidate[] = [];
+  const walk = (parent: string, path: string[], depth: number) => {
+    if (depth > MAX_TAXONOMY_DEPTH) return;
+    for (const e of model.children.get(parent) ?? []) {
+      const p = [...path, e.name];
+      found.push(candidate(p, e));
+      walk(e.id, p, depth + 1);
+    }
+  };
+  walk(dimId, [], 1);
+  list = found;
+  model.candidates.set(dimId, list);
+  return list;
+}
+
+/** Every input token is a prefix of a name token, in order (`A B` matches `Ab Bc`, not `Bc Ab`). */
+function levelMatches(words: string[], input: string[]): boolean {
+  let at = 0;
+  for (const t of input) {
+    while (at < words.length && !words[at].startsWith(t)) at++;
+    if (at === words.length) return false;
+    at++;
+  }
+  return true;
+}
+
+/** The input's levels match the last levels of a path (given as tokens per level), one each. */
+function matchesWords(words: string[][], levels: string[][]): boolean {
+  const skip = words.length - levels.length;
+  if (skip < 0) return false;
+  for (let i = levels.length - 1; i >= 0; i--) if (!levelMatches(words[skip + i], levels[i])) return false;
+  return true;
+}
+
+/** The input's levels match the last levels of the path, one each (spec "completion matching"). */
+export function matchesLevels(path: string[], levels: string[][]): boolean {
+  return matchesWords(path.map(tokens), levels);
+}
+
+/**
+ * The caller sees the entity and every entity above it: a completion candidate's name path runs
+ * through its ancestors, and below a node the caller may not see it would not exist.
+ */
+function seenWithAncestors(model: TaxonomyModel, e: EntityDef, sees: Sees): boolean {
+  let cur: TaxonomyNode | undefined = e;
+  for (let depth = 0; cur?.kind === 'entity' && depth <= MAX_TAXONOMY_DEPTH; depth++) {
+    if (!sees(cur)) return false;
+    cur = cur.parent === null ? undefined : model.byId.get(cur.parent);
+  }
+  return true;
+}
+
+/** The defined entities of the dimension that match the levels and that the caller sees with their ancestors; at most MAX_COMPLETIONS. */
+export function definedCompletions(model: TaxonomyModel, dimId: string, levels: string[][], sees: Sees): Candidate[] {
+  const matches: Candidate[] = [];
+  for (const c of candidatesOf(model, dimId))
+    if (matchesWords(c.words, levels) && seenWithAncestors(model, c.entity!, sees) && matches.push(c) >= MAX_COMPLETIONS) break;
+  return matches;
+}
+
+/**
+ * Adds to `matches` the name paths found in the index (already filtered for the caller) that
+ * match the levels and are no defined entity's path, up to MAX_COMPLETIONS in all.
+ */
+export function addIndexedCompletions(model: TaxonomyModel, dimId: string, levels: string[][], matches: Candidate[], indexedPaths: string[]): void {
+  if (matches.length >= MAX_COMPLETIONS) return;
+  const known = new Set(candidatesOf(model, dimId).map((c) => c.path.join('/')));
+  for (const path of indexedPaths) {
+    if (known.has(path)) continue;
+    const c = candidate(path.split('/'));
+    if (matchesWords(c.words, levels) && matches.push(c) >= MAX_COMPLETIONS) break;
+  }
+}
+
+/** The Completion result: the Dimension shape with each match an element of `entities`. */
+export function completionOf(model: TaxonomyModel, dim: DimensionDef, matches: Candidate[], sees: Sees) {
+  return {
+    id: dim.id,
+    name: dim.name,
+    localizations: dim.localizations,
+    enumerable: dim.enumerable,
+    childrenOmitted: false,
+    entities: matches.map(({ path, entity }) =>
+      entity
+        ? { id: entity.id, name: entity.name, entities: [], attributes: entity.attributes, childrenOmitted: (model.children.get(entity.id) ?? []).some(sees) }
+        : { id: path.join('/'), name: path[path.length - 1], entities: [], attributes: {}, childrenOmitted: false },
+    ),
+  };
 }

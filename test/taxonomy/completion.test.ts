@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { loadSettings } from '../../config/settings.js';
 import { createLogger } from '../../src/adapters/log.js';
-import { matchesLevels } from '../../src/gateway/taxonomy-service.js';
+import { matchesLevels } from '../../src/content/taxonomy.js';
 import { startPlatform } from '../../src/main.js';
 import { Client } from '../support/platform.js';
 import { ensureTestSolr } from '../support/solr.js';

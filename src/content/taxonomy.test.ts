@@ -1,0 +1,196 @@
+import { expect } from 'chai';
+import { AppError } from '../errors.js';
+import type { Snapshot } from './model.js';
+import {
+  addIndexedCompletions,
+  buildTaxonomyModel,
+  CONTENT_HIERARCHY,
+  CONTENT_HIERARCHY_DIMENSION,
+  completionLevels,
+  completionOf,
+  definedCompletions,
+  definitionOf,
+  type EntityDef,
+  hierarchyNodeOf,
+  MAX_COMPLETIONS,
+  MAX_TAXONOMY_DEPTH,
+  matchesLevels,
+  type Sees,
+  structureOf,
+  type TaxonomyNode,
+  taxonomyDepthOf,
+} from './taxonomy.js';
+
+const entity = (id: string, name: string, parent: string | null, over: Partial<EntityDef> = {}): EntityDef => ({
+  kind: 'entity',
+  id,
+  name,
+  localizations: {},
+  parent,
+  attributes: {},
+  ...over,
+});
+
+const DEFS: TaxonomyNode[] = [
+  { kind: 'taxonomy', id: 'news', name: 'News', dimensions: ['dimension.Tag', 'dimension.Missing'] },
+  { kind: 'dimension', id: 'dimension.Tag', name: 'Tag', enumerable: false, localizations: { sv: 'Etikett' } },
+  entity('tag.sport', 'Sport', 'dimension.Tag'),
+  entity('tag.football', 'Football', 'tag.sport'),
+  entity('tag.tennis', 'Tennis', 'tag.sport'),
+  entity('tag.arts', 'Arts', 'dimension.Tag'),
+  // a parent cycle: never shown
+  entity('tag.a', 'A', 'tag.b'),
+  entity('tag.b', 'B', 'tag.a'),
+];
+
+const all: Sees = () => true;
+
+describe('taxonomy read model (spec "Taxonomy service", CONTRACT §10)', () => {
+  it('definitionOf reads the definition aspects through their svcTaxonomy representation', () => {
+    expect(definitionOf({ svcTaxonomyDefinition: { id: 't', name: 'T', dimensions: ['d', 1] } })).to.deep.equal({
+      kind: 'taxonomy',
+      id: 't',
+      name: 'T',
+      dimensions: ['d'],
+    });
+    expect(definitionOf({ svcDimensionDefinition: { id: 'd', name: 'D', enumerable: 'yes', localizations: { sv: 'X', n: 1 } } })).to.deep.equal({
+      kind: 'dimension',
+      id: 'd',
+      name: 'D',
+      enumerable: false,
+      localizations: { sv: 'X' },
+    });
+    expect(definitionOf({ svcEntityDefinition: { id: 'e', name: 'E', parent: 'd', attributes: { a: 'b' } } })).to.deep.equal(
+      entity('e', 'E', 'd', { attributes: { a: 'b' } }),
+    );
+    expect(definitionOf({ svcEntityDefinition: { id: 'e', parent: 7 } }), 'a parent that is no string').to.have.property('parent', null);
+    expect(definitionOf({ body: { title: 'x' } })).to.equal(null);
+  });
+
+  it('hierarchyNodeOf: the main alias as id (and as name by default), the content type as an attribute, the head kept for visibility', () => {
+    const head = { cid: 'k1', head: 'v1' } as Snapshot;
+    const node = hierarchyNodeOf('k1', head, 'article', { attributes: { x: 'y', contentType: 'forged' } }, CONTENT_HIERARCHY_DIMENSION);
+    expect(node).to.deep.equal({
+      kind: 'entity',
+      id: 'contentid/k1',
+      name: 'contentid/k1',
+      localizations: {},
+      parent: CONTENT_HIERARCHY_DIMENSION,
+      attributes: { x: 'y', contentType: 'article' },
+      head,
+    });
+    expect(hierarchyNodeOf('k1', head, 'article', { name: 'Home' }, 'contentid/k0').name).to.equal('Home');
+  });
+
+  it('buildTaxonomyModel: built-ins always present and winning, children sorted by name then id, parent cycles left out', () => {
+    const m = buildTaxonomyModel([...DEFS, { kind: 'taxonomy', id: CONTENT_HIERARCHY, name: 'forged', dimensions: [] }]);
+    expect(m.taxonomies.map((t) => t.id)).to.deep.equal([CONTENT_HIERARCHY, 'news']);
+    expect((m.byId.get(CONTENT_HIERARCHY) as { name: string }).name).to.equal('Content hierarchy');
+    expect(m.byId.get(CONTENT_HIERARCHY_DIMENSION)?.kind).to.equal('dimension');
+    expect(m.children.get('dimension.Tag')?.map((e) => e.id)).to.deep.equal(['tag.arts', 'tag.sport']);
+    expect(m.children.get('tag.sport')?.map((e) => e.id)).to.deep.equal(['tag.football', 'tag.tennis']);
+    expect(m.children.has('tag.a') || m.children.has('tag.b'), 'entities on a cycle').to.equal(false);
+    const twins = buildTaxonomyModel([entity('z', 'Same', 'd'), entity('y', 'Same', 'd')]);
+    expect(twins.children.get('d')?.map((e) => e.id)).to.deep.equal(['y', 'z']);
+  });
+
+  it('taxonomyDepthOf: default and maximum 100, a non-negative integer or 400', () => {
+    expect(taxonomyDepthOf(null)).to.equal(MAX_TAXONOMY_DEPTH);
+    expect(taxonomyDepthOf('')).to.equal(MAX_TAXONOMY_DEPTH);
+    expect(taxonomyDepthOf('0')).to.equal(0);
+    expect(taxonomyDepthOf('7')).to.equal(7);
+    expect(taxonomyDepthOf('999999999')).to.equal(MAX_TAXONOMY_DEPTH);
+    for (const bad of ['-1', '1.5', 'x', '1e3', '1234567890']) {
+      expect(() => taxonomyDepthOf(bad), bad)
+        .to.throw(AppError)
+        .with.property('http', 400);
+    }
+  });
+
+  it('structureOf: the tree down to depth levels, childrenOmitted exactly where the depth left children out', () => {
+    const m = buildTaxonomyModel(DEFS);
+    const list = structureOf(m, null, 1, all) as { id: string; dimensions: { id: string; entities: unknown[]; childrenOmitted: boolean }[] }[];
+    expect(list.map((t) => t.id)).to.deep.equal([CONTENT_HIERARCHY, 'news']);
+    const news = list[1];
+    expect(
+      news.dimensions.map((d) => d.id),
+      'a dimension that is not defined is left out',
+    ).to.deep.equal(['dimension.Tag']);
+    expect(news.dimensions[0].entities).to.deep.equal([]);
+    expect(news.dimensions[0].childrenOmitted).to.equal(true);
+    expect(structureOf(m, 'news', 0, all)).to.deep.equal({ id: 'news', name: 'News', dimensions: [] });
+    expect(structureOf(m, 'tag.sport', 1, all)).to.deep.equal({
+      id: 'tag.sport',
+      name: 'Sport',
+      localizations: {},
+      attributes: {},
+      childrenOmitted: false,
+      entities: [
+        { id: 'tag.football', name: 'Football', localizations: {}, attributes: {}, entities: [], childrenOmitted: false },
+        { id: 'tag.tennis', name: 'Tennis', localizations: {}, attributes: {}, entities: [], childrenOmitted: false },
+      ],
+    });
+    expect(structureOf(m, 'dimension.Tag', 100, all))
+      .to.have.property('localizations')
+      .that.deep.equals({ sv: 'Etikett' });
+    expect(structureOf(m, 'tag.a', 100, all), 'an entity on a cycle is found by id, without children')
+      .to.have.property('entities')
+      .that.deep.equals([]);
+    expect(structureOf(m, 'nothing', 100, all)).to.equal(null);
+  });
+
+  it('structureOf: a node the caller may not see answers as missing and hides its subtree', () => {
+    const m = buildTaxonomyModel(DEFS);
+    const noSport: Sees = (e) => e.id !== 'tag.sport';
+    expect(structureOf(m, 'tag.sport', 100, noSport)).to.equal(null);
+    const dim = structureOf(m, 'dimension.Tag', 100, noSport) as { entities: { id: string }[] };
+    expect(dim.entities.map((e) => e.id)).to.deep.equal(['tag.arts']);
+    const shallow = structureOf(m, 'dimension.Tag', 0, (e) => e.id === 'nothing') as { childrenOmitted: boolean };
+    expect(shallow.childrenOmitted, 'children the caller cannot see are not omitted ones').to.equal(false);
+    expect(structureOf(m, 'tag.football', 100, noSport), 'below a hidden node, a node is still found by its id').to.not.equal(null);
+  });
+
+  it('completion: levels of lowercased tokens; defined entities matched on their last levels, seen with every ancestor', () => {
+    expect(completionLevels(' Foo  bar/ /Baz ')).to.deep.equal([['foo', 'bar'], ['baz']]);
+    expect(completionLevels('/ /')).to.deep.equal([]);
+    expect(matchesLevels(['Sport', 'Football'], [['s'], ['f']])).to.equal(true);
+    expect(matchesLevels(['Sport', 'Football'], [['f']])).to.equal(true);
+    expect(matchesLevels(['Sport'], [['s'], ['f']])).to.equal(false);
+    const m = buildTaxonomyModel(DEFS);
+    expect(definedCompletions(m, 'dimension.Tag', [['s']], all).map((c) => c.path)).to.deep.equal([['Sport']]);
+    expect(definedCompletions(m, 'dimension.Tag', [['t']], all).map((c) => c.path.join('/'))).to.deep.equal(['Sport/Tennis']);
+    expect(
+      definedCompletions(m, 'dimension.Tag', [['t']], (e) => e.id !== 'tag.sport'),
+      'an entity below one the caller may not see',
+    ).to.deep.equal([]);
+  });
+
+  it('completion: index paths add what no definition has, once, up to the limit; the result has the Dimension shape', () => {
+    const m = buildTaxonomyModel(DEFS);
+    const levels = [['s']];
+    const matches = definedCompletions(m, 'dimension.Tag', levels, all);
+    addIndexedCompletions(m, 'dimension.Tag', levels, matches, ['Sport', 'Sailing', 'Arts/Sculpture', 'Tennis']);
+    expect(matches.map((c) => c.path.join('/'))).to.deep.equal(['Sport', 'Sailing', 'Arts/Sculpture']);
+    const dim = m.byId.get('dimension.Tag');
+    if (dim?.kind !== 'dimension') throw new Error('no dimension');
+    expect(completionOf(m, dim, matches, all)).to.deep.equal({
+      id: 'dimension.Tag',
+      name: 'Tag',
+      localizations: { sv: 'Etikett' },
+      enumerable: false,
+      childrenOmitted: false,
+      entities: [
+        { id: 'tag.sport', name: 'Sport', entities: [], attributes: {}, childrenOmitted: true },
+        { id: 'Sailing', name: 'Sailing', entities: [], attributes: {}, childrenOmitted: false },
+        { id: 'Arts/Sculpture', name: 'Sculpture', entities: [], attributes: {}, childrenOmitted: false },
+      ],
+    });
+    expect(completionOf(m, dim, matches.slice(0, 1), (e) => e.id === 'tag.sport').entities[0].childrenOmitted, 'only children the caller sees count').to.equal(
+      false,
+    );
+    const many = Array.from({ length: MAX_COMPLETIONS + 5 }, (_, i) => `S${i}`);
+    const capped = definedCompletions(m, 'dimension.Tag', levels, all);
+    addIndexedCompletions(m, 'dimension.Tag', levels, capped, many);
+    expect(capped).to.have.length(MAX_COMPLETIONS);
+  });
+});
