@@ -31,6 +31,8 @@ const PARAMS = new Set(['since', 'limit', 'types', 'views', 'kinds', 'feed', 'ti
 const SSE_COMMENT_MS = 10_000;
 /** A WebSocket must send its first message within this. */
 const WS_FIRST_MESSAGE_MS = 10_000;
+/** How often an open stream's token is checked again (a revoked or expired token ends the stream). */
+const TOKEN_RECHECK_MS = 5000;
 /** Bytes a WebSocket may hold unsent before its subscriber counts as behind. */
 const WS_HIGH_WATER = 256 * 1024;
 /** WebSocket close codes: a bad token, a bad first message, an expired cursor, a subscriber that did not read. */
@@ -158,7 +160,7 @@ export class ChangesService {
     const since = sse && lastEventId ? lastEventId : (x.query.get('since') ?? undefined);
     await this.fanout.ensureStarted();
     const positions = await this.positionsOf(since);
-    if (sse) return this.sse(x, principal, filter, positions);
+    if (sse && x.method === 'GET') return this.sse(x, principal, filter, positions, x.header('x-auth-token')!);
     const page = await this.source.page(principal, filter, positions, limit);
     if (page.changes.length || feed !== 'longpoll' || timeout === 0) {
       x.sendJson(200, { changes: page.changes, last: encodeCursor(page.positions) });
@@ -215,7 +217,7 @@ export class ChangesService {
   }
 
   /** Server-sent events: `id: <cursor>`, `event: <kind>`, `data: <event>`, a comment when idle. */
-  private sse(x: Exchange, principal: Principal, filter: ChangeFilter, positions: StreamPosition[]): Promise<void> {
+  private sse(x: Exchange, principal: Principal, filter: ChangeFilter, positions: StreamPosition[], token: string): Promise<void> {
     const res = x.res;
     if (x.aborted) return Promise.resolve();
     x.responded = true;
@@ -236,6 +238,7 @@ export class ChangesService {
         if (ended) return;
         ended = true;
         clearInterval(keepAlive);
+        stopWatch();
         this.streams.delete(sub);
         if (!x.aborted) {
           // A client that does not read would never take a graceful end: it is cut.
@@ -270,6 +273,7 @@ export class ChangesService {
       const keepAlive = setInterval(() => {
         if (Date.now() - lastWrite >= SSE_COMMENT_MS - 100) write(': keep-alive\n\n');
       }, SSE_COMMENT_MS);
+      const stopWatch = this.watchToken(token, () => sub.close('stopped'));
       void sub.run();
     });
   }
@@ -292,7 +296,7 @@ export class ChangesService {
       );
     }
     try {
-      const principal = typeof first.token === 'string' && first.token ? await this.d.tokens.caller(first.token) : null;
+      const principal = typeof first.token === 'string' && first.token ? await this.d.tokens.authenticate(first.token) : null;
       if (data.closed) return;
       if (!principal) return this.wsFail(ws, new AppError('NOT_AUTHENTICATED', 'A valid token is required'), WS_CLOSE.unauthorized);
       const unknown = Object.keys(first).find((k) => !['token', 'since', 'types', 'views', 'kinds'].includes(k));
@@ -326,6 +330,14 @@ export class ChangesService {
         },
       };
       data.sub = new FeedSubscriber(this.fanout, principal, filter, positions, sink, this.d.settings.CHANGES_SUBSCRIBER_BUFFER);
+      const stopWatch = this.watchToken(first.token as string, () =>
+        this.wsFail(ws, new AppError('NOT_AUTHENTICATED', 'The token is no longer valid'), WS_CLOSE.unauthorized),
+      );
+      const close = sink.close;
+      sink.close = (reason) => {
+        stopWatch();
+        close(reason);
+      };
       void data.sub.run();
     } catch (e) {
       if (e instanceof CursorGoneError) return this.wsFail(ws, new AppError('BAD_REQUEST', e.message), WS_CLOSE.gone, goneBody(e));
@@ -333,6 +345,22 @@ export class ChangesService {
       this.d.log.error({ err: e }, 'change feed WebSocket failed');
       return this.wsFail(ws, new AppError('INTERNAL'), 1011);
     }
+  }
+
+  /** Calls `onInvalid` once the token is revoked or expired; answers the function that stops watching. */
+  private watchToken(token: string, onInvalid: () => void): () => void {
+    const timer = setInterval(() => {
+      this.d.tokens.authenticate(token).then(
+        (p) => {
+          if (p) return;
+          clearInterval(timer);
+          onInvalid();
+        },
+        () => undefined, // Redis failing: checked again next time
+      );
+    }, TOKEN_RECHECK_MS);
+    timer.unref();
+    return () => clearInterval(timer);
   }
 
   /** Sends `{"error": {...}}`, then closes with `code`. */

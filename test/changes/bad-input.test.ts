@@ -57,6 +57,19 @@ describe('change feed bad input and slow subscribers (CONTRACT §13)', function 
     expect((await c.req('GET', `/changes?since=${early}&feed=sse`)).status).to.equal(410);
   });
 
+  it('a token revoked while its streams are open ends them (WebSocket 4401, SSE closed)', async () => {
+    const other = await new Client(p.base).login('reader');
+    const ws = wsSession(wsUrl, { token: other.token, since: 'now' });
+    const sse = readSse(`${p.base}/changes?since=now`, other.token!, undefined, () => false, 20000);
+    await until(async () => p.gateway!.changes.stats().subscribers === 2, 5000, 'both subscribers');
+    expect((await other.req('DELETE', '/security/token')).status).to.equal(204);
+    const closed = await ws.closed;
+    expect(closed.code).to.equal(4401);
+    expect((ws.messages[0].error as { statusCode: string }).statusCode).to.equal('40100');
+    const ended = await sse;
+    expect(ended.ended).to.equal(true);
+  });
+
   it('server-sent events: id, event and data records, resumed from Last-Event-ID; 401 without a token', async () => {
     expect((await c.req('GET', '/changes?feed=sse', { token: null })).status).to.equal(401);
     const since: string = (await c.req('GET', '/changes?since=now')).json.last;
