@@ -1,0 +1,209 @@
+/**
+ * Change-feed benchmark (issue 17, ARCHITECTURE "Commit → change-feed delivery"): commit →
+ * delivery p50/p99 with 1, 100, ... subscribers over SSE and WebSocket on one web process while
+ * commits run at a fixed rate, the web process's RSS, and page catch-up in events/s.
+ *
+ *   node --import tsx bench/changes.ts
+ *   CHANGES_BENCH_SUBSCRIBERS=1,100,10000 CHANGES_BENCH_RATE=1000 CHANGES_BENCH_SECONDS=10 node --import tsx bench/changes.ts
+ *
+ * Starts its own redis-server and one platform process (roles web and actors, no search) and
+ * prints a `RESULT {json}` line per measurement. Latency is taken from the event's `time` (the
+ * commit's clock on this machine) to its arrival at the subscriber; with many subscribers it is
+ * sampled on the first 200 of them, and every subscriber's deliveries are counted.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { createServer } from 'node:net';
+import http from 'node:http';
+import { readFileSync } from 'node:fs';
+import { startRedisServer } from '../src/dev/redis-server.js';
+import { latencyOf, login, result } from './lib.js';
+
+const SUBSCRIBERS = (process.env.CHANGES_BENCH_SUBSCRIBERS ?? '1,100').split(',').map(Number);
+const TRANSPORTS = (process.env.CHANGES_BENCH_TRANSPORTS ?? 'sse,ws').split(',') as ('sse' | 'ws')[];
+const RATE = Number(process.env.CHANGES_BENCH_RATE ?? 1000);
+const SECONDS = Number(process.env.CHANGES_BENCH_SECONDS ?? 8);
+const SAMPLED = 200;
+
+type WsLike = { on(e: string, cb: (...a: unknown[]) => void): void; send(t: string): void; terminate(): void };
+const WebSocket = createRequire(import.meta.url)('ws') as new (url: string) => WsLike;
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+
+function rssMb(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Math.round(Number(m[1]) / 1024) : 0;
+}
+
+interface Sub {
+  close(): void;
+}
+
+/** Opens one subscriber; `onEvent` gets each event's `time` (ms). */
+function subscribe(transport: 'sse' | 'ws', root: string, token: string, since: string, onEvent: (time: number) => void): Promise<Sub> {
+  if (transport === 'ws') {
+    return new Promise((resolve, reject) => {
+      const ws = new WebSocket(`${root.replace('http', 'ws')}/content-service/changes/ws`);
+      ws.on('open', () => {
+        ws.send(JSON.stringify({ token, since }));
+        resolve({ close: () => ws.terminate() });
+      });
+      ws.on('message', (data) => {
+        const s = String(data);
+        const at = s.indexOf('"time":"');
+        onEvent(Date.parse(s.slice(at + 8, at + 32)));
+      });
+      ws.on('error', (e) => reject(e));
+    });
+  }
+  return new Promise((resolve, reject) => {
+    const req = http.get(`${root}/content-service/changes?since=${since}&feed=sse`, { headers: { 'X-Auth-Token': token }, agent: false }, (res) => {
+      let buf = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        buf += chunk;
+        let at = buf.indexOf('"time":"');
+        while (at >= 0) {
+          onEvent(Date.parse(buf.slice(at + 8, at + 32)));
+          buf = buf.slice(at + 32);
+          at = buf.indexOf('"time":"');
+        }
+      });
+      resolve({ close: () => req.destroy() });
+    });
+    req.on('error', reject);
+  });
+}
+
+async function main(): Promise<void> {
+  const redis = await startRedisServer({ appendonly: false });
+  const port = await freePort();
+  const root = `http://127.0.0.1:${port}`;
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'web', 'actors'], {
+    env: {
+      ...process.env,
+      REDIS_URL: redis.url,
+      PORT: String(port),
+      LOG_LEVEL: 'warn',
+      SOLR_URL: '',
+      NODE_ENV: 'development',
+      CHANGES_SUBSCRIBER_BUFFER: '20000',
+    },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  try {
+    for (let i = 0; ; i++) {
+      const ok = await fetch(`${root}/health`).then(
+        (r) => r.status === 200,
+        () => false,
+      );
+      if (ok) break;
+      if (i > 600) throw new Error('the platform did not start');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const token = await login(root, 'editor');
+    const base = `${root}/content-service`;
+    const headers = { 'X-Auth-Token': token, 'Content-Type': 'application/json' };
+    const ids: string[] = [];
+    for (let i = 0; i < 64; i++) {
+      const r = await fetch(`${base}/content`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ system: { contentType: 'article' }, aspects: { body: { n: i } } }),
+      });
+      ids.push(((await r.json()) as { system: { id: string } }).system.id);
+    }
+    const start = ((await (await fetch(`${base}/changes?since=now`, { headers })).json()) as { last: string }).last;
+
+    for (const transport of TRANSPORTS) {
+      for (const n of SUBSCRIBERS) {
+        const since = ((await (await fetch(`${base}/changes?since=now`, { headers })).json()) as { last: string }).last;
+        const lat: number[] = [];
+        let delivered = 0;
+        const subs: Sub[] = [];
+        for (let i = 0; i < n; i++) {
+          const sampled = i < SAMPLED;
+          subs.push(
+            await subscribe(transport, root, token, since, (t) => {
+              delivered++;
+              if (sampled) lat.push(Date.now() - t);
+            }),
+          );
+        }
+        await new Promise((r) => setTimeout(r, 500));
+        // Commits at RATE per second, paced every 10 ms, each content updated in turn.
+        let sent = 0;
+        let failed = 0;
+        const t0 = Date.now();
+        const inflight = new Set<Promise<void>>();
+        while (Date.now() - t0 < SECONDS * 1000) {
+          const due = Math.floor(((Date.now() - t0) / 1000) * RATE);
+          while (sent < due && inflight.size < 256) {
+            const id = ids[sent % ids.length];
+            sent++;
+            const pr: Promise<void> = fetch(`${base}/content/alias/${id}?unsafeUpdate=true`, {
+              method: 'PUT',
+              headers,
+              body: JSON.stringify({ aspects: { body: { s: sent } } }),
+            })
+              .then(async (r) => {
+                await r.arrayBuffer();
+                if (r.status !== 200) failed++;
+              })
+              .catch(() => {
+                failed++;
+              })
+              .finally(() => inflight.delete(pr));
+            inflight.add(pr);
+          }
+          await new Promise((r) => setTimeout(r, 10));
+        }
+        await Promise.all(inflight);
+        const seconds = (Date.now() - t0) / 1000;
+        const want = (sent - failed) * n;
+        const until = Date.now() + 10_000;
+        while (delivered < want && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+        const rss = rssMb(child.pid!);
+        for (const s of subs) s.close();
+        result({
+          workload: `change feed ${transport}, ${n} subscriber${n === 1 ? '' : 's'}`,
+          commitsPerSecond: Math.round((sent - failed) / seconds),
+          failedCommits: failed,
+          delivered,
+          expected: want,
+          latencyMs: latencyOf(lat),
+          webRssMb: rss,
+        });
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
+
+    // Page catch-up: every event from the start, 1,000 a page.
+    let since = start;
+    let events = 0;
+    const t0 = performance.now();
+    for (;;) {
+      const r = (await (await fetch(`${base}/changes?since=${since}&limit=1000`, { headers })).json()) as { changes: unknown[]; last: string };
+      events += r.changes.length;
+      since = r.last;
+      if (!r.changes.length) break;
+    }
+    const s = (performance.now() - t0) / 1000;
+    result({ workload: 'change feed page catch-up', events, seconds: Math.round(s * 100) / 100, eventsPerSecond: Math.round(events / s) });
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
+    await redis.stop();
+  }
+}
+
+main().catch((e: unknown) => {
+  console.error(e);
+  process.exit(1);
+});
