@@ -78,11 +78,11 @@ export class FeedSubscriber {
     }
   }
 
-  /** An entry from the fan-out (entries it already has are skipped). */
-  offer(entry: ResolvedEntry): void {
+  /** Entries from the fan-out, in stream order per partition (entries it already has are skipped); one write for all. */
+  offer(entries: readonly ResolvedEntry[]): void {
     if (this.closed) return;
     const out: Delivered[] = [];
-    this.fanout.source.consume(entry, this.positions, this.principal, this.filter, out, Number.POSITIVE_INFINITY);
+    for (const entry of entries) this.fanout.source.consume(entry, this.positions, this.principal, this.filter, out, Number.POSITIVE_INFINITY);
     if (out.length) this.enqueue(out);
   }
 
@@ -221,32 +221,35 @@ export class ChangeFanout {
         await sleep(500);
         continue;
       }
-      for (const [stream, raw] of res ?? []) {
-        const p = parts[streams.indexOf(stream.toString())];
-        let entries: ResolvedEntry[];
-        try {
-          entries = await this.source.resolve(p, raw);
-        } catch (e) {
-          // Snapshots could not be read (Redis failing): read the same entries again.
-          this.log.warn({ err: String(e), partition: p }, 'change feed could not read snapshots; retrying');
-          await sleep(500);
-          break;
-        }
-        for (const entry of entries) this.dispatch(entry);
-        if (raw.length) last[p] = raw[raw.length - 1][0].toString();
+      if (!res) continue;
+      let resolved: ResolvedEntry[][];
+      try {
+        resolved = await Promise.all(res.map(([stream, raw]) => this.source.resolve(parts[streams.indexOf(stream.toString())], raw)));
+      } catch (e) {
+        // Snapshots could not be read (Redis failing): read the same entries again.
+        this.log.warn({ err: String(e) }, 'change feed could not read snapshots; retrying');
+        await sleep(500);
+        continue;
       }
+      // One offer per read: a subscriber gets what came meanwhile in one write.
+      this.dispatch(resolved.flat());
+      for (const [stream, raw] of res) if (raw.length) last[parts[streams.indexOf(stream.toString())]] = raw[raw.length - 1][0].toString();
     }
   }
 
-  private dispatch(entry: ResolvedEntry): void {
-    this.seen[entry.p] = { ms: entry.ms, seq: entry.seq };
-    const buf = this.buffers[entry.p];
-    buf.push(entry);
-    if (buf.length > BUFFER_PER_PARTITION) {
-      const dropped = buf.shift()!;
-      this.covered[entry.p] = { ms: dropped.ms, seq: dropped.seq };
+  /** Keeps new entries and offers them to every live subscriber. */
+  private dispatch(entries: ResolvedEntry[]): void {
+    if (!entries.length) return;
+    for (const entry of entries) {
+      this.seen[entry.p] = { ms: entry.ms, seq: entry.seq };
+      const buf = this.buffers[entry.p];
+      buf.push(entry);
+      if (buf.length > BUFFER_PER_PARTITION) {
+        const dropped = buf.shift()!;
+        this.covered[entry.p] = { ms: dropped.ms, seq: dropped.seq };
+      }
     }
-    for (const s of this.subscribers) s.offer(entry);
+    for (const s of this.subscribers) s.offer(entries);
   }
 
   /**
@@ -261,7 +264,7 @@ export class ChangeFanout {
       const d = compareIds(pos, this.covered[p]);
       if (d < 0 || (d === 0 && pos.sub > 0)) return false;
     }
-    for (const buf of this.buffers) for (const entry of buf) s.offer(entry);
+    for (const buf of this.buffers) s.offer(buf);
     this.subscribers.add(s);
     s.live = true;
     return true;

@@ -33,6 +33,22 @@ export interface ResolvedEntry {
 /** A feed event as delivered: its cursor first, as CONTRACT §13 lists the fields. */
 export type Delivered = { cursor: string } & ChangeEvent;
 
+/** The event each delivery was made from, and each event's JSON after its cursor: one serialisation for every subscriber. */
+const sourceOf = new WeakMap<Delivered, ChangeEvent>();
+const restOf = new WeakMap<ChangeEvent, string>();
+
+/** The JSON of a delivered event (as JSON.stringify would write it), the event's own part serialised once. */
+export function deliveredJson(d: Delivered): string {
+  const c = sourceOf.get(d);
+  if (!c) return JSON.stringify(d);
+  let rest = restOf.get(c);
+  if (rest === undefined) {
+    rest = JSON.stringify(c).slice(1);
+    restOf.set(c, rest);
+  }
+  return `{"cursor":${JSON.stringify(d.cursor)},${rest}`;
+}
+
 /** What a page read: the events, the positions after it, and whether every stream was read to its end. */
 export interface PageResult {
   changes: Delivered[];
@@ -181,7 +197,9 @@ export class ChangeSource {
         return false;
       }
       pos[entry.p] = { ms: entry.ms, seq: entry.seq, sub: i + 1 === entry.changes.length ? 0 : i + 1 };
-      out.push({ cursor: encodeCursor(pos), ...c });
+      const d: Delivered = { cursor: encodeCursor(pos), ...c };
+      sourceOf.set(d, c);
+      out.push(d);
     }
     pos[entry.p] = { ms: entry.ms, seq: entry.seq, sub: 0 };
     return true;

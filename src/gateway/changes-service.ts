@@ -9,7 +9,7 @@ import type { Principal, SecurityConfig } from '../content/permissions.js';
 import { AppError } from '../errors.js';
 import type { TokenService } from '../security/token-service.js';
 import { ChangeFanout, type FeedSink, FeedSubscriber } from './change-fanout.js';
-import { ChangeSource, CursorGoneError, type Delivered, goneBody } from './change-source.js';
+import { ChangeSource, CursorGoneError, type Delivered, deliveredJson, goneBody } from './change-source.js';
 import { Exchange } from './http.js';
 
 export interface ChangesServiceDeps {
@@ -163,7 +163,7 @@ export class ChangesService {
     if (sse && x.method === 'GET') return this.sse(x, principal, filter, positions, x.header('x-auth-token')!);
     const page = await this.source.page(principal, filter, positions, limit);
     if (page.changes.length || feed !== 'longpoll' || timeout === 0) {
-      x.sendJson(200, { changes: page.changes, last: encodeCursor(page.positions) });
+      sendPage(x, page.changes, encodeCursor(page.positions));
       return;
     }
     return this.longPoll(x, principal, filter, page.positions, limit, timeout);
@@ -191,7 +191,7 @@ export class ChangesService {
         sub?.close('stopped');
         const changes = got.slice(0, limit);
         const last = changes.length ? changes[changes.length - 1].cursor : encodeCursor(sub?.positions ?? positions);
-        x.sendJson(200, { changes, last });
+        sendPage(x, changes, last);
         resolve();
       };
       const timer = setTimeout(answer, timeout);
@@ -248,7 +248,7 @@ export class ChangesService {
         resolve();
       };
       const sink: FeedSink = {
-        write: (batch) => write(batch.map((e) => `id: ${e.cursor}\nevent: ${e.kind}\ndata: ${JSON.stringify(e)}\n\n`).join('')),
+        write: (batch) => write(batch.map((e) => `id: ${e.cursor}\nevent: ${e.kind}\ndata: ${deliveredJson(e)}\n\n`).join('')),
         close: (reason) => finish(reason === 'slow' || reason === 'failed'),
       };
       const sub = new FeedSubscriber(this.fanout, principal, filter, positions, sink, this.d.settings.CHANGES_SUBSCRIBER_BUFFER);
@@ -310,7 +310,7 @@ export class ChangesService {
         write: (batch) => {
           if (data.closed) return true;
           ws.cork(() => {
-            for (const e of batch) ws.send(JSON.stringify(e), false);
+            for (const e of batch) ws.send(deliveredJson(e), false);
           });
           return ws.getBufferedAmount() < WS_HIGH_WATER;
         },
@@ -386,6 +386,11 @@ function intParam(v: string | null, name: string, min: number, max: number, dflt
   if (!/^\d{1,9}$/.test(v) || Number(v) < min || Number(v) > max)
     throw new AppError('BAD_REQUEST', `Parameter ${name} must be an integer from ${min} to ${max}`, { parameter: name });
   return Number(v);
+}
+
+/** `{"changes": [...], "last"}`, each event serialised once for all its subscribers. */
+function sendPage(x: Exchange, changes: Delivered[], last: string): void {
+  x.send(200, [['Content-Type', 'application/json']], `{"changes":[${changes.map(deliveredJson).join(',')}],"last":${JSON.stringify(last)}}`);
 }
 
 /** 410 (41000): the cursor is older than what is kept (the error registry has no 410 of its own). */
