@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { Aspects, Snapshot } from './model.js';
 import type { Principal, SecurityConfig } from './permissions.js';
-import { mayReadVersion, onViewFilter, publicVersionKeys, readFilter, visibilityFilter, type VisibilityRules } from './visibility.js';
+import { mayRead, mayReadVersion, onViewFilter, publicVersionKeys, readFilter, visibilityFilter, type VisibilityRules } from './visibility.js';
 
 const security: SecurityConfig = {
   roles: {
@@ -105,5 +105,31 @@ describe('visibility: who may see a content version (CONTRACT §9, §20)', () =>
     );
     expect(readFilter(security, user({ __global__: ['constructor', '__proto__'] })), 'role names of Object.prototype grant nothing').to.equal('(-*:*)');
     expect(onViewFilter('my view~1', NOW)).to.equal(`{!lucene}(+svc_views_ss:my\\ view\\~1 +svc_timestate_my_view_1_drange:"${t}")`);
+  });
+
+  it('the filter form per context: a context restricts to its content and the types its roles may Read; roles without Read add nothing', () => {
+    const t = iso(NOW);
+    expect(readFilter(security, user({ sports: ['articleReader'] }))).to.equal('((+svc_security_context_ss:"sports" +svc_type_s:("article" OR "image")))');
+    expect(readFilter(security, user({ sports: ['writer'], culture: ['reader'], __global__: ['unknown'] })), 'only culture grants Read').to.equal(
+      '((+svc_security_context_ss:"culture"))',
+    );
+    expect(readFilter(security, user({ __global__: ['articleReader'], sports: ['editor'] }))).to.equal(
+      '((+svc_type_s:("article" OR "image")) OR (+svc_security_context_ss:"sports"))',
+    );
+    expect(readFilter(security, user({})), 'no roles: nothing').to.equal('(-*:*)');
+    expect(readFilter(security, user({ __global__: [] }))).to.equal('(-*:*)');
+    expect(visibilityFilter({ security, publicViews: ['web'] }, null, NOW), 'one public view').to.equal(
+      `{!lucene}((+svc_views_ss:web +svc_timestate_web_drange:"${t}")) AND -svc_contentstate_hidden_b:true`,
+    );
+    expect(visibilityFilter(rules, reader, NOW), 'with a token, hidden content and public views do not enter the filter').to.not.match(/hidden|svc_views_ss/);
+  });
+
+  it('mayRead, the token side of both forms, agrees with the filter on type and context', () => {
+    const ofSports = snapshot({ meta: { svcSecurityContext: { owners: ['sports'] } } });
+    expect(mayRead(security, user({ sports: ['articleReader'] }), ofSports)).to.equal(true);
+    expect(mayRead(security, user({ sports: ['articleReader'] }), snapshot({ type: 'video', meta: ofSports.meta }))).to.equal(false);
+    expect(mayRead(security, user({ culture: ['reader'] }), ofSports)).to.equal(false);
+    expect(mayRead(security, user({ __global__: ['unknown'] }), snapshot())).to.equal(false);
+    expect(mayRead(security, reader, snapshot({ meta: { svcSecurityContext: { owners: ['__global__'] } } }))).to.equal(true);
   });
 });

@@ -10,6 +10,7 @@ import { fileAccess, fileKeyOfUri, fileReferencesOf, type FileAction } from '../
 import { permissionDenied, type Principal, type SecurityConfig } from '../content/permissions.js';
 import type { TokenService } from '../security/token-service.js';
 import type { Exchange } from './http.js';
+import { rangeOf } from './byte-range.js';
 import { Reads } from './reads.js';
 import { checkAlias } from './schemas.js';
 import { entityHasContent } from '../actors/content/taxonomy-references.js';
@@ -326,26 +327,3 @@ export async function sendFile(
     await x.sendStream(200, headers, read.stream, info.length);
   }
 }
-
-/** One `bytes=` range of a Range header (RFC 9110 §14.1.2), null to send the whole file; 416 when unsatisfiable. */
-export function rangeOf(header: string | undefined, length: number): { start: number; end: number } | null {
-  if (header === undefined) return null;
-  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
-  if (!m || (m[1] === '' && m[2] === '')) return null; // several ranges or another unit: the whole file
-  let start: number;
-  let end: number;
-  if (m[1] === '') {
-    const suffix = Number(m[2]);
-    if (suffix === 0) throw unsatisfiable(length);
-    start = Math.max(0, length - suffix);
-    end = length - 1;
-  } else {
-    start = Number(m[1]);
-    end = m[2] === '' ? length - 1 : Math.min(Number(m[2]), length - 1);
-    if (m[2] !== '' && Number(m[2]) < start) return null; // invalid: ignored, as RFC 9110 says
-  }
-  if (start >= length) throw unsatisfiable(length);
-  return { start, end };
-}
-
-const unsatisfiable = (length: number) => new AppError('RANGE_NOT_SATISFIABLE', `Range not satisfiable: the file has ${length} bytes`, { length });

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { Aspects, Draft, Snapshot } from '../content/model.js';
+import type { Draft, Snapshot } from '../content/model.js';
 import type { Principal, SecurityConfig } from '../content/permissions.js';
 import { AppError } from '../errors.js';
 import { Reads } from './reads.js';
@@ -19,21 +19,10 @@ const reader = user('reader', { __global__: ['reader'] });
 const sportsReader = user('sports', { sports: ['articleReader'] });
 const writer = user('writer', { __global__: ['writer'] });
 
-function snapshot(over: { views?: Record<string, string>; meta?: Aspects; type?: string } = {}): Snapshot {
-  return {
-    cid: 'k',
-    rev: 3,
-    type: over.type ?? 'article',
-    head: 'v2',
-    created: 0,
-    modified: 0,
-    committer: 'editor',
-    deleted: false,
-    views: over.views ?? { svcLatest: 'v2' },
-    symbolic: {},
-    meta: over.meta ?? {},
-    aliases: [],
-  };
+/** A content at revision 3 whose current version is v2, on svcLatest only unless `over` says otherwise. */
+function snapshot(over: Partial<Snapshot> = {}): Snapshot {
+  const base = { cid: 'k', rev: 3, type: 'article', head: 'v2', created: 0, modified: 0, committer: 'editor', deleted: false };
+  return { ...base, views: { svcLatest: 'v2' }, symbolic: {}, meta: {}, aliases: [], ...over };
 }
 
 const draft = (type: string): Draft => ({
