@@ -130,12 +130,14 @@ export function metadataEnvelope(snapshot: Snapshot, viewEvents: ViewEvent[]): R
   for (const full of snapshot.aliases) {
     const i = full.indexOf('/');
     const ns = full.slice(0, i);
-    ((aliases[ns] ??= []) as string[]).push(full.slice(i + 1));
+    aliases[ns] ??= [];
+    (aliases[ns] as string[]).push(full.slice(i + 1));
   }
   const views: Record<string, unknown> = { _type: 'MAP::svcViewInfoEntry' };
   for (const e of viewEvents) {
     if (e.rev > snapshot.rev) continue;
-    const entry = (views[e.view] ??= { _type: 'svcViewInfoEntry', history: [] }) as { history: unknown[] };
+    views[e.view] ??= { _type: 'svcViewInfoEntry', history: [] };
+    const entry = views[e.view] as { history: unknown[] };
     entry.history.push({ _type: 'svcViewEvent', userId: e.userId, version: e.version, revision: e.rev, timestamp: iso(e.ts) });
   }
   const meta: Record<string, unknown> = {};

@@ -37,7 +37,8 @@ export function openApiDocument(version: string, routers: Record<string, Pick<Ro
           return `{${name}}`;
         })
         .join('/')}`;
-      const item: Record<string, unknown> = (paths[path] ??= {});
+      paths[path] ??= {};
+      const item: Record<string, unknown> = paths[path];
       for (const m of methods) {
         const body = BODIES[`${m} ${prefix}/${pattern}`];
         item[m.toLowerCase()] = {

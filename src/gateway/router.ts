@@ -20,7 +20,10 @@ export class Router {
   on(method: string, pattern: string, handler: Handler): this {
     const segs = pattern.split('/').filter(Boolean);
     let route = this.routes.find((r) => r.pattern.join('/') === segs.join('/'));
-    if (!route) this.routes.push((route = { pattern: segs, methods: {} }));
+    if (!route) {
+      route = { pattern: segs, methods: {} };
+      this.routes.push(route);
+    }
     route.methods[method] = handler;
     return this;
   }

@@ -93,6 +93,7 @@ function checkAnyValue(value: string): void {
   if (/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/.test(value)) refuse('control characters');
   const unescaped = unescapedForParser(value);
   if (LOCAL_PARAMS.test(value) || LOCAL_PARAMS.test(unescaped)) refuse('local parameters ({!...}) are not allowed');
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: the message names Solr's parameter macro syntax `${...}` to the caller; it is no template.
   if (MACRO.test(value) || MACRO.test(unescaped)) refuse('parameter macros (${...}) are not allowed');
 }
 
