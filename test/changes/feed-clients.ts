@@ -122,3 +122,84 @@ export async function readSse(
     clearTimeout(timer);
   }
 }
+
+/**
+ * Two subscribers that resume by themselves from their last cursor through whichever gateway
+ * lives (`bases()`, each `{base_url}`): a WebSocket that reconnects whenever its connection ends,
+ * and a long poll that goes round the gateways. For the fault tests.
+ */
+export function resumingSubscribers(bases: () => string[], token: string, since: string) {
+  let done = false;
+  const ws: FeedEvent[] = [];
+  const poll: FeedEvent[] = [];
+  const errors: unknown[] = [];
+  const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const wsLoop = (async () => {
+    let cursor = since;
+    for (let i = 0; !done; i++) {
+      const live = bases();
+      if (!live.length) {
+        await pause(100);
+        continue;
+      }
+      const s = wsSession(`${live[i % live.length].replace('http', 'ws')}/changes/ws`, { token, since: cursor }, (m, sess) => {
+        if ('error' in m) return;
+        ws.push(m as unknown as FeedEvent);
+        cursor = (m as unknown as FeedEvent).cursor;
+        if (done) sess.ws.close();
+      });
+      const stop = setInterval(() => done && s.ws.close(), 200);
+      await s.closed;
+      clearInterval(stop);
+      errors.push(...s.messages.filter((m) => 'error' in m && (m.error as { statusCode: string }).statusCode !== '50300'));
+      await pause(50);
+    }
+  })();
+  const pollLoop = (async () => {
+    let cursor = since;
+    for (let i = 0; !done; i++) {
+      const live = bases();
+      if (!live.length) {
+        await pause(100);
+        continue;
+      }
+      try {
+        const r = await fetch(`${live[i % live.length]}/changes?since=${cursor}&feed=longpoll&timeout=500&limit=${1 + (i % 50)}`, {
+          headers: { 'X-Auth-Token': token },
+        });
+        const body = (await r.json()) as { changes: FeedEvent[]; last: string };
+        if (r.status === 200) {
+          poll.push(...body.changes);
+          cursor = body.last;
+        } else if (r.status !== 503) errors.push(body);
+      } catch {
+        await pause(50);
+      }
+    }
+  })();
+  return {
+    ws,
+    poll,
+    errors,
+    async stop() {
+      done = true;
+      await Promise.all([wsLoop, pollLoop]);
+    },
+  };
+}
+
+/** Asserts that `got` holds revisions 1..head of each content, once each, in order. */
+export function exactlyOnce(
+  name: string,
+  got: FeedEvent[],
+  heads: Map<string, number>,
+  check: (actual: number[], expected: number[], what: string) => void,
+): void {
+  for (const [id, rev] of heads) {
+    check(
+      got.filter((e) => e.id === id).map((e) => e.revision),
+      Array.from({ length: rev }, (_, i) => i + 1),
+      `${name}: ${id}`,
+    );
+  }
+}
