@@ -173,7 +173,12 @@ export class ChangeFanout {
 
   /** Starts reading (on first use: a gateway nobody subscribes to reads nothing). */
   ensureStarted(): Promise<void> {
-    this.ready ??= this.start();
+    this.ready ??= this.start().catch((e: unknown) => {
+      // Redis out of reach: the next subscriber tries again.
+      this.running = false;
+      this.ready = undefined;
+      throw e;
+    });
     return this.ready;
   }
 

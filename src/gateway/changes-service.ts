@@ -27,8 +27,12 @@ export const CHANGES_PATH = '/content-service/changes';
 export const CHANGES_WS_PATH = '/content-service/changes/ws';
 
 const PARAMS = new Set(['since', 'limit', 'types', 'views', 'kinds', 'feed', 'timeout']);
-/** A comment line at least this often keeps an idle SSE stream open through proxies (CONTRACT §13: every 15 s). */
-const SSE_COMMENT_MS = 10_000;
+/**
+ * An SSE stream idle this long gets a comment line, checked every SSE_CHECK_MS: a comment at
+ * least every 15 s (CONTRACT §13) keeps it open through proxies.
+ */
+const SSE_IDLE_MS = 9_000;
+const SSE_CHECK_MS = 5_000;
 /** A WebSocket must send its first message within this. */
 const WS_FIRST_MESSAGE_MS = 10_000;
 /** How often an open stream's token is checked again (a revoked or expired token ends the stream). */
@@ -271,8 +275,8 @@ export class ChangesService {
         res.write(': change feed\n\n');
       });
       const keepAlive = setInterval(() => {
-        if (Date.now() - lastWrite >= SSE_COMMENT_MS - 100) write(': keep-alive\n\n');
-      }, SSE_COMMENT_MS);
+        if (Date.now() - lastWrite >= SSE_IDLE_MS) write(': keep-alive\n\n');
+      }, SSE_CHECK_MS);
       const stopWatch = this.watchToken(token, () => sub.close('stopped'));
       void sub.run();
     });
