@@ -12,11 +12,11 @@ import { WorkspaceService } from './workspace-service.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
 import { Router, type Params } from './router.js';
 import { Reads } from './reads.js';
+import { variantAspects } from './variant-reads.js';
 import { SYSTEM_VIEWS, resolveView, versionOnView } from '../content/views.js';
 import { INDEXING_VARIANT } from '../content/variants.js';
 import { checkAlias, parseEnvelope, parseViewBody, typeSchema, updateModeOf, viewSchema } from './schemas.js';
 import type { ReindexScope } from '../actors/reindex-session.js';
-import { entityHasContent } from '../actors/content/taxonomy-references.js';
 
 export const CONTENT_PREFIX = 'content-service';
 const VERSIONED_CACHE_CONTROL = 'private, no-transform, proxy-revalidate, max-age=31536000';
@@ -394,12 +394,7 @@ export class ContentService implements ContentEndpoints {
     const version = await this.d.store.version(cid, vk);
     if (!version) throw new AppError('VERSION_NOT_FOUND', `Version ${vk} does not exist`);
     if (variant === null) return serialize(contentEnvelope(snap, version), fmt);
-    const aspects = await this.d.variants.apply(variant, {
-      snapshot: snap,
-      version,
-      hasTaxonomyContent: (id, dim) => entityHasContent(this.d.store, dim, id),
-    });
-    if (aspects === null) throw new AppError('NOT_FOUND', `Content is not available in variant ${variant}`);
+    const aspects = await variantAspects(this.d, variant, snap, version);
     return serialize(contentEnvelope(snap, { ...version, aspects }), fmt);
   }
 

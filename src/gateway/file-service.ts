@@ -13,7 +13,7 @@ import type { Exchange } from './http.js';
 import { rangeOf } from './byte-range.js';
 import { Reads } from './reads.js';
 import { checkAlias } from './schemas.js';
-import { entityHasContent } from '../actors/content/taxonomy-references.js';
+import { composeVariant } from './variant-reads.js';
 
 export const FILE_PREFIX = 'file-service';
 export const DELIVERY_PREFIX = 'file-delivery-service';
@@ -241,11 +241,7 @@ export class FileDeliveryService {
    */
   private async mappingOf(head: Snapshot, version: VersionRecord): Promise<Record<string, string>> {
     if (this.d.variants.has(version.type, DELIVERY_VARIANT)) {
-      const aspects = await this.d.variants.apply(DELIVERY_VARIANT, {
-        snapshot: head,
-        version,
-        hasTaxonomyContent: (id, dim) => entityHasContent(this.d.store, dim, id),
-      });
+      const aspects = await composeVariant(this.d, DELIVERY_VARIANT, head, version);
       return filesOf(aspects?.svcFiles);
     }
     const mapping = filesOf(version.aspects.svcFiles);

@@ -11,9 +11,9 @@ import { contentEnvelope } from './envelope.js';
 import type { Exchange } from './http.js';
 import { Reads } from './reads.js';
 import { Router, type Params } from './router.js';
-import { entityHasContent } from '../actors/content/taxonomy-references.js';
 import { checkSearchParams } from './search-params.js';
 import { engineErrorAnswer } from './search-errors.js';
+import { composeVariant } from './variant-reads.js';
 
 export const SEARCH_PREFIX = 'search-service';
 
@@ -115,7 +115,7 @@ export class SearchService {
     const version = await this.d.store.version(v.cid, v.key);
     if (!version) return null;
     if (variant === null) return contentEnvelope(head, version);
-    const aspects = await this.d.variants.apply(variant, { snapshot: head, version, hasTaxonomyContent: (id, dim) => entityHasContent(this.d.store, dim, id) });
+    const aspects = await composeVariant(this.d, variant, head, version);
     return aspects ? contentEnvelope(head, { ...version, aspects }) : null;
   }
 }

@@ -8,7 +8,7 @@ import { STATUS_CREATED, STATUS_OK, contentEnvelope, draftEnvelope, formatOf, pa
 import type { Exchange } from './http.js';
 import type { Params } from './router.js';
 import { checkAlias, nameSchema, parseEnvelope } from './schemas.js';
-import { entityHasContent } from '../actors/content/taxonomy-references.js';
+import { variantAspects } from './variant-reads.js';
 
 const workspaceSchema = nameSchema('workspace');
 
@@ -122,9 +122,7 @@ export class WorkspaceService {
       if (variant !== null) {
         const snapshot = head ?? draftSnapshot(draft);
         const version: VersionRecord = { key: 'draft', type, aspects: draft.aspects, created: draft.modified, creator: draft.creator, rev: snapshot.rev };
-        const out = await this.d.variants.apply(variant, { snapshot, version, hasTaxonomyContent: (id, dim) => entityHasContent(this.d.store, dim, id) });
-        if (out === null) throw new AppError('NOT_FOUND', `Content is not available in variant ${variant}`);
-        aspects = out;
+        aspects = await variantAspects(this.d, variant, snapshot, version);
       }
       x.send(200, [['Content-Type', 'application/json']], serialize(draftEnvelope(draft, head, STATUS_OK, aspects), fmt));
       return;
@@ -132,13 +130,7 @@ export class WorkspaceService {
     let version = await this.d.store.version(cid, head!.head);
     if (!version) throw new AppError('NOT_FOUND', 'Version missing');
     if (variant !== null) {
-      const aspects = await this.d.variants.apply(variant, {
-        snapshot: head!,
-        version,
-        hasTaxonomyContent: (id, dim) => entityHasContent(this.d.store, dim, id),
-      });
-      if (aspects === null) throw new AppError('NOT_FOUND', `Content is not available in variant ${variant}`);
-      version = { ...version, aspects };
+      version = { ...version, aspects: await variantAspects(this.d, variant, head!, version) };
     }
     x.send(
       200,
