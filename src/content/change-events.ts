@@ -238,32 +238,43 @@ const CURSOR_VERSION = 1;
 /** CONTRACT §13: cursors are at most this long. */
 export const MAX_CURSOR_LENGTH = 2048;
 
-const pushVarint = (out: number[], n: number) => {
+/** Scratch space of encodeCursor (a cursor is encoded synchronously, so one buffer serves all). */
+let scratch = Buffer.alloc(4096);
+
+/** Writes `n` (a safe integer, not negative) as a varint at `at`; answers the next offset. */
+function putVarint(buf: Buffer, at: number, n: number): number {
   let v = n;
+  let i = at;
   while (v >= 0x80) {
-    out.push((v % 0x80) | 0x80);
+    buf[i++] = (v % 0x80) | 0x80;
     v = Math.floor(v / 0x80);
   }
-  out.push(v);
-};
+  buf[i++] = v;
+  return i;
+}
 
 /**
  * The opaque cursor of a position in every partition: a version byte, the partition count, the
  * smallest time among the positions, then per partition its time above that smallest one, its
  * sequence and sub-event count as varints, in base64url. 64 partitions take about 300 characters.
+ * (It is made for every delivery of every subscriber: written into one buffer, without arrays.)
  */
 export function encodeCursor(positions: readonly StreamPosition[]): string {
-  const out: number[] = [CURSOR_VERSION];
-  pushVarint(out, positions.length);
-  const base = positions.reduce((m, p) => (p.ms > 0 && p.ms < m ? p.ms : m), Number.MAX_SAFE_INTEGER);
-  const b = base === Number.MAX_SAFE_INTEGER ? 0 : base;
-  pushVarint(out, b);
+  const need = 16 + positions.length * 27;
+  if (scratch.length < need) scratch = Buffer.alloc(need * 2);
+  const buf = scratch;
+  let base = Number.MAX_SAFE_INTEGER;
+  for (const p of positions) if (p.ms > 0 && p.ms < base) base = p.ms;
+  if (base === Number.MAX_SAFE_INTEGER) base = 0;
+  buf[0] = CURSOR_VERSION;
+  let at = putVarint(buf, 1, positions.length);
+  at = putVarint(buf, at, base);
   for (const p of positions) {
-    pushVarint(out, p.ms === 0 ? 0 : p.ms - b + 1);
-    pushVarint(out, p.seq);
-    pushVarint(out, p.sub);
+    at = putVarint(buf, at, p.ms === 0 ? 0 : p.ms - base + 1);
+    at = putVarint(buf, at, p.seq);
+    at = putVarint(buf, at, p.sub);
   }
-  return Buffer.from(out).toString('base64url');
+  return buf.toString('base64url', 0, at);
 }
 
 const malformed = () => new AppError('BAD_REQUEST', 'Malformed cursor', { parameter: 'since' });
