@@ -240,8 +240,12 @@ export class TimestateSchedule {
     return res === 1 && holds ? 1 : 0;
   }
 
-  /** Retention by age: every stream loses its events older than CHANGES_RETENTION_HOURS (or than `cutoff`, ms). */
-  async trim(cutoff = Math.floor(this.clock() - this.settings.CHANGES_RETENTION_HOURS * 3600_000)): Promise<void> {
+  /**
+   * Retention by age: every stream loses its events older than CHANGES_RETENTION_HOURS (or than
+   * `cutoff`, ms). Stream ids carry Redis's own clock, so the age is taken on the wall clock, not
+   * on the platform's (a test clock set ahead must not trim what the indexer has yet to read).
+   */
+  async trim(cutoff = Math.floor(Date.now() - this.settings.CHANGES_RETENTION_HOURS * 3600_000)): Promise<void> {
     if (!this.owning || cutoff <= 0) return;
     try {
       for (let p = 0; p < this.settings.PARTITIONS; p++) {
