@@ -2,7 +2,7 @@ import { createConnection } from 'node:net';
 import { expect } from 'chai';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { until } from '../support/wait.js';
-import { readSse, wsSession } from './feed-clients.js';
+import { scheduleOwner, readSse, wsSession } from './feed-clients.js';
 
 /**
  * CONTRACT §13 bad input: WebSocket sessions without a token, with a wrong first message or an
@@ -50,7 +50,7 @@ describe('change feed bad input and slow subscribers (CONTRACT §13)', function 
     // An expired cursor: events after it were trimmed by retention.
     const early: string = (await c.req('GET', '/changes?since=now')).json.last;
     expect((await c.create({ system: { contentType: 'article' }, aspects: {} })).status).to.equal(201);
-    await p.timestate!.trim(Date.now() + 1);
+    await (await scheduleOwner(p)).trim(Date.now() + 1);
     const gone = await closeOf({ token: c.token, since: early });
     expect(gone.code).to.equal(4410);
     expect((gone.messages[0].error as { statusCode: string }).statusCode).to.equal('41000');

@@ -4,6 +4,7 @@ import { expect } from 'chai';
 import { type ChangeEvent, ChangesGoneError, changes } from '../../src/client/changes.js';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { until } from '../support/wait.js';
+import { scheduleOwner } from './feed-clients.js';
 
 /**
  * The typed client's feed iterator (src/client/changes.ts): it resumes by itself through failed
@@ -84,7 +85,7 @@ describe('typed client: change feed iterator (CONTRACT §13, §18)', function ()
   it('throws ChangesGoneError for an expired cursor, or restarts from the oldest kept when asked', async () => {
     const early: string = (await c.req('GET', '/changes?since=now')).json.last;
     await c.create({ system: { contentType: 'article' }, aspects: {} });
-    await p.timestate!.trim(Date.now() + 1);
+    await (await scheduleOwner(p)).trim(Date.now() + 1);
     const created = await c.create({ system: { contentType: 'article' }, aspects: {} });
     let error: unknown;
     try {

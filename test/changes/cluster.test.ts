@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { startRedisCluster, type TestRedisCluster } from '../support/redis-cluster.js';
 import { until } from '../support/wait.js';
-import { wsSession } from './feed-clients.js';
+import { scheduleOwner, wsSession } from './feed-clients.js';
 
 /**
  * The change feed on a 3-master Redis Cluster: its reads, the time-state scripts and retention
@@ -67,7 +67,7 @@ describe('change feed on Redis Cluster (CONTRACT §13)', function () {
     expect(got.filter((e) => e.kind === 'timestate').map((e) => e.id)).to.deep.equal([ids[0]]);
     await until(async () => ws.messages.length >= 17, 10_000, 'the WebSocket events');
     ws.ws.close();
-    await p.timestate!.trim(Date.now() + 1);
+    await (await scheduleOwner(p)).trim(Date.now() + 1);
     expect((await c.req('GET', `/changes?since=${since}`)).status).to.equal(410);
     expect((await c.req('GET', `/changes?since=${cursor}`)).status).to.equal(200);
   });

@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module';
+import type { TimestateSchedule } from '../../src/actors/timestate-schedule.js';
 
 /**
  * Feed clients for the change-feed tests: server-sent events over fetch, and WebSocket through the
@@ -201,5 +202,19 @@ export function exactlyOnce(
       Array.from({ length: rev }, (_, i) => i + 1),
       `${name}: ${id}`,
     );
+  }
+}
+
+/**
+ * The schedule (among these platforms' own) that holds the owner lease, once one does: a lease
+ * left by an earlier run's process may need its LEASE_MS to expire first.
+ */
+export async function scheduleOwner(...platforms: { timestate?: TimestateSchedule }[]): Promise<TimestateSchedule> {
+  const end = Date.now() + 15_000;
+  for (;;) {
+    const owner = platforms.find((p) => p.timestate?.isOwner)?.timestate;
+    if (owner) return owner;
+    if (Date.now() > end) throw new Error('no schedule owner');
+    await new Promise((r) => setTimeout(r, 50));
   }
 }

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { until } from '../support/wait.js';
+import { scheduleOwner } from './feed-clients.js';
 
 type Ev = { kind: string; id: string; view?: string; visible?: boolean; revision: number; time: string; cursor: string };
 
@@ -34,6 +35,7 @@ describe('change feed time state and retention (CONTRACT §13)', () => {
 
   it('fires onTime and offTime once each, within 5 s, with two owners running', async function () {
     this.timeout(30000);
+    await scheduleOwner(a, b);
     expect([a.timestate?.isOwner, b.timestate?.isOwner].filter(Boolean)).to.have.length(1);
     const since = (await c.req('GET', '/changes?since=now')).json.last;
     const on = Date.now() + 1500;
@@ -97,8 +99,7 @@ describe('change feed time state and retention (CONTRACT §13)', () => {
     for (let i = 0; i < 3; i++) expect((await c.create({ system: { contentType: 'article' }, aspects: {} })).status).to.equal(201);
     const mid = (await c.req('GET', '/changes?since=now')).json.last;
     // The owner's retention, with the cut just after the events above.
-    const owner = a.timestate?.isOwner ? a.timestate : b.timestate;
-    await owner?.trim(Date.now() + 1);
+    await (await scheduleOwner(a, b)).trim(Date.now() + 1);
     const gone = await c.req('GET', `/changes?since=${early}`);
     expect(gone.status, gone.text).to.equal(410);
     expect(gone.json.statusCode).to.equal('41000');
