@@ -1,7 +1,7 @@
 import type { Settings } from '../../config/settings.js';
 import type { Logger } from '../adapters/log.js';
 import { connectRedis, keys, type RedisClient } from '../adapters/redis.js';
-import { type ChangeFilter, compareIds, type StreamPosition, streamIdOf } from '../content/change-events.js';
+import { type ChangeFilter, compareIds, encodeCursor, type StreamPosition, streamIdOf } from '../content/change-events.js';
 import type { Principal } from '../content/permissions.js';
 import { sleep } from '../wait.js';
 import type { ChangeSource, Delivered, ResolvedEntry } from './change-source.js';
@@ -35,6 +35,11 @@ export class FeedSubscriber {
   private blockedSince = 0;
   closed = false;
   live = false;
+  /**
+   * Its position is the fan-out's own (as after attaching, once caught up): every later entry
+   * moves both alike, so it takes the cursors the fan-out made once for all.
+   */
+  canonical = false;
 
   constructor(
     private readonly fanout: ChangeFanout,
@@ -82,7 +87,10 @@ export class FeedSubscriber {
   offer(entries: readonly ResolvedEntry[]): void {
     if (this.closed) return;
     const out: Delivered[] = [];
-    for (const entry of entries) this.fanout.source.consume(entry, this.positions, this.principal, this.filter, out, Number.POSITIVE_INFINITY);
+    const shared = this.canonical;
+    for (const entry of entries)
+      this.fanout.source.consume(entry, this.positions, this.principal, this.filter, out, Number.POSITIVE_INFINITY, shared ? entry.cursors : undefined);
+    if (!shared) this.canonical = this.fanout.isCanonical(this.positions);
     if (out.length) this.enqueue(out);
   }
 
@@ -137,6 +145,8 @@ export class ChangeFanout {
   private readonly buffers: ResolvedEntry[][];
   /** Per partition: the last entry offered to subscribers (at start: the stream's last id). */
   private readonly seen: { ms: number; seq: number }[];
+  /** The fan-out's own position (`seen` as a cursor position), from which the shared cursors are made. */
+  private readonly canon: StreamPosition[];
   private readonly conns: RedisClient[] = [];
   private loops: Promise<void>[] = [];
   private ready?: Promise<void>;
@@ -153,6 +163,7 @@ export class ChangeFanout {
     this.buffers = Array.from({ length: source.partitions }, () => []);
     this.stallMs = settings.CHANGES_STALL_SECONDS * 1000;
     this.seen = Array.from({ length: source.partitions }, () => ({ ms: 0, seq: 0 }));
+    this.canon = Array.from({ length: source.partitions }, () => ({ ms: 0, seq: 0, sub: 0 }));
   }
 
   /** The last entry offered per partition (a copy). */
@@ -189,6 +200,7 @@ export class ChangeFanout {
     for (let p = 0; p < P; p++) {
       this.covered[p] = info[p].last;
       this.seen[p] = info[p].last;
+      this.canon[p] = { ...info[p].last, sub: 0 };
     }
     const last = info.map((i) => streamIdOf(i.last));
     // Live subscribers that stopped reading, and get no new event to notice it by.
@@ -247,6 +259,14 @@ export class ChangeFanout {
     if (!entries.length) return;
     for (const entry of entries) {
       this.seen[entry.p] = { ms: entry.ms, seq: entry.seq };
+      // The cursor after each of its events, from the fan-out's own position: once for every
+      // subscriber whose position is the same.
+      const n = entry.changes.length;
+      entry.cursors = entry.changes.map((_, i) => {
+        this.canon[entry.p] = { ms: entry.ms, seq: entry.seq, sub: i + 1 === n ? 0 : i + 1 };
+        return encodeCursor(this.canon);
+      });
+      this.canon[entry.p] = { ms: entry.ms, seq: entry.seq, sub: 0 };
       const buf = this.buffers[entry.p];
       buf.push(entry);
       if (buf.length > BUFFER_PER_PARTITION) {
@@ -270,8 +290,24 @@ export class ChangeFanout {
       if (d < 0 || (d === 0 && pos.sub > 0)) return false;
     }
     for (const buf of this.buffers) s.offer(buf);
+    // Caught up: where it lags the fan-out's position, nothing lies between (what did is in the
+    // buffers and was just offered), so it moves up to it and shares its cursors from now on.
+    for (let p = 0; p < this.source.partitions; p++) {
+      if (compareIds(s.positions[p], this.canon[p]) < 0 && s.positions[p].sub === 0) s.positions[p] = { ...this.canon[p] };
+    }
+    s.canonical = this.isCanonical(s.positions);
     this.subscribers.add(s);
     s.live = true;
+    return true;
+  }
+
+  /** Is this position the fan-out's own? */
+  isCanonical(positions: readonly StreamPosition[]): boolean {
+    for (let p = 0; p < this.canon.length; p++) {
+      const a = positions[p];
+      const b = this.canon[p];
+      if (a.ms !== b.ms || a.seq !== b.seq || a.sub !== b.sub) return false;
+    }
     return true;
   }
 

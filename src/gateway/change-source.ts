@@ -28,6 +28,11 @@ export interface ResolvedEntry {
   changes: ChangeEvent[];
   /** The content at the entry's revision (permissions are decided on it); null when unknown. */
   at: Snapshot | null;
+  /**
+   * The cursor after each of `changes` for a subscriber whose position before this entry is the
+   * fan-out's own (ChangeFanout): made once for all such subscribers.
+   */
+  cursors?: string[];
 }
 
 /** A feed event as delivered: its cursor first, as CONTRACT §13 lists the fields. */
@@ -182,7 +187,15 @@ export class ChangeSource {
    * pass the filter, each with the cursor just after it. Returns false when `room` ran out before
    * the entry was consumed to its end (`pos` then names how far it got).
    */
-  consume(entry: ResolvedEntry, pos: StreamPosition[], principal: Principal, filter: ChangeFilter, out: Delivered[], room: number): boolean {
+  consume(
+    entry: ResolvedEntry,
+    pos: StreamPosition[],
+    principal: Principal,
+    filter: ChangeFilter,
+    out: Delivered[],
+    room: number,
+    cursors?: string[],
+  ): boolean {
     const cur = pos[entry.p];
     const d = compareIds(entry, cur);
     if (d < 0 || (d === 0 && cur.sub === 0 && (cur.ms > 0 || cur.seq > 0))) return true; // delivered already
@@ -196,8 +209,13 @@ export class ChangeSource {
         pos[entry.p] = i === from ? cur : { ms: entry.ms, seq: entry.seq, sub: i };
         return false;
       }
-      pos[entry.p] = { ms: entry.ms, seq: entry.seq, sub: i + 1 === entry.changes.length ? 0 : i + 1 };
-      const d: Delivered = { cursor: encodeCursor(pos), ...c };
+      let cursor: string;
+      if (cursors) cursor = cursors[i];
+      else {
+        pos[entry.p] = { ms: entry.ms, seq: entry.seq, sub: i + 1 === entry.changes.length ? 0 : i + 1 };
+        cursor = encodeCursor(pos);
+      }
+      const d: Delivered = { cursor, ...c };
       sourceOf.set(d, c);
       out.push(d);
     }
