@@ -260,7 +260,7 @@ describe('gateway under overload and slow clients (issue 8, item 5)', function (
       ]),
     );
     console.log(`    slowloris: ${JSON.stringify(closed)}; ${summary(seen)}`);
-    sockets.forEach((s) => s.destroy());
+    for (const s of sockets) s.destroy();
 
     expectHealthy(seen, 'during the slowloris attack');
     for (const [kind, n] of Object.entries(kinds)) expect(closedAfter[kind].length, `${kind} sockets closed by the server`).to.equal(n);

@@ -6,6 +6,7 @@ import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { SignJWT } from 'jose';
 import { Client, article, startTestPlatform } from '../support/platform.js';
+import type { AnyJson } from '../../src/client/index.js';
 import { startFakeSolr, type FakeSolr } from '../support/fake-solr.js';
 import { KeepAliveConnection, type WireOutcome, type WireRequest } from '../support/keepalive-http.js';
 import { isAllowedSearchParameter } from '../../src/gateway/search-params.js';
@@ -316,7 +317,7 @@ const deepText = fc
   .tuple(fc.integer({ min: 60, max: 30000 }), fc.constantFrom('[', '{"a":'))
   .map(([n, open]) => open.repeat(n) + (open === '[' ? '' : '1') + (open === '[' ? ']' : '}').repeat(n));
 
-export interface GenRequest {
+interface GenRequest {
   family: string;
   method: string;
   target: string;
@@ -325,7 +326,7 @@ export interface GenRequest {
   chunked?: number;
 }
 
-export const STANDARD_METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'HEAD', 'TRACE', 'CONNECT'];
+const STANDARD_METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'HEAD', 'TRACE', 'CONNECT'];
 
 // ---- the suite ------------------------------------------------------------------------------
 
@@ -1064,7 +1065,7 @@ describe('gateway: generated hostile requests (issue 8, item 4; CONTRACT §11)',
     for (const re of STACK_PATTERNS) if (re.test(body) && !re.test(sent) && !re.test(JSON.stringify(sent))) out.push(`body matches ${re}`);
     if (res.status >= 400 && res.status < 500 && r.method !== 'HEAD') {
       if (res.headers['content-type'] !== 'application/json') out.push(`4xx Content-Type ${res.headers['content-type']}`);
-      let j: any;
+      let j: AnyJson;
       try {
         j = JSON.parse(body);
       } catch {
@@ -1118,7 +1119,8 @@ describe('gateway: generated hostile requests (issue 8, item 4; CONTRACT §11)',
             const r = reqs[i];
             const wire: WireRequest = { method: r.method, target: r.target, headers: r.headers, body: r.body, chunked: r.chunked };
             const t = Date.now();
-            const o = (out[i] = await c.send(wire, 10000));
+            const o = await c.send(wire, 10000);
+            out[i] = o;
             if (DUMP) appendFileSync(DUMP, `${t} conn${conns.indexOf(c)} ${o.ok ? o.res.status : o.reason} ${describeReq(r).slice(0, 400)}\n`);
           }
         }),

@@ -9,6 +9,7 @@ import { Mailbox } from '../../src/actors/mailbox.js';
 import type { ContentCommand } from '../../src/actors/content/content-actor.js';
 import { startPlatform } from '../../src/main.js';
 import { Client } from '../support/platform.js';
+import type { AnyJson } from '../../src/client/index.js';
 import { ensureTestSolr } from '../support/solr.js';
 import { eventually } from '../support/wait.js';
 
@@ -186,7 +187,7 @@ describe("search documents: the indexer's fields, the write-time schema check, d
       for (let i = 0; i < p.settings.PARTITIONS; i++) events += await p.redis.xlen(keys.events(i));
       return { heads, events };
     };
-    const refused = (r: { status: number; json: any }, field: string, what: string) => {
+    const refused = (r: { status: number; json: AnyJson }, field: string, what: string) => {
       expect(r.status, what).to.equal(400);
       expect(r.json.statusCode, what).to.equal('40000');
       expect(r.json.extraInfo?.field, what).to.equal(field);
@@ -311,7 +312,9 @@ describe("search documents: the indexer's fields, the write-time schema check, d
       const lastCommit = Date.now();
       const deadline = lastCommit + 60_000;
       let searchable = 0;
-      while ((searchable = await solrCount(`svc_type_s:${type}`)) < N - 1) {
+      for (;;) {
+        searchable = await solrCount(`svc_type_s:${type}`);
+        if (searchable >= N - 1) break;
         if (Date.now() > deadline) throw new Error(`${searchable} of ${N - 1} documents searchable 60 s after the last create`);
         await new Promise((r) => setTimeout(r, 50));
       }

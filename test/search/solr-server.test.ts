@@ -265,7 +265,9 @@ describe('startSolr: the embedded Solr process (tools/solr)', function () {
   before(() => {
     if (!javaAndMavenAvailable()) throw new Error('needs Java and Maven for the embedded Solr');
   });
-  after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+  after(() => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
 
   it('stops cleanly on SIGTERM and keeps committed documents across a restart on the same port', async () => {
     const dir = tmp('solr-restart-');

@@ -27,7 +27,10 @@ describe('no password, token or secret in any log line (issue 8, item 4)', funct
 
   const lines: string[] = [];
   const secrets = new Map<string, string>();
-  const secret = (what: string, value: string) => (secrets.set(value, what), value);
+  const secret = (what: string, value: string) => {
+    secrets.set(value, what);
+    return value;
+  };
   const sink = new Writable({
     write(chunk, _enc, cb) {
       for (const l of String(chunk).split('\n')) if (l) lines.push(l);

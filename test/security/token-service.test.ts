@@ -85,7 +85,10 @@ describe('security: token service (spec Token response, CONTRACT §3-4)', functi
       redisUrl = `redis://127.0.0.1:${port}`;
       for (let i = 0; i < 100; i++) {
         const ok = await new Promise<boolean>((res) => {
-          const s = net.connect(port, '127.0.0.1', () => (s.end(), res(true)));
+          const s = net.connect(port, '127.0.0.1', () => {
+            s.end();
+            res(true);
+          });
           s.on('error', () => res(false));
         });
         if (ok) break;

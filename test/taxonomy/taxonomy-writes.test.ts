@@ -59,7 +59,7 @@ describe('taxonomy writes: parent cycles and childrenOmitted refused (spec Taxon
       etag,
     );
     expect(r.status, r.text).to.equal(400);
-    expect((r.json as any).extraInfo.cycle).to.deep.equal([id('a'), id('c'), id('b'), id('a')]);
+    expect((r.json.extraInfo as { cycle: string[] }).cycle).to.deep.equal([id('a'), id('c'), id('b'), id('a')]);
     const after = await editor.readContent(`_taxonomy/${id('a')}`);
     expect(after.headers.get('etag')).to.equal(etag);
     expect(after.json.aspects!.svcEntityDefinition.parent).to.equal(id('dim'));
@@ -70,7 +70,7 @@ describe('taxonomy writes: parent cycles and childrenOmitted refused (spec Taxon
     expect((await editor.create(entity(id('x'), id('y')))).status).to.equal(201);
     const r = await editor.create(entity(id('y'), id('x')));
     expect(r.status, r.text).to.equal(400);
-    expect(r.json.extraInfo.cycle).to.deep.equal([id('y'), id('x'), id('y')]);
+    expect((r.json.extraInfo as { cycle: string[] }).cycle).to.deep.equal([id('y'), id('x'), id('y')]);
   });
 
   it('moving an entity under another branch, and a parent that does not exist yet, are accepted', async () => {
