@@ -15,6 +15,7 @@ export const ERRORS = {
   NOT_FOUND_CONFLICT: { statusCode: '40904', http: 409, message: 'NOT_FOUND_CONFLICT' },
   MAIN_ALIAS_IN_USE: { statusCode: '40905', http: 409, message: 'A main alias cannot be released while its content exists' },
   ALIAS_EXISTS: { statusCode: '40910', http: 409, message: 'ALIAS_EXISTS' },
+  GONE: { statusCode: '41000', http: 410, message: 'Gone' },
   PRECONDITION_FAILED: { statusCode: '41200', http: 412, message: 'Precondition failed' },
   PAYLOAD_TOO_LARGE: { statusCode: '41300', http: 413, message: 'Payload too large' },
   UNSUPPORTED_MEDIA_TYPE: { statusCode: '41500', http: 415, message: 'Unsupported media type' },

@@ -5,8 +5,7 @@
  * every decision is taken here.
  */
 import { AppError } from '../errors.js';
-import { type ContentEvent, contextsOf, mainAlias, type Snapshot, versionId } from './model.js';
-import { isAllowed, type Principal, type SecurityConfig } from './permissions.js';
+import { type ContentEvent, mainAlias, type Snapshot, versionId } from './model.js';
 import { inTimeWindow, resolveView, timeWindow, viewNames } from './views.js';
 
 /**
@@ -116,14 +115,6 @@ function kindsOf(e: StoredEvent, at: Snapshot, before: Snapshot | null, base: Om
       // A kind this reader does not know (written by a newer platform): nothing to tell.
       return [];
   }
-}
-
-/**
- * May a caller receive the events of a content at this revision? The rule of reads (CONTRACT §3):
- * Read on its type in `__global__` or in one of its contexts, both as they were at that revision.
- */
-export function mayReadChange(security: SecurityConfig, principal: Principal, at: Snapshot): boolean {
-  return isAllowed(security, principal, 'Read', at.type, contextsOf(at.meta));
 }
 
 // ---- time state boundaries ----

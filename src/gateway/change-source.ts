@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache';
+import { AppError } from '../errors.js';
 import { unpack } from '../adapters/codec.js';
 import type { ContentStore } from '../adapters/content-store.js';
 import { keys, type RedisClient } from '../adapters/redis.js';
@@ -10,7 +11,6 @@ import {
   compareIds,
   encodeCursor,
   matchesFilter,
-  mayReadChange,
   needsPrevious,
   parseStreamId,
   type StoredEvent,
@@ -18,7 +18,8 @@ import {
   streamIdOf,
 } from '../content/change-events.js';
 import type { Snapshot } from '../content/model.js';
-import type { Principal, SecurityConfig } from '../content/permissions.js';
+import type { Principal } from '../content/permissions.js';
+import type { Reads } from './reads.js';
 
 /** One entry of a partition's event stream, read against its snapshots: its feed events, and who may see them. */
 export interface ResolvedEntry {
@@ -62,11 +63,7 @@ export interface PageResult {
 }
 
 /** 410 (41000): the stream no longer holds what follows this cursor. */
-export class CursorGoneError extends Error {
-  constructor() {
-    super('The cursor is older than the events kept (CHANGES_RETENTION_HOURS); start again without since');
-  }
-}
+export const cursorGone = (): AppError => new AppError('GONE', 'The cursor is older than the events kept (CHANGES_RETENTION_HOURS); start again without since');
 
 type RawEntry = [id: Buffer, fields: Buffer[]];
 
@@ -95,7 +92,7 @@ export class ChangeSource {
     private readonly redis: RedisClient,
     private readonly store: ContentStore,
     readonly partitions: number,
-    private readonly security: SecurityConfig,
+    private readonly reads: Reads,
   ) {}
 
   private async snapshot(cid: string, rev: number): Promise<Snapshot | null> {
@@ -169,7 +166,7 @@ export class ChangeSource {
   }
 
   /**
-   * Throws CursorGoneError when a stream no longer holds what follows a position: something
+   * Throws cursorGone() (410) when a stream no longer holds what follows a position: something
    * after it was trimmed, or the stream never reached it (its data was lost).
    */
   async checkKept(positions: StreamPosition[]): Promise<void> {
@@ -177,8 +174,8 @@ export class ChangeSource {
     for (let p = 0; p < this.partitions; p++) {
       const pos = positions[p];
       const d = compareIds(pos, info[p].bound);
-      if (d < 0 || (d === 0 && pos.sub > 0)) throw new CursorGoneError();
-      if (compareIds(pos, info[p].last) > 0) throw new CursorGoneError();
+      if (d < 0 || (d === 0 && pos.sub > 0)) throw cursorGone();
+      if (compareIds(pos, info[p].last) > 0) throw cursorGone();
     }
   }
 
@@ -200,7 +197,7 @@ export class ChangeSource {
     const d = compareIds(entry, cur);
     if (d < 0 || (d === 0 && cur.sub === 0 && (cur.ms > 0 || cur.seq > 0))) return true; // delivered already
     const from = d === 0 ? cur.sub : 0;
-    const visible = entry.at !== null && mayReadChange(this.security, principal, entry.at);
+    const visible = entry.at !== null && this.reads.mayRead(principal, entry.at);
     for (let i = from; i < entry.changes.length; i++) {
       const c = entry.changes[i];
       if (!visible || !matchesFilter(filter, c)) continue;
@@ -256,4 +253,3 @@ export class ChangeSource {
 }
 
 /** The 410 answer's error body: the cursor is past what is kept. */
-export const goneBody = (e: CursorGoneError) => ({ message: e.message, statusCode: '41000', extraInfo: {} });

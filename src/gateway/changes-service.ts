@@ -9,8 +9,9 @@ import type { Principal, SecurityConfig } from '../content/permissions.js';
 import { AppError } from '../errors.js';
 import type { TokenService } from '../security/token-service.js';
 import { ChangeFanout, type FeedSink, FeedSubscriber } from './change-fanout.js';
-import { ChangeSource, CursorGoneError, type Delivered, deliveredJson, goneBody } from './change-source.js';
+import { ChangeSource, type Delivered, deliveredJson } from './change-source.js';
 import { Exchange } from './http.js';
+import { Reads } from './reads.js';
 
 export interface ChangesServiceDeps {
   settings: Settings;
@@ -18,6 +19,8 @@ export interface ChangesServiceDeps {
   store: ContentStore;
   tokens: TokenService;
   security: SecurityConfig;
+  /** The clock of time state (injected by tests). */
+  clock: () => number;
   metrics: Metrics;
   log: Logger;
 }
@@ -67,7 +70,7 @@ export class ChangesService {
   private readonly streams = new Set<FeedSubscriber>();
 
   constructor(private readonly d: ChangesServiceDeps) {
-    this.source = new ChangeSource(d.redis, d.store, d.settings.PARTITIONS, d.security);
+    this.source = new ChangeSource(d.redis, d.store, d.settings.PARTITIONS, new Reads(d));
     this.fanout = new ChangeFanout(this.source, d.settings, d.log);
   }
 
@@ -139,7 +142,6 @@ export class ChangesService {
     x.route = 'content-service/changes';
     this.serve(x, lastEventId)
       .catch((e: unknown) => {
-        if (e instanceof CursorGoneError) return sendGone(x, e);
         x.sendError(e, (err) => this.d.log.error({ err, path: x.path, requestId: x.requestId }, 'change feed request failed'));
       })
       .catch((e: unknown) => this.d.log.error({ err: e, path: x.path }, 'answer failed'))
@@ -344,7 +346,7 @@ export class ChangesService {
       };
       void data.sub.run();
     } catch (e) {
-      if (e instanceof CursorGoneError) return this.wsFail(ws, new AppError('BAD_REQUEST', e.message), WS_CLOSE.gone, goneBody(e));
+      if (e instanceof AppError && e.code === 'GONE') return this.wsFail(ws, e, WS_CLOSE.gone);
       if (e instanceof AppError) return this.wsFail(ws, e, e.http === 401 ? WS_CLOSE.unauthorized : WS_CLOSE.badRequest);
       this.d.log.error({ err: e }, 'change feed WebSocket failed');
       return this.wsFail(ws, new AppError('INTERNAL'), 1011);
@@ -368,13 +370,13 @@ export class ChangesService {
   }
 
   /** Sends `{"error": {...}}`, then closes with `code`. */
-  private wsFail(ws: uWS.WebSocket<WsData>, e: AppError, code: number, body?: ReturnType<typeof goneBody>): void {
+  private wsFail(ws: uWS.WebSocket<WsData>, e: AppError, code: number): void {
     const data = ws.getUserData();
     if (data.closed) return;
     data.closed = true;
     clearTimeout(data.timer);
     ws.cork(() => {
-      ws.send(JSON.stringify(body ? { error: body } : errorBody(e)), false);
+      ws.send(JSON.stringify(errorBody(e)), false);
       ws.end(code, e.message.slice(0, 100));
     });
     // A client that does not read never takes the close frame: it is cut after a grace period.
@@ -395,17 +397,4 @@ function intParam(v: string | null, name: string, min: number, max: number, dflt
 /** `{"changes": [...], "last"}`, each event serialised once for all its subscribers. */
 function sendPage(x: Exchange, changes: Delivered[], last: string): void {
   x.send(200, [['Content-Type', 'application/json']], `{"changes":[${changes.map(deliveredJson).join(',')}],"last":${JSON.stringify(last)}}`);
-}
-
-/** 410 (41000): the cursor is older than what is kept (the error registry has no 410 of its own). */
-function sendGone(x: Exchange, e: CursorGoneError): void {
-  if (x.aborted || x.responded) return;
-  x.responded = true;
-  x.status = 410;
-  x.res.cork(() => {
-    x.res.writeStatus('410 Gone');
-    for (const [k, v] of x.baseHeaders) x.res.writeHeader(k, v);
-    x.res.writeHeader('Content-Type', 'application/json');
-    x.res.end(JSON.stringify(goneBody(e)));
-  });
 }

@@ -21,6 +21,7 @@ const REASONS: Record<number, string> = {
   404: 'Not Found',
   405: 'Method Not Allowed',
   409: 'Conflict',
+  410: 'Gone',
   412: 'Precondition Failed',
   413: 'Payload Too Large',
   415: 'Unsupported Media Type',

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { mayRead } from '../../src/content/visibility.js';
 import {
   boundariesOf,
   boundaryHolds,
@@ -7,7 +8,6 @@ import {
   encodeCursor,
   MAX_CURSOR_LENGTH,
   matchesFilter,
-  mayReadChange,
   parseFilter,
   type StreamPosition,
   timestateEvent,
@@ -68,10 +68,10 @@ describe('change feed domain (CONTRACT §13)', () => {
     const security = { roles: { editor: { '*': ['Read'] }, photo: { image: ['Read'] } } };
     const sports = { userId: 'sportseditor', contexts: { sports: ['editor'] } };
     const inSports = snap({ meta: { svcSecurityContext: { owners: ['sports'] } } });
-    expect(mayReadChange(security, sports, inSports)).to.equal(true);
-    expect(mayReadChange(security, sports, snap())).to.equal(false);
-    expect(mayReadChange(security, { userId: 'p', contexts: { __global__: ['photo'] } }, snap())).to.equal(false);
-    expect(mayReadChange(security, { userId: 'p', contexts: { __global__: ['photo'] } }, snap({ type: 'image' }))).to.equal(true);
+    expect(mayRead(security, sports, inSports)).to.equal(true);
+    expect(mayRead(security, sports, snap())).to.equal(false);
+    expect(mayRead(security, { userId: 'p', contexts: { __global__: ['photo'] } }, snap())).to.equal(false);
+    expect(mayRead(security, { userId: 'p', contexts: { __global__: ['photo'] } }, snap({ type: 'image' }))).to.equal(true);
   });
 
   it('filters by kind, type and view; refuses unknown kinds and bad names with 400', () => {
