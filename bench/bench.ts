@@ -63,7 +63,7 @@ const started = Date.now();
 
 interface Rec {
   workload: string;
-  group: 'ceiling' | 'one process' | 'fleet';
+  group: 'ceiling' | 'one process' | 'fleet' | 'change feed';
   figure?: number;
   unit?: string;
   p50?: number;
@@ -977,6 +977,53 @@ try {
       }
     }
   }
+
+  // ---- the change feed: its own redis-server and one web+actors process (bench/changes.ts)
+  await workload('changes', 'change feed: commit → delivery over SSE and WebSocket, page catch-up', 'change feed', async () => {
+    const subscribers = QUICK ? '1,10' : '1,100,10000';
+    const run = await node('bench/changes.ts', [], { CHANGES_BENCH_SUBSCRIBERS: subscribers, CHANGES_BENCH_SECONDS: String(QUICK ? 2 : SECONDS) }, 1_800_000);
+    if (!run.results.length) throw new Error(`no result (exit ${run.code})`);
+    return run.results.map((x): Rec => {
+      if (x.workload === 'change feed page catch-up') {
+        return budget(
+          {
+            workload: x.workload,
+            group: 'change feed',
+            figure: x.eventsPerSecond,
+            unit: 'events/s',
+            requests: x.events,
+            seconds: x.seconds,
+            errors: 0,
+            loadgen: 'node (bench/changes.ts), pages of 1,000',
+          },
+          '≥ 50,000 events/s (issue 17)',
+          [[x.eventsPerSecond >= 50_000, 'throughput']],
+        );
+      }
+      const n = Number(/(\d+) subscriber/.exec(x.workload)?.[1] ?? 0);
+      const target = n >= 10_000 ? 250 : 100;
+      const r: Rec = {
+        workload: `${x.workload} at ${x.commitsPerSecond} commits/s`,
+        group: 'change feed',
+        figure: x.delivered,
+        unit: `events delivered of ${x.expected}`,
+        p50: x.latencyMs.p50,
+        p99: x.latencyMs.p99,
+        p999: x.latencyMs.p999,
+        errors: x.failedCommits + (x.expected - x.delivered),
+        rssMB: { web: x.webRssMb },
+        loadgen: 'node (bench/changes.ts), subscribers and writers in one process',
+        detail: { latency: 'from the event time (commit clock) to its arrival, sampled on the first 200 subscribers' },
+      };
+      return n === 1
+        ? r
+        : budget(r, `p99 < ${target} ms, web RSS < 1 GB, every event delivered (issue 17)`, [
+            [x.latencyMs.p99 < target, 'p99'],
+            [x.webRssMb < 1024, 'RSS'],
+            [x.delivered === x.expected, 'missing events'],
+          ]);
+    });
+  });
 } catch (e) {
   say(`\n!! bench stopped: ${(e as Error).stack ?? e}`);
   records.push({ workload: 'harness', group: 'one process', error: (e as Error).message.split('\n')[0] });
@@ -1076,6 +1123,9 @@ function writeResultsMd(path: string): void {
     table('one process'),
     '',
     ...(records.some((r) => r.group === 'fleet') ? ['### The fleet (`src/fleet.ts`: 2 web, 2 actors, 1 indexer, 1 reindexer)', '', table('fleet'), ''] : []),
+    ...(records.some((r) => r.group === 'change feed')
+      ? ['### The change feed (`bench/changes.ts`: one web+actors process, its own Redis, no search)', '', table('change feed'), '']
+      : []),
     'Notes:',
     '',
     '- Ratios: throughput over the matching ceiling (reads against the uWebSockets.js GET; creates and updates against the uWebSockets.js POST and the Redis round trip of the commit script; a promote is two commits: a draft write and the promote).',

@@ -12,7 +12,7 @@
  * sampled on the first 200 of them, and every subscriber's deliveries are counted.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createRequire } from 'node:module';
+import { WebSocket } from 'ws';
 import { createServer } from 'node:net';
 import http from 'node:http';
 import { readFileSync } from 'node:fs';
@@ -26,7 +26,7 @@ const SECONDS = Number(process.env.CHANGES_BENCH_SECONDS ?? 8);
 const SAMPLED = 200;
 
 type WsLike = { on(e: string, cb: (...a: unknown[]) => void): void; send(t: string): void; terminate(): void };
-const WebSocket = createRequire(import.meta.url)('ws') as new (url: string) => WsLike;
+const WebSocketCtor = WebSocket as unknown as new (url: string) => WsLike;
 
 const freePort = () =>
   new Promise<number>((resolve) => {
@@ -49,7 +49,7 @@ interface Sub {
 function subscribe(transport: 'sse' | 'ws', root: string, token: string, since: string, onEvent: (time: number) => void): Promise<Sub> {
   if (transport === 'ws') {
     return new Promise((resolve, reject) => {
-      const ws = new WebSocket(`${root.replace('http', 'ws')}/content-service/changes/ws`);
+      const ws = new WebSocketCtor(`${root.replace('http', 'ws')}/content-service/changes/ws`);
       ws.on('open', () => {
         ws.send(JSON.stringify({ token, since }));
         resolve({ close: () => ws.terminate() });

@@ -52,9 +52,51 @@ export function openApiDocument(version: string, routers: Record<string, Pick<Ro
       }
     }
   }
+  Object.assign(paths, changeFeedPaths());
   return {
     openapi: '3.1.0',
     info: { title: 'Content platform', version },
     paths,
+  };
+}
+
+/** The change feed (CONTRACT §13): its own uWS routes, outside the service routers. */
+function changeFeedPaths(): Record<string, Record<string, unknown>> {
+  const query = (name: string, schema: Record<string, unknown>, description: string) => ({ name, in: 'query', required: false, schema, description });
+  const token = { name: 'X-Auth-Token', in: 'header', required: true, schema: { type: 'string' } };
+  const error = { description: 'The error body', content: { 'application/json': { schema: errorBody } } };
+  return {
+    '/content-service/changes': {
+      get: {
+        operationId: 'get_content_service_changes',
+        parameters: [
+          token,
+          query('since', { type: 'string', maxLength: 2048 }, 'A cursor, or `now`; absent: from the oldest event kept'),
+          query('limit', { type: 'integer', minimum: 1, maximum: 1000, default: 100 }, 'Events per page'),
+          query('types', { type: 'string' }, 'Content types, comma-separated'),
+          query('views', { type: 'string' }, 'Views, comma-separated'),
+          query('kinds', { type: 'string' }, 'create, update, delete, view, timestate, comma-separated'),
+          query('feed', { type: 'string', enum: ['longpoll', 'sse'] }, 'Long poll, or server-sent events (also with Accept: text/event-stream)'),
+          query('timeout', { type: 'integer', minimum: 0, maximum: 60000, default: 30000 }, 'Long poll: ms to wait for a matching event'),
+        ],
+        responses: {
+          200: {
+            description: '`{"changes": [<event>...], "last": "<cursor>"}`, or a text/event-stream',
+            content: { 'application/json': { schema: { type: 'object', required: ['changes', 'last'] } }, 'text/event-stream': {} },
+          },
+          400: error,
+          401: error,
+          410: error,
+        },
+      },
+    },
+    '/content-service/changes/ws': {
+      get: {
+        operationId: 'get_content_service_changes_ws',
+        description:
+          'WebSocket. First message `{"token", "since"?, "types"?, "views"?, "kinds"?}`, then one event per message. Closes 4401 (token), 4400 (first message), 4410 (cursor past the trim), 4429 (the subscriber did not read).',
+        responses: { 101: { description: 'Switching protocols' } },
+      },
+    },
   };
 }

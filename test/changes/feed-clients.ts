@@ -1,4 +1,4 @@
-import { createRequire } from 'node:module';
+import { WebSocket } from 'ws';
 import type { TimestateSchedule } from '../../src/actors/timestate-schedule.js';
 
 /**
@@ -33,7 +33,7 @@ export interface WsLike {
   readonly _socket?: { pause(): void };
 }
 
-const WebSocketCtor = createRequire(import.meta.url)('ws') as new (url: string) => WsLike;
+const WebSocketCtor = WebSocket as unknown as new (url: string) => WsLike;
 
 export function openWs(url: string): WsLike {
   return new WebSocketCtor(url);

@@ -68,6 +68,8 @@ describe('typed client (src/client)', () => {
       '/file-delivery-service/version/{versionId}/{path}',
       '/taxonomy-service/structure/{id}',
       '/taxonomy-service/complete/{dimension}/{input}',
+      '/content-service/changes',
+      '/content-service/changes/ws',
     ]);
     const m = await c.metrics();
     expect(m.text).to.match(/http_requests_total\{route="file-service\/file",method="POST",status="201"\} \d+/);
