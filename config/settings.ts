@@ -52,6 +52,19 @@ export const settingsSchema = z.object({
   CHANGES_SUBSCRIBER_BUFFER: int(1, 1000000).default(2000),
   /** A change-feed subscriber whose client takes nothing for this long is closed (it resumes from its last cursor). */
   CHANGES_STALL_SECONDS: int(1, 86400).default(60),
+  /** Webhooks (CONTRACT §14): targets that resolve to loopback, private or link-local addresses are allowed (tests, private networks). */
+  WEBHOOK_ALLOW_PRIVATE: bool.default(false),
+  /** A delivery not answered 2xx is retried until it is this old, then `failed` (redeliverable). */
+  WEBHOOK_MAX_AGE_HOURS: z.coerce.number().positive().max(100000).default(24),
+  /** A delivery attempt not answered within this long is cut (and retried). */
+  WEBHOOK_TIMEOUT_MS: int(100, 600000).default(10000),
+  /** The first retry waits between half of this and this; each next one twice as long, up to WEBHOOK_RETRY_MAX_MS. */
+  WEBHOOK_RETRY_BASE_MS: int(10, 600000).default(5000),
+  WEBHOOK_RETRY_MAX_MS: int(100, 86400000).default(3600000),
+  /** Delivery attempts in flight per webhooks process. */
+  WEBHOOK_CONCURRENCY: int(1, 100000).default(256),
+  /** Delivered and failed deliveries stay in the log this long. */
+  WEBHOOK_LOG_HOURS: z.coerce.number().positive().max(100000).default(168),
   /** How long a processed command id is remembered for idempotent replay. */
   DEDUP_TTL_SECONDS: int(60, 30 * 86400).default(86400),
 
