@@ -14,6 +14,8 @@ export interface VersionRecord {
   creator: string;
   /** First revision in which this version appeared. */
   rev: number;
+  /** The version key this version restored (CONTRACT §15 Restore); absent on any other write. */
+  restoredFrom?: string;
 }
 
 /**
@@ -53,6 +55,8 @@ export interface VersionIndexEntry {
   rev: number;
   created: number;
   creator: string;
+  /** The version key this version restored; absent on any other write. */
+  restoredFrom?: string;
 }
 
 /** One view assignment, the source of svcViewInfo. */
@@ -101,7 +105,12 @@ export interface ContentEvent {
   ts: number;
   userId: string;
   requestId?: string;
+  /** How the write came (audit, CONTRACT §15); absent means `main` (and on events stored before it was recorded). */
+  via?: WriteVia;
 }
+
+/** How a main write came: the content API, a workspace promote, a bulk import line, a restore. */
+export type WriteVia = 'main' | 'promote' | 'bulk' | 'restore';
 
 export const MAIN_NAMESPACE = 'contentid';
 /** The namespace of taxonomy definitions (`_taxonomy/<id>`). */
