@@ -48,6 +48,8 @@ export const settingsSchema = z.object({
   EVENTS_MAXLEN: int(1000, 100000000).default(1000000),
   /** The change feed keeps events this long (CONTRACT §13); older ones are trimmed by the time-state schedule's owner. */
   CHANGES_RETENTION_HOURS: z.coerce.number().positive().max(100000).default(168),
+  /** Days an audit entry is kept (CONTRACT §15 Audit); older entries are trimmed as new ones arrive. */
+  AUDIT_RETENTION_DAYS: z.coerce.number().positive().max(36500).default(3650),
   /** Events a change-feed subscriber may have waiting before it is closed as one that does not read. */
   CHANGES_SUBSCRIBER_BUFFER: int(1, 1000000).default(2000),
   /** A change-feed subscriber whose client takes nothing for this long is closed (it resumes from its last cursor). */
