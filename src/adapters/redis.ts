@@ -28,6 +28,8 @@ export const keys = {
   drafts: (p: number, cid: string) => `dr:{${p}}:${cid}`,
   workspace: (workspace: string) => `ws:${workspace}`,
   audit: (p: number) => `audit:{${p}}`,
+  /** The audit trail of main writes (CONTRACT §15), copied from events:{p} by src/actors/audit-trail.ts. */
+  auditLog: (p: number) => `auditlog:{${p}}`,
   catalog: (p: number) => `cat:{${p}}`,
   catalogOfType: (p: number, type: string) => `cat:{${p}}:t:${type}`,
   /** contents that hold (or once held) a taxonomy definition or the content hierarchy aspect */
@@ -39,6 +41,10 @@ export const keys = {
   alias: (namespace: string, alias: string) => `alias:${namespace}/${alias}`,
   replies: (gatewayId: string) => `reply:${gatewayId}`,
   members: 'actors:members',
+  /** Webhook deliveries of partition p waiting, by creation time (src/webhooks/keys.ts has the rest of their layout). */
+  webhookPending: (p: number) => `wh:{${p}}:pending`,
+  /** Hash: outcome (delivered, retried, failed) → delivery attempts counted, by every webhooks process. */
+  webhookOutcomes: 'webhooks:outcomes',
 } as const;
 
 /** The consumer group of the content actors on every command stream. */
