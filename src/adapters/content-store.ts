@@ -117,7 +117,15 @@ export class ContentStore {
         snapshot: pack(c.snapshot),
         versionKey: v?.key,
         version: v && pack(v),
-        versionIndexEntry: v && pack({ key: v.key, rev: v.rev, created: v.created, creator: v.creator } satisfies VersionIndexEntry),
+        versionIndexEntry:
+          v &&
+          pack({
+            key: v.key,
+            rev: v.rev,
+            created: v.created,
+            creator: v.creator,
+            ...(v.restoredFrom === undefined ? {} : { restoredFrom: v.restoredFrom }),
+          } satisfies VersionIndexEntry),
         event: pack(c.event),
         eventsMaxLen: this.eventsMaxLen,
         reply: c.reply?.length ? c.reply : undefined,

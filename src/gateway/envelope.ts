@@ -173,6 +173,7 @@ export function historyBody(snapshot: Snapshot, index: VersionIndexEntry[]): Rec
         creationTime: e.created,
         creatorId: e.creator,
         views: viewsOfVersion(snapshot, e.key),
+        ...(e.restoredFrom === undefined ? {} : { restoredFrom: versionId(snapshot.cid, e.restoredFrom) }),
       })),
   };
 }

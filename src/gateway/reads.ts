@@ -36,6 +36,15 @@ export class Reads {
   }
 
   /**
+   * The answer of a content that does not exist (`missing`) unless the caller may read it: for
+   * answers about a content's versions (compare, CONTRACT §15), where a caller without Read must
+   * learn nothing, not even that the content has versions to refuse.
+   */
+  checkReadOrMissing(user: Principal, head: Snapshot, missing: () => AppError): void {
+    if (!this.mayRead(user, head)) throw missing();
+  }
+
+  /**
    * Read of a workspace draft (spec's workspace permission table): when the content exists in
    * main, Read on the original; when it exists only on the workspace, Read on its type in any
    * context the caller holds roles in.

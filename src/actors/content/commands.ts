@@ -23,7 +23,12 @@ export type Operation =
  * found the caller may read (`readableFileUris`; the actor process may have no file store, the
  * gateway has one). The actor refuses any other URI a write adds (`checkFileReferences`).
  */
-export type Writer = CommandBase & { user: Principal; files?: string[] };
+export type Writer = CommandBase & {
+  user: Principal;
+  files?: string[];
+  /** How the write came when not through its own endpoint: `bulk` for a line of a bulk import (audit, CONTRACT §15). */
+  via?: 'bulk';
+};
 
 /** The commands on main content. */
 export type MainCommand =
@@ -32,7 +37,9 @@ export type MainCommand =
   | { k: 'delete'; ifMatch: string }
   | { k: 'releaseAlias'; namespace: string; alias: string }
   | { k: 'assignView'; view: string; ifMatch: string | null; versionKey?: string; target?: string }
-  | { k: 'removeFromView'; view: string };
+  | { k: 'removeFromView'; view: string }
+  /** A new version with the aspects of an earlier one (CONTRACT §15 Restore). */
+  | { k: 'restore'; ifMatch: string; versionKey: string };
 
 /** The commands on workspace drafts (src/actors/content/workspace.ts). */
 export type WorkspaceCommand =
@@ -102,7 +109,7 @@ export const okReply = (cmd: CommandBase, value: unknown): Reply => ({ id: cmd.i
 /** The main writes a promote needs; the content actor provides them (narrow on purpose). */
 export interface MainWrites {
   createMain(cmd: Writer, ctx: ActorContext, input: CreateInput, via: Via, promotedFrom?: string): Promise<Outcome>;
-  updateMain(cmd: Writer, ctx: ActorContext, input: UpdateInput, via: Via, promotedFrom?: string): Promise<Outcome>;
+  updateMain(cmd: Writer, ctx: ActorContext, input: UpdateInput, via: Via, promotedFrom?: string, restoredFrom?: string): Promise<Outcome>;
   /** The reply of a create or update whose commit took place but whose answer was lost, rebuilt from the head. */
   resumeWrite(cmd: CommandBase, head: Snapshot): Promise<Reply | null>;
 }

@@ -7,6 +7,7 @@ import { isAllowed, permissionDenied, type Principal, type SecurityConfig } from
 import type { ActorContext, CommandBase, CommandHandler, Reply } from '../runtime.js';
 import { applyUpdateMode } from '../../content/update-modes.js';
 import { symbolicCycle } from '../../content/views.js';
+import { restoredAspects } from '../../content/revisions.js';
 import type { LifecycleHook, Via } from './lifecycle-hooks.js';
 import { Workspaces } from './workspace.js';
 import {
@@ -62,9 +63,10 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
 
   /** Every command kind, with how it runs and how a retry answers it after a lost answer. */
   private readonly kinds: CommandTable = {
-    create: { apply: (cmd, ctx) => this.createMain(cmd, ctx, cmd, 'main'), resume: (cmd, head) => this.resumeWrite(cmd, head) },
-    update: { apply: (cmd, ctx) => this.updateMain(cmd, ctx, cmd, 'main'), resume: (cmd, head) => this.resumeWrite(cmd, head) },
+    create: { apply: (cmd, ctx) => this.createMain(cmd, ctx, cmd, cmd.via ?? 'main'), resume: (cmd, head) => this.resumeWrite(cmd, head) },
+    update: { apply: (cmd, ctx) => this.updateMain(cmd, ctx, cmd, cmd.via ?? 'main'), resume: (cmd, head) => this.resumeWrite(cmd, head) },
     delete: { apply: (cmd, ctx) => this.delete(cmd, ctx), resume: (cmd, head) => this.resumeDelete(cmd, head) },
+    restore: { apply: (cmd, ctx) => this.restore(cmd, ctx), resume: (cmd, head) => this.resumeWrite(cmd, head) },
     releaseAlias: { apply: (cmd, ctx) => this.releaseAlias(cmd, ctx), resume: (cmd) => this.resumeReleaseAlias(cmd) },
     // A view change writes no version: its reply is the revision it made.
     assignView: { apply: (cmd, ctx) => this.assignView(cmd, ctx), resume: async (cmd, head) => okReply(cmd, { cid: cmd.cid, rev: head.rev }) },
@@ -147,13 +149,13 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     const viewEvents = applyOperations(snapshot, vk, input.ops, cmd.user.userId, now);
     await this.joinTaxonomy(ctx, cmd.cid, version);
     const { subResults } = await this.assignAliases(snapshot, input.ops);
-    const out = await this.commit(cmd, ctx, 0, snapshot, version, viewEvents, subResults, 'created', [], promotedFrom);
+    const out = await this.commit(cmd, ctx, 0, snapshot, version, viewEvents, subResults, 'created', via, [], promotedFrom);
     if (committed(out)) for (const h of this.hooks) await h.afterCreate?.({ ...hook, snapshot, version });
     return out;
   }
 
   /** An update in main: from the content API, or a promote of a draft that arose from an update. */
-  async updateMain(cmd: Writer, ctx: ActorContext, input: UpdateInput, via: Via, promotedFrom?: string): Promise<Outcome> {
+  async updateMain(cmd: Writer, ctx: ActorContext, input: UpdateInput, via: Via, promotedFrom?: string, restoredFrom?: string): Promise<Outcome> {
     const head = await this.existing(cmd.cid, true);
     const contexts = contextsOf(head.meta);
     this.allow(cmd.user, 'Update', head.type, contexts);
@@ -185,6 +187,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
       created: now,
       creator: cmd.user.userId,
       rev,
+      ...(restoredFrom === undefined ? {} : { restoredFrom }),
     };
     checkFileReferences(version.aspects.svcFiles, current.aspects.svcFiles, cmd.files);
     // Only the aspects this write sets are checked: a merge that leaves them alone passes.
@@ -204,9 +207,25 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
       const s = subResults[0].status;
       throw new AppError('ALIAS_EXISTS', s.message, s.extraInfo);
     }
-    const out = await this.commit(cmd, ctx, head.rev, snapshot, version, viewEvents, [], 'updated', reserved, promotedFrom);
+    const out = await this.commit(cmd, ctx, head.rev, snapshot, version, viewEvents, [], 'updated', via, reserved, promotedFrom);
     if (committed(out)) for (const h of this.hooks) await h.afterUpdate?.({ ...hook, snapshot, version });
     return out;
+  }
+
+  /**
+   * Restore (CONTRACT §15): a new version whose aspects are those of an earlier version of the
+   * same content, written as an update in `replace` mode with If-Match (Update permission, the
+   * file and taxonomy checks, hooks, one commit, its event and audit entry with `via: restore`).
+   * The version records which version it restored. A version the content never had: 404.
+   */
+  private async restore(cmd: CommandOf<'restore'>, ctx: ActorContext): Promise<Outcome> {
+    const head = await this.existing(cmd.cid, true);
+    // Update permission before the version is looked at: a caller who may not write learns nothing of its versions.
+    this.allow(cmd.user, 'Update', head.type, contextsOf(head.meta));
+    const restored = await this.store.version(cmd.cid, cmd.versionKey);
+    if (!restored) throw new AppError('NOT_FOUND', `Version ${versionId(cmd.cid, cmd.versionKey)} not found`);
+    const input: UpdateInput = { ifMatch: cmd.ifMatch, unsafe: false, mode: 'replace', aspects: restoredAspects(restored.aspects), ops: [] };
+    return this.updateMain(cmd, ctx, input, 'restore', undefined, cmd.versionKey);
   }
 
   private async delete(cmd: CommandOf<'delete'>, ctx: ActorContext): Promise<Outcome> {
@@ -214,12 +233,12 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     if (!head || head.deleted) throw new AppError('NOT_FOUND', `Content ${cmd.cid} not found`);
     this.allow(cmd.user, 'Delete', head.type, contextsOf(head.meta));
     this.checkIfMatch(head, cmd.ifMatch);
-    const hook = { cid: cmd.cid, type: head.type, userId: cmd.user.userId, via: 'main' as const, partition: ctx.partition };
+    const hook = { cid: cmd.cid, type: head.type, userId: cmd.user.userId, via: cmd.via ?? ('main' as const), partition: ctx.partition };
     for (const h of this.hooks) await h.beforeDelete?.(hook);
     const now = Math.max(this.now(), head.modified);
     const snapshot: Snapshot = { ...head, rev: head.rev + 1, modified: now, committer: cmd.user.userId, deleted: true, views: {}, symbolic: {}, aliases: [] };
     const value = { cid: cmd.cid, rev: snapshot.rev };
-    const out = await this.commitRaw(cmd, ctx, head.rev, snapshot, undefined, [], value, 'deleted');
+    const out = await this.commitRaw(cmd, ctx, head.rev, snapshot, undefined, [], value, 'deleted', cmd.via);
     if (committed(out)) {
       await this.release(cmd.cid, freedAliases(head.aliases, snapshot.aliases));
       for (const h of this.hooks) await h.afterDelete?.({ ...hook, snapshot });
@@ -364,11 +383,12 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     viewEvents: ViewEvent[],
     subResults: SubResult[],
     kind: ContentEvent['kind'],
+    via: Via,
     reserved: string[] = [],
     promotedFrom?: string,
   ): Promise<Outcome> {
     const value: WriteResult = { snapshot, version, subResults };
-    const out = await this.commitRaw(cmd, ctx, expectedRev, snapshot, version, viewEvents, value, kind, promotedFrom);
+    const out = await this.commitRaw(cmd, ctx, expectedRev, snapshot, version, viewEvents, value, kind, via, promotedFrom);
     if (out !== 'lease-lost' && !out.reply.ok) await this.release(cmd.cid, reserved);
     return out;
   }
@@ -382,6 +402,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     viewEvents: ViewEvent[],
     value: unknown,
     kind: ContentEvent['kind'],
+    via?: Via,
     promotedFrom?: string,
   ): Promise<Outcome> {
     const reply: Reply = { id: cmd.id, ok: true, value };
@@ -396,6 +417,8 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
       userId: cmd.user.userId,
       requestId: cmd.requestId,
     };
+    // Left out for the content API's own writes: events stay as small as before, and read as `main`.
+    if (via !== undefined && via !== 'main') event.via = via;
     const res = await this.store.commit({
       owner: ctx.owner,
       expectedRev,

@@ -1,9 +1,9 @@
 import { keys, type RedisClient } from '../../adapters/redis.js';
 import { pack } from '../../adapters/codec.js';
-import type { Aspect, Aspects, Snapshot, VersionRecord } from '../../content/model.js';
+import type { Aspect, Aspects, Snapshot, VersionRecord, WriteVia } from '../../content/model.js';
 
-/** Where a main write comes from: the content API, or a promote of a workspace draft. */
-export type Via = 'main' | 'promote';
+/** Where a main write comes from: the content API, a promote of a workspace draft, a bulk import line, a restore. */
+export type Via = WriteVia;
 
 export interface HookContext {
   cid: string;

@@ -1,0 +1,109 @@
+import jsonPatch from 'fast-json-patch';
+import { AuditLog } from '../adapters/audit-log.js';
+import { newCommandId } from '../adapters/ids.js';
+import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
+import { encodeAuditCursor, parseAuditQuery } from '../content/audit.js';
+import { etagOf, type Aspects, type Snapshot } from '../content/model.js';
+import { isSysadmin } from '../content/permissions.js';
+import { compareBody, compareKeys, versionKeyOf, type JsonDiff, type PatchOperation } from '../content/revisions.js';
+import { AppError } from '../errors.js';
+import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
+import { STATUS_OK, contentEnvelope, formatOf, serialize } from './envelope.js';
+import type { Exchange } from './http.js';
+import type { Params } from './router.js';
+import { checkAlias } from './schemas.js';
+
+/** fast-json-patch's diff: linear in the documents (arrays compared index by index), keys escaped per RFC 6901. */
+const diff: JsonDiff = (from: Aspects, to: Aspects) => jsonPatch.compare(from, to) as PatchOperation[];
+
+/**
+ * Revisions over HTTP (CONTRACT §15): compare two versions of a content, restore one, and the
+ * audit trail of main writes. The rules are in src/content/revisions.ts and src/content/audit.ts;
+ * the restore is a command of the content's actor; the trail is read by src/adapters/audit-log.ts.
+ */
+export class RevisionsService {
+  private readonly audit: AuditLog;
+
+  constructor(
+    private readonly d: ContentServiceDeps,
+    private readonly content: ContentEndpoints,
+  ) {
+    this.audit = new AuditLog(d.store.redis, d.settings.PARTITIONS);
+    const r = content.router;
+    r.on('GET', 'content/alias/:ns/:alias/compare', (x, p) => this.compare(x, p));
+    r.on('POST', 'content/alias/:ns/:alias/restore', (x, p) => this.restore(x, p));
+    r.on('GET', 'audit', (x) => this.auditQuery(x));
+  }
+
+  /**
+   * Compare: the RFC 6902 patch from the aspects of `from` to those of `to` (default the current
+   * version). A caller without Read gets the answer of a content that does not exist: nothing
+   * about its versions, not even that it has them.
+   */
+  private async compare(x: Exchange, p: Params): Promise<void> {
+    const user = await this.content.authenticate(x);
+    const { cid, head } = await this.existing(p);
+    this.content.reads.checkReadOrMissing(user, head, () => missing(p));
+    const keys = compareKeys(head, x.query.get('from'), x.query.get('to'));
+    const [from, to] = await Promise.all([this.d.store.version(cid, keys.from), this.d.store.version(cid, keys.to)]);
+    if (!from) throw new AppError('NOT_FOUND', `Version ${x.query.get('from')} not found`);
+    if (!to) throw new AppError('NOT_FOUND', `Version ${x.query.get('to')} not found`);
+    x.sendJson(200, compareBody(cid, from, to, diff));
+  }
+
+  /** Restore: a new version with the aspects of `version`, through the content's actor with If-Match. */
+  private async restore(x: Exchange, p: Params): Promise<void> {
+    const user = await this.content.authenticate(x);
+    const ifMatch = x.header('if-match');
+    if (ifMatch === undefined) throw new AppError('BAD_REQUEST', 'A restore requires If-Match');
+    const fmt = formatOf(x.query.get('format'), x.header('accept')); // refused before anything is written
+    const version = x.query.get('version');
+    if (version === null || version === '') throw new AppError('BAD_REQUEST', 'version is required: a version id');
+    // The actor answers for a deleted content and for Update permission, as on an update.
+    checkAlias(p.ns, p.alias);
+    const cid = await this.d.store.resolveAlias(p.ns, p.alias);
+    if (cid === null) throw missing(p);
+    const versionKey = versionKeyOf(version, cid, 'version');
+    // The file URIs the restored version maps that the caller may read; the actor refuses any other it adds.
+    const restored = await this.d.store.version(cid, versionKey);
+    const files = await this.content.readableFiles(user, restored?.aspects.svcFiles);
+    const cmd: ContentCommand = { k: 'restore', id: newCommandId(), cid, requestId: x.requestId, user, files, ifMatch, versionKey };
+    const res = await this.d.mailbox.send<WriteResult>(cmd).finally(() => this.d.heads.drop(cid));
+    x.send(
+      200,
+      [
+        ['Content-Type', 'application/json'],
+        ['ETag', etagOf(cid, res.snapshot.rev)],
+      ],
+      serialize(contentEnvelope(res.snapshot, res.version, STATUS_OK), fmt),
+    );
+  }
+
+  /** The audit trail, newest first; sysadmin only. */
+  private async auditQuery(x: Exchange): Promise<void> {
+    const user = await this.content.authenticate(x);
+    if (!isSysadmin(user)) throw new AppError('PERMISSION_DENIED', 'Reading the audit trail requires sysadmin in __global__');
+    const { content, ...q } = parseAuditQuery((n) => x.query.get(n), this.d.settings.PARTITIONS);
+    let cid: string | undefined;
+    if (content !== undefined) {
+      const i = content.indexOf('/');
+      const found = await this.d.store.resolveAlias(content.slice(0, i), content.slice(i + 1));
+      // An alias that names nothing now (released, or never set) has no entries to find by it.
+      if (found === null) return x.sendJson(200, { entries: [], next: null });
+      cid = found;
+    }
+    const res = await this.audit.query({ ...q, cid });
+    x.sendJson(200, { entries: res.entries, next: res.next && encodeAuditCursor(res.next) });
+  }
+
+  /** The content an alias names and its head; 404 when there is none (or it was deleted). */
+  private async existing(p: Params): Promise<{ cid: string; head: Snapshot }> {
+    checkAlias(p.ns, p.alias);
+    const cid = await this.d.store.resolveAlias(p.ns, p.alias);
+    const head = cid === null ? null : await this.d.heads.get(cid, 0);
+    if (cid === null || !head || head.deleted) throw missing(p);
+    return { cid, head };
+  }
+}
+
+const missing = (p: Params) => new AppError('NOT_FOUND', `Content ${p.ns}/${p.alias} not found`);
