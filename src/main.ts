@@ -18,6 +18,7 @@ import { Variants } from './content/variants.js';
 import { loadVariantsConfig } from '../config/variants.js';
 import { ActorHost } from './actors/runtime.js';
 import { TimestateSchedule } from './actors/timestate-schedule.js';
+import { AuditTrail } from './actors/audit-trail.js';
 import { Gateway } from './gateway/server.js';
 import { loadSecurityConfig } from './security/security-config.js';
 import { TokenService } from './security/token-service.js';
@@ -77,6 +78,10 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
     await timestate.start();
     platform.timestate = timestate;
     stops.push(['timestate schedule', () => timestate.stop()]);
+    // The audit trail (CONTRACT §15): one owner among the actor processes copies each write's event.
+    const audit = new AuditTrail(redis, settings, log.child({ role: 'actors' }));
+    await audit.start();
+    stops.push(['audit trail', () => audit.stop()]);
   }
   if (roles.includes('web')) {
     const tokens = new TokenService({
