@@ -14,7 +14,7 @@ import type { Params } from './router.js';
 import { checkAlias } from './schemas.js';
 
 /** fast-json-patch's diff: linear in the documents (arrays compared index by index), keys escaped per RFC 6901. */
-const diff: JsonDiff = (from: Aspects, to: Aspects) => jsonPatch.compare(from, to) as PatchOperation[];
+export const aspectsDiff: JsonDiff = (from: Aspects, to: Aspects) => jsonPatch.compare(from, to) as PatchOperation[];
 
 /**
  * Revisions over HTTP (CONTRACT §15): compare two versions of a content, restore one, and the
@@ -48,7 +48,7 @@ export class RevisionsService {
     const [from, to] = await Promise.all([this.d.store.version(cid, keys.from), this.d.store.version(cid, keys.to)]);
     if (!from) throw new AppError('NOT_FOUND', `Version ${x.query.get('from')} not found`);
     if (!to) throw new AppError('NOT_FOUND', `Version ${x.query.get('to')} not found`);
-    x.sendJson(200, compareBody(cid, from, to, diff));
+    x.sendJson(200, compareBody(cid, from, to, aspectsDiff));
   }
 
   /** Restore: a new version with the aspects of `version`, through the content's actor with If-Match. */

@@ -1,0 +1,258 @@
+import { expect } from 'chai';
+import { applyPatch } from 'rfc6902';
+import { Client, article, startTestPlatform } from '../support/platform.js';
+
+type P = Awaited<ReturnType<typeof startTestPlatform>>;
+type Entry = { time: string; user: string; action: string; id: string; version: string | null; revision: number; via: string; requestId: string | null };
+
+describe('revisions: compare, restore, audit (CONTRACT §15)', function () {
+  this.timeout(30_000);
+  let p: P;
+  let editor: Client;
+  let reader: Client;
+  let sysadmin: Client;
+  let sports: Client;
+  let n = 0;
+
+  before(async () => {
+    p = await startTestPlatform();
+    editor = await new Client(p.base).login('editor');
+    reader = await new Client(p.base).login('reader');
+    sysadmin = await new Client(p.base).login('sysadmin');
+    sports = await new Client(p.base).login('sportseditor');
+  });
+  after(async () => {
+    await p.stop();
+  });
+
+  /** A content with three versions: titles one, two, three; its alias, key, version ids and ETag. */
+  async function threeVersions() {
+    const alias = `rev${Date.now()}x${n++}`;
+    const c = await editor.req('POST', '/content', {
+      body: { ...article('one', { 'a/b': [1, 2, 3], '~t': 'x' }), operations: [{ _type: 'svcSetAlias', namespace: 'news', alias }] },
+    });
+    expect(c.status).to.equal(201);
+    const versions: string[] = [c.json.system.version];
+    let etag = c.headers.get('etag')!;
+    for (const title of ['two', 'three']) {
+      const u = await editor.req('PUT', `/content/alias/news/${alias}`, {
+        body: article(title, { 'a/b': [title], extra: { k: 1 } }),
+        headers: { 'If-Match': etag },
+      });
+      expect(u.status).to.equal(200);
+      versions.push(u.json.system.version);
+      etag = u.headers.get('etag')!;
+    }
+    return { alias, id: c.json.system.id as string, key: (c.json.system.id as string).split('/')[1], versions, etag };
+  }
+
+  const aspectsOf = async (alias: string) => {
+    const r = await editor.req('GET', `/content/alias/news/${alias}`);
+    return (await editor.req('GET', r.headers.get('location')!)).json;
+  };
+
+  describe('compare', () => {
+    it('answers the patch from one version to another, and to the current one by default; rfc6902 applies it', async () => {
+      const c = await threeVersions();
+      const first = await editor.req('GET', `/content/alias/news/${c.alias}/compare?from=${c.versions[0]}&to=${c.versions[1]}`);
+      expect(first.status).to.equal(200);
+      expect(first.json.from).to.equal(c.versions[0]);
+      expect(first.json.to).to.equal(c.versions[1]);
+      const dflt = await reader.req('GET', `/content/alias/news/${c.alias}/compare?from=${c.versions[0]}`);
+      expect(dflt.status).to.equal(200);
+      expect(dflt.json.to).to.equal(c.versions[2]);
+      const v0 = { body: { _type: 'body', title: 'one', 'a/b': [1, 2, 3], '~t': 'x' } };
+      applyPatch(v0, dflt.json.patch);
+      expect(v0).to.deep.equal({ body: { _type: 'body', title: 'three', 'a/b': ['three'], extra: { k: 1 } } });
+      const same = await editor.req('GET', `/content/alias/news/${c.alias}/compare?from=${c.versions[2]}`);
+      expect(same.json.patch).to.deep.equal([]);
+    });
+
+    it('a version of another content, an unknown version, an unknown content: 404; a bad version id or none: 400', async () => {
+      const a = await threeVersions();
+      const b = await threeVersions();
+      const q = (alias: string, s: string) => editor.req('GET', `/content/alias/news/${alias}/compare?${s}`);
+      expect((await q(a.alias, `from=${b.versions[0]}`)).status).to.equal(404);
+      expect((await q(a.alias, `from=${a.versions[0]}&to=${b.versions[1]}`)).status).to.equal(404);
+      expect((await q(a.alias, `from=c:${a.key}:NOSUCHVERSION`)).status).to.equal(404);
+      expect((await q('nosuchalias-x', `from=${a.versions[0]}`)).status).to.equal(404);
+      const bad = await q(a.alias, 'from=not-a-version');
+      expect(bad.status).to.equal(400);
+      expect((await q(a.alias, '')).status).to.equal(400);
+    });
+
+    it('a caller without Read gets the answer of a missing content; without a token 401', async () => {
+      const a = await threeVersions();
+      const hidden = await sports.req('GET', `/content/alias/news/${a.alias}/compare?from=${a.versions[0]}`);
+      const missing = await sports.req('GET', `/content/alias/news/nosuch${a.alias}/compare?from=${a.versions[0]}`);
+      expect(hidden.status).to.equal(404);
+      expect(missing.status).to.equal(404);
+      expect(hidden.json.statusCode).to.equal(missing.json.statusCode);
+      // Also for a version of another content or a malformed one: nothing tells the versions apart.
+      expect((await sports.req('GET', `/content/alias/news/${a.alias}/compare?from=garbage`)).status).to.equal(404);
+      expect((await editor.req('GET', `/content/alias/news/${a.alias}/compare?from=${a.versions[0]}`, { token: null })).status).to.equal(401);
+    });
+  });
+
+  describe('restore', () => {
+    it('with a valid If-Match: 200/20000, a new ETag, the old aspects, restoredFrom in history', async () => {
+      const c = await threeVersions();
+      const r = await editor.req('POST', `/content/alias/news/${c.alias}/restore?version=${c.versions[0]}`, { headers: { 'If-Match': c.etag } });
+      expect(r.status).to.equal(200);
+      expect(r.json.status.statusCode).to.equal('20000');
+      expect(r.headers.get('etag')).to.equal(`W/"${c.key}/4"`);
+      expect(r.json.system.version).to.not.be.oneOf(c.versions);
+      expect(r.json.aspects.body).to.deep.equal({ _type: 'body', title: 'one', 'a/b': [1, 2, 3], '~t': 'x' });
+      expect(Object.keys(r.json.aspects).filter((k) => k !== '_type')).to.deep.equal(['body']);
+      const now = await aspectsOf(c.alias);
+      expect(now.aspects).to.deep.equal(r.json.aspects);
+      const h = await editor.req('GET', `/content/alias/news/${c.alias}/4/history`);
+      const entry = h.json.versions.find((v: { version: string }) => v.version === r.json.system.version);
+      expect(entry.restoredFrom).to.equal(c.versions[0]);
+      expect(h.json.versions.filter((v: { restoredFrom?: string }) => v.restoredFrom)).to.have.length(1);
+      const diff = await editor.req('GET', `/content/alias/news/${c.alias}/compare?from=${c.versions[0]}`);
+      expect(diff.json.patch).to.deep.equal([]);
+    });
+
+    it('stale If-Match: 409/40900; missing If-Match: 400; nothing written', async () => {
+      const c = await threeVersions();
+      const stale = await editor.req('POST', `/content/alias/news/${c.alias}/restore?version=${c.versions[0]}`, { headers: { 'If-Match': `W/"${c.key}/1"` } });
+      expect(stale.status).to.equal(409);
+      expect(String(stale.json.statusCode)).to.equal('40900');
+      const none = await editor.req('POST', `/content/alias/news/${c.alias}/restore?version=${c.versions[0]}`);
+      expect(none.status).to.equal(400);
+      expect((await aspectsOf(c.alias)).aspects.body.title).to.equal('three');
+    });
+
+    it('Update permission: a reader 403, a caller without Read 403 before the version is looked at; bad versions 400/404', async () => {
+      const c = await threeVersions();
+      const other = await threeVersions();
+      const post = (cl: Client, s: string) => cl.req('POST', `/content/alias/news/${c.alias}/restore?${s}`, { headers: { 'If-Match': c.etag } });
+      expect((await post(reader, `version=${c.versions[0]}`)).status).to.equal(403);
+      expect((await post(sports, `version=${c.versions[0]}`)).status).to.equal(403);
+      expect((await post(sports, `version=c:${c.key}:NOSUCH`)).status).to.equal(403);
+      expect((await post(editor, `version=${other.versions[0]}`)).status).to.equal(404);
+      expect((await post(editor, `version=c:${c.key}:NOSUCH`)).status).to.equal(404);
+      expect((await post(editor, 'version=nope')).status).to.equal(400);
+      expect((await post(editor, '')).status).to.equal(400);
+      const unknown = await editor.req('POST', `/content/alias/news/nosuch${c.alias}/restore?version=${c.versions[0]}`, { headers: { 'If-Match': c.etag } });
+      expect(unknown.status).to.equal(404);
+      expect((await aspectsOf(c.alias)).aspects.body.title).to.equal('three');
+    });
+  });
+
+  describe('audit', () => {
+    const audit = async (q: string, who: Client = sysadmin) => who.req('GET', `/audit?${q}`);
+
+    /** Entries of a content, waiting for the copier to bring `count` of them. */
+    async function entriesOf(content: string, count: number): Promise<Entry[]> {
+      for (let i = 0; i < 100; i++) {
+        const r = await audit(`content=${encodeURIComponent(content)}&limit=1000`);
+        expect(r.status).to.equal(200);
+        if (r.json.entries.length >= count) return r.json.entries;
+        await new Promise((res) => setTimeout(res, 100));
+      }
+      throw new Error(`fewer than ${count} audit entries for ${content}`);
+    }
+
+    it('records every write kind (create, update, view change, alias release, restore, promote, delete), newest first', async () => {
+      const c = await threeVersions();
+      const req = { headers: { 'If-Match': c.etag, 'X-Request-Id': 'restore-req-1' } };
+      const r = await editor.req('POST', `/content/alias/news/${c.alias}/restore?version=${c.versions[1]}`, req);
+      expect(r.status).to.equal(200);
+      let etag = r.headers.get('etag')!;
+      const pv = await editor.req('PUT', '/view/svcPublic', { body: { version: c.versions[0] }, headers: { 'If-Match': etag } });
+      expect(pv.status).to.equal(200);
+      etag = pv.headers.get('etag')!;
+      expect((await sysadmin.req('DELETE', `/content/alias/news/${c.alias}/release`)).status).to.equal(204);
+      // Promote a draft of the content
+      const ws = `aud${Date.now()}`;
+      // The release answers no ETag: it made revision 6.
+      const d = await editor.req('PUT', `/content/workspace/${ws}/alias/${c.id}`, {
+        body: { aspects: { body: { title: 'drafted' } }, origin: `W/"${c.key}/6"` },
+      });
+      expect(d.status).to.be.oneOf([200, 201]);
+      const pr = await editor.req('POST', `/content/workspace/${ws}/alias/${c.id}/promote`);
+      expect(pr.status, JSON.stringify(pr.json)).to.equal(200);
+      etag = pr.headers.get('etag')!;
+      expect((await editor.req('DELETE', `/content/alias/${c.id}`, { headers: { 'If-Match': etag } })).status).to.equal(204);
+
+      const entries = await entriesOf(c.id, 8);
+      expect(entries.map((e) => [e.action, e.via, e.revision])).to.deep.equal([
+        ['delete', 'main', 8],
+        ['update', 'promote', 7],
+        ['alias', 'main', 6],
+        ['view', 'main', 5],
+        ['update', 'restore', 4],
+        ['update', 'main', 3],
+        ['update', 'main', 2],
+        ['create', 'main', 1],
+      ]);
+      const restored = entries.find((e) => e.via === 'restore')!;
+      expect(restored.user).to.equal('editor');
+      expect(restored.id).to.equal(c.id);
+      expect(restored.version).to.match(new RegExp(`^c:${c.key}:`));
+      expect(restored.requestId).to.equal('restore-req-1');
+      expect(Date.parse(restored.time)).to.be.closeTo(Date.now(), 60_000);
+      expect(entries.find((e) => e.action === 'alias')!.user).to.equal('sysadmin');
+    });
+
+    it('filters by user and time range, pages with a cursor newest first', async () => {
+      const start = new Date().toISOString();
+      const c = await threeVersions();
+      const entries = await entriesOf(c.id, 3);
+      expect(entries.map((e) => e.revision)).to.deep.equal([3, 2, 1]);
+      const page1 = await audit(`content=${encodeURIComponent(c.id)}&limit=2`);
+      expect(page1.json.entries.map((e: Entry) => e.revision)).to.deep.equal([3, 2]);
+      expect(page1.json.next).to.be.a('string');
+      const page2 = await audit(`content=${encodeURIComponent(c.id)}&limit=2&cursor=${page1.json.next}`);
+      expect(page2.json.entries.map((e: Entry) => e.revision)).to.deep.equal([1]);
+      expect(page2.json.next).to.equal(null);
+      // Through the named alias too, and across every content by user and time
+      expect((await audit(`content=news/${c.alias}`)).json.entries).to.have.length(3);
+      const byUser = await audit(`user=editor&from=${encodeURIComponent(start)}&limit=1000`);
+      expect(byUser.json.entries.filter((e: Entry) => e.id === c.id)).to.have.length(3);
+      expect(byUser.json.entries.every((e: Entry) => e.user === 'editor')).to.equal(true);
+      const times = byUser.json.entries.map((e: Entry) => Date.parse(e.time));
+      expect(times).to.deep.equal([...times].sort((a, b) => b - a));
+      expect((await audit('user=nobody-at-all')).json).to.deep.equal({ entries: [], next: null });
+      const before = await audit(`content=${encodeURIComponent(c.id)}&to=${encodeURIComponent(new Date(Date.parse(start) - 1000).toISOString())}`);
+      expect(before.json.entries).to.deep.equal([]);
+      // Paging through everything by one user sees each entry once
+      const seen = new Set<string>();
+      let cursor: string | null = null;
+      do {
+        const r: { json: { entries: Entry[]; next: string | null } } = await audit(
+          `user=editor&from=${encodeURIComponent(start)}&limit=1${cursor ? `&cursor=${cursor}` : ''}`,
+        );
+        for (const e of r.json.entries) {
+          const k = `${e.id}/${e.revision}`;
+          expect(seen.has(k)).to.equal(false);
+          seen.add(k);
+        }
+        cursor = r.json.next;
+      } while (cursor);
+      expect(seen.size).to.equal(byUser.json.entries.length);
+    });
+
+    it('sysadmin only: 403 for others, 401 without a token; bad parameters 400', async () => {
+      expect((await audit('', editor)).status).to.equal(403);
+      expect((await audit('', reader)).status).to.equal(403);
+      expect((await sysadmin.req('GET', '/audit', { token: null })).status).to.equal(401);
+      for (const q of [
+        'limit=0',
+        'limit=5000',
+        'limit=x',
+        'from=yesterday',
+        'cursor=%%%',
+        'cursor=abc',
+        'content=noslash',
+        'from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z',
+      ]) {
+        const r = await audit(q);
+        expect(r.status, q).to.equal(400);
+      }
+      expect((await audit('content=news/never-set-alias-x')).json).to.deep.equal({ entries: [], next: null });
+    });
+  });
+});
