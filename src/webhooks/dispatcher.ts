@@ -1,0 +1,391 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
+import type { Settings } from '../../config/settings.js';
+import { unpack } from '../adapters/codec.js';
+import type { ContentStore } from '../adapters/content-store.js';
+import type { Logger } from '../adapters/log.js';
+import { connectRedis, keys, type RedisClient } from '../adapters/redis.js';
+import { autoclaim, ensureGroup, type StreamEntry } from '../adapters/redis-streams.js';
+import { changesOf, matchesFilter, needsPrevious, parseStreamId, type StoredEvent } from '../content/change-events.js';
+import type { Snapshot } from '../content/model.js';
+import { sleep } from '../wait.js';
+import { eventIdOf, positionOf, WEBHOOKS_GROUP, whKeys } from './keys.js';
+import { post, type PostResult } from './http-post.js';
+import { withScripts, type WebhookScripts } from './scripts.js';
+import { deliveryHeaders, secretKey } from './signing.js';
+import { checkTarget, type Resolver, systemResolver, TargetRefused } from './ssrf.js';
+import { recordTtlMs, type Webhook, WebhookStore } from './webhook-store.js';
+
+/** The fan-out lease of a partition; renewed every second while held. */
+const FANOUT_LEASE_MS = 5000;
+const BALANCE_MS = 1000;
+const READ_BLOCK_MS = 500;
+const FANOUT_BATCH = 256;
+/** Deliveries per enqueue script call (the script runs alone in Redis: kept short). */
+const ENQUEUE_CHUNK = 500;
+/** A delivery queue with nothing due is looked at again after this long at most (other processes' work, retries). */
+const IDLE_POLL_MS = 200;
+/** Host lookups are reused this long (the guard still runs on every attempt). */
+const LOOKUP_TTL_MS = 1000;
+
+type Hook = Webhook & { key: Buffer };
+type Claimed = { p: number; member: string; pos: string; eventId: string; body: string; attempts: number; created: number };
+
+/**
+ * The `webhooks` role (CONTRACT §14). Two jobs, shared by every webhooks process:
+ *
+ * - Fan-out: each partition's events are read in the `webhooks` consumer group by the one process
+ *   holding the partition's fan-out lease (processes share the partitions by heartbeat), turned
+ *   into feed events (content/change-events.ts) and, for every webhook whose filter matches, into
+ *   a delivery queued behind the earlier deliveries of the same content to the same webhook. The
+ *   enqueue is fenced by the lease and idempotent, and an entry is acknowledged only once
+ *   enqueued: a process that dies leaves its entries pending, and the next holder of the lease
+ *   takes them over (XAUTOCLAIM) before reading on, so the queues keep stream order.
+ * - Delivery: any process claims due queue heads of any partition (a claim lasts past the timeout;
+ *   when its process dies the queue is due again), POSTs them signed, and records the outcome: on
+ *   failure the queue waits for the retry (exponential back-off with jitter) while other contents
+ *   and other webhooks go on; past WEBHOOK_MAX_AGE_HOURS the delivery is `failed` and the next one
+ *   of the content goes.
+ */
+export class WebhookDispatcher {
+  readonly consumer = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  private readonly redis: RedisClient & WebhookScripts;
+  private readonly store: WebhookStore;
+  private running = false;
+  private readonly owned = new Map<number, { token: string; drained: boolean }>();
+  private hooks: Hook[] = [];
+  private hooksById = new Map<string, Hook>();
+  private hooksRevision = '';
+  private readonly snapshots = new LRUCache<string, { s: Snapshot | null }>({ max: 20000 });
+  private readonly lookups = new Map<string, { at: number; addresses: Promise<{ address: string; family: number }[]> }>();
+  private readonly loops: Promise<void>[] = [];
+  private blocking?: RedisClient;
+  private inFlight = 0;
+  private wake?: () => void;
+  private slotFree?: () => void;
+  private lastBalance = 0;
+
+  constructor(
+    redis: RedisClient,
+    private readonly contents: ContentStore,
+    private readonly settings: Settings,
+    private readonly log: Logger,
+    private readonly resolver: Resolver = systemResolver,
+    private readonly clock: () => number = Date.now,
+  ) {
+    this.redis = withScripts(redis);
+    this.store = new WebhookStore(redis, settings, resolver, clock);
+  }
+
+  async start(): Promise<void> {
+    for (let p = 0; p < this.settings.PARTITIONS; p++) await ensureGroup(this.redis, keys.events(p), WEBHOOKS_GROUP);
+    this.running = true;
+    await this.reloadHooks();
+    if (!this.settings.REDIS_CLUSTER_NODES) this.blocking = connectRedis(this.settings, { blocking: true, name: 'webhooks', log: this.log });
+    this.loops.push(this.fanoutLoop(), this.deliveryLoop());
+    this.log.info({ consumer: this.consumer }, 'webhooks dispatcher started');
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    this.wake?.();
+    this.slotFree?.();
+    this.blocking?.disconnect();
+    await Promise.all(this.loops);
+    // Hand the fan-out over at once; deliveries in flight finish or are claimed again after their claim.
+    await Promise.all([...this.owned.keys()].map((p) => this.redis.releaseLease(whKeys.lock(p), this.owned.get(p)!.token).catch(() => 0)));
+    await this.redis.zrem(whKeys.members, this.consumer).catch(() => 0);
+    const end = Date.now() + this.settings.WEBHOOK_TIMEOUT_MS;
+    while (this.inFlight > 0 && Date.now() < end) await sleep(20);
+  }
+
+  /** Reloads the webhooks when one changed. */
+  private async reloadHooks(): Promise<void> {
+    const rev = await this.store.revision();
+    if (rev === this.hooksRevision) return;
+    const all = await this.store.all();
+    this.hooks = all.map((w) => ({ ...w, key: secretKey(w.secret) }));
+    this.hooksById = new Map(this.hooks.map((h) => [h.id, h]));
+    this.hooksRevision = rev;
+  }
+
+  // ---- fan-out ----
+
+  /** Heartbeat, then this process's share of the partitions' fan-out leases: renews, takes free ones, gives extra ones back. */
+  private async balance(): Promise<void> {
+    const now = Date.now();
+    if (now - this.lastBalance < BALANCE_MS) return;
+    this.lastBalance = now;
+    const P = this.settings.PARTITIONS;
+    await this.redis.zadd(whKeys.members, now, this.consumer);
+    await this.redis.zremrangebyscore(whKeys.members, '-inf', now - FANOUT_LEASE_MS);
+    const share = Math.ceil(P / Math.max(1, await this.redis.zcard(whKeys.members)));
+    for (const [p, o] of [...this.owned]) {
+      if (!(await this.redis.renewLease(whKeys.lock(p), o.token, FANOUT_LEASE_MS))) {
+        this.owned.delete(p);
+        this.log.warn({ partition: p }, 'webhooks fan-out lease lost');
+      }
+    }
+    const start = Math.floor(Math.random() * P);
+    for (let i = 0; i < P && this.owned.size < share; i++) {
+      const p = (start + i) % P;
+      if (this.owned.has(p)) continue;
+      const token = `${this.consumer}:${now}`;
+      if ((await this.redis.set(whKeys.lock(p), token, 'PX', FANOUT_LEASE_MS, 'NX')) === 'OK') this.owned.set(p, { token, drained: false });
+    }
+    for (const p of [...this.owned.keys()].slice(share)) {
+      const o = this.owned.get(p)!;
+      this.owned.delete(p);
+      await this.redis.releaseLease(whKeys.lock(p), o.token);
+    }
+  }
+
+  private async fanoutLoop(): Promise<void> {
+    while (this.running) {
+      try {
+        await this.balance();
+        await this.reloadHooks();
+        for (const [p, o] of this.owned) if (!o.drained) await this.drainPending(p, o);
+        const parts = [...this.owned.keys()];
+        if (!parts.length) {
+          await sleep(READ_BLOCK_MS);
+          continue;
+        }
+        const read = await this.readNew(parts);
+        for (const [p, entries] of read) {
+          const o = this.owned.get(p);
+          if (o && entries.length) await this.fanout(p, o, entries);
+        }
+      } catch (e) {
+        if (!this.running) return;
+        // What was read and not acknowledged is read again from the pending list.
+        for (const o of this.owned.values()) o.drained = false;
+        this.log.warn({ err: String(e) }, 'webhooks fan-out failed; retrying');
+        await sleep(500);
+      }
+    }
+  }
+
+  /** New entries of the owned partitions: one blocking read over all of them, or (Redis Cluster: no read across slots) one short read each. */
+  private async readNew(parts: number[]): Promise<[number, StreamEntry[]][]> {
+    if (this.blocking) {
+      const streams = parts.map((p) => keys.events(p));
+      const res = (await this.blocking.xreadgroupBuffer(
+        'GROUP',
+        WEBHOOKS_GROUP,
+        this.consumer,
+        'COUNT',
+        FANOUT_BATCH,
+        'BLOCK',
+        READ_BLOCK_MS,
+        'STREAMS',
+        ...streams,
+        ...streams.map(() => '>'),
+      )) as [Buffer, StreamEntry[]][] | null;
+      return (res ?? []).map(([s, entries]) => [Number(/\{(\d+)\}/.exec(s.toString())![1]), entries]);
+    }
+    const reads = await Promise.all(
+      parts.map(
+        async (p) =>
+          [
+            p,
+            (((await this.redis.xreadgroupBuffer('GROUP', WEBHOOKS_GROUP, this.consumer, 'COUNT', FANOUT_BATCH, 'STREAMS', keys.events(p), '>')) as
+              | [Buffer, StreamEntry[]][]
+              | null) ?? [])[0]?.[1] ?? [],
+          ] as [number, StreamEntry[]],
+      ),
+    );
+    if (reads.every(([, e]) => e.length === 0)) await sleep(50);
+    return reads;
+  }
+
+  /** Takes over every entry of the partition still pending (read by a process that died, or by this one before a failure), in order. */
+  private async drainPending(p: number, o: { token: string; drained: boolean }): Promise<void> {
+    let start = '0-0';
+    for (;;) {
+      const [next, entries] = await autoclaim(this.redis, keys.events(p), WEBHOOKS_GROUP, this.consumer, 0, start, FANOUT_BATCH);
+      const live = entries.filter((e) => e?.[1]);
+      const gone = entries.filter((e) => !e?.[1]).map((e) => e[0]);
+      if (gone.length) await this.redis.xack(keys.events(p), WEBHOOKS_GROUP, ...gone);
+      if (live.length && !(await this.fanout(p, o, live))) return;
+      start = next.toString();
+      if (start === '0-0') break;
+    }
+    o.drained = true;
+  }
+
+  private async snapshot(cid: string, rev: number): Promise<Snapshot | null> {
+    if (rev < 1) return null;
+    const key = `${cid}/${rev}`;
+    const hit = this.snapshots.get(key);
+    if (hit) return hit.s;
+    const s = await this.contents.snapshotAt(cid, rev);
+    if (s) this.snapshots.set(key, { s });
+    return s;
+  }
+
+  /** Turns entries of partition p into deliveries and acknowledges them; false when the lease was lost (nothing acknowledged). */
+  private async fanout(p: number, o: { token: string }, entries: StreamEntry[]): Promise<boolean> {
+    // Read after the entries: a webhook created before a commit is known when its event is fanned out.
+    await this.reloadHooks();
+    const hooks = this.hooks;
+    const args: (string | number)[] = [];
+    const resolved = await Promise.all(
+      entries.map(async ([idBuf, fields]) => {
+        const { ms, seq } = parseStreamId(idBuf.toString());
+        if (!hooks.some((h) => h.created <= ms)) return null;
+        let e: StoredEvent;
+        try {
+          const at = fields.findIndex((f, i) => i % 2 === 0 && f.toString() === 'e');
+          e = unpack<StoredEvent>(fields[at + 1]);
+        } catch {
+          return null; // an unreadable entry tells nothing
+        }
+        const [at, before] = await Promise.all([this.snapshot(e.cid, e.rev), needsPrevious(e) ? this.snapshot(e.cid, e.rev - 1) : null]);
+        return { ms, seq, cid: e.cid, changes: changesOf(e, { at, before }) };
+      }),
+    );
+    const ttl = recordTtlMs(this.settings);
+    const chunks: (string | number)[][] = [];
+    for (const r of resolved) {
+      if (!r) continue;
+      r.changes.forEach((c, sub) => {
+        const pos = positionOf(r.ms, r.seq, sub);
+        let body: string | undefined;
+        for (const h of hooks) {
+          // A webhook receives the events committed from its creation on.
+          if (h.created > r.ms || !matchesFilter(h, c)) continue;
+          body ??= JSON.stringify(c);
+          args.push(h.id, r.cid, pos, eventIdOf(p, pos), body, r.ms);
+          if (args.length >= ENQUEUE_CHUNK * 6) chunks.push(args.splice(0));
+        }
+      });
+    }
+    if (args.length) chunks.push(args);
+    for (const chunk of chunks) {
+      const added = await this.redis.enqueueDeliveries(whKeys.lock(p), whKeys.due(p), whKeys.pending(p), o.token, whKeys.prefix(p), ttl, ...chunk);
+      if (added < 0) {
+        this.owned.delete(p);
+        this.log.warn({ partition: p }, 'webhooks fan-out lease lost before enqueue; the next holder takes the events over');
+        return false;
+      }
+    }
+    await this.redis.xack(keys.events(p), WEBHOOKS_GROUP, ...entries.map(([id]) => id));
+    if (chunks.length) this.wake?.();
+    return true;
+  }
+
+  // ---- delivery ----
+
+  private async deliveryLoop(): Promise<void> {
+    const P = this.settings.PARTITIONS;
+    const claimMs = this.settings.WEBHOOK_TIMEOUT_MS + 30_000;
+    let next = 0;
+    while (this.running) {
+      try {
+        const room = this.settings.WEBHOOK_CONCURRENCY - this.inFlight;
+        if (room <= 0) {
+          await new Promise<void>((r) => (this.slotFree = r));
+          continue;
+        }
+        await this.reloadHooks();
+        const now = this.clock();
+        const per = Math.max(1, Math.ceil(room / P));
+        const token = `${this.consumer}:${now}`;
+        const order = Array.from({ length: P }, (_, i) => (next + i) % P);
+        next = (next + 1) % P;
+        const claims = await Promise.all(order.map((p) => this.redis.claimDeliveries(whKeys.due(p), whKeys.prefix(p), now, now + claimMs, per, token)));
+        let claimed = 0;
+        claims.forEach((rows, i) => {
+          for (const [member, pos, eventId, body, attempts, created] of rows) {
+            claimed++;
+            const c: Claimed = { p: order[i], member, pos, eventId, body, attempts: Number(attempts), created: Number(created) };
+            this.inFlight++;
+            void this.attempt(c, token).finally(() => {
+              this.inFlight--;
+              const free = this.slotFree;
+              this.slotFree = undefined;
+              free?.();
+              this.wake?.();
+            });
+          }
+        });
+        if (claimed === 0) {
+          await new Promise<void>((r) => {
+            const t = setTimeout(r, IDLE_POLL_MS);
+            this.wake = () => {
+              clearTimeout(t);
+              this.wake = undefined;
+              r();
+            };
+          });
+        }
+      } catch (e) {
+        if (!this.running) return;
+        this.log.warn({ err: String(e) }, 'webhooks delivery claim failed; retrying');
+        await sleep(500);
+      }
+    }
+  }
+
+  /** The host's addresses, looked up at most once a second (the guard runs on them every attempt). */
+  private resolveCached: Resolver = (host) => {
+    const now = Date.now();
+    const hit = this.lookups.get(host);
+    if (hit && now - hit.at < LOOKUP_TTL_MS) return hit.addresses;
+    const addresses = this.resolver(host);
+    this.lookups.set(host, { at: now, addresses });
+    if (this.lookups.size > 10000) this.lookups.clear();
+    addresses.catch(() => this.lookups.delete(host));
+    return addresses;
+  };
+
+  /** One attempt of a claimed delivery, and its outcome recorded. */
+  private async attempt(c: Claimed, token: string): Promise<void> {
+    const wid = c.member.slice(0, c.member.indexOf('|'));
+    const hook = this.hooksById.get(wid);
+    let result: PostResult;
+    if (!hook) result = { status: null, response: '', error: 'webhook deleted' };
+    else {
+      try {
+        const target = await checkTarget(hook.url, this.settings.WEBHOOK_ALLOW_PRIVATE, this.resolveCached);
+        result = await post(target, c.body, deliveryHeaders(hook.key, c.eventId, c.body, this.clock()), this.settings.WEBHOOK_TIMEOUT_MS);
+      } catch (e) {
+        result = { status: null, response: '', error: e instanceof TargetRefused ? `refused: ${e.message}` : String(e) };
+      }
+    }
+    const now = this.clock();
+    const ok = result.status !== null && result.status >= 200 && result.status < 300;
+    let outcome: 'delivered' | 'retry' | 'failed' = ok ? 'delivered' : 'retry';
+    let nextAt = 0;
+    if (!ok) {
+      const s = this.settings;
+      const exp = Math.min(s.WEBHOOK_RETRY_MAX_MS, s.WEBHOOK_RETRY_BASE_MS * 2 ** Math.min(c.attempts, 30));
+      nextAt = now + Math.round(exp / 2 + (Math.random() * exp) / 2);
+      if (!hook || nextAt > c.created + s.WEBHOOK_MAX_AGE_HOURS * 3_600_000) outcome = 'failed';
+    }
+    const lastError = ok ? '' : (result.error ?? `HTTP ${result.status}: ${result.response}`).slice(0, 1024);
+    try {
+      const settled = await this.redis.settleDelivery(
+        whKeys.due(c.p),
+        whKeys.pending(c.p),
+        whKeys.prefix(c.p),
+        c.member,
+        c.pos,
+        token,
+        outcome,
+        now,
+        nextAt,
+        result.status === null ? '' : String(result.status),
+        lastError,
+        Math.ceil(this.settings.WEBHOOK_LOG_HOURS * 3_600_000),
+      );
+      if (settled) await this.redis.hincrby(whKeys.outcomes, outcome === 'retry' ? 'retried' : outcome, 1);
+    } catch (e) {
+      // The claim runs out and the delivery is attempted again: at least once.
+      this.log.warn({ err: String(e), webhook: wid }, 'recording a webhook delivery failed');
+    }
+    if (outcome === 'failed' && hook) this.log.warn({ webhook: wid, eventId: c.eventId, attempts: c.attempts + 1 }, 'webhook delivery failed for good');
+  }
+}

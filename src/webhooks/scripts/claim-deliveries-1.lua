@@ -1,0 +1,32 @@
+-- Claims due delivery queues of one partition for one attempt each: the head of each queue.
+-- KEYS[1] wh:{p}:due
+-- ARGV[1] key prefix  ARGV[2] now ms  ARGV[3] claimed until ms  ARGV[4] at most  ARGV[5] claim token
+-- A claimed queue is pushed to ARGV[3]: when its claimer dies, it is due again then (at least once).
+-- Returns per claimed queue: member, position, event id, body, attempts, created.
+local prefix = ARGV[1]
+local out = {}
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[4]))
+for _, member in ipairs(due) do
+  local q = prefix .. 'q:' .. member
+  local wid = string.match(member, '^([^|]*)|')
+  local claimed = false
+  while not claimed do
+    local head = redis.call('ZRANGE', q, 0, 0)[1]
+    if not head then
+      redis.call('ZREM', KEYS[1], member)
+      break
+    end
+    local dkey = prefix .. 'd:' .. wid .. ':' .. head
+    local rec = redis.call('HMGET', dkey, 'eventId', 'body', 'attempts', 'created')
+    if rec[1] then
+      redis.call('ZADD', KEYS[1], ARGV[3], member)
+      redis.call('HSET', dkey, 'claim', ARGV[5])
+      out[#out + 1] = { member, head, rec[1], rec[2], rec[3], rec[4] }
+      claimed = true
+    else
+      -- the record expired (kept longer than any retry): nothing left to deliver
+      redis.call('ZREM', q, head)
+    end
+  end
+end
+return out
