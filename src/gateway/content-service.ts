@@ -8,6 +8,7 @@ import { isSysadmin, type Principal } from '../content/permissions.js';
 import { trustedProxies } from '../security/client-address.js';
 import { STATUS_CREATED, STATUS_OK, contentEnvelope, formatOf, historyBody, metadataEnvelope, partialCreated, serialize, type Format } from './envelope.js';
 import type { Exchange } from './http.js';
+import { WebhooksService } from './webhooks-service.js';
 import { WorkspaceService } from './workspace-service.js';
 import { RevisionsService } from './revisions-service.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
@@ -63,6 +64,7 @@ export class ContentService implements ContentEndpoints {
     r.on('POST', 'index/reindex/contentType/:type', (x, p) => this.reindex(x, 'type', p.type));
     r.on('POST', 'index/reindex', (x) => this.reindex(x, 'aliases'));
     new WorkspaceService(d, this);
+    new WebhooksService(d, this);
     new RevisionsService(d, this);
   }
 
