@@ -20,6 +20,7 @@ import { ActorHost } from './actors/runtime.js';
 import { TimestateSchedule } from './actors/timestate-schedule.js';
 import { AuditTrail } from './actors/audit-trail.js';
 import { Gateway } from './gateway/server.js';
+import { WebhookDispatcher } from './webhooks/dispatcher.js';
 import { loadSecurityConfig } from './security/security-config.js';
 import { TokenService } from './security/token-service.js';
 
@@ -27,7 +28,7 @@ import { TokenService } from './security/token-service.js';
 const STOP_PART_MS = 8000;
 
 /** The roles of the Procfile; `npm start` runs them all in one process. */
-export const ROLES = ['web', 'actors', 'indexer', 'reindexer'] as const;
+export const ROLES = ['web', 'actors', 'indexer', 'reindexer', 'webhooks'] as const;
 export type Role = (typeof ROLES)[number];
 
 export interface Platform {
@@ -42,6 +43,8 @@ export interface Platform {
   tokens?: TokenService;
   engine?: SolrEngine | null;
   indexer?: Indexer;
+  /** The webhook deliveries (webhooks role). */
+  webhooks?: WebhookDispatcher;
   files?: FileStore;
   stop(): Promise<void>;
 }
@@ -138,6 +141,13 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
     const reindexer = new Reindexer(redis, settings, rules, engine, log.child({ role: 'reindexer' }));
     await reindexer.start();
     stops.push(['reindexer', () => reindexer.stop()]);
+  }
+
+  if (roles.includes('webhooks')) {
+    const webhooks = new WebhookDispatcher(redis, store, settings, log.child({ role: 'webhooks' }));
+    await webhooks.start();
+    platform.webhooks = webhooks;
+    stops.push(['webhooks', () => webhooks.stop()]);
   }
 
   // Each part gets a bounded time to stop: a part stuck on a connection that cannot finish (a
@@ -241,7 +251,7 @@ async function cli(): Promise<void> {
     log.fatal(`Unknown role(s) ${bad.join(', ')}: use ${ROLES.join(', ')}`);
     process.exit(2);
   }
-  settings = await withLocalServices(settings, log, args.length === 0 || args.some((r) => r !== 'actors'));
+  settings = await withLocalServices(settings, log, args.length === 0 || args.some((r) => r !== 'actors' && r !== 'webhooks'));
   log.info({ settings: describeSettings(settings) }, 'starting');
   const platform = await startPlatform({ settings, roles: args.length ? (args as Role[]) : ROLES, log });
   let stopping = false;
