@@ -8,10 +8,10 @@ import { sleep } from './wait.js';
 
 /**
  * A fleet on one machine: the Procfile's roles as separate processes (by default 2 web, 2
- * actors, 1 indexer, 1 reindexer), sharing one Redis, one Solr and one file store, as a
+ * actors, 1 indexer, 1 reindexer, 1 webhooks), sharing one Redis, one Solr and one file store, as a
  * deployment runs them on several machines. Web process i listens on PORT + i.
  *
- *   node dist/src/fleet.js [--web 2] [--actors 2] [--indexer 1] [--reindexer 1]   (npm run fleet)
+ *   node dist/src/fleet.js [--web 2] [--actors 2] [--indexer 1] [--reindexer 1] [--webhooks 1]   (npm run fleet)
  *
  * Each process's output is passed through with its name (`web-1`, `actors-2`, ...) in every
  * JSON line. SIGINT/SIGTERM stop every process gracefully (each drains and hands its partitions
@@ -126,9 +126,9 @@ export class Fleet {
   }
 }
 
-/** `--web 2 --actors 2 --indexer 1 --reindexer 1` → counts per role. */
+/** `--web 2 --actors 2 --indexer 1 --reindexer 1 --webhooks 1` → counts per role. */
 export function parseFleetArgs(args: string[]): Record<Role, number> {
-  const counts: Record<Role, number> = { web: 2, actors: 2, indexer: 1, reindexer: 1 };
+  const counts: Record<Role, number> = { web: 2, actors: 2, indexer: 1, reindexer: 1, webhooks: 1 };
   for (let i = 0; i < args.length; i += 2) {
     const role = args[i]?.replace(/^--/, '') as Role;
     const n = Number(args[i + 1]);
