@@ -105,6 +105,30 @@ export class Metrics {
         this.set(await redisOf().hlen(keys.indexerRefused));
       },
     });
+    // Webhook deliveries (CONTRACT §14), counted in Redis by whichever webhooks process attempted them.
+    new Counter({
+      name: 'webhook_deliveries_total',
+      help: 'Webhook delivery attempts by outcome: delivered (2xx), retried (to be attempted again), failed (past WEBHOOK_MAX_AGE_HOURS)',
+      labelNames: ['outcome'] as const,
+      registers: [this.registry],
+      async collect() {
+        const counts = await redisOf().hgetall(keys.webhookOutcomes);
+        this.reset();
+        for (const outcome of ['delivered', 'retried', 'failed']) this.inc({ outcome }, Number(counts[outcome] ?? 0));
+      },
+    });
+    const partitionCount = this.partitions;
+    new Gauge({
+      name: 'webhook_oldest_pending_seconds',
+      help: 'Age of the oldest webhook delivery not yet delivered or failed (0 when none)',
+      registers: [this.registry],
+      async collect() {
+        const r = redisOf();
+        const oldest = await Promise.all(Array.from({ length: partitionCount }, (_, p) => r.zrange(keys.webhookPending(p), '0', '0', 'WITHSCORES')));
+        const min = Math.min(...oldest.map((o) => (o.length ? Number(o[1]) : Number.POSITIVE_INFINITY)));
+        this.set(Number.isFinite(min) ? Math.max(0, (Date.now() - min) / 1000) : 0);
+      },
+    });
     new Gauge({
       name: 'reindex_session_progress_ratio',
       help: 'Share of the content of each recent re-indexing session that is indexed (1 when complete)',
