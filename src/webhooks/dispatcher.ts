@@ -280,7 +280,9 @@ export class WebhookDispatcher {
 
   private async deliveryLoop(): Promise<void> {
     const P = this.settings.PARTITIONS;
-    const claimMs = this.settings.WEBHOOK_TIMEOUT_MS + 30_000;
+    // A claim outlives its attempt (cut at the timeout) and the recording of the outcome; a dead
+    // process's claims run out after this long, and its deliveries are attempted again.
+    const claimMs = Math.round(this.settings.WEBHOOK_TIMEOUT_MS * 1.5) + 2000;
     let next = 0;
     while (this.running) {
       try {
