@@ -50,6 +50,8 @@ export const settingsSchema = z.object({
   CHANGES_RETENTION_HOURS: z.coerce.number().positive().max(100000).default(168),
   /** Days an audit entry is kept (CONTRACT §15 Audit); older entries are trimmed as new ones arrive. */
   AUDIT_RETENTION_DAYS: z.coerce.number().positive().max(36500).default(3650),
+  /** The audit trail's newest entries wait in Redis this long at most before they are flushed into a segment of the file store. */
+  AUDIT_FLUSH_SECONDS: int(1, 86400).default(3600),
   /** Events a change-feed subscriber may have waiting before it is closed as one that does not read. */
   CHANGES_SUBSCRIBER_BUFFER: int(1, 1000000).default(2000),
   /** A change-feed subscriber whose client takes nothing for this long is closed (it resumes from its last cursor). */
