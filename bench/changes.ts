@@ -68,12 +68,14 @@ function subscribe(transport: 'sse' | 'ws', root: string, token: string, since: 
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => {
         buf += chunk;
+        // A time cut by the end of a chunk waits for the next one (it would parse as another date).
         let at = buf.indexOf('"time":"');
-        while (at >= 0) {
+        while (at >= 0 && buf.length >= at + 32) {
           onEvent(Date.parse(buf.slice(at + 8, at + 32)));
           buf = buf.slice(at + 32);
           at = buf.indexOf('"time":"');
         }
+        if (at < 0) buf = buf.slice(-8);
       });
       resolve({ close: () => req.destroy() });
     });

@@ -232,7 +232,10 @@ export class ChangeSource {
     let scanned = 0;
     while (out.length < limit && scanned < budget && done.size < this.partitions) {
       const active = Array.from({ length: this.partitions }, (_, p) => p).filter((p) => !done.has(p));
-      const count = Math.max(8, Math.ceil((2 * (limit - out.length)) / active.length));
+      // Each partition's share of what is missing, and no more: order is kept per partition
+      // (per content), so a page need not take the globally oldest events, and what a read takes
+      // beyond the page is read again by the next one.
+      const count = Math.max(4, Math.ceil((limit - out.length) / active.length));
       const reads = await Promise.all(active.map((p) => this.readAfter(p, pos[p], count)));
       const entries = reads.flat().sort(compareIds);
       scanned += entries.length;
