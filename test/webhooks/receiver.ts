@@ -6,6 +6,8 @@ export interface Received {
   at: number;
   headers: IncomingHttpHeaders;
   body: string;
+  /** The request's path and query. */
+  path: string;
   /** The status it answered (null: it never answered). */
   status: number | null;
 }
@@ -26,7 +28,7 @@ export class Receiver {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        const r: Received = { at: Date.now(), headers: req.headers, body: Buffer.concat(chunks).toString(), status: null };
+        const r: Received = { at: Date.now(), path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString(), status: null };
         this.got.push(r);
         const a = this.answer(r.body, r);
         if (a === 'hang') return;
