@@ -8,11 +8,14 @@ import { autoclaim, type StreamEntry } from '../adapters/redis-streams.js';
 import { isAudited } from '../content/audit.js';
 import type { ContentEvent } from '../content/model.js';
 import { sleep } from '../wait.js';
+import { type AuditSegment, type AuditSegments, segmentStart } from '../adapters/audit-segments.js';
 
 /** The consumer group of the audit trail on every content event stream. */
 export const AUDIT_GROUP = 'audit';
 /** The lease of the one process that copies events into the audit trail. */
 const OWNER_KEY = 'audit:owner';
+/** Entries with stream ids before this time (ms) are in segments of the file store, the rest in `auditlog:{p}`. */
+export const AUDIT_FLUSHED_KEY = 'audit:flushed';
 const BLOCK_MS = 1000;
 const BATCH = 500;
 
@@ -24,8 +27,14 @@ type AuditScripts = { auditCopy(events: string, trail: string, group: string, mi
  * request id, via); the owner of the `audit:owner` lease, among the `actors` processes, follows
  * those streams in the `audit` consumer group and copies each write's event into
  * `auditlog:{p}`, acknowledging it in the same script (audit-copy-2.lua): always on, nothing
- * acknowledged before it is stored, nothing stored twice. The trail keeps the event's stream id
- * and is trimmed by age (AUDIT_RETENTION_DAYS) as entries arrive.
+ * acknowledged before it is stored, nothing stored twice. The trail keeps the event's stream id.
+ *
+ * Redis holds only the newest part: every AUDIT_FLUSH_SECONDS the owner moves the entries before a
+ * safe cutoff (no event before it is still to be copied) into one segment of the file store
+ * (src/adapters/audit-segments.ts), records the cutoff in `audit:flushed`, then trims them from
+ * Redis; segments past AUDIT_RETENTION_DAYS are deleted. A flush cut short is done again whole:
+ * the segment is written again under the same name, and nothing leaves Redis before the cutoff
+ * that covers it is recorded.
  */
 export class AuditTrail {
   private readonly owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
@@ -34,11 +43,15 @@ export class AuditTrail {
   private readonly conns: RedisClient[] = [];
   private loops: Promise<void>[] = [];
   private leaseTimer?: NodeJS.Timeout;
+  private flushTimer?: NodeJS.Timeout;
+  private flushing = false;
 
   constructor(
     private readonly redis: RedisClient,
     private readonly settings: Settings,
     private readonly log: Logger,
+    /** Where flushed entries go; null keeps them all in Redis (no file store in this process). */
+    private readonly segments: AuditSegments | null = null,
   ) {}
 
   async start(): Promise<void> {
@@ -54,6 +67,7 @@ export class AuditTrail {
     }
     await this.tryLease();
     this.leaseTimer = setInterval(() => void this.tryLease(), Math.max(200, Math.floor(this.settings.LEASE_MS / 3)));
+    if (this.segments) this.flushTimer = setInterval(() => void this.flush(), Math.min(5000, (this.settings.AUDIT_FLUSH_SECONDS * 1000) / 2));
     const groups = this.settings.REDIS_CLUSTER_NODES ? Array.from({ length: P }, (_, p) => [p]) : [Array.from({ length: P }, (_, p) => p)];
     for (const parts of groups) {
       const conn = connectRedis(this.settings, { blocking: true, name: 'audit', log: this.log });
@@ -65,6 +79,8 @@ export class AuditTrail {
   async stop(): Promise<void> {
     this.running = false;
     clearInterval(this.leaseTimer);
+    clearInterval(this.flushTimer);
+    while (this.flushing) await sleep(20);
     for (const c of this.conns) c.disconnect();
     await Promise.all(this.loops);
     if (this.owning) await this.redis.releaseLease(OWNER_KEY, this.owner).catch(() => 0);
@@ -157,4 +173,93 @@ export class AuditTrail {
     const minId = `${Math.max(0, Date.now() - this.settings.AUDIT_RETENTION_DAYS * 86_400_000)}-0`;
     await (this.redis as unknown as AuditScripts).auditCopy(keys.events(p), keys.auditLog(p), AUDIT_GROUP, minId, ...pairs);
   }
+
+  /** Moves the entries before a safe cutoff from Redis into a segment, and applies retention to segments. */
+  async flush(): Promise<void> {
+    if (!this.segments || !this.owning || this.flushing || !this.running) return;
+    this.flushing = true;
+    try {
+      const P = this.settings.PARTITIONS;
+      const flushed = Number((await this.redis.get(AUDIT_FLUSHED_KEY)) ?? 0);
+      // What an earlier flush recorded and did not get to trim.
+      for (let p = 0; p < P; p++) if (flushed > 0) await this.redis.xtrim(keys.auditLog(p), 'MINID', `${flushed}-0`);
+      const [sec, usec] = await this.redis.time();
+      const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+      if (now - flushed >= this.settings.AUDIT_FLUSH_SECONDS * 1000) {
+        const cutoff = await this.safeCutoff(now);
+        if (cutoff > flushed) await this.flushUpTo(flushed, cutoff);
+      }
+      await this.applyRetention(now);
+    } catch (e) {
+      this.log.warn({ err: String(e) }, 'audit trail: flush failed; retrying');
+    } finally {
+      this.flushing = false;
+    }
+  }
+
+  /**
+   * The time before which every audited event is copied: no partition has an event before it that
+   * is pending (read, not yet copied) or not yet read. New commits get later stream ids (Redis's clock).
+   */
+  private async safeCutoff(now: number): Promise<number> {
+    let cutoff = now;
+    const ms = (id: string) => Number(id.split('-')[0]);
+    for (let p = 0; p < this.settings.PARTITIONS; p++) {
+      const stream = keys.events(p);
+      const groups = (await this.redis.xinfo('GROUPS', stream)) as (string | number)[][];
+      const g = groups.map((row) => Object.fromEntries(pairs(row))).find((r) => r.name === AUDIT_GROUP);
+      if (!g) return 0;
+      if (Number(g.pending) > 0) {
+        const [, smallest] = (await this.redis.xpending(stream, AUDIT_GROUP)) as [number, string | null];
+        if (smallest) cutoff = Math.min(cutoff, ms(smallest));
+      }
+      const last = (await this.redis.xrevrange(stream, '+', '-', 'COUNT', 1))[0]?.[0];
+      if (last && last !== g['last-delivered-id']) cutoff = Math.min(cutoff, ms(String(g['last-delivered-id'])));
+    }
+    return cutoff;
+  }
+
+  private async flushUpTo(flushed: number, cutoff: number): Promise<void> {
+    const P = this.settings.PARTITIONS;
+    const entries: AuditSegment['entries'] = [];
+    for (let p = 0; p < P; p++) {
+      const rows = (await this.redis.xrangeBuffer(keys.auditLog(p), '-', `(${cutoff}-0`)) as [Buffer, Buffer[]][];
+      for (const [id, fields] of rows) {
+        const i = fields.findIndex((f, n) => n % 2 === 0 && f.toString() === 'e');
+        if (i >= 0) entries.push([id.toString(), p, fields[i + 1]]);
+      }
+    }
+    entries.sort((a, b) => {
+      const [am, as] = a[0].split('-').map(Number);
+      const [bm, bs] = b[0].split('-').map(Number);
+      return am - bm || as - bs || a[1] - b[1];
+    });
+    // An empty stretch needs no segment: the segment before it ends where the next one starts.
+    if (entries.length) await this.segments!.put({ start: flushed, end: cutoff, entries });
+    await this.redis.set(AUDIT_FLUSHED_KEY, String(cutoff));
+    for (let p = 0; p < P; p++) await this.redis.xtrim(keys.auditLog(p), 'MINID', `${cutoff}-0`);
+    if (entries.length) this.log.info({ entries: entries.length, from: flushed, to: cutoff }, 'audit trail: segment flushed');
+  }
+
+  /** Deletes segments whose every entry is older than AUDIT_RETENTION_DAYS (a segment ends where the next starts). */
+  private async applyRetention(now: number): Promise<void> {
+    const keepFrom = now - this.settings.AUDIT_RETENTION_DAYS * 86_400_000;
+    const names = await this.segments!.list();
+    for (let i = 0; i + 1 < names.length; i++) {
+      const nextStart = segmentStart(names[i + 1]);
+      if (nextStart === null || nextStart > keepFrom) break;
+      await this.segments!.delete(names[i]);
+    }
+    if (!names.length) return;
+    const last = names[names.length - 1];
+    const flushed = Number((await this.redis.get(AUDIT_FLUSHED_KEY)) ?? 0);
+    if (flushed <= keepFrom) await this.segments!.delete(last);
+  }
+}
+
+/** The field/value pairs of an XINFO row. */
+function pairs(row: (string | number)[]): [string, string | number][] {
+  const out: [string, string | number][] = [];
+  for (let i = 0; i + 1 < row.length; i += 2) out.push([String(row[i]), row[i + 1]]);
+  return out;
 }

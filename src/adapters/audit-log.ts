@@ -3,6 +3,12 @@ import { partitionOf } from './ids.js';
 import { keys, type RedisClient } from './redis.js';
 import { auditEntryOf, auditMatches, comparePositions, type AuditEntryBody, type AuditPosition, type AuditQuery } from '../content/audit.js';
 import type { ContentEvent } from '../content/model.js';
+import { type AuditSegments, segmentStart } from './audit-segments.js';
+
+/** Entries with stream ids before this time (ms) are in segments (written by src/actors/audit-trail.ts). */
+const FLUSHED_KEY = 'audit:flushed';
+/** How long a listing of the segments is used before it is read again (when nothing was flushed). */
+const LISTING_MS = 60_000;
 
 type Entry = { pos: AuditPosition; event: ContentEvent };
 
@@ -23,14 +29,21 @@ interface Reader {
  * range reads that range's entries (CONTRACT §15 leaves that to the range the caller asks for).
  */
 export class AuditLog {
+  private listing: { flushed: number; at: number; names: string[] } | null = null;
+
   constructor(
     private readonly redis: RedisClient,
     private readonly partitions: number,
+    /** The flushed part of the trail; null when this process has no file store (then only Redis is read). */
+    private readonly segments: AuditSegments | null = null,
   ) {}
 
   async query(q: AuditQuery): Promise<{ entries: AuditEntryBody[]; next: AuditPosition | null }> {
     const parts = q.cid !== undefined ? [partitionOf(q.cid, this.partitions)] : Array.from({ length: this.partitions }, (_, p) => p);
-    const start = q.from === undefined ? '-' : `${q.from}-0`;
+    const flushed = Number((await this.redis.get(FLUSHED_KEY)) ?? 0);
+    // Entries before `flushed` left Redis for segments (some may still wait for their trim: not read twice).
+    const tailFrom = Math.max(q.from ?? 0, flushed);
+    const start = tailFrom === 0 ? '-' : `${tailFrom}-0`;
     const top = q.to === undefined ? '+' : `${q.to}-18446744073709551615`;
     const readers: Reader[] = parts.map((p) => {
       const a = q.after;
@@ -47,9 +60,47 @@ export class AuditLog {
       if (!best) break;
       out.push(best.buf.shift()!);
     }
+    if (out.length <= q.limit && this.segments && flushed > 0 && (q.from === undefined || q.from < flushed)) {
+      await this.fromSegments(q, flushed, out);
+    }
     const more = out.length > q.limit;
     const page = out.slice(0, q.limit);
     return { entries: page.map((e) => auditEntryOf(e.event)), next: more ? page[page.length - 1].pos : null };
+  }
+
+  /**
+   * Goes on into the segments, newest first, each read whole and walked backwards: a segment holds
+   * the entries of every partition from its start to the next segment's start, in (id, partition) order.
+   */
+  private async fromSegments(q: AuditQuery, flushed: number, out: Entry[]): Promise<void> {
+    const names = await this.segmentNames(flushed);
+    for (let i = names.length - 1; i >= 0 && out.length <= q.limit; i--) {
+      const start = segmentStart(names[i])!;
+      const end = i + 1 < names.length ? segmentStart(names[i + 1])! : flushed;
+      if (q.to !== undefined && start > q.to) continue;
+      if (q.from !== undefined && end <= q.from) break;
+      if (q.after !== undefined && start > Number(q.after.id.split('-')[0])) continue;
+      const seg = await this.segments!.get(names[i]);
+      if (!seg) continue;
+      for (let j = seg.entries.length - 1; j >= 0 && out.length <= q.limit; j--) {
+        const [id, p, buf] = seg.entries[j];
+        const pos = { id, p };
+        const t = Number(id.split('-')[0]);
+        if ((q.to !== undefined && t > q.to) || (q.after !== undefined && comparePositions(pos, q.after) <= 0)) continue;
+        if (q.from !== undefined && t < q.from) break;
+        const event = unpack<ContentEvent>(buf);
+        if (auditMatches(q, event)) out.push({ pos, event });
+      }
+    }
+  }
+
+  /** The segment names, oldest first: listed again when a flush moved `audit:flushed`, else at most once a minute. */
+  private async segmentNames(flushed: number): Promise<string[]> {
+    const l = this.listing;
+    if (l && l.flushed === flushed && Date.now() - l.at < LISTING_MS) return l.names;
+    const names = await this.segments!.list();
+    this.listing = { flushed, at: Date.now(), names };
+    return names;
   }
 
   /** Reads on until the reader holds a matching entry or its range is exhausted. */

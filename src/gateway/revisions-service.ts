@@ -1,5 +1,6 @@
 import jsonPatch from 'fast-json-patch';
 import { AuditLog } from '../adapters/audit-log.js';
+import { AuditSegments } from '../adapters/audit-segments.js';
 import { newCommandId } from '../adapters/ids.js';
 import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
 import { encodeAuditCursor, parseAuditQuery } from '../content/audit.js';
@@ -28,7 +29,7 @@ export class RevisionsService {
     private readonly d: ContentServiceDeps,
     private readonly content: ContentEndpoints,
   ) {
-    this.audit = new AuditLog(d.store.redis, d.settings.PARTITIONS);
+    this.audit = new AuditLog(d.store.redis, d.settings.PARTITIONS, new AuditSegments(d.files));
     const r = content.router;
     r.on('GET', 'content/alias/:ns/:alias/compare', (x, p) => this.compare(x, p));
     r.on('POST', 'content/alias/:ns/:alias/restore', (x, p) => this.restore(x, p));
