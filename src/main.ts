@@ -19,6 +19,7 @@ import { loadVariantsConfig } from '../config/variants.js';
 import { ActorHost } from './actors/runtime.js';
 import { TimestateSchedule } from './actors/timestate-schedule.js';
 import { AuditTrail } from './actors/audit-trail.js';
+import { AuditSegments } from './adapters/audit-segments.js';
 import { Gateway } from './gateway/server.js';
 import { WebhookDispatcher } from './webhooks/dispatcher.js';
 import { loadSecurityConfig } from './security/security-config.js';
@@ -82,7 +83,9 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
     platform.timestate = timestate;
     stops.push(['timestate schedule', () => timestate.stop()]);
     // The audit trail (CONTRACT §15): one owner among the actor processes copies each write's event.
-    const audit = new AuditTrail(redis, settings, log.child({ role: 'actors' }));
+    // Its older entries go to segments in the file store, so Redis keeps only the newest.
+    const auditFiles = await fileStore(settings, log.child({ role: 'actors' }));
+    const audit = new AuditTrail(redis, settings, log.child({ role: 'actors' }), new AuditSegments(auditFiles));
     await audit.start();
     stops.push(['audit trail', () => audit.stop()]);
   }
