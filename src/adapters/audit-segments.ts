@@ -1,5 +1,7 @@
 import { mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { gunzip as gunzipCb, gzip as gzipCb } from 'node:zlib';
 import type * as Minio from 'minio';
 import { pack, unpack } from './codec.js';
 import type { FileStore } from './file-store.js';
@@ -16,6 +18,8 @@ export interface AuditSegment {
 const DISK_DIR = '.system/audit';
 const S3_PREFIX = 'system/audit/';
 const NAME = /^(\d{15})\.seg$/;
+const gzip = promisify(gzipCb);
+const gunzip = promisify(gunzipCb);
 
 /** A segment's name: its start, zero-padded so names sort by time. */
 export const segmentName = (start: number): string => `${String(start).padStart(15, '0')}.seg`;
@@ -47,7 +51,8 @@ export class AuditSegments {
 
   async put(seg: AuditSegment): Promise<void> {
     const name = segmentName(seg.start);
-    const data = pack(seg);
+    // Gzipped msgpack: entries of one content and one user repeat most of their bytes.
+    const data = await gzip(pack(seg));
     const dir = this.disk;
     if (dir === null) {
       await this.s3.client.putObject(this.s3.bucket, S3_PREFIX + name, data, data.length);
@@ -75,10 +80,10 @@ export class AuditSegments {
   async get(name: string): Promise<AuditSegment | null> {
     const dir = this.disk;
     try {
-      if (dir !== null) return unpack<AuditSegment>(await readFile(join(dir, name)));
+      if (dir !== null) return unpack<AuditSegment>(await gunzip(await readFile(join(dir, name))));
       const chunks: Buffer[] = [];
       for await (const c of await this.s3.client.getObject(this.s3.bucket, S3_PREFIX + name)) chunks.push(c as Buffer);
-      return unpack<AuditSegment>(Buffer.concat(chunks));
+      return unpack<AuditSegment>(await gunzip(Buffer.concat(chunks)));
     } catch (e) {
       const code = (e as { code?: string }).code;
       if (code === 'ENOENT' || code === 'NoSuchKey' || code === 'NotFound') return null;
