@@ -39,8 +39,16 @@ export class AuditLog {
   ) {}
 
   async query(q: AuditQuery): Promise<{ entries: AuditEntryBody[]; next: AuditPosition | null }> {
+    // A flush that moved entries from Redis to a segment while this read them: read again.
+    for (let attempt = 0; ; attempt++) {
+      const flushed = Number((await this.redis.get(FLUSHED_KEY)) ?? 0);
+      const res = await this.queryAt(q, flushed);
+      if (attempt >= 2 || Number((await this.redis.get(FLUSHED_KEY)) ?? 0) === flushed) return res;
+    }
+  }
+
+  private async queryAt(q: AuditQuery, flushed: number): Promise<{ entries: AuditEntryBody[]; next: AuditPosition | null }> {
     const parts = q.cid !== undefined ? [partitionOf(q.cid, this.partitions)] : Array.from({ length: this.partitions }, (_, p) => p);
-    const flushed = Number((await this.redis.get(FLUSHED_KEY)) ?? 0);
     // Entries before `flushed` left Redis for segments (some may still wait for their trim: not read twice).
     const tailFrom = Math.max(q.from ?? 0, flushed);
     const start = tailFrom === 0 ? '-' : `${tailFrom}-0`;
