@@ -18,6 +18,10 @@ const OWNER_KEY = 'audit:owner';
 export const AUDIT_FLUSHED_KEY = 'audit:flushed';
 const BLOCK_MS = 1000;
 const BATCH = 500;
+/** At most this many entries of one partition go into one segment (a flush that fell behind catches up in steps). */
+const SEGMENT_PART_MAX = 50_000;
+/** Retention looks at the segment listing at most this often. */
+const RETENTION_EVERY_MS = 10 * 60_000;
 
 type AuditScripts = { auditCopy(events: string, trail: string, group: string, minId: string, ...pairs: (string | Buffer)[]): Promise<number> };
 
@@ -45,6 +49,9 @@ export class AuditTrail {
   private leaseTimer?: NodeJS.Timeout;
   private flushTimer?: NodeJS.Timeout;
   private flushing = false;
+  /** The `audit:flushed` this owner last saw trimmed from Redis (a new owner trims what an earlier one left). */
+  private trimmedTo = -1;
+  private retentionAt = 0;
 
   constructor(
     private readonly redis: RedisClient,
@@ -181,15 +188,21 @@ export class AuditTrail {
     try {
       const P = this.settings.PARTITIONS;
       const flushed = Number((await this.redis.get(AUDIT_FLUSHED_KEY)) ?? 0);
-      // What an earlier flush recorded and did not get to trim.
-      for (let p = 0; p < P; p++) if (flushed > 0) await this.redis.xtrim(keys.auditLog(p), 'MINID', `${flushed}-0`);
+      if (flushed !== this.trimmedTo) {
+        // What an earlier flush (of this process or another) recorded and did not get to trim.
+        for (let p = 0; p < P; p++) if (flushed > 0) await this.redis.xtrim(keys.auditLog(p), 'MINID', `${flushed}-0`);
+        this.trimmedTo = flushed;
+      }
       const [sec, usec] = await this.redis.time();
       const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
       if (now - flushed >= this.settings.AUDIT_FLUSH_SECONDS * 1000) {
         const cutoff = await this.safeCutoff(now);
         if (cutoff > flushed) await this.flushUpTo(flushed, cutoff);
       }
-      await this.applyRetention(now);
+      if (now - this.retentionAt >= Math.min(RETENTION_EVERY_MS, this.settings.AUDIT_RETENTION_DAYS * 86_400_000)) {
+        await this.applyRetention(now);
+        this.retentionAt = now;
+      }
     } catch (e) {
       this.log.warn({ err: String(e) }, 'audit trail: flush failed; retrying');
     } finally {
@@ -219,16 +232,22 @@ export class AuditTrail {
     return cutoff;
   }
 
-  private async flushUpTo(flushed: number, cutoff: number): Promise<void> {
+  private async flushUpTo(flushed: number, upTo: number): Promise<void> {
     const P = this.settings.PARTITIONS;
-    const entries: AuditSegment['entries'] = [];
+    let cutoff = upTo;
+    let entries: AuditSegment['entries'] = [];
+    const ms = (id: string) => Number(id.split('-')[0]);
     for (let p = 0; p < P; p++) {
-      const rows = (await this.redis.xrangeBuffer(keys.auditLog(p), '-', `(${cutoff}-0`)) as [Buffer, Buffer[]][];
+      const rows = (await this.redis.xrangeBuffer(keys.auditLog(p), '-', `(${cutoff}-0`, 'COUNT', SEGMENT_PART_MAX)) as [Buffer, Buffer[]][];
+      // A full batch: this segment ends before the millisecond of its last entry (all before it were read).
+      if (rows.length === SEGMENT_PART_MAX) cutoff = Math.min(cutoff, ms(rows[rows.length - 1][0].toString()));
       for (const [id, fields] of rows) {
         const i = fields.findIndex((f, n) => n % 2 === 0 && f.toString() === 'e');
         if (i >= 0) entries.push([id.toString(), p, fields[i + 1]]);
       }
     }
+    if (cutoff <= flushed) return;
+    if (cutoff < upTo) entries = entries.filter((e) => ms(e[0]) < cutoff);
     entries.sort((a, b) => {
       const [am, as] = a[0].split('-').map(Number);
       const [bm, bs] = b[0].split('-').map(Number);
@@ -238,6 +257,7 @@ export class AuditTrail {
     if (entries.length) await this.segments!.put({ start: flushed, end: cutoff, entries });
     await this.redis.set(AUDIT_FLUSHED_KEY, String(cutoff));
     for (let p = 0; p < P; p++) await this.redis.xtrim(keys.auditLog(p), 'MINID', `${cutoff}-0`);
+    this.trimmedTo = cutoff;
     if (entries.length) this.log.info({ entries: entries.length, from: flushed, to: cutoff }, 'audit trail: segment flushed');
   }
 
