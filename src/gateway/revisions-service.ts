@@ -1,4 +1,5 @@
 import jsonPatch from 'fast-json-patch';
+import { LRUCache } from 'lru-cache';
 import { AuditLog } from '../adapters/audit-log.js';
 import { AuditSegments } from '../adapters/audit-segments.js';
 import { newCommandId } from '../adapters/ids.js';
@@ -24,6 +25,8 @@ export const aspectsDiff: JsonDiff = (from: Aspects, to: Aspects) => jsonPatch.c
  */
 export class RevisionsService {
   private readonly audit: AuditLog;
+  /** Rendered compare answers by content and version pair: versions never change, so neither does their patch. */
+  private readonly compared = new LRUCache<string, string>({ maxSize: 16 * 1024 * 1024, sizeCalculation: (body) => Math.max(1, body.length) });
 
   constructor(
     private readonly d: ContentServiceDeps,
@@ -46,10 +49,16 @@ export class RevisionsService {
     const { cid, head } = await this.existing(p);
     this.content.reads.checkReadOrMissing(user, head, () => missing(p));
     const keys = compareKeys(head, x.query.get('from'), x.query.get('to'));
+    const cacheKey = `${cid}/${keys.from}/${keys.to}`;
+    const cached = this.compared.get(cacheKey);
+    if (cached !== undefined) return x.send(200, [['Content-Type', 'application/json']], cached);
     const [from, to] = await Promise.all([this.d.store.version(cid, keys.from), this.d.store.version(cid, keys.to)]);
     if (!from) throw new AppError('NOT_FOUND', `Version ${x.query.get('from')} not found`);
     if (!to) throw new AppError('NOT_FOUND', `Version ${x.query.get('to')} not found`);
-    x.sendJson(200, compareBody(cid, from, to, aspectsDiff));
+    const body = JSON.stringify(compareBody(cid, from, to, aspectsDiff));
+    // A body larger than the whole cache is answered, not kept.
+    if (body.length <= 4 * 1024 * 1024) this.compared.set(cacheKey, body);
+    x.send(200, [['Content-Type', 'application/json']], body);
   }
 
   /** Restore: a new version with the aspects of `version`, through the content's actor with If-Match. */
