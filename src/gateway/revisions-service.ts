@@ -5,9 +5,9 @@ import { AuditSegments } from '../adapters/audit-segments.js';
 import { newCommandId } from '../adapters/ids.js';
 import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
 import { encodeAuditCursor, parseAuditQuery } from '../content/audit.js';
-import { etagOf, type Aspects, type Snapshot } from '../content/model.js';
+import { etagOf, parseVersionId, type Aspects, type Snapshot } from '../content/model.js';
 import { isSysadmin } from '../content/permissions.js';
-import { compareBody, compareKeys, versionKeyOf, type JsonDiff, type PatchOperation } from '../content/revisions.js';
+import { compareBody, compareKeys, type JsonDiff, type PatchOperation } from '../content/revisions.js';
 import { AppError } from '../errors.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
 import { STATUS_OK, contentEnvelope, formatOf, serialize } from './envelope.js';
@@ -73,11 +73,12 @@ export class RevisionsService {
     checkAlias(p.ns, p.alias);
     const cid = await this.d.store.resolveAlias(p.ns, p.alias);
     if (cid === null) throw missing(p);
-    const versionKey = versionKeyOf(version, cid, 'version');
-    // The file URIs the restored version maps that the caller may read; the actor refuses any other it adds.
-    const restored = await this.d.store.version(cid, versionKey);
+    // The file URIs the restored version maps that the caller may read; the actor refuses any other
+    // it adds. The actor decides on the version id itself, after the permission check.
+    const v = parseVersionId(version);
+    const restored = v?.cid === cid ? await this.d.store.version(cid, v.key) : null;
     const files = await this.content.readableFiles(user, restored?.aspects.svcFiles);
-    const cmd: ContentCommand = { k: 'restore', id: newCommandId(), cid, requestId: x.requestId, user, files, ifMatch, versionKey };
+    const cmd: ContentCommand = { k: 'restore', id: newCommandId(), cid, requestId: x.requestId, user, files, ifMatch, version };
     const res = await this.d.mailbox.send<WriteResult>(cmd).finally(() => this.d.heads.drop(cid));
     x.send(
       200,

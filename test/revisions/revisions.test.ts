@@ -124,13 +124,16 @@ describe('revisions: compare, restore, audit (CONTRACT §15)', function () {
       expect((await aspectsOf(c.alias)).aspects.body.title).to.equal('three');
     });
 
-    it('Update permission: a reader 403, a caller without Read 403 before the version is looked at; bad versions 400/404', async () => {
+    it('Update permission: a reader 403, a caller without Update 403 before the version id is read; bad versions 400/404', async () => {
       const c = await threeVersions();
       const other = await threeVersions();
       const post = (cl: Client, s: string) => cl.req('POST', `/content/alias/news/${c.alias}/restore?${s}`, { headers: { 'If-Match': c.etag } });
       expect((await post(reader, `version=${c.versions[0]}`)).status).to.equal(403);
       expect((await post(sports, `version=${c.versions[0]}`)).status).to.equal(403);
       expect((await post(sports, `version=c:${c.key}:NOSUCH`)).status).to.equal(403);
+      // Nor which content key the alias names, nor whether the id is well formed.
+      expect((await post(sports, `version=${other.versions[0]}`)).status).to.equal(403);
+      expect((await post(sports, 'version=nope')).status).to.equal(403);
       expect((await post(editor, `version=${other.versions[0]}`)).status).to.equal(404);
       expect((await post(editor, `version=c:${c.key}:NOSUCH`)).status).to.equal(404);
       expect((await post(editor, 'version=nope')).status).to.equal(400);

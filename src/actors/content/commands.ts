@@ -38,8 +38,8 @@ export type MainCommand =
   | { k: 'releaseAlias'; namespace: string; alias: string }
   | { k: 'assignView'; view: string; ifMatch: string | null; versionKey?: string; target?: string }
   | { k: 'removeFromView'; view: string }
-  /** A new version with the aspects of an earlier one (CONTRACT §15 Restore). */
-  | { k: 'restore'; ifMatch: string; versionKey: string };
+  /** A new version with the aspects of an earlier one (CONTRACT §15 Restore); `version` is its version id, as the caller sent it. */
+  | { k: 'restore'; ifMatch: string; version: string };
 
 /** The commands on workspace drafts (src/actors/content/workspace.ts). */
 export type WorkspaceCommand =

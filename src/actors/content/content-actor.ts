@@ -7,7 +7,7 @@ import { isAllowed, permissionDenied, type Principal, type SecurityConfig } from
 import type { ActorContext, CommandBase, CommandHandler, Reply } from '../runtime.js';
 import { applyUpdateMode } from '../../content/update-modes.js';
 import { symbolicCycle } from '../../content/views.js';
-import { restoredAspects } from '../../content/revisions.js';
+import { restoredAspects, versionKeyOf } from '../../content/revisions.js';
 import type { LifecycleHook, Via } from './lifecycle-hooks.js';
 import { Workspaces } from './workspace.js';
 import {
@@ -220,12 +220,14 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
    */
   private async restore(cmd: CommandOf<'restore'>, ctx: ActorContext): Promise<Outcome> {
     const head = await this.existing(cmd.cid, true);
-    // Update permission before the version is looked at: a caller who may not write learns nothing of its versions.
+    // Update permission before the version id is even read: a caller who may not write learns
+    // nothing of the content's versions (nor which content key its alias names).
     this.allow(cmd.user, 'Update', head.type, contextsOf(head.meta));
-    const restored = await this.store.version(cmd.cid, cmd.versionKey);
-    if (!restored) throw new AppError('NOT_FOUND', `Version ${versionId(cmd.cid, cmd.versionKey)} not found`);
+    const key = versionKeyOf(cmd.version, cmd.cid, 'version');
+    const restored = await this.store.version(cmd.cid, key);
+    if (!restored) throw new AppError('NOT_FOUND', `Version ${cmd.version} not found`);
     const input: UpdateInput = { ifMatch: cmd.ifMatch, unsafe: false, mode: 'replace', aspects: restoredAspects(restored.aspects), ops: [] };
-    return this.updateMain(cmd, ctx, input, 'restore', undefined, cmd.versionKey);
+    return this.updateMain(cmd, ctx, input, 'restore', undefined, key);
   }
 
   private async delete(cmd: CommandOf<'delete'>, ctx: ActorContext): Promise<Outcome> {
