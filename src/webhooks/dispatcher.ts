@@ -65,6 +65,9 @@ export class WebhookDispatcher {
   private wake?: () => void;
   private slotFree?: () => void;
   private lastBalance = 0;
+  /** Attempts counted here and added to Redis once a second (one write, not one per delivery). */
+  private outcomes = { delivered: 0, retried: 0, failed: 0 };
+  private flushTimer?: NodeJS.Timeout;
 
   constructor(
     redis: RedisClient,
@@ -84,6 +87,8 @@ export class WebhookDispatcher {
     await this.reloadHooks();
     if (!this.settings.REDIS_CLUSTER_NODES) this.blocking = connectRedis(this.settings, { blocking: true, name: 'webhooks', log: this.log });
     this.loops.push(this.fanoutLoop(), this.deliveryLoop());
+    this.flushTimer = setInterval(() => void this.flushOutcomes(), 1000);
+    this.flushTimer.unref();
     this.log.info({ consumer: this.consumer }, 'webhooks dispatcher started');
   }
 
@@ -98,6 +103,8 @@ export class WebhookDispatcher {
     await this.redis.zrem(whKeys.members, this.consumer).catch(() => 0);
     const end = Date.now() + this.settings.WEBHOOK_TIMEOUT_MS;
     while (this.inFlight > 0 && Date.now() < end) await sleep(20);
+    clearInterval(this.flushTimer);
+    await this.flushOutcomes();
   }
 
   /** Reloads the webhooks when one changed. */
@@ -121,12 +128,14 @@ export class WebhookDispatcher {
     await this.redis.zadd(whKeys.members, now, this.consumer);
     await this.redis.zremrangebyscore(whKeys.members, '-inf', now - FANOUT_LEASE_MS);
     const share = Math.ceil(P / Math.max(1, await this.redis.zcard(whKeys.members)));
-    for (const [p, o] of [...this.owned]) {
-      if (!(await this.redis.renewLease(whKeys.lock(p), o.token, FANOUT_LEASE_MS))) {
-        this.owned.delete(p);
-        this.log.warn({ partition: p }, 'webhooks fan-out lease lost');
-      }
-    }
+    await Promise.all(
+      [...this.owned].map(async ([p, o]) => {
+        if (!(await this.redis.renewLease(whKeys.lock(p), o.token, FANOUT_LEASE_MS))) {
+          this.owned.delete(p);
+          this.log.warn({ partition: p }, 'webhooks fan-out lease lost');
+        }
+      }),
+    );
     const start = Math.floor(Math.random() * P);
     for (let i = 0; i < P && this.owned.size < share; i++) {
       const p = (start + i) % P;
@@ -153,10 +162,13 @@ export class WebhookDispatcher {
           continue;
         }
         const read = await this.readNew(parts);
-        for (const [p, entries] of read) {
-          const o = this.owned.get(p);
-          if (o && entries.length) await this.fanout(p, o, entries);
-        }
+        // Partitions are independent: fanned out side by side, each in its own stream order.
+        await Promise.all(
+          read.map(([p, entries]) => {
+            const o = this.owned.get(p);
+            return o && entries.length ? this.fanout(p, o, entries) : undefined;
+          }),
+        );
       } catch (e) {
         if (!this.running) return;
         // What was read and not acknowledged is read again from the pending list.
@@ -304,7 +316,7 @@ export class WebhookDispatcher {
             claimed++;
             const c: Claimed = { p: order[i], member, pos, eventId, body, attempts: Number(attempts), created: Number(created) };
             this.inFlight++;
-            void this.attempt(c, token).finally(() => {
+            void this.deliverQueue(c, token, claimMs).finally(() => {
               this.inFlight--;
               const free = this.slotFree;
               this.slotFree = undefined;
@@ -343,8 +355,14 @@ export class WebhookDispatcher {
     return addresses;
   };
 
-  /** One attempt of a claimed delivery, and its outcome recorded. */
-  private async attempt(c: Claimed, token: string): Promise<void> {
+  /** Delivers a claimed queue head, then the queue's next ones while each is delivered at once (the settle claims the next). */
+  private async deliverQueue(first: Claimed, token: string, claimMs: number): Promise<void> {
+    let c: Claimed | null = first;
+    while (c && this.running) c = await this.attempt(c, token, claimMs);
+  }
+
+  /** One attempt of a claimed delivery and its outcome recorded; answers the queue's next delivery when it was claimed with it. */
+  private async attempt(c: Claimed, token: string, claimMs: number): Promise<Claimed | null> {
     const wid = c.member.slice(0, c.member.indexOf('|'));
     const hook = this.hooksById.get(wid);
     let result: PostResult;
@@ -368,6 +386,7 @@ export class WebhookDispatcher {
       if (!hook || nextAt > c.created + s.WEBHOOK_MAX_AGE_HOURS * 3_600_000) outcome = 'failed';
     }
     const lastError = ok ? '' : (result.error ?? `HTTP ${result.status}: ${result.response}`).slice(0, 1024);
+    let next: Claimed | null = null;
     try {
       const settled = await this.redis.settleDelivery(
         whKeys.due(c.p),
@@ -382,12 +401,26 @@ export class WebhookDispatcher {
         result.status === null ? '' : String(result.status),
         lastError,
         Math.ceil(this.settings.WEBHOOK_LOG_HOURS * 3_600_000),
+        now + claimMs,
       );
-      if (settled) await this.redis.hincrby(whKeys.outcomes, outcome === 'retry' ? 'retried' : outcome, 1);
+      if (settled[0]) this.outcomes[outcome === 'retry' ? 'retried' : outcome]++;
+      if (settled.length > 1) {
+        const [, pos, eventId, body, attempts, created] = settled as string[];
+        next = { p: c.p, member: c.member, pos, eventId, body, attempts: Number(attempts), created: Number(created) };
+      }
     } catch (e) {
       // The claim runs out and the delivery is attempted again: at least once.
       this.log.warn({ err: String(e), webhook: wid }, 'recording a webhook delivery failed');
     }
     if (outcome === 'failed' && hook) this.log.warn({ webhook: wid, eventId: c.eventId, attempts: c.attempts + 1 }, 'webhook delivery failed for good');
+    return next;
+  }
+
+  /** Adds the outcomes counted since the last flush to the shared counts of /metrics. */
+  private async flushOutcomes(): Promise<void> {
+    const counts = this.outcomes;
+    this.outcomes = { delivered: 0, retried: 0, failed: 0 };
+    for (const [k, n] of Object.entries(counts))
+      if (n) await this.redis.hincrby(whKeys.outcomes, k, n).catch(() => (this.outcomes[k as keyof typeof counts] += n));
   }
 }

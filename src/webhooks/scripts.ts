@@ -6,7 +6,7 @@ import { repoPath } from '../repo-files.js';
 export interface WebhookScripts {
   enqueueDeliveries(lock: string, due: string, pending: string, ...args: (string | number)[]): Promise<number>;
   claimDeliveries(due: string, prefix: string, now: number, until: number, max: number, token: string): Promise<string[][]>;
-  settleDelivery(due: string, pending: string, ...args: (string | number)[]): Promise<number>;
+  settleDelivery(due: string, pending: string, ...args: (string | number)[]): Promise<(number | string)[]>;
   redeliver(due: string, pending: string, prefix: string, webhook: string, pos: string, now: number, ttl: number): Promise<number>;
 }
 

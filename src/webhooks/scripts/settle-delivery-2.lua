@@ -3,13 +3,16 @@
 -- ARGV[1] key prefix  ARGV[2] queue member  ARGV[3] position  ARGV[4] claim token
 -- ARGV[5] outcome: retry | delivered | failed  ARGV[6] now ms  ARGV[7] next attempt ms (retry)
 -- ARGV[8] last HTTP status ('' for none)  ARGV[9] last error ('' for none)  ARGV[10] log retention ms
+-- ARGV[11] claimed until ms (for the next delivery of the queue)
 -- On retry the queue waits until the next attempt (later deliveries of the content wait behind
--- it); otherwise the delivery leaves its queue and the next one of the content is due at once.
--- Returns 1, or 0 when another process claimed the delivery since (its outcome counts, not this).
+-- it); otherwise the delivery leaves its queue and the caller goes on with the queue's next
+-- delivery at once, under the same claim (one script call per delivery, no wait for a poll).
+-- Returns {1} (or {1, position, event id, body, attempts, created} of the next delivery now
+-- claimed), or {0} when another process claimed the delivery since (its outcome counts, not this).
 local prefix, member, pos = ARGV[1], ARGV[2], ARGV[3]
 local wid = string.match(member, '^([^|]*)|')
 local dkey = prefix .. 'd:' .. wid .. ':' .. pos
-if redis.call('HGET', dkey, 'claim') ~= ARGV[4] then return 0 end
+if redis.call('HGET', dkey, 'claim') ~= ARGV[4] then return { 0 } end
 redis.call('HINCRBY', dkey, 'attempts', 1)
 redis.call('HSET', dkey, 'lastStatus', ARGV[8], 'lastError', ARGV[9], 'time', ARGV[6])
 redis.call('HDEL', dkey, 'claim')
@@ -17,7 +20,7 @@ local outcome = ARGV[5]
 if outcome == 'retry' then
   redis.call('HSET', dkey, 'next', ARGV[7])
   redis.call('ZADD', KEYS[1], ARGV[7], member)
-  return 1
+  return { 1 }
 end
 local now = tonumber(ARGV[6])
 local retention = tonumber(ARGV[10])
@@ -30,9 +33,23 @@ redis.call('ZREMRANGEBYSCORE', log, '-inf', now - retention)
 redis.call('ZREM', KEYS[2], wid .. ':' .. pos)
 local q = prefix .. 'q:' .. member
 redis.call('ZREM', q, pos)
-if redis.call('ZRANGE', q, 0, 0)[1] then
-  redis.call('ZADD', KEYS[1], now, member)
-else
-  redis.call('ZREM', KEYS[1], member)
+while true do
+  local head = redis.call('ZRANGE', q, 0, 0)[1]
+  if not head then
+    redis.call('ZREM', KEYS[1], member)
+    return { 1 }
+  end
+  local nkey = prefix .. 'd:' .. wid .. ':' .. head
+  local rec = redis.call('HMGET', nkey, 'eventId', 'body', 'attempts', 'created', 'next')
+  if not rec[1] then
+    redis.call('ZREM', q, head) -- expired: nothing left to deliver
+  elseif (tonumber(rec[5]) or 0) > now then
+    -- put back by a redelivery with a later time: due then
+    redis.call('ZADD', KEYS[1], rec[5], member)
+    return { 1 }
+  else
+    redis.call('ZADD', KEYS[1], ARGV[11], member)
+    redis.call('HSET', nkey, 'claim', ARGV[4])
+    return { 1, head, rec[1], rec[2], rec[3], rec[4] }
+  end
 end
-return 1
