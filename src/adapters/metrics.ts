@@ -10,6 +10,8 @@ interface PartitionRow {
   /** Content events no indexer has read yet, and read but not yet indexed. */
   indexLag: number;
   indexPending: number;
+  /** Content events the audit trail's copier has not yet read (src/actors/audit-trail.ts). */
+  auditLag: number;
   /** Documents the search engine refused and the indexer set aside, ever (dead letters added). */
   indexRefused: number;
 }
@@ -82,6 +84,7 @@ export class Metrics {
     perPartition('actor_dead_letters', 'Commands in each partition dead-letter stream', (r) => r.dead);
     perPartition('indexer_lag', 'Content events of each partition no indexer has read yet', (r) => r.indexLag);
     perPartition('indexer_pending', 'Content events of each partition read by an indexer and not yet indexed', (r) => r.indexPending);
+    perPartition('audit_lag', 'Content events of each partition not yet read into the audit trail', (r) => r.auditLag);
     const redisOf = () => this.redis;
     const rowsOf = () => this.partitionRows();
     // Counted in Redis by whichever indexer or re-indexer process set the document aside (those
@@ -177,6 +180,10 @@ export class Metrics {
           lag: field(actors, 'lag'),
           indexLag: field(indexer, 'lag'),
           indexPending: field(indexer, 'pending'),
+          auditLag: field(
+            eventGroups.find((g) => g[1] === 'audit'),
+            'lag',
+          ),
           indexRefused,
         };
       }),
