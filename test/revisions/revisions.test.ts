@@ -256,6 +256,8 @@ describe('revisions: compare, restore, audit (CONTRACT §15)', function () {
         expect(r.status, q).to.equal(400);
       }
       expect((await audit('content=news/never-set-alias-x')).json).to.deep.equal({ entries: [], next: null });
+      // The copier's lag is a metric, like the indexer's.
+      expect((await sysadmin.metrics()).text).to.match(/audit_lag\{partition="0"\} \d+/);
     });
   });
 });
