@@ -164,6 +164,33 @@ export class PlatformClient {
     return this.read(`/content/alias/${id}/history`);
   }
 
+  // ---- revisions (CONTRACT §15) ----
+
+  /** GET .../compare: the RFC 6902 patch from version `from` to `to` (default: the current version). */
+  compare(
+    id: string,
+    from: string,
+    to?: string,
+  ): Promise<Answer<{ from: string; to: string; patch: { op: string; path: string; value?: unknown; from?: string }[] }>> {
+    const q = new URLSearchParams({ from, ...(to ? { to } : {}) });
+    return this.read(`/content/alias/${id}/compare?${q}`);
+  }
+
+  /** POST .../restore?version=: a new version with the aspects of `version`, with If-Match. */
+  restore(id: string, version: string, etag: string): Promise<Answer<ContentEnvelope>> {
+    return this.req('POST', `/content/alias/${id}/restore?version=${encodeURIComponent(version)}`, { headers: { 'If-Match': etag } });
+  }
+
+  /** GET /audit (sysadmin): entries newest first, `next` for the following page. */
+  audit(query: { content?: string; user?: string; from?: string; to?: string; limit?: number; cursor?: string } = {}): Promise<Answer> {
+    const q = new URLSearchParams(
+      Object.entries(query)
+        .filter(([, v]) => v !== undefined)
+        .map(([k, v]) => [k, String(v)]),
+    );
+    return this.req('GET', `/audit${q.size ? `?${q}` : ''}`);
+  }
+
   // ---- views ----
 
   /** PUT /view/<view> with `{version}` or `{symbolic: {...}}` and If-Match. */

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { PlatformClient } from '../../src/client/index.js';
 import { startTestPlatform } from '../support/platform.js';
+import { eventually } from '../support/wait.js';
 
 /**
  * The typed client (src/client) against a running platform: each of its methods reaches the
@@ -39,6 +40,26 @@ describe('typed client (src/client)', () => {
     const draft = await c.createDraft(`ws${Date.now()}`, { system: { contentType: 'article' }, aspects: { body: { title: 'draft' } } });
     expect(draft.status).to.equal(201);
     expect((await c.remove(id, view.headers.get('etag')!)).status).to.be.oneOf([200, 204]);
+  });
+
+  it('revisions: compare, restore, audit', async () => {
+    const created = await c.create({ system: { contentType: 'article' }, aspects: { body: { title: 'one' } } });
+    const id: string = created.json.system.id;
+    const first: string = created.json.system.version;
+    const updated = await c.update(id, { aspects: { body: { title: 'two' } } }, created.headers.get('etag'));
+    const diff = await c.compare(id, first);
+    expect(diff.status, diff.text).to.equal(200);
+    expect(diff.json.patch).to.deep.equal([{ op: 'replace', path: '/body/title', value: 'two' }]);
+    const restored = await c.restore(id, first, updated.headers.get('etag')!);
+    expect(restored.status, restored.text).to.equal(200);
+    expect((await c.readContent(id)).json.aspects?.body?.title).to.equal('one');
+    expect((await c.audit()).status).to.equal(403);
+    const admin = await new PlatformClient(p.base).login('sysadmin');
+    await eventually(async () => {
+      const trail = await admin.audit({ content: id, limit: 10 });
+      expect(trail.status, trail.text).to.equal(200);
+      expect(trail.json.entries.map((e: { via: string }) => e.via)).to.deep.equal(['restore', 'main', 'main']);
+    });
   });
 
   it('files: upload, download, delivery', async () => {
