@@ -7,15 +7,14 @@
  *   WEBHOOKS_BENCH_HOOKS=20 WEBHOOKS_BENCH_EVENTS=5000 WEBHOOKS_BENCH_RATE=1000 WEBHOOKS_BENCH_SECONDS=10 node --import tsx bench/webhooks.ts
  *
  * Starts its own redis-server, one platform process (web and actors) and one webhooks process,
- * and receives in this process (a bare node:http server answering 204). Prints a `RESULT {json}`
+ * and a receiver process (bench/webhook-receiver.ts: a bare node:http server answering 204). Prints a `RESULT {json}`
  * line per measurement. Latency runs from the event's `time` (the commit's clock, this machine)
  * to the request's arrival at the receiver.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import http from 'node:http';
+import { type ChildProcess, fork, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { startRedisServer } from '../src/dev/redis-server.js';
-import { latencyOf, login, result } from './lib.js';
+import { cpuOf, latencyOf, login, result } from './lib.js';
 
 const HOOKS = Number(process.env.WEBHOOKS_BENCH_HOOKS ?? 20);
 const EVENTS = Number(process.env.WEBHOOKS_BENCH_EVENTS ?? 5000);
@@ -37,6 +36,28 @@ function role(roles: string[], env: Record<string, string>): ChildProcess {
   });
 }
 
+/** WEBHOOKS_BENCH_PROBE=1: prints, once a second, the events no webhooks process has read yet and those read but not queued. */
+async function probeLag(url: string): Promise<void> {
+  const { Redis } = await import('ioredis');
+  const r = new Redis(url);
+  let lag = 0;
+  let pending = 0;
+  let queued = 0;
+  let due = 0;
+  const now = Date.now();
+  for (let p = 0; p < 64; p++) {
+    queued += await r.zcard(`wh:{${p}}:pending`);
+    due += await r.zcount(`wh:{${p}}:due`, '-inf', now);
+    const groups = (await r.xinfo('GROUPS', `events:{${p}}`)) as unknown[][];
+    const g = groups.find((x) => x[1] === 'webhooks');
+    if (!g) continue;
+    lag += Number(g[g.indexOf('lag') + 1] ?? 0);
+    pending += Number(g[g.indexOf('pending') + 1] ?? 0);
+  }
+  console.log(`probe: webhooks group lag ${lag}, pending ${pending}, deliveries waiting ${queued}, queues due ${due}`);
+  r.disconnect();
+}
+
 async function main(): Promise<void> {
   const redis = await startRedisServer({ appendonly: false });
   const port = await freePort();
@@ -44,25 +65,15 @@ async function main(): Promise<void> {
   const env = { REDIS_URL: redis.url, PORT: String(port) };
   const web = role(['web', 'actors'], env);
   let hooks: ChildProcess | undefined;
-  // The receiver: counts, and keeps each arrival's latency from the event's commit time.
-  let received = 0;
-  let lat: number[] | null = null;
-  const receiver = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      received++;
-      if (lat) {
-        const s = Buffer.concat(chunks).toString();
-        const at = s.indexOf('"time":"');
-        lat.push(Date.now() - Date.parse(s.slice(at + 8, at + 32)));
-      }
-      res.writeHead(204).end();
+  // The receiver, in its own process (bench/webhook-receiver.ts).
+  const receiver = fork('bench/webhook-receiver.ts', [], { execArgv: ['--import', 'tsx'] });
+  const ask = <T>(cmd: string) =>
+    new Promise<T>((resolve) => {
+      receiver.once('message', (m) => resolve(m as T));
+      if (cmd) receiver.send({ cmd });
     });
-  });
-  receiver.keepAliveTimeout = 60_000;
-  const rport = await freePort();
-  await new Promise<void>((r) => receiver.listen(rport, '127.0.0.1', r));
+  const { port: rport } = await ask<{ port: number }>('');
+  let received = 0;
   try {
     for (let i = 0; ; i++) {
       if (
@@ -125,6 +136,7 @@ async function main(): Promise<void> {
     hooks = role(['webhooks'], env);
     let first = 0;
     while (received < want) {
+      received = (await ask<{ received: number }>('count')).received;
       if (!first && received > 0) first = Date.now();
       if (Date.now() - t0 > 300_000) break;
       await new Promise((r) => setTimeout(r, 20));
@@ -143,10 +155,21 @@ async function main(): Promise<void> {
     // 2. Latency: one webhook, commits at RATE per second.
     for (const id of hookIds.slice(1)) await fetch(`${base}/webhooks/${id}`, { method: 'DELETE', headers: admin });
     await new Promise((r) => setTimeout(r, 1500));
-    lat = [];
+    await ask('measure');
+    const cpu0 = [cpuOf(web.pid!), cpuOf(hooks.pid!), cpuOf(receiver.pid!), cpuOf(process.pid)];
+    const c0 = Date.now();
+    const probe = process.env.WEBHOOKS_BENCH_PROBE ? setInterval(() => void probeLag(redis.url), 1000) : undefined;
     await commit(RATE * SECONDS, RATE);
+    clearInterval(probe);
+    const cpuSeconds = (Date.now() - c0) / 1000;
+    const cpu = [cpuOf(web.pid!), cpuOf(hooks.pid!), cpuOf(receiver.pid!), cpuOf(process.pid)].map((v, i) => Math.round((v - cpu0[i]) / cpuSeconds));
     const end = Date.now() + 10_000;
-    while (lat.length < RATE * SECONDS && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+    let lat: number[] = [];
+    for (;;) {
+      lat = (await ask<{ lat: number[] }>('report')).lat;
+      if (lat.length >= RATE * SECONDS || Date.now() > end) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
     result({
       workload: 'commit → webhook delivery',
       rate: RATE,
@@ -155,11 +178,12 @@ async function main(): Promise<void> {
       committed: RATE * SECONDS,
       ...latencyOf(lat),
       targetP99Ms: 200,
+      cpuPercent: { webAndActors: cpu[0], webhooks: cpu[1], receiver: cpu[2], load: cpu[3] },
     });
   } finally {
     hooks?.kill('SIGTERM');
     web.kill('SIGTERM');
-    receiver.close();
+    receiver.kill();
     await new Promise((r) => setTimeout(r, 500));
     await redis.stop();
   }
