@@ -403,7 +403,8 @@ export class WebhookDispatcher {
         Math.ceil(this.settings.WEBHOOK_LOG_HOURS * 3_600_000),
         now + claimMs,
       );
-      if (settled[0]) this.outcomes[outcome === 'retry' ? 'retried' : outcome]++;
+      // The deliveries of a deleted webhook are dropped, not counted as failed attempts.
+      if (settled[0] && hook) this.outcomes[outcome === 'retry' ? 'retried' : outcome]++;
       if (settled.length > 1) {
         const [, pos, eventId, body, attempts, created] = settled as string[];
         next = { p: c.p, member: c.member, pos, eventId, body, attempts: Number(attempts), created: Number(created) };
