@@ -62,6 +62,9 @@ export class WebhookDispatcher {
   private readonly loops: Promise<void>[] = [];
   private blocking?: RedisClient;
   private inFlight = 0;
+  /** Delivery queues in flight per webhook, and how many one webhook may have. */
+  private readonly inFlightByHook = new Map<string, number>();
+  private readonly perHookCap: number;
   private wake?: () => void;
   private slotFree?: () => void;
   private lastBalance = 0;
@@ -79,6 +82,7 @@ export class WebhookDispatcher {
   ) {
     this.redis = withScripts(redis);
     this.store = new WebhookStore(redis, settings, resolver, clock);
+    this.perHookCap = Math.max(1, Math.ceil(settings.WEBHOOK_CONCURRENCY / 4));
   }
 
   async start(): Promise<void> {
@@ -309,15 +313,24 @@ export class WebhookDispatcher {
         const token = `${this.consumer}:${now}`;
         const order = Array.from({ length: P }, (_, i) => (next + i) % P);
         next = (next + 1) % P;
-        const claims = await Promise.all(order.map((p) => this.redis.claimDeliveries(whKeys.due(p), whKeys.prefix(p), now, now + claimMs, per, token)));
+        // A webhook may hold a quarter of the slots: one whose receiver hangs leaves the rest to the others.
+        const saturated = [...this.inFlightByHook].filter(([, n]) => n >= this.perHookCap).map(([id]) => id);
+        const claims = await Promise.all(
+          order.map((p) => this.redis.claimDeliveries(whKeys.due(p), whKeys.prefix(p), now, now + claimMs, per, token, ...saturated)),
+        );
         let claimed = 0;
         claims.forEach((rows, i) => {
           for (const [member, pos, eventId, body, attempts, created] of rows) {
             claimed++;
             const c: Claimed = { p: order[i], member, pos, eventId, body, attempts: Number(attempts), created: Number(created) };
             this.inFlight++;
+            const wid = member.slice(0, member.indexOf('|'));
+            this.inFlightByHook.set(wid, (this.inFlightByHook.get(wid) ?? 0) + 1);
             void this.deliverQueue(c, token, claimMs).finally(() => {
               this.inFlight--;
+              const n = this.inFlightByHook.get(wid)! - 1;
+              if (n) this.inFlightByHook.set(wid, n);
+              else this.inFlightByHook.delete(wid);
               const free = this.slotFree;
               this.slotFree = undefined;
               free?.();

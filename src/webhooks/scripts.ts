@@ -5,7 +5,7 @@ import { repoPath } from '../repo-files.js';
 /** The webhooks' Lua state transitions (src/webhooks/scripts, `<name>-<numkeys>.lua`), as commands of a client. */
 export interface WebhookScripts {
   enqueueDeliveries(lock: string, due: string, pending: string, ...args: (string | number)[]): Promise<number>;
-  claimDeliveries(due: string, prefix: string, now: number, until: number, max: number, token: string): Promise<string[][]>;
+  claimDeliveries(due: string, prefix: string, now: number, until: number, max: number, token: string, ...skip: string[]): Promise<string[][]>;
   settleDelivery(due: string, pending: string, ...args: (string | number)[]): Promise<(number | string)[]>;
   redeliver(due: string, pending: string, prefix: string, webhook: string, pos: string, now: number, ttl: number): Promise<number>;
 }
