@@ -91,7 +91,10 @@ export class WebhookDispatcher {
     await this.reloadHooks();
     if (!this.settings.REDIS_CLUSTER_NODES) this.blocking = connectRedis(this.settings, { blocking: true, name: 'webhooks', log: this.log });
     this.loops.push(this.fanoutLoop(), this.deliveryLoop());
-    this.flushTimer = setInterval(() => void this.flushOutcomes(), 1000);
+    this.flushTimer = setInterval(() => {
+      void this.flushOutcomes();
+      void this.renewLeases();
+    }, BALANCE_MS);
     this.flushTimer.unref();
     this.log.info({ consumer: this.consumer }, 'webhooks dispatcher started');
   }
@@ -123,6 +126,24 @@ export class WebhookDispatcher {
 
   // ---- fan-out ----
 
+  /**
+   * Renews the fan-out leases held, on a timer of its own: a fan-out of a long backlog may keep
+   * the loop busy for longer than a lease.
+   */
+  private async renewLeases(): Promise<void> {
+    await this.redis.zadd(whKeys.members, Date.now(), this.consumer).catch(() => 0);
+    await Promise.all(
+      [...this.owned].map(async ([p, o]) => {
+        // Redis out of reach: the lease is kept until it is known lost (the enqueue is fenced anyway).
+        const renewed = await this.redis.renewLease(whKeys.lock(p), o.token, FANOUT_LEASE_MS).catch(() => 1);
+        if (!renewed && this.owned.get(p) === o) {
+          this.owned.delete(p);
+          this.log.warn({ partition: p }, 'webhooks fan-out lease lost');
+        }
+      }),
+    );
+  }
+
   /** Heartbeat, then this process's share of the partitions' fan-out leases: renews, takes free ones, gives extra ones back. */
   private async balance(): Promise<void> {
     const now = Date.now();
@@ -132,14 +153,6 @@ export class WebhookDispatcher {
     await this.redis.zadd(whKeys.members, now, this.consumer);
     await this.redis.zremrangebyscore(whKeys.members, '-inf', now - FANOUT_LEASE_MS);
     const share = Math.ceil(P / Math.max(1, await this.redis.zcard(whKeys.members)));
-    await Promise.all(
-      [...this.owned].map(async ([p, o]) => {
-        if (!(await this.redis.renewLease(whKeys.lock(p), o.token, FANOUT_LEASE_MS))) {
-          this.owned.delete(p);
-          this.log.warn({ partition: p }, 'webhooks fan-out lease lost');
-        }
-      }),
-    );
     const start = Math.floor(Math.random() * P);
     for (let i = 0; i < P && this.owned.size < share; i++) {
       const p = (start + i) % P;
