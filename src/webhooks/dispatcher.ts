@@ -101,6 +101,8 @@ export class WebhookDispatcher {
 
   async stop(): Promise<void> {
     this.running = false;
+    // No renewal or heartbeat after the hand-over below.
+    clearInterval(this.flushTimer);
     this.wake?.();
     this.slotFree?.();
     this.blocking?.disconnect();
@@ -110,7 +112,6 @@ export class WebhookDispatcher {
     await this.redis.zrem(whKeys.members, this.consumer).catch(() => 0);
     const end = Date.now() + this.settings.WEBHOOK_TIMEOUT_MS;
     while (this.inFlight > 0 && Date.now() < end) await sleep(20);
-    clearInterval(this.flushTimer);
     await this.flushOutcomes();
   }
 
@@ -144,7 +145,7 @@ export class WebhookDispatcher {
     );
   }
 
-  /** Heartbeat, then this process's share of the partitions' fan-out leases: renews, takes free ones, gives extra ones back. */
+  /** Heartbeat, then this process's share of the partitions' fan-out leases: takes free ones, gives extra ones back (renewals run on their own timer). */
   private async balance(): Promise<void> {
     const now = Date.now();
     if (now - this.lastBalance < BALANCE_MS) return;
