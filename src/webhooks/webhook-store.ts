@@ -45,7 +45,8 @@ export interface DeliveryView {
   time: string;
 }
 
-const bodySchema = z.strictObject({
+/** The body of POST and PUT /webhooks (also for the OpenAPI document). */
+export const webhookBodySchema = z.strictObject({
   url: z.string().min(1).max(2048),
   types: z.array(z.string()).max(100).optional(),
   views: z.array(z.string()).max(100).optional(),
@@ -85,7 +86,7 @@ export class WebhookStore {
 
   /** A request body as a webhook's settings: 400 naming what is wrong, or the URL the guard refuses. */
   private async parse(body: unknown): Promise<Omit<Webhook, 'id' | 'secret' | 'created' | 'updated'>> {
-    const r = bodySchema.safeParse(body);
+    const r = webhookBodySchema.safeParse(body);
     if (!r.success) {
       const issue = r.error.issues[0];
       throw new AppError('BAD_REQUEST', `Invalid webhook: ${issue.path.join('.') || 'body'}: ${issue.message}`, { field: issue.path.join('.') });
