@@ -63,7 +63,7 @@ const started = Date.now();
 
 interface Rec {
   workload: string;
-  group: 'ceiling' | 'one process' | 'fleet' | 'change feed';
+  group: 'ceiling' | 'one process' | 'fleet' | 'change feed' | 'webhooks';
   figure?: number;
   unit?: string;
   p50?: number;
@@ -1024,6 +1024,49 @@ try {
           ]);
     });
   });
+
+  // ---- webhooks: its own redis-server, a web+actors process, a webhooks process and a receiver (bench/webhooks.ts)
+  await workload('webhooks', 'webhooks: backlog drain and commit → delivery', 'webhooks', async () => {
+    const env: Record<string, string> = QUICK
+      ? { WEBHOOKS_BENCH_HOOKS: '5', WEBHOOKS_BENCH_EVENTS: '500', WEBHOOKS_BENCH_SECONDS: '2' }
+      : { WEBHOOKS_BENCH_SECONDS: String(SECONDS) };
+    const run = await node('bench/webhooks.ts', [], env, 900_000);
+    if (!run.results.length) throw new Error(`no result (exit ${run.code})`);
+    return run.results.map((x): Rec => {
+      if (x.workload === 'webhook deliveries (backlog drain)') {
+        return budget(
+          {
+            workload: `${x.workload}: ${x.webhooks} webhooks × ${fmt(x.events)} events`,
+            group: 'webhooks',
+            figure: x.deliveriesPerSecond,
+            unit: 'deliveries/s',
+            requests: x.deliveries,
+            seconds: x.seconds,
+            errors: x.webhooks * x.events - x.deliveries,
+            loadgen: 'node (bench/webhooks.ts), receiver in its own process',
+          },
+          '≥ 5,000 deliveries/s (issue 18)',
+          [[x.deliveriesPerSecond >= 5000, 'throughput']],
+        );
+      }
+      return budget(
+        {
+          workload: `${x.workload} at ${x.rate} commits/s`,
+          group: 'webhooks',
+          figure: x.delivered,
+          unit: `deliveries of ${x.committed} commits`,
+          p50: x.p50,
+          p99: x.p99,
+          p999: x.p999,
+          errors: x.committed - x.delivered,
+          cpuPercent: x.cpuPercent,
+          loadgen: 'node (bench/webhooks.ts), receiver in its own process',
+        },
+        'p99 < 200 ms (issue 18)',
+        [[x.p99 < 200, 'p99']],
+      );
+    });
+  });
 } catch (e) {
   say(`\n!! bench stopped: ${(e as Error).stack ?? e}`);
   records.push({ workload: 'harness', group: 'one process', error: (e as Error).message.split('\n')[0] });
@@ -1125,6 +1168,9 @@ function writeResultsMd(path: string): void {
     ...(records.some((r) => r.group === 'fleet') ? ['### The fleet (`src/fleet.ts`: 2 web, 2 actors, 1 indexer, 1 reindexer)', '', table('fleet'), ''] : []),
     ...(records.some((r) => r.group === 'change feed')
       ? ['### The change feed (`bench/changes.ts`: one web+actors process, its own Redis, no search)', '', table('change feed'), '']
+      : []),
+    ...(records.some((r) => r.group === 'webhooks')
+      ? ['### Webhooks (`bench/webhooks.ts`: web+actors, webhooks and a receiver as processes, its own Redis)', '', table('webhooks'), '']
       : []),
     'Notes:',
     '',

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { tokenRequestSchema } from '../security/token-service.js';
 import type { Router } from './router.js';
+import { webhookBodySchema } from '../webhooks/webhook-store.js';
 import { envelopeSchema, viewBodySchema } from './schemas.js';
 
 /** Request bodies by "METHOD prefix/pattern", from the same zod schemas that validate them. */
@@ -11,6 +12,8 @@ const BODIES: Record<string, z.ZodType> = {
   'PUT content-service/view/:view': viewBodySchema,
   'POST content-service/content/workspace/:ws': envelopeSchema,
   'PUT content-service/content/workspace/:ws/alias/:ns/:alias': envelopeSchema,
+  'POST content-service/webhooks': webhookBodySchema,
+  'PUT content-service/webhooks/:id': webhookBodySchema,
 };
 
 const errorBody = {
