@@ -4,6 +4,7 @@ import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { Client, article, startTestPlatform } from '../support/platform.js';
 import { rawRequest, type RawRequest, type RawResponse } from '../support/raw-http.js';
+import { isVolatileKey } from '../support/volatile-keys.js';
 
 /**
  * Hostile and malformed input at the content service's write endpoints (create, update,
@@ -41,24 +42,8 @@ function rawBytes(port: number, bytes: string, timeoutMs = 5000): Promise<string
 
 // ---- Redis snapshot -------------------------------------------------------------------------
 
-/**
- * Keys no request to the content service can change, left out of the snapshot: the runtime's own
- * (leases, members, command and reply streams), the logins' (tokens, failed logins), and what
- * the background indexer and re-indexer write (their dead letters, refusals and sessions). The
- * rest is content state, compared whole; of a stream only its entries count (the consumer
- * groups' positions move as the indexer, the re-indexer and the actors read).
- */
-const NOT_BY_A_REQUEST = [
-  /^security:token:/,
-  /^security:login-failures:/,
-  /^reply:/,
-  /^cmd:\{/,
-  /^actors:members$/,
-  /^lease:/,
-  /^indexer-dead:\{/,
-  /^indexer:refused$/,
-  /^reindex:/,
-];
+// Keys that change with no request are left out of the snapshot (support/volatile-keys.ts); of a
+// stream only its entries count (the consumer groups' positions move as the roles read).
 
 interface Snap {
   keys: number;
@@ -75,7 +60,7 @@ async function snapshot(redis: Redis): Promise<Snap> {
     all.push(...batch);
   } while (cursor !== '0');
   const tokens = all.filter((k) => k.startsWith('security:token:')).length;
-  const keys = all.filter((k) => !NOT_BY_A_REQUEST.some((re) => re.test(k))).sort();
+  const keys = all.filter((k) => !isVolatileKey(k)).sort();
   const h = createHash('sha256');
   const types = await Promise.all(keys.map((k) => redis.type(k)));
   const states = await Promise.all(

@@ -1,0 +1,42 @@
+/**
+ * Keys that change with no request at all: leases and heartbeats of every role (actors, change
+ * feed schedule, audit copier, webhooks fan-out), command and reply streams, the indexer's and
+ * re-indexer's bookkeeping, and tokens and login counts (written by logins). Tests that prove a
+ * refused request changes nothing compare every other key. Lua patterns, so the property test
+ * can match them inside Redis (`string.find`); `isVolatileKey` matches the same in JavaScript.
+ */
+export const VOLATILE_KEY_PATTERNS = [
+  '^security:token:',
+  '^security:login%-failures:',
+  '^reply:',
+  '^cmd:{',
+  '^actors:members$',
+  '^lease:',
+  '^indexer%-dead:{',
+  '^indexer:refused$',
+  '^reindex:',
+  '^changes:owner$',
+  '^changes:trimmed:',
+  '^audit:owner$',
+  '^audit:flushed$',
+  '^webhooks:members$',
+  '^wh:{%d+}:lock$',
+];
+
+/** A Lua pattern of the list above as a RegExp: `%x` escapes x, `%d` is a digit. */
+function regExpOf(lua: string): RegExp {
+  let out = '';
+  for (let i = 0; i < lua.length; i++) {
+    const c = lua[i];
+    if (c === '%') {
+      const n = lua[++i];
+      out += n === 'd' ? '\\d' : n.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&');
+    } else if ((c === '^' && i === 0) || (c === '$' && i === lua.length - 1) || c === '+') out += c;
+    else out += c.replace(/[.*?${}()|[\]\\]/g, '\\$&');
+  }
+  return new RegExp(out);
+}
+
+const VOLATILE = VOLATILE_KEY_PATTERNS.map(regExpOf);
+
+export const isVolatileKey = (key: string): boolean => VOLATILE.some((re) => re.test(key));
