@@ -114,6 +114,13 @@ export const settingsSchema = z.object({
   S3_SECRET_KEY: z.string().optional(),
   S3_BUCKET: z.string().min(3).default('content-platform'),
 
+  /** Image renditions (CONTRACT §17): with a key set, free rendition parameters need `sig` (HMAC-SHA256 of the canonical query). */
+  RENDITION_SIGNING_KEY: z.string().min(16).optional(),
+  /** Sources with more pixels than this are not rendered (422): a decompression bomb must not reach the decoder. */
+  RENDITION_MAX_PIXELS: int(1, 1_000_000_000).default(50_000_000),
+  /** Renders in flight per gateway; past it, 503 with Retry-After. */
+  RENDITION_MAX_CONCURRENT: int(1, 1000).default(4),
+
   SOLR_URL: z.url().optional(),
   /** Default collection of the index and of the search service. */
   SOLR_COLLECTION: z

@@ -20,6 +20,7 @@ export const ERRORS = {
   PAYLOAD_TOO_LARGE: { statusCode: '41300', http: 413, message: 'Payload too large' },
   UNSUPPORTED_MEDIA_TYPE: { statusCode: '41500', http: 415, message: 'Unsupported media type' },
   RANGE_NOT_SATISFIABLE: { statusCode: '41600', http: 416, message: 'Range not satisfiable' },
+  UNPROCESSABLE: { statusCode: '42200', http: 422, message: 'Unprocessable content' },
   TOO_MANY_REQUESTS: { statusCode: '42900', http: 429, message: 'Too many requests' },
   INTERNAL: { statusCode: '50000', http: 500, message: 'Internal server error' },
   UNAVAILABLE: { statusCode: '50300', http: 503, message: 'Service unavailable' },
