@@ -2,8 +2,10 @@ import { supportedMimeTypes } from 'file-type';
 import mime from 'mime-types';
 import type { Settings } from '../../config/settings.js';
 import type { ContentStore } from '../adapters/content-store.js';
+import type { RedisClient } from '../adapters/redis.js';
 import { fileKeyOf, fileUriOf, type FileKey, type FileStore, type StoredFile } from '../adapters/file-store.js';
 import { parseVersionId, type Aspect, type Snapshot, type VersionRecord } from '../content/model.js';
+import { focalOfContent, MIME_OF_FORMAT, type NamedRenditions, resolveFormat } from '../content/renditions.js';
 import type { Variants } from '../content/variants.js';
 import { AppError } from '../errors.js';
 import { fileAccess, fileKeyOfUri, fileReferencesOf, type FileAction } from '../security/file-access.js';
@@ -12,8 +14,10 @@ import type { TokenService } from '../security/token-service.js';
 import type { Exchange } from './http.js';
 import { rangeOf } from './byte-range.js';
 import { Reads } from './reads.js';
+import { Renditions } from './renditions.js';
 import { checkAlias } from './schemas.js';
 import { composeVariant } from './variant-reads.js';
+import { loadRenditionsConfig } from '../../config/renditions.js';
 
 export const FILE_PREFIX = 'file-service';
 export const DELIVERY_PREFIX = 'file-delivery-service';
@@ -36,6 +40,10 @@ export interface FileServiceDeps {
   variants: Variants;
   clock: () => number;
   baseUrl: () => string;
+  /** Renditions (CONTRACT §17) keep their index here. */
+  redis: RedisClient;
+  /** config/renditions.json; loaded from the repository when not given. */
+  renditions?: NamedRenditions;
 }
 
 /** The spec's "File info" of a stored file. */
@@ -185,9 +193,12 @@ export class FileDeliveryService {
 
   /** Who may have which version's files: the one read rule (CONTRACT §12). */
   private readonly reads: Reads;
+  /** Image renditions of delivered files (CONTRACT §17). */
+  readonly renditions: Renditions;
 
   constructor(private readonly d: FileServiceDeps) {
     this.reads = new Reads(d);
+    this.renditions = new Renditions({ ...d, renditions: d.renditions ?? loadRenditionsConfig() });
   }
 
   async handle(x: Exchange, segs: string[]): Promise<void> {
@@ -196,6 +207,9 @@ export class FileDeliveryService {
     if (!byVersion && !byAlias) throw new AppError('NOT_FOUND', 'No such resource');
     x.route = `${DELIVERY_PREFIX}/${segs[0]}`;
     if (x.method !== 'GET' && x.method !== 'HEAD') throw new AppError('METHOD_NOT_ALLOWED', `Method ${x.method} not allowed here`, { allow: ['GET'] });
+    // Parameters and their signature are checked before anything of the content is looked at:
+    // their answer (400, 403) is the same whatever exists.
+    const rendition = this.renditions.request(x.query);
     const principal = await this.d.tokens.caller(x.header('x-auth-token'));
     let head: Snapshot;
     let key: string;
@@ -218,12 +232,30 @@ export class FileDeliveryService {
     }
     const version = await this.d.store.version(head.cid, key);
     if (!version) throw new AppError('NOT_FOUND', `No version ${key}`);
-    const fileUri = (await this.mappingOf(head, version))[path];
+    const fileUri = (await this.mappingOf(head, version, rendition !== null))[path];
     if (fileUri === undefined) throw new AppError('NOT_FOUND', `The content has no file at ${path}`);
     const fileKey = fileKeyOfUri(fileUri);
     if (!fileKey) throw new AppError('NOT_FOUND', `The content maps ${path} to ${fileUri}, which is not a file address`);
+    const cacheControl = byVersion ? FILE_CACHE_CONTROL : ALIAS_CACHE_CONTROL;
+    if (rendition) {
+      const source = await this.d.files.stat(fileKey);
+      if (!source) throw fileNotFound();
+      const svcImage = version.aspects.svcImage;
+      const isMain = typeof svcImage?.filePath === 'string' && svcImage.filePath === path;
+      const params = { ...rendition.params };
+      if (!params.focal && isMain) params.focal = focalOfContent(svcImage);
+      const format = resolveFormat(params.fm, x.header('accept'), source.mimeType.startsWith('image/') ? source.mimeType.slice(6) : undefined);
+      const made = await this.renditions.renditionOf(source, params, format);
+      await sendFile(x, await this.renditions.store(), made.key, {
+        cacheControl,
+        info: made,
+        contentType: () => MIME_OF_FORMAT[format],
+        headers: params.fm === 'auto' ? [['Vary', 'Accept']] : [],
+      });
+      return;
+    }
     await sendFile(x, this.d.files, fileKey, {
-      cacheControl: byVersion ? FILE_CACHE_CONTROL : ALIAS_CACHE_CONTROL,
+      cacheControl,
       contentType: (info) => deliveryContentType(info.mimeType, path),
     });
   }
@@ -237,16 +269,24 @@ export class FileDeliveryService {
   /**
    * Path in content → file URI. With a `svcFileDelivery.variant` variant for the type, its
    * `svcFiles` is the whole mapping; without, the version's `svcFiles` less the main image
-   * (`svcImage.filePath`).
+   * (`svcImage.filePath`). A rendition may be made of the main image either way (CONTRACT
+   * §17): it is delivered as renditions only, never as the raw file.
    */
-  private async mappingOf(head: Snapshot, version: VersionRecord): Promise<Record<string, string>> {
+  private async mappingOf(head: Snapshot, version: VersionRecord, forRendition: boolean): Promise<Record<string, string>> {
+    const main = version.aspects.svcImage?.filePath;
+    const own = filesOf(version.aspects.svcFiles);
+    let mapping: Record<string, string>;
     if (this.d.variants.has(version.type, DELIVERY_VARIANT)) {
       const aspects = await composeVariant(this.d, DELIVERY_VARIANT, head, version);
-      return filesOf(aspects?.svcFiles);
+      mapping = filesOf(aspects?.svcFiles);
+    } else {
+      mapping = own;
+      if (typeof main === 'string') delete mapping[main];
     }
-    const mapping = filesOf(version.aspects.svcFiles);
-    const main = version.aspects.svcImage?.filePath;
-    if (typeof main === 'string') delete mapping[main];
+    if (forRendition && typeof main === 'string' && mapping[main] === undefined) {
+      const uri = filesOf(version.aspects.svcFiles)[main];
+      if (uri !== undefined) mapping[main] = uri;
+    }
     return mapping;
   }
 }
@@ -292,16 +332,12 @@ export async function sendFile(
   x: Exchange,
   files: FileStore,
   key: FileKey,
-  opts: { cacheControl: string; contentType?: (info: StoredFile) => string; info?: StoredFile },
+  opts: { cacheControl: string; contentType?: (info: StoredFile) => string; info?: StoredFile; headers?: [string, string][] },
 ): Promise<void> {
   const info = opts.info ?? (await files.stat(key));
   if (!info) throw fileNotFound();
   const etag = `"${info.objectId}"`;
-  const headers: [string, string][] = [
-    ['ETag', etag],
-    ['Cache-Control', opts.cacheControl],
-    ['Accept-Ranges', 'bytes'],
-  ];
+  const headers: [string, string][] = [['ETag', etag], ['Cache-Control', opts.cacheControl], ['Accept-Ranges', 'bytes'], ...(opts.headers ?? [])];
   const inm = x.header('if-none-match');
   if (inm?.split(',').some((t) => t.trim().replace(/^W\//, '') === etag || t.trim() === '*')) {
     x.send(304, headers);

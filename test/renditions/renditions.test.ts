@@ -1,0 +1,259 @@
+import { expect } from 'chai';
+import sharp from 'sharp';
+import type { FileDeliveryService } from '../../src/gateway/file-service.js';
+import { signRendition } from '../../src/gateway/renditions.js';
+import { Client, startTestPlatform } from '../support/platform.js';
+
+/**
+ * Image renditions on file delivery (CONTRACT §17) over HTTP, answers decoded with sharp:
+ * sizes, fits, formats, `fm=auto` with `Vary: Accept`, focal crops (given and from the
+ * content), the main image only as renditions, bad parameters and non-images, kept renditions
+ * with ETags and ranges, coalesced renders; then the abuse guards (signatures, the pixel
+ * bound, the bound on concurrent renders).
+ */
+
+type P = Awaited<ReturnType<typeof startTestPlatform>>;
+
+/** 400×100: the left half red, the right half blue (a focal crop shows which side it kept). */
+async function twoColours(): Promise<Buffer> {
+  const red = await sharp({ create: { width: 200, height: 100, channels: 3, background: { r: 255, g: 0, b: 0 } } })
+    .png()
+    .toBuffer();
+  return sharp({ create: { width: 400, height: 100, channels: 3, background: { r: 0, g: 0, b: 255 } } })
+    .composite([{ input: red, left: 0, top: 0 }])
+    .png()
+    .toBuffer();
+}
+
+async function centrePixel(img: Buffer): Promise<{ r: number; g: number; b: number }> {
+  const { data, info } = await sharp(img).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+  const i = (Math.floor(info.height / 2) * info.width + Math.floor(info.width / 2)) * 3;
+  return { r: data[i], g: data[i + 1], b: data[i + 2] };
+}
+
+async function setup(overrides: Record<string, string> = {}) {
+  const p = await startTestPlatform(overrides);
+  const editor = await new Client(p.base).login('editor');
+  const delivery = `${p.url}/file-delivery-service`;
+  async function upload(path: string, body: Buffer, contentType: string): Promise<string> {
+    const r = await editor.req('POST', `${p.url}/file-service/file/content/${path}`, { raw: body, headers: { 'Content-Type': contentType } });
+    expect(r.status, r.text).to.equal(201);
+    return r.json.URI as string;
+  }
+  async function content(files: Record<string, string>, svcImage?: Record<string, unknown>) {
+    const entries = Object.fromEntries(Object.entries(files).map(([path, uri]) => [path, { fileUri: uri, filePath: path }]));
+    const c = await editor.create({
+      system: { contentType: 'article' },
+      aspects: { body: { title: 'pictures' }, svcFiles: { files: entries }, ...(svcImage ? { svcImage } : {}) },
+    });
+    expect(c.status, c.text).to.equal(201);
+    return c.json.system.version as string;
+  }
+  async function get(url: string, headers: Record<string, string> = {}) {
+    const res = await fetch(url, { headers: { 'X-Auth-Token': editor.token!, ...headers } });
+    return { status: res.status, headers: res.headers, body: Buffer.from(await res.arrayBuffer()) };
+  }
+  const renditions = () => (p.gateway as unknown as { delivery: FileDeliveryService }).delivery.renditions;
+  return { p, editor, delivery, upload, content, get, renditions };
+}
+
+describe('image renditions on file delivery (CONTRACT §17)', function () {
+  this.timeout(60_000);
+  let s: Awaited<ReturnType<typeof setup>>;
+  let p: P;
+  let base: string;
+
+  before(async () => {
+    s = await setup();
+    p = s.p;
+    const pic = await s.upload('owner/pic.png', await twoColours(), 'image/png');
+    const main = await s.upload('owner/main.png', await twoColours(), 'image/png');
+    const text = await s.upload('owner/notes.txt', Buffer.from('not an image'), 'text/plain');
+    const version = await s.content({ 'pic.png': pic, 'main.png': main, 'notes.txt': text }, { filePath: 'main.png', focalPoint: { x: 1, y: 0.5 } });
+    base = `${s.delivery}/version/${version}`;
+  });
+  after(async () => p?.stop());
+
+  const meta = async (body: Buffer) => sharp(body).metadata();
+
+  it('w alone keeps the aspect ratio (fit=inside) and the source format', async () => {
+    const r = await s.get(`${base}/pic.png?w=100`);
+    expect(r.status, r.body.toString()).to.equal(200);
+    expect(r.headers.get('content-type')).to.equal('image/png');
+    const m = await meta(r.body);
+    expect([m.format, m.width, m.height]).to.deep.equal(['png', 100, 25]);
+  });
+
+  it('fits: cover, contain and fill make the box; inside never enlarges', async () => {
+    for (const [q, w, h] of [
+      ['fit=cover&w=50&h=50', 50, 50],
+      ['fit=contain&w=50&h=50', 50, 50],
+      ['fit=fill&w=50&h=20', 50, 20],
+      ['w=800', 400, 100],
+      ['w=100&h=100', 100, 25],
+    ] as const) {
+      const r = await s.get(`${base}/pic.png?${q}`);
+      expect(r.status, q).to.equal(200);
+      const m = await meta(r.body);
+      expect([m.width, m.height], q).to.deep.equal([w, h]);
+    }
+  });
+
+  it('formats: jpeg, png, webp, avif (checked by decoding), q accepted', async () => {
+    for (const [fm, decoded, type] of [
+      ['jpeg', 'jpeg', 'image/jpeg'],
+      ['png', 'png', 'image/png'],
+      ['webp', 'webp', 'image/webp'],
+      ['avif', 'heif', 'image/avif'],
+    ]) {
+      const r = await s.get(`${base}/pic.png?w=40&fm=${fm}&q=60`);
+      expect(r.status, fm).to.equal(200);
+      expect(r.headers.get('content-type')).to.equal(type);
+      expect((await meta(r.body)).format, fm).to.equal(decoded);
+    }
+  });
+
+  it('fm=auto chooses from Accept and answers Vary: Accept', async () => {
+    const webp = await s.get(`${base}/pic.png?w=30&fm=auto`, { Accept: 'image/webp,*/*' });
+    expect((await meta(webp.body)).format).to.equal('webp');
+    expect(webp.headers.get('vary')).to.match(/Accept/);
+    const avif = await s.get(`${base}/pic.png?w=30&fm=auto`, { Accept: 'image/avif,image/webp,*/*' });
+    expect((await meta(avif.body)).format).to.equal('heif');
+    const plain = await s.get(`${base}/pic.png?w=30&fm=auto`, { Accept: '*/*' });
+    expect((await meta(plain.body)).format).to.equal('png');
+    expect(plain.headers.get('vary')).to.match(/Accept/);
+    const fixed = await s.get(`${base}/pic.png?w=30&fm=webp`);
+    expect(fixed.headers.get('vary')).to.equal(null);
+  });
+
+  it('focal crops: the given point, and for the main image its content focal point', async () => {
+    const left = await s.get(`${base}/pic.png?fit=cover&w=100&h=100&focal=0,0.5`);
+    expect(await centrePixel(left.body)).to.include({ r: 255, b: 0 });
+    const right = await s.get(`${base}/pic.png?fit=cover&w=100&h=100&focal=1,0.5`);
+    expect(await centrePixel(right.body)).to.include({ r: 0, b: 255 });
+    // pic.png has no focal point in the content: the centre (both halves meet there).
+    const mainDefault = await s.get(`${base}/main.png?fit=cover&w=100&h=100`);
+    expect(mainDefault.status).to.equal(200);
+    expect(await centrePixel(mainDefault.body), 'svcImage.focalPoint x=1 keeps the right side').to.include({ r: 0, b: 255 });
+    const mainGiven = await s.get(`${base}/main.png?fit=cover&w=100&h=100&focal=0,0`);
+    expect(await centrePixel(mainGiven.body), 'a given focal wins').to.include({ r: 255, b: 0 });
+  });
+
+  it('the main image: 404 as a raw file, delivered as renditions (named ones too)', async () => {
+    expect((await s.get(`${base}/main.png`)).status).to.equal(404);
+    const r = await s.get(`${base}/main.png?w=120`);
+    expect(r.status).to.equal(200);
+    expect((await meta(r.body)).width).to.equal(120);
+    const named = await s.get(`${base}/main.png?rendition=thumbnail`, { Accept: 'image/webp' });
+    expect(named.status).to.equal(200);
+    const m = await meta(named.body);
+    expect([m.format, m.width, m.height]).to.deep.equal(['webp', 200, 200]);
+  });
+
+  it('bad parameters and non-images: 400 naming the parameter', async () => {
+    for (const [q, param] of [
+      ['w=0', 'w'],
+      ['h=5000', 'h'],
+      ['fit=crop', 'fit'],
+      ['fm=gif', 'fm'],
+      ['q=0', 'q'],
+      ['focal=2,0', 'focal'],
+      ['rendition=nope', 'rendition'],
+    ]) {
+      const r = await s.get(`${base}/pic.png?${q}`);
+      expect(r.status, q).to.equal(400);
+      expect(JSON.parse(r.body.toString()).extraInfo.parameter, q).to.equal(param);
+    }
+    const text = await s.get(`${base}/notes.txt?w=10`);
+    expect(text.status).to.equal(400);
+    expect((await s.get(`${base}/notes.txt`)).status, 'the raw file is still delivered').to.equal(200);
+  });
+
+  it('a rendition is kept: the same ETag each time, 304, ranges, no second render', async () => {
+    const url = `${base}/pic.png?w=77&fm=jpeg`;
+    const first = await s.get(url);
+    const before = s.renditions().renders;
+    const again = await s.get(url);
+    expect(s.renditions().renders, 'served from the store').to.equal(before);
+    expect(again.headers.get('etag')).to.equal(first.headers.get('etag'));
+    expect(Buffer.compare(again.body, first.body)).to.equal(0);
+    expect(first.headers.get('cache-control')).to.match(/max-age=31536000/);
+    const nm = await s.get(url, { 'If-None-Match': first.headers.get('etag')! });
+    expect(nm.status).to.equal(304);
+    const part = await s.get(url, { Range: 'bytes=0-9' });
+    expect(part.status).to.equal(206);
+    expect(part.headers.get('content-range')).to.equal(`bytes 0-9/${first.body.length}`);
+    expect(Buffer.compare(part.body, first.body.subarray(0, 10))).to.equal(0);
+  });
+
+  it('10 concurrent requests for a new rendition make one render', async () => {
+    const before = s.renditions().renders;
+    const url = `${base}/pic.png?w=123&fm=webp&q=71`;
+    const all = await Promise.all(Array.from({ length: 10 }, () => s.get(url)));
+    expect(all.map((r) => r.status)).to.deep.equal(Array(10).fill(200));
+    expect(new Set(all.map((r) => r.headers.get('etag'))).size).to.equal(1);
+    expect(s.renditions().renders - before).to.equal(1);
+  });
+
+  it('renditions are kept where the file service cannot reach them', async () => {
+    const r = await s.get(`${base}/pic.png?w=99`);
+    expect(r.status).to.equal(200);
+    // The rendition store's spaces are its own: a file address names the user store only.
+    const store = await s.renditions().store();
+    expect(store).to.not.equal(p.files);
+  });
+});
+
+describe('rendition abuse guards (CONTRACT §17)', function () {
+  this.timeout(60_000);
+  const KEY = 'a-signing-key-of-enough-length';
+  let s: Awaited<ReturnType<typeof setup>>;
+  let base: string;
+
+  before(async () => {
+    s = await setup({ RENDITION_SIGNING_KEY: KEY, RENDITION_MAX_PIXELS: '1000000', RENDITION_MAX_CONCURRENT: '1' });
+    const small = await s.upload('owner/small.png', await twoColours(), 'image/png');
+    const big = await sharp({ create: { width: 1100, height: 1000, channels: 3, background: '#888' } })
+      .png()
+      .toBuffer();
+    const huge = await s.upload('owner/huge.png', big, 'image/png');
+    const noise = await sharp(Buffer.from(Array.from({ length: 900 * 900 * 3 }, (_, i) => (i * 7919) % 251)), { raw: { width: 900, height: 900, channels: 3 } })
+      .png()
+      .toBuffer();
+    const busy = await s.upload('owner/busy.png', noise, 'image/png');
+    const version = await s.content({ 'small.png': small, 'huge.png': huge, 'busy.png': busy });
+    base = `${s.delivery}/version/${version}`;
+  });
+  after(async () => s?.p.stop());
+
+  it('free parameters need sig (HMAC-SHA256 of the canonical query, base64url): 403 without or wrong', async () => {
+    expect((await s.get(`${base}/small.png?w=50`)).status).to.equal(403);
+    expect((await s.get(`${base}/small.png?w=50&sig=AAAA`)).status).to.equal(403);
+    const sig = signRendition(KEY, 'fm=webp&w=50');
+    const ok = await s.get(`${base}/small.png?w=50&fm=webp&sig=${sig}`);
+    expect(ok.status, ok.body.toString()).to.equal(200);
+    const reordered = await s.get(`${base}/small.png?fm=webp&w=050&sig=${sig}`);
+    expect(reordered.status, 'the canonical query is signed, not the spelling').to.equal(200);
+    expect((await s.get(`${base}/small.png?w=51&fm=webp&sig=${sig}`)).status).to.equal(403);
+  });
+
+  it('named renditions need no sig', async () => {
+    expect((await s.get(`${base}/small.png?rendition=thumbnail`)).status).to.equal(200);
+  });
+
+  it('sources over RENDITION_MAX_PIXELS: 422', async () => {
+    const r = await s.get(`${base}/huge.png?rendition=thumbnail`);
+    expect(r.status).to.equal(422);
+    expect(JSON.parse(r.body.toString()).statusCode).to.equal('42200');
+    expect((await s.get(`${base}/huge.png`)).status, 'the raw file is still delivered').to.equal(200);
+  });
+
+  it('renders past the bound answer 503 with Retry-After', async () => {
+    const urls = [10, 20, 30, 40, 50, 60].map((w) => `${base}/busy.png?w=${w}&fm=avif&sig=${signRendition(KEY, `fm=avif&w=${w}`)}`);
+    const all = await Promise.all(urls.map((u) => s.get(u)));
+    const statuses = all.map((r) => r.status);
+    expect(statuses).to.include(200);
+    expect(statuses).to.include(503);
+    for (const r of all.filter((x) => x.status === 503)) expect(r.headers.get('retry-after')).to.equal('1');
+  });
+});
