@@ -96,10 +96,45 @@ export function dateRange(on?: number, off?: number): string {
   return `[${on === undefined ? '0000' : iso(on)} TO ${off === undefined ? '9999' : iso(off)}]`;
 }
 
+/** The catch-all text field (schema.xml): the select handler's default field, so a query needs no field name. */
+export const FULL_TEXT_FIELD = 'svc_text';
+/** Most characters of the catch-all text: a long article fits; a content cannot make a document the engine chokes on. */
+export const MAX_FULL_TEXT = 100_000;
+
+/**
+ * The text of a content for the catch-all field: every string value of its own aspects, at any
+ * depth, one per line, in aspect order, at most MAX_FULL_TEXT characters. The platform's aspects
+ * (names starting `svc`) are left out: they hold file keys, ids, paths and the search document,
+ * not prose, and their terms would match queries no one meant (categorization is searchable in
+ * its own `svc_tag_` fields). Keys starting `_` (`_type`) are not text either.
+ */
+export function fullText(aspects: Aspects): string {
+  const parts: string[] = [];
+  let size = 0;
+  const walk = (v: unknown): boolean => {
+    if (size >= MAX_FULL_TEXT) return false;
+    if (typeof v === 'string') {
+      const t = v.trim();
+      if (t) {
+        const part = t.slice(0, MAX_FULL_TEXT - size);
+        parts.push(part);
+        size += part.length + 1;
+      }
+    } else if (Array.isArray(v)) {
+      for (const e of v) if (!walk(e)) return false;
+    } else if (v !== null && typeof v === 'object') {
+      for (const [k, e] of Object.entries(v)) if (!k.startsWith('_') && !walk(e)) return false;
+    }
+    return size < MAX_FULL_TEXT;
+  };
+  for (const [name, aspect] of Object.entries(aspects)) if (!name.startsWith('svc') && !walk(aspect)) break;
+  return parts.join('\n');
+}
+
 /**
  * svcIndexing.standard: the search document (`svcSolrDocument` aspect) with the required
  * fields (id, root, version), the system fields of the spec, and the content's own
- * svcSolrDocument fields. The indexer's fields are the indexer's alone (CONTRACT §20): the
+ * svcSolrDocument fields, and the catch-all text field (`fullText`). The indexer's fields are the indexer's alone (CONTRACT §20): the
  * content's `id`, `root`, `version`, Solr's `_..._` fields and every `svc_` field are left out,
  * on the document and on its child documents, whose ids are derived from this document's
  * (`searchBlock`). The write-time check refuses such fields; this holds for content stored
@@ -122,6 +157,8 @@ export const indexingStandard: Composer = (aspects, { snapshot, version }) => {
     }),
     svc_contentstate_hidden_b: snapshot.meta.svcContentState?.hidden === true,
   };
+  const text = fullText(aspects);
+  if (text) system[FULL_TEXT_FIELD] = text;
   for (const v of views) {
     const w = timeWindow(snapshot, v);
     system[`svc_timestate_${fieldSafe(v)}_drange`] = dateRange(w.on, w.off);

@@ -327,8 +327,16 @@ export function checkSearchParams(params: URLSearchParams): SearchRequest {
     }
     if (!entry.own) engine.append(key, checked);
   }
+  // The select handler's default field (svc_text, solrconfig.xml) would satisfy the engine, but
+  // the rule stays: it does not depend on how a given collection is configured (a SolrCloud
+  // collection made from another configset answered 500 with a stack trace), and the fix is one
+  // parameter the message names.
   if (['edismax', 'dismax'].includes(params.get('defType') ?? '') && !params.has('qf') && !params.has('df')) {
-    throw new AppError('BAD_REQUEST', `Parameter 'qf': defType=${params.get('defType')} needs qf (or df) naming the fields to search`, { parameter: 'qf' });
+    throw new AppError(
+      'BAD_REQUEST',
+      `Parameter 'qf': defType=${params.get('defType')} needs qf (or df) naming the fields to search, e.g. qf=svc_text for the full text`,
+      { parameter: 'qf' },
+    );
   }
   // Facets count only the result: a term with no document in it is never listed.
   if (!engine.has('facet.mincount')) engine.set('facet.mincount', '1');

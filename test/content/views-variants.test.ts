@@ -284,6 +284,8 @@ describe('content service: views, time state, variants (spec Views, CONTRACT §6
         svc_timestate_svcLatest_drange: '[0000 TO 9999]',
         svc_timestate_svcPublic_drange: '[2026-01-01T00:00:00.000Z TO 2027-01-01T00:00:00.000Z]',
         svc_contentstate_hidden_b: true,
+        // the catch-all text field: the text of the own aspects (not of svcSolrDocument or svcCategorization)
+        svc_text: 'Cup final',
         svc_tag_sports_ss: ['Football', 'Football/Premier League'],
         svc_tag_autocomplete_sports_lc: ['Football', 'Football/Premier League'],
         svc_tag_id_sports_ss: ['football'],
