@@ -120,6 +120,11 @@ export const settingsSchema = z.object({
   RENDITION_MAX_PIXELS: int(1, 1_000_000_000).default(50_000_000),
   /** Renders in flight per gateway; past it, 503 with Retry-After. */
   RENDITION_MAX_CONCURRENT: int(1, 1000).default(4),
+  /**
+   * Opt-in public caching: delivery by version of content on a public view, read without a token,
+   * answers `public, max-age=<this>, immutable` so a CDN may keep it. Unset, every delivery is private.
+   */
+  PUBLIC_CACHE_MAX_AGE: int(1, 31536000).optional(),
 
   SOLR_URL: z.url().optional(),
   /** Default collection of the index and of the search service. */
