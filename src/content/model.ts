@@ -133,6 +133,24 @@ export function contextsOf(meta: Aspects): string[] {
   return Array.isArray(owners) ? owners.filter((o): o is string => typeof o === 'string') : [];
 }
 
+/** The form of an If-Match value, as error messages name it: the ETag of a read or of the last write. */
+export const IF_MATCH_FORM = 'W/"<content key>/<revision>"';
+
+/**
+ * Is an If-Match header value well formed (RFC 9110 §13.1.1): `*`, or a comma-separated list of
+ * entity tags, each `W/"..."` or `"..."`? A bare `abc/3` is not an entity tag, and answering it
+ * with "Content was modified" (409) sent clients looking for a conflict that was never there.
+ */
+export function ifMatchWellFormed(ifMatch: string): boolean {
+  const v = ifMatch.trim();
+  if (v === '*') return true;
+  const tags = v
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean);
+  return tags.length > 0 && tags.every((t) => /^(W\/)?"[\x21\x23-\x7e\x80-\xff]*"$/.test(t));
+}
+
 /** Does an If-Match header value name this revision? Accepts the weak and the strong form. */
 export function ifMatchHolds(ifMatch: string, cid: string, rev: number): boolean {
   const want = `"${cid}/${rev}"`;

@@ -1,12 +1,23 @@
 import { LRUCache } from 'lru-cache';
 import { newCommandId, newContentKey } from '../adapters/ids.js';
 import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
-import { etagOf, parseVersionId, MAIN_NAMESPACE, type Aspect, type Snapshot } from '../content/model.js';
+import { etagOf, ifMatchWellFormed, parseVersionId, IF_MATCH_FORM, MAIN_NAMESPACE, type Aspect, type Snapshot } from '../content/model.js';
 import { AppError } from '../errors.js';
 import { readableFileUris } from '../security/file-access.js';
 import { isSysadmin, type Principal } from '../content/permissions.js';
 import { trustedProxies } from '../security/client-address.js';
-import { STATUS_CREATED, STATUS_OK, contentEnvelope, formatOf, historyBody, metadataEnvelope, partialCreated, serialize, type Format } from './envelope.js';
+import {
+  STATUS_CREATED,
+  STATUS_OK,
+  VARY_ACCEPT,
+  contentEnvelope,
+  formatOf,
+  historyBody,
+  metadataEnvelope,
+  partialCreated,
+  serialize,
+  type Format,
+} from './envelope.js';
 import type { Exchange } from './http.js';
 import { WebhooksService } from './webhooks-service.js';
 import { WorkspaceService } from './workspace-service.js';
@@ -22,6 +33,38 @@ import type { ReindexScope } from '../actors/reindex-session.js';
 
 export const CONTENT_PREFIX = 'content-service';
 const VERSIONED_CACHE_CONTROL = 'private, no-transform, proxy-revalidate, max-age=31536000';
+
+/** Where the value of If-Match comes from, for the errors about it. */
+const IF_MATCH_SOURCE = `the ETag header of a read of the content (or of its last write), ${IF_MATCH_FORM}`;
+
+/**
+ * The If-Match header of a conditional write: required (400 saying what to send), and well
+ * formed (400 naming the form: a value without `W/"..."` is a syntax error, not a conflict).
+ */
+function requiredIfMatch(x: Exchange, what: string): string {
+  const ifMatch = x.header('if-match');
+  if (ifMatch === undefined)
+    throw new AppError('BAD_REQUEST', `${what} requires If-Match: ${IF_MATCH_SOURCE}`, { header: 'If-Match', expected: IF_MATCH_FORM });
+  checkIfMatchSyntax(ifMatch);
+  return ifMatch;
+}
+
+function checkIfMatchSyntax(ifMatch: string): void {
+  if (!ifMatchWellFormed(ifMatch)) {
+    throw new AppError('BAD_REQUEST', `If-Match is not an entity tag: send ${IF_MATCH_SOURCE}, with W/ and the quotes`, {
+      header: 'If-Match',
+      expected: IF_MATCH_FORM,
+    });
+  }
+}
+
+/** A 409 of If-Match (the content changed since that ETag) says which ETag is current and where ETags come from. */
+function explainConflict(e: unknown): never {
+  if (e instanceof AppError && e.code === 'CONTENT_MODIFIED' && typeof e.extraInfo.ETag === 'string') {
+    throw new AppError('CONTENT_MODIFIED', `${e.message}: If-Match must name the current revision, ETag ${e.extraInfo.ETag} (${IF_MATCH_SOURCE})`, e.extraInfo);
+  }
+  throw e;
+}
 
 type ReadKind = 'content' | 'metadata' | 'history';
 
@@ -125,6 +168,7 @@ export class ContentService implements ContentEndpoints {
         ['Content-Type', 'application/json'],
         ['Location', this.versionedUrl(MAIN_NAMESPACE, res.snapshot.cid, res.snapshot.rev, 'content')],
         ['ETag', etagOf(res.snapshot.cid, res.snapshot.rev)],
+        VARY_ACCEPT,
       ],
       serialize(contentEnvelope(res.snapshot, res.version, status), fmt),
     );
@@ -134,7 +178,13 @@ export class ContentService implements ContentEndpoints {
     const user = await this.authenticate(x);
     const unsafe = x.query.get('unsafeUpdate') === 'true';
     const ifMatch = x.header('if-match') ?? null;
-    if (!unsafe && ifMatch === null) throw new AppError('BAD_REQUEST', 'If-Match is required (or unsafeUpdate=true)');
+    if (!unsafe && ifMatch === null) {
+      throw new AppError('BAD_REQUEST', `An update requires If-Match (or unsafeUpdate=true): ${IF_MATCH_SOURCE}`, {
+        header: 'If-Match',
+        expected: IF_MATCH_FORM,
+      });
+    }
+    if (ifMatch !== null) checkIfMatchSyntax(ifMatch);
     if (x.query.has('variant')) throw new AppError('BAD_REQUEST', 'Variants cannot be used when updating');
     const mode = updateModeOf(x.query.get('updateMode'));
     const fmt = formatOf(x.query.get('format'), x.header('accept')); // refused before anything is written
@@ -154,24 +204,24 @@ export class ContentService implements ContentEndpoints {
       aspects: env.aspects,
       ops: env.operations,
     };
-    const res = await this.d.mailbox.send<WriteResult>(cmd).finally(() => this.d.heads.drop(cid));
+    const res = await this.d.mailbox
+      .send<WriteResult>(cmd)
+      .catch(explainConflict)
+      .finally(() => this.d.heads.drop(cid));
     x.send(
       200,
-      [
-        ['Content-Type', 'application/json'],
-        ['ETag', etagOf(cid, res.snapshot.rev)],
-      ],
+      [['Content-Type', 'application/json'], ['ETag', etagOf(cid, res.snapshot.rev)], VARY_ACCEPT],
       serialize(contentEnvelope(res.snapshot, res.version, STATUS_OK), fmt),
     );
   }
 
   private async delete(x: Exchange, p: Params): Promise<void> {
     const user = await this.authenticate(x);
-    const ifMatch = x.header('if-match');
-    if (ifMatch === undefined) throw new AppError('BAD_REQUEST', 'A delete requires If-Match');
+    const ifMatch = requiredIfMatch(x, 'A delete');
     const cid = await this.cidOf(p);
     await this.d.mailbox
       .send<unknown, ContentCommand>({ k: 'delete', id: newCommandId(), cid, requestId: x.requestId, user, ifMatch })
+      .catch(explainConflict)
       .finally(() => this.d.heads.drop(cid));
     x.send(204, []);
   }
@@ -263,8 +313,7 @@ export class ContentService implements ContentEndpoints {
   private async putView(x: Exchange, p: Params): Promise<void> {
     const user = await this.authenticate(x);
     const view = this.assignableView(p.view);
-    const ifMatch = x.header('if-match');
-    if (ifMatch === undefined) throw new AppError('BAD_REQUEST', 'If-Match is required');
+    const ifMatch = requiredIfMatch(x, 'Putting content on a view');
     const body = parseViewBody(await x.json());
     let cmd: ContentCommand;
     if (body.version !== undefined) {
@@ -277,7 +326,10 @@ export class ContentService implements ContentEndpoints {
       const cid = await this.cidOf({ ns: alias.slice(0, i), alias: alias.slice(i + 1) } as Params);
       cmd = { k: 'assignView', id: newCommandId(), cid, user, view, ifMatch, target: this.viewName(targetView.slice(1)) };
     }
-    const res = await this.d.mailbox.send<{ cid: string; rev: number }, ContentCommand>(cmd).finally(() => this.d.heads.drop(cmd.cid));
+    const res = await this.d.mailbox
+      .send<{ cid: string; rev: number }, ContentCommand>(cmd)
+      .catch(explainConflict)
+      .finally(() => this.d.heads.drop(cmd.cid));
     x.send(200, [['ETag', etagOf(res.cid, res.rev)]]);
   }
 
@@ -320,7 +372,11 @@ export class ContentService implements ContentEndpoints {
     }
     const etag = etagOf(cid, head.rev);
     if (kind === 'content' && p.view === undefined && x.header('if-none-match') === etag) {
-      x.send(304, [['ETag', etag]]);
+      // A 304 carries the Cache-Control its 200 would (RFC 9110 §15.4.5): here the redirect's.
+      x.send(304, [
+        ['ETag', etag],
+        ['Cache-Control', 'no-cache'],
+      ]);
       return;
     }
     const location = this.versionedUrl(p.ns, p.alias, head.rev, kind, p.view) + this.keptQuery(x);
@@ -347,7 +403,9 @@ export class ContentService implements ContentEndpoints {
       throw new AppError('NOT_FOUND', `Content is not on view ${p.view}`);
     }
     if (x.header('if-none-match') === etag) {
-      x.send(304, [['ETag', etag]]);
+      // A 304 carries the Cache-Control and Vary of its 200 (RFC 9110 §15.4.5), or a cache
+      // revalidating with it would keep the stored answer under the wrong rules.
+      x.send(304, [['ETag', etag], ['Cache-Control', VERSIONED_CACHE_CONTROL], VARY_ACCEPT]);
       return;
     }
     const key = `${cid}/${rev}/${kind}/${p.view ?? ''}/${variant ?? ''}/${fmt}`;
@@ -357,15 +415,7 @@ export class ContentService implements ContentEndpoints {
       // The indexing variant looks up taxonomy content, which may appear later: not cached.
       if (variant !== INDEXING_VARIANT) this.cache.set(key, body);
     }
-    x.send(
-      200,
-      [
-        ['Content-Type', 'application/json'],
-        ['ETag', etag],
-        ['Cache-Control', VERSIONED_CACHE_CONTROL],
-      ],
-      body,
-    );
+    x.send(200, [['Content-Type', 'application/json'], ['ETag', etag], ['Cache-Control', VERSIONED_CACHE_CONTROL], VARY_ACCEPT], body);
   }
 
   /** A revision snapshot, from the cache or Redis; 404/40403 when the revision never existed. */

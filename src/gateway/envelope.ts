@@ -46,6 +46,12 @@ export function formatOf(format: string | null, accept: string | undefined): For
   return 'json';
 }
 
+/**
+ * The header of every answer whose format `Accept` may select (`formatOf`): a cache in front of
+ * the gateway keeps the pretty and the plain answer apart (RFC 9110 §12.5.5).
+ */
+export const VARY_ACCEPT: [string, string] = ['Vary', 'Accept'];
+
 /** Serialises a response body in the requested format. */
 export function serialize(value: unknown, format: Format): string {
   if (format === 'json+pretty') return JSON.stringify(value, null, 2);

@@ -4,7 +4,7 @@ import { etagOf, MAIN_NAMESPACE, type Draft, type Snapshot, type VersionRecord }
 import type { DraftResult } from '../actors/content/workspace.js';
 import { AppError } from '../errors.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
-import { STATUS_CREATED, STATUS_OK, contentEnvelope, draftEnvelope, formatOf, partialCreated, serialize } from './envelope.js';
+import { STATUS_CREATED, STATUS_OK, VARY_ACCEPT, contentEnvelope, draftEnvelope, formatOf, partialCreated, serialize } from './envelope.js';
 import type { Exchange } from './http.js';
 import type { Params } from './router.js';
 import { checkAlias, nameSchema, parseEnvelope } from './schemas.js';
@@ -71,7 +71,7 @@ export class WorkspaceService {
       ops: env.operations,
     });
     const status = res.subResults.length ? partialCreated(res.subResults) : STATUS_CREATED;
-    x.send(201, [['Content-Type', 'application/json']], serialize(draftEnvelope(res.draft, null, status), fmt));
+    x.send(201, [['Content-Type', 'application/json'], VARY_ACCEPT], serialize(draftEnvelope(res.draft, null, status), fmt));
   }
 
   /** GET workspace: `{workspaceId, drafts: {<main alias>: {}}}`. */
@@ -124,7 +124,7 @@ export class WorkspaceService {
         const version: VersionRecord = { key: 'draft', type, aspects: draft.aspects, created: draft.modified, creator: draft.creator, rev: snapshot.rev };
         aspects = await variantAspects(this.d, variant, snapshot, version);
       }
-      x.send(200, [['Content-Type', 'application/json']], serialize(draftEnvelope(draft, head, STATUS_OK, aspects), fmt));
+      x.send(200, [['Content-Type', 'application/json'], VARY_ACCEPT], serialize(draftEnvelope(draft, head, STATUS_OK, aspects), fmt));
       return;
     }
     let version = await this.d.store.version(cid, head!.head);
@@ -134,10 +134,7 @@ export class WorkspaceService {
     }
     x.send(
       200,
-      [
-        ['Content-Type', 'application/json'],
-        ['ETag', etagOf(cid, head!.rev)],
-      ],
+      [['Content-Type', 'application/json'], ['ETag', etagOf(cid, head!.rev)], VARY_ACCEPT],
       serialize({ ...contentEnvelope(head!, version), operations: [] }, fmt),
     );
   }
@@ -169,7 +166,7 @@ export class WorkspaceService {
       mode: m,
     });
     const head = await this.liveHead(cid);
-    x.send(200, [['Content-Type', 'application/json']], serialize(draftEnvelope(res.draft, head), fmt));
+    x.send(200, [['Content-Type', 'application/json'], VARY_ACCEPT], serialize(draftEnvelope(res.draft, head), fmt));
   }
 
   /** DELETE draft: only the workspace is affected. 204. */
@@ -194,10 +191,7 @@ export class WorkspaceService {
       .finally(() => this.d.heads.drop(cid));
     x.send(
       200,
-      [
-        ['Content-Type', 'application/json'],
-        ['ETag', etagOf(cid, res.snapshot.rev)],
-      ],
+      [['Content-Type', 'application/json'], ['ETag', etagOf(cid, res.snapshot.rev)], VARY_ACCEPT],
       serialize(contentEnvelope(res.snapshot, res.version, STATUS_OK), fmt),
     );
   }
