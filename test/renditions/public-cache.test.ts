@@ -1,0 +1,61 @@
+import { expect } from 'chai';
+import sharp from 'sharp';
+import { Client, startTestPlatform } from '../support/platform.js';
+
+/**
+ * Opt-in public caching (issue 21): with PUBLIC_CACHE_MAX_AGE set, delivery by version of
+ * content on a public view, read without a token, answers `public, max-age=<n>, immutable`
+ * (raw files and renditions alike); anything read with a token, any alias read, and any
+ * content not on a public view stay private.
+ */
+describe('public caching of delivery, opt-in (PUBLIC_CACHE_MAX_AGE)', function () {
+  this.timeout(60_000);
+  let p: Awaited<ReturnType<typeof startTestPlatform>>;
+  let editor: Client;
+  let pubVersion: string;
+  let privVersion: string;
+
+  before(async () => {
+    p = await startTestPlatform({ PUBLIC_CACHE_MAX_AGE: '600' });
+    editor = await new Client(p.base).login('editor');
+    const png = await sharp({ create: { width: 40, height: 30, channels: 3, background: '#3a6' } })
+      .png()
+      .toBuffer();
+    const make = async (views: string[]) => {
+      const up = await editor.upload('content/owner/pic.png', png, 'image/png');
+      expect(up.status, up.text).to.equal(201);
+      const c = await editor.create({
+        system: { contentType: 'article' },
+        aspects: { body: { title: 'cached' }, svcFiles: { files: { 'pic.png': { fileUri: up.json.URI, filePath: 'pic.png' } } } },
+        operations: [
+          { _type: 'svcSetAlias', namespace: 'pubcache', alias: views.length ? 'pub' : 'priv' },
+          ...(views.length ? [{ _type: 'svcAssignToViews', views }] : []),
+        ],
+      });
+      expect(c.status, c.text).to.equal(201);
+      return c.json.system.version as string;
+    };
+    pubVersion = await make(['svcPublic']);
+    privVersion = await make([]);
+  });
+  after(async () => p?.stop());
+
+  const cc = async (path: string, token?: string) => {
+    const r = await fetch(`${p.url}/file-delivery-service/${path}`, { headers: token ? { 'X-Auth-Token': token } : {} });
+    await r.arrayBuffer();
+    return `${r.status} ${r.headers.get('cache-control')}`;
+  };
+
+  it('token-less versioned reads of public content: public, max-age, immutable (files and renditions)', async () => {
+    expect(await cc(`version/${pubVersion}/pic.png`)).to.equal('200 public, max-age=600, immutable');
+    expect(await cc(`version/${pubVersion}/pic.png?w=20&fm=webp`)).to.equal('200 public, max-age=600, immutable');
+  });
+
+  it('never for a read with a token, an alias, or content not on a public view', async () => {
+    expect(await cc(`version/${pubVersion}/pic.png`, editor.token!)).to.equal('200 private, no-transform, max-age=31536000');
+    expect(await cc(`version/${pubVersion}/pic.png?w=20`, editor.token!)).to.equal('200 private, no-transform, max-age=31536000');
+    expect(await cc('alias/pubcache/pub/pic.png')).to.equal('200 private, no-transform, no-cache');
+    expect(await cc(`version/${privVersion}/pic.png`, editor.token!)).to.equal('200 private, no-transform, max-age=31536000');
+    expect((await cc(`version/${privVersion}/pic.png`)).split(' ')[0]).to.equal('401');
+  });
+});
