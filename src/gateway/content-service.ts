@@ -1,7 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import { newCommandId, newContentKey } from '../adapters/ids.js';
 import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
-import { etagOf, ifMatchWellFormed, parseVersionId, IF_MATCH_FORM, MAIN_NAMESPACE, type Aspect, type Snapshot } from '../content/model.js';
+import { etagOf, parseVersionId, IF_MATCH_FORM, MAIN_NAMESPACE, type Aspect, type Snapshot } from '../content/model.js';
 import { AppError } from '../errors.js';
 import { readableFileUris } from '../security/file-access.js';
 import { isSysadmin, type Principal } from '../content/permissions.js';
@@ -28,35 +28,21 @@ import { Reads } from './reads.js';
 import { variantAspects } from './variant-reads.js';
 import { SYSTEM_VIEWS, resolveView, versionOnView } from '../content/views.js';
 import { INDEXING_VARIANT } from '../content/variants.js';
-import { checkAlias, parseEnvelope, parseViewBody, typeSchema, updateModeOf, viewSchema } from './schemas.js';
+import {
+  IF_MATCH_SOURCE,
+  checkAlias,
+  checkIfMatchSyntax,
+  parseEnvelope,
+  parseViewBody,
+  requiredIfMatch,
+  typeSchema,
+  updateModeOf,
+  viewSchema,
+} from './schemas.js';
 import type { ReindexScope } from '../actors/reindex-session.js';
 
 export const CONTENT_PREFIX = 'content-service';
 const VERSIONED_CACHE_CONTROL = 'private, no-transform, proxy-revalidate, max-age=31536000';
-
-/** Where the value of If-Match comes from, for the errors about it. */
-const IF_MATCH_SOURCE = `the ETag header of a read of the content (or of its last write), ${IF_MATCH_FORM}`;
-
-/**
- * The If-Match header of a conditional write: required (400 saying what to send), and well
- * formed (400 naming the form: a value without `W/"..."` is a syntax error, not a conflict).
- */
-function requiredIfMatch(x: Exchange, what: string): string {
-  const ifMatch = x.header('if-match');
-  if (ifMatch === undefined)
-    throw new AppError('BAD_REQUEST', `${what} requires If-Match: ${IF_MATCH_SOURCE}`, { header: 'If-Match', expected: IF_MATCH_FORM });
-  checkIfMatchSyntax(ifMatch);
-  return ifMatch;
-}
-
-function checkIfMatchSyntax(ifMatch: string): void {
-  if (!ifMatchWellFormed(ifMatch)) {
-    throw new AppError('BAD_REQUEST', `If-Match is not an entity tag: send ${IF_MATCH_SOURCE}, with W/ and the quotes`, {
-      header: 'If-Match',
-      expected: IF_MATCH_FORM,
-    });
-  }
-}
 
 /** A 409 of If-Match (the content changed since that ETag) says which ETag is current and where ETags come from. */
 function explainConflict(e: unknown): never {

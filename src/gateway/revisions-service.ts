@@ -10,10 +10,10 @@ import { isSysadmin } from '../content/permissions.js';
 import { compareBody, compareKeys, type JsonDiff, type PatchOperation } from '../content/revisions.js';
 import { AppError } from '../errors.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
-import { STATUS_OK, contentEnvelope, formatOf, serialize } from './envelope.js';
+import { STATUS_OK, VARY_ACCEPT, contentEnvelope, formatOf, serialize } from './envelope.js';
 import type { Exchange } from './http.js';
 import type { Params } from './router.js';
-import { checkAlias } from './schemas.js';
+import { checkAlias, requiredIfMatch } from './schemas.js';
 
 /** fast-json-patch's diff: linear in the documents (arrays compared index by index), keys escaped per RFC 6901. */
 export const aspectsDiff: JsonDiff = (from: Aspects, to: Aspects) => jsonPatch.compare(from, to) as PatchOperation[];
@@ -64,8 +64,7 @@ export class RevisionsService {
   /** Restore: a new version with the aspects of `version`, through the content's actor with If-Match. */
   private async restore(x: Exchange, p: Params): Promise<void> {
     const user = await this.content.authenticate(x);
-    const ifMatch = x.header('if-match');
-    if (ifMatch === undefined) throw new AppError('BAD_REQUEST', 'A restore requires If-Match');
+    const ifMatch = requiredIfMatch(x, 'A restore');
     const fmt = formatOf(x.query.get('format'), x.header('accept')); // refused before anything is written
     const version = x.query.get('version');
     if (version === null || version === '') throw new AppError('BAD_REQUEST', 'version is required: a version id');
@@ -82,10 +81,7 @@ export class RevisionsService {
     const res = await this.d.mailbox.send<WriteResult>(cmd).finally(() => this.d.heads.drop(cid));
     x.send(
       200,
-      [
-        ['Content-Type', 'application/json'],
-        ['ETag', etagOf(cid, res.snapshot.rev)],
-      ],
+      [['Content-Type', 'application/json'], ['ETag', etagOf(cid, res.snapshot.rev)], VARY_ACCEPT],
       serialize(contentEnvelope(res.snapshot, res.version, STATUS_OK), fmt),
     );
   }

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { AppError } from '../errors.js';
 import { UPDATE_MODES } from '../content/update-modes.js';
-import { MAIN_NAMESPACE, type Aspect, type Aspects } from '../content/model.js';
+import { IF_MATCH_FORM, ifMatchWellFormed, MAIN_NAMESPACE, type Aspect, type Aspects } from '../content/model.js';
+import type { Exchange } from './http.js';
 import type { Operation } from '../actors/content/content-actor.js';
 import { checkSearchDocument } from '../content/search-document.js';
 import { indexSchema } from '../adapters/index-schema.js';
@@ -149,4 +150,28 @@ export function parseViewBody(body: unknown): { version?: string; symbolic?: { a
   const parsed = viewBodySchema.safeParse(body);
   if (!parsed.success) throw invalid(parsed.error);
   return parsed.data;
+}
+
+/** Where the value of If-Match comes from, for the errors about it. */
+export const IF_MATCH_SOURCE = `the ETag header of a read of the content (or of its last write), ${IF_MATCH_FORM}`;
+
+/**
+ * The If-Match header of a conditional write: required (400 saying what to send), and well
+ * formed (400 naming the form: a value without `W/"..."` is a syntax error, not a conflict).
+ */
+export function requiredIfMatch(x: Exchange, what: string): string {
+  const ifMatch = x.header('if-match');
+  if (ifMatch === undefined)
+    throw new AppError('BAD_REQUEST', `${what} requires If-Match: ${IF_MATCH_SOURCE}`, { header: 'If-Match', expected: IF_MATCH_FORM });
+  checkIfMatchSyntax(ifMatch);
+  return ifMatch;
+}
+
+export function checkIfMatchSyntax(ifMatch: string): void {
+  if (!ifMatchWellFormed(ifMatch)) {
+    throw new AppError('BAD_REQUEST', `If-Match is not an entity tag: send ${IF_MATCH_SOURCE}, with W/ and the quotes`, {
+      header: 'If-Match',
+      expected: IF_MATCH_FORM,
+    });
+  }
 }

@@ -114,13 +114,17 @@ describe('revisions: compare, restore, audit (CONTRACT §15)', function () {
       expect(diff.json.patch).to.deep.equal([]);
     });
 
-    it('stale If-Match: 409/40900; missing If-Match: 400; nothing written', async () => {
+    it('stale If-Match: 409/40900; missing or malformed If-Match: 400; nothing written', async () => {
       const c = await threeVersions();
       const stale = await editor.req('POST', `/content/alias/news/${c.alias}/restore?version=${c.versions[0]}`, { headers: { 'If-Match': `W/"${c.key}/1"` } });
       expect(stale.status).to.equal(409);
       expect(String(stale.json.statusCode)).to.equal('40900');
       const none = await editor.req('POST', `/content/alias/news/${c.alias}/restore?version=${c.versions[0]}`);
       expect(none.status).to.equal(400);
+      // The right revision without W/"..." is a syntax error (400 naming the form), not a conflict
+      const bare = await editor.req('POST', `/content/alias/news/${c.alias}/restore?version=${c.versions[0]}`, { headers: { 'If-Match': `${c.key}/3` } });
+      expect(bare.status, bare.text).to.equal(400);
+      expect(bare.json.extraInfo.expected).to.equal('W/"<content key>/<revision>"');
       expect((await aspectsOf(c.alias)).aspects.body.title).to.equal('three');
     });
 
