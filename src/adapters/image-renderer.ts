@@ -60,7 +60,9 @@ export async function renderImage(input: Buffer, o: RenderOptions): Promise<Buff
       img = img.png(quality !== undefined ? { quality, palette: quality < 100 } : {});
       break;
     case 'webp':
-      img = img.webp({ quality });
+      // Effort 2 of 6: about a third less encoding time than the default for a few percent in size,
+      // which keeps a first render of a 12-megapixel photo near the 300 ms.
+      img = img.webp({ quality, effort: 2 });
       break;
     case 'avif':
       img = img.avif({ quality, effort: 2 });
