@@ -257,3 +257,36 @@ describe('rendition abuse guards (CONTRACT §17)', function () {
     for (const r of all.filter((x) => x.status === 503)) expect(r.headers.get('retry-after')).to.equal('1');
   });
 });
+
+describe('renditions on the S3 store (CONTRACT §17)', function () {
+  this.timeout(60_000);
+  let s: Awaited<ReturnType<typeof setup>>;
+
+  before(async () => {
+    const { ensureTestS3 } = await import('../support/s3.js');
+    s = await setup({ ...(await ensureTestS3()).env, S3_BUCKET: `renditions-${Date.now().toString(36)}` });
+  });
+  after(async () => s?.p.stop());
+
+  it('made once, kept in its own bucket, served with ETag and ranges; metadata (EXIF) dropped', async () => {
+    const withExif = await sharp(await twoColours())
+      .jpeg()
+      .withExif({ IFD0: { Copyright: 'secret place' } })
+      .toBuffer();
+    expect((await sharp(withExif).metadata()).exif).to.not.equal(undefined);
+    const uri = await s.upload('owner/exif.jpg', withExif, 'image/jpeg');
+    const version = await s.content({ 'exif.jpg': uri });
+    const url = `${s.delivery}/version/${version}/exif.jpg?w=80&fm=jpeg`;
+    const before = s.renditions().renders;
+    const a = await s.get(url);
+    expect(a.status, a.body.toString()).to.equal(200);
+    const m = await sharp(a.body).metadata();
+    expect([m.format, m.width, m.height]).to.deep.equal(['jpeg', 80, 20]);
+    expect(m.exif).to.equal(undefined);
+    const b = await s.get(url, { Range: 'bytes=2-5' });
+    expect(b.status).to.equal(206);
+    expect(Buffer.compare(b.body, a.body.subarray(2, 6))).to.equal(0);
+    expect(s.renditions().renders - before).to.equal(1);
+    expect((await s.renditions().store()).kind).to.equal('s3');
+  });
+});
