@@ -203,7 +203,7 @@ export class ContentService implements ContentEndpoints {
 
   private async delete(x: Exchange, p: Params): Promise<void> {
     const user = await this.authenticate(x);
-    const ifMatch = requiredIfMatch(x, 'A delete');
+    const ifMatch = requiredIfMatch(x.header('if-match'), 'A delete');
     const cid = await this.cidOf(p);
     await this.d.mailbox
       .send<unknown, ContentCommand>({ k: 'delete', id: newCommandId(), cid, requestId: x.requestId, user, ifMatch })
@@ -299,7 +299,7 @@ export class ContentService implements ContentEndpoints {
   private async putView(x: Exchange, p: Params): Promise<void> {
     const user = await this.authenticate(x);
     const view = this.assignableView(p.view);
-    const ifMatch = requiredIfMatch(x, 'Putting content on a view');
+    const ifMatch = requiredIfMatch(x.header('if-match'), 'Putting content on a view');
     const body = parseViewBody(await x.json());
     let cmd: ContentCommand;
     if (body.version !== undefined) {

@@ -64,7 +64,7 @@ export class RevisionsService {
   /** Restore: a new version with the aspects of `version`, through the content's actor with If-Match. */
   private async restore(x: Exchange, p: Params): Promise<void> {
     const user = await this.content.authenticate(x);
-    const ifMatch = requiredIfMatch(x, 'A restore');
+    const ifMatch = requiredIfMatch(x.header('if-match'), 'A restore');
     const fmt = formatOf(x.query.get('format'), x.header('accept')); // refused before anything is written
     const version = x.query.get('version');
     if (version === null || version === '') throw new AppError('BAD_REQUEST', 'version is required: a version id');

@@ -2,7 +2,6 @@ import { z } from 'zod';
 import { AppError } from '../errors.js';
 import { UPDATE_MODES } from '../content/update-modes.js';
 import { IF_MATCH_FORM, ifMatchWellFormed, MAIN_NAMESPACE, type Aspect, type Aspects } from '../content/model.js';
-import type { Exchange } from './http.js';
 import type { Operation } from '../actors/content/content-actor.js';
 import { checkSearchDocument } from '../content/search-document.js';
 import { indexSchema } from '../adapters/index-schema.js';
@@ -159,8 +158,7 @@ export const IF_MATCH_SOURCE = `the ETag header of a read of the content (or of 
  * The If-Match header of a conditional write: required (400 saying what to send), and well
  * formed (400 naming the form: a value without `W/"..."` is a syntax error, not a conflict).
  */
-export function requiredIfMatch(x: Exchange, what: string): string {
-  const ifMatch = x.header('if-match');
+export function requiredIfMatch(ifMatch: string | undefined, what: string): string {
   if (ifMatch === undefined)
     throw new AppError('BAD_REQUEST', `${what} requires If-Match: ${IF_MATCH_SOURCE}`, { header: 'If-Match', expected: IF_MATCH_FORM });
   checkIfMatchSyntax(ifMatch);
