@@ -63,7 +63,7 @@ const started = Date.now();
 
 interface Rec {
   workload: string;
-  group: 'ceiling' | 'one process' | 'fleet' | 'change feed' | 'webhooks';
+  group: 'ceiling' | 'one process' | 'fleet' | 'change feed' | 'webhooks' | 'renditions';
   figure?: number;
   unit?: string;
   p50?: number;
@@ -1067,6 +1067,39 @@ try {
       );
     });
   });
+
+  // ---- image renditions: its own redis-server and platform process (bench/renditions.ts)
+  await workload('renditions', 'image renditions: first renders, cached against raw, 20 concurrent', 'renditions', async () => {
+    const run = await node('bench/renditions.ts', [QUICK ? 2 : 5], QUICK ? { RENDITION_BENCH_RENDERS: '5' } : {}, 600_000);
+    if (!run.results.length) throw new Error(`no result (exit ${run.code})`);
+    return run.results.map((x): Rec => {
+      const loadgen = 'node (bench/renditions.ts), in the platform process';
+      if (x.name.startsWith('rendition first render')) {
+        const r: Rec = { workload: x.name, group: 'renditions', requests: x.n, p50: x.p50, p99: x.p99, p999: x.p999, errors: 0, loadgen };
+        return budget(r, 'p99 < 300 ms (issue 21)', [[x.p99 < 300, 'p99']]);
+      }
+      if (x.name.startsWith('rendition cached vs raw')) {
+        const r: Rec = {
+          workload: x.name,
+          group: 'renditions',
+          figure: x.cachedRps,
+          unit: `req/s (raw ${fmt(x.rawRps)}, ratio ${x.ratio})`,
+          p99: x.cachedP99,
+          errors: 0,
+          loadgen,
+        };
+        return budget(r, 'within 80% of raw delivery (issue 21)', [[x.ratio >= 0.8, 'ratio']]);
+      }
+      return {
+        workload: x.name,
+        group: 'renditions',
+        figure: x.rssPeakMiB,
+        unit: `MiB peak RSS (idle ${x.rssIdleMiB}), statuses ${JSON.stringify(x.statuses)}`,
+        errors: 0,
+        loadgen,
+      };
+    });
+  });
 } catch (e) {
   say(`\n!! bench stopped: ${(e as Error).stack ?? e}`);
   records.push({ workload: 'harness', group: 'one process', error: (e as Error).message.split('\n')[0] });
@@ -1168,6 +1201,9 @@ function writeResultsMd(path: string): void {
     ...(records.some((r) => r.group === 'fleet') ? ['### The fleet (`src/fleet.ts`: 2 web, 2 actors, 1 indexer, 1 reindexer)', '', table('fleet'), ''] : []),
     ...(records.some((r) => r.group === 'change feed')
       ? ['### The change feed (`bench/changes.ts`: one web+actors process, its own Redis, no search)', '', table('change feed'), '']
+      : []),
+    ...(records.some((r) => r.group === 'renditions')
+      ? ['### Image renditions (`bench/renditions.ts`: one platform process, disk store, its own Redis)', '', table('renditions'), '']
       : []),
     ...(records.some((r) => r.group === 'webhooks')
       ? ['### Webhooks (`bench/webhooks.ts`: web+actors, webhooks and a receiver as processes, its own Redis)', '', table('webhooks'), '']
