@@ -178,6 +178,21 @@ export function solrCredentials(s: Settings): { username: string; password: stri
   return { username: s.SOLR_USERNAME, password: s.SOLR_PASSWORD };
 }
 
+/** The S3 server and bucket of the file store when S3_ENDPOINT is set (CONTRACT §1 "Files"). */
+export function s3Connection(
+  s: Settings,
+): { endPoint: string; port?: number; useSSL: boolean; accessKey: string; secretKey: string; bucket: string } | undefined {
+  if (!s.S3_ENDPOINT) return undefined;
+  return {
+    endPoint: s.S3_ENDPOINT,
+    port: s.S3_PORT,
+    useSSL: s.S3_USE_SSL,
+    accessKey: s.S3_ACCESS_KEY ?? '',
+    secretKey: s.S3_SECRET_KEY ?? '',
+    bucket: s.S3_BUCKET,
+  };
+}
+
 const SECRET = /SECRET|PASSWORD|KEY$/;
 
 /** Reads and validates the environment once; throws an Error naming every bad variable. */

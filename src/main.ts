@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { describeSettings, loadSettings, solrCredentials, type Settings } from '../config/settings.js';
+import { describeSettings, loadSettings, s3Connection, solrCredentials, type Settings } from '../config/settings.js';
 import { ContentStore } from './adapters/content-store.js';
 import { createLogger, type Logger } from './adapters/log.js';
 import { connectRedis, type RedisClient } from './adapters/redis.js';
@@ -293,15 +293,11 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
  * which keeps about 12 MB out of every process that stores on disk.
  */
 export async function createFileStore(s: Settings, log: FileStoreLog = () => undefined): Promise<FileStore> {
-  if (s.S3_ENDPOINT) {
+  const s3 = s3Connection(s);
+  if (s3) {
     const { S3FileStore } = await import('./adapters/file-store-s3.js');
     return new S3FileStore({
-      endPoint: s.S3_ENDPOINT,
-      port: s.S3_PORT,
-      useSSL: s.S3_USE_SSL,
-      accessKey: s.S3_ACCESS_KEY ?? '',
-      secretKey: s.S3_SECRET_KEY ?? '',
-      bucket: s.S3_BUCKET,
+      ...s3,
       tmpTtlSeconds: s.TMP_TTL_SECONDS,
       log,
     });

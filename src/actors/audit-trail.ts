@@ -4,7 +4,7 @@ import type { Settings } from '../../config/settings.js';
 import { unpack } from '../adapters/codec.js';
 import type { Logger } from '../adapters/log.js';
 import { connectRedis, keys, type RedisClient } from '../adapters/redis.js';
-import { autoclaim, type StreamEntry } from '../adapters/redis-streams.js';
+import { autoclaim, ensureGroup, type StreamEntry } from '../adapters/redis-streams.js';
 import { isAudited } from '../content/audit.js';
 import type { ContentEvent } from '../content/model.js';
 import { sleep } from '../wait.js';
@@ -65,13 +65,7 @@ export class AuditTrail {
     this.running = true;
     const P = this.settings.PARTITIONS;
     // From the start of what each stream keeps: a first deployment records what is still there.
-    for (let p = 0; p < P; p++) {
-      try {
-        await this.redis.xgroup('CREATE', keys.events(p), AUDIT_GROUP, '0', 'MKSTREAM');
-      } catch (e) {
-        if (!String(e).includes('BUSYGROUP')) throw e;
-      }
-    }
+    for (let p = 0; p < P; p++) await ensureGroup(this.redis, keys.events(p), AUDIT_GROUP);
     await this.tryLease();
     this.leaseTimer = setInterval(() => void this.tryLease(), Math.max(200, Math.floor(this.settings.LEASE_MS / 3)));
     if (this.segments) this.flushTimer = setInterval(() => void this.flush(), Math.min(5000, (this.settings.AUDIT_FLUSH_SECONDS * 1000) / 2));

@@ -5,7 +5,7 @@ import { pack, unpack } from '../adapters/codec.js';
 import type { ContentStore } from '../adapters/content-store.js';
 import type { Logger } from '../adapters/log.js';
 import { connectRedis, keys, type RedisClient } from '../adapters/redis.js';
-import { autoclaim, type StreamEntry } from '../adapters/redis-streams.js';
+import { autoclaim, ensureGroup, type StreamEntry } from '../adapters/redis-streams.js';
 import { type Boundary, boundariesOf, boundaryHolds, type StoredEvent, timestateEvent } from '../content/change-events.js';
 import { sleep } from '../wait.js';
 
@@ -104,7 +104,9 @@ export class TimestateSchedule {
   async start(): Promise<void> {
     this.running = true;
     const P = this.settings.PARTITIONS;
-    for (let p = 0; p < P; p++) await ensureGroupAtEnd(this.redis, keys.events(p));
+    // At the end of each stream: a first deployment schedules what is committed from then on,
+    // rather than every boundary of the stream's whole past.
+    for (let p = 0; p < P; p++) await ensureGroup(this.redis, keys.events(p), TIMESTATE_GROUP, '$');
     await this.tryLease();
     this.leaseTimer = setInterval(() => void this.tryLease(), Math.max(200, Math.floor(this.settings.LEASE_MS / 3)));
     this.fireTimer = setInterval(() => void this.fireDue(), FIRE_EVERY_MS);
@@ -268,17 +270,5 @@ export class TimestateSchedule {
         this.log.warn({ err: String(e), partition: p }, 'time-state schedule: claiming abandoned events failed');
       }
     }
-  }
-}
-
-/**
- * Creates the schedule's group at the end of the stream: a first deployment schedules what is
- * committed from then on, rather than every boundary of the stream's whole past.
- */
-async function ensureGroupAtEnd(redis: RedisClient, stream: string): Promise<void> {
-  try {
-    await redis.xgroup('CREATE', stream, TIMESTATE_GROUP, '$', 'MKSTREAM');
-  } catch (e) {
-    if (!String(e).includes('BUSYGROUP')) throw e;
   }
 }

@@ -3,10 +3,13 @@ import type { RedisClient } from './redis.js';
 /** One stream entry as the Buffer forms of XREADGROUP and XAUTOCLAIM return it. */
 export type StreamEntry = [id: Buffer, fields: Buffer[]];
 
-/** Creates the consumer group (and the stream) from the start; a group that exists already is left as it is. */
-export async function ensureGroup(redis: RedisClient, stream: string, group: string): Promise<void> {
+/**
+ * Creates the consumer group (and the stream), reading from the start (`from` '0') or only what
+ * comes next ('$'); a group that exists already is left as it is.
+ */
+export async function ensureGroup(redis: RedisClient, stream: string, group: string, from: '0' | '$' = '0'): Promise<void> {
   try {
-    await redis.xgroup('CREATE', stream, group, '0', 'MKSTREAM');
+    await redis.xgroup('CREATE', stream, group, from, 'MKSTREAM');
   } catch (e) {
     if (!String(e).includes('BUSYGROUP')) throw e;
   }

@@ -1,6 +1,6 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { Readable } from 'node:stream';
-import type { Settings } from '../../config/settings.js';
+import { s3Connection, type Settings } from '../../config/settings.js';
 import type { FileKey, FileStore, StoredFile } from '../adapters/file-store.js';
 import { fileKeyOf } from '../adapters/file-store.js';
 import type { RedisClient } from '../adapters/redis.js';
@@ -66,16 +66,7 @@ export class Renditions {
       kind: this.d.files.kind,
       filesDir: s.FILES_DIR,
       tmpTtlSeconds: s.TMP_TTL_SECONDS,
-      s3: s.S3_ENDPOINT
-        ? {
-            endPoint: s.S3_ENDPOINT,
-            port: s.S3_PORT,
-            useSSL: s.S3_USE_SSL,
-            accessKey: s.S3_ACCESS_KEY ?? '',
-            secretKey: s.S3_SECRET_KEY ?? '',
-            bucket: s.S3_BUCKET,
-          }
-        : undefined,
+      s3: s3Connection(s),
     }).catch((e: unknown) => {
       this.storePromise = undefined;
       throw e;
