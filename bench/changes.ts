@@ -13,10 +13,9 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { WebSocket } from 'ws';
-import { createServer } from 'node:net';
 import http from 'node:http';
 import { readFileSync } from 'node:fs';
-import { startRedisServer } from '../src/dev/redis-server.js';
+import { freePort, startRedisServer } from '../src/dev/redis-server.js';
 import { latencyOf, login, result } from './lib.js';
 
 const SUBSCRIBERS = (process.env.CHANGES_BENCH_SUBSCRIBERS ?? '1,100').split(',').map(Number);
@@ -27,14 +26,6 @@ const SAMPLED = 200;
 
 type WsLike = { on(e: string, cb: (...a: unknown[]) => void): void; send(t: string): void; terminate(): void };
 const WebSocketCtor = WebSocket as unknown as new (url: string) => WsLike;
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 
 function rssMb(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));

@@ -12,22 +12,13 @@
  * to the request's arrival at the receiver.
  */
 import { type ChildProcess, fork, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
-import { startRedisServer } from '../src/dev/redis-server.js';
+import { freePort, startRedisServer } from '../src/dev/redis-server.js';
 import { cpuOf, latencyOf, login, result } from './lib.js';
 
 const HOOKS = Number(process.env.WEBHOOKS_BENCH_HOOKS ?? 20);
 const EVENTS = Number(process.env.WEBHOOKS_BENCH_EVENTS ?? 5000);
 const RATE = Number(process.env.WEBHOOKS_BENCH_RATE ?? 1000);
 const SECONDS = Number(process.env.WEBHOOKS_BENCH_SECONDS ?? 10);
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 
 function role(roles: string[], env: Record<string, string>): ChildProcess {
   return spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', ...roles], {

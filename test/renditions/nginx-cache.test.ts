@@ -1,11 +1,11 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import sharp from 'sharp';
 import { Client, startTestPlatform } from '../support/platform.js';
+import { freePort } from '../../src/dev/redis-server.js';
 
 /**
  * A real nginx in front (issue 21, the README's configuration): with PUBLIC_CACHE_MAX_AGE set,
@@ -15,16 +15,6 @@ import { Client, startTestPlatform } from '../support/platform.js';
  */
 
 const NGINX = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((p) => existsSync(p));
-
-const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
 
 /** The configuration documented for the README: cache only the versioned delivery location, never with a token. */
 const config = (dir: string, port: number, upstream: string) => `
