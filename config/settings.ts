@@ -82,6 +82,10 @@ export const settingsSchema = z.object({
   MAX_BODY_BYTES: int(1024, 1024 * 1024 * 1024).default(10 * 1024 * 1024),
   /** Requests in flight per gateway before it sheds load with 503. */
   MAX_IN_FLIGHT: int(1, 1000000).default(10000),
+  /** Lines of one bulk import (CONTRACT §16); the lines past it answer 413. Each line may be up to MAX_BODY_BYTES, as its single request. */
+  BULK_MAX_LINES: int(1, 100000000).default(100000),
+  /** Lines of one bulk import in flight at once (sent to the actors, or answered and waiting for an earlier line); reading the body pauses at this. */
+  BULK_IN_FLIGHT: int(1, 100000).default(1000),
   /** Versioned reads kept in memory per gateway. */
   READ_CACHE_ENTRIES: int(0, 10000000).default(50000),
 

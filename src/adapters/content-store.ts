@@ -156,6 +156,22 @@ export class ContentStore {
 
   // ---- catalog (re-indexing) ----
 
+  /**
+   * One step of a cursor scan of a partition's catalog (every content that was ever committed,
+   * deleted ones included), or of its catalog of one type: the next cursor ('0' when done) and
+   * some content keys. A content in the catalog all along is returned at least once.
+   */
+  async scanCatalog(partition: number, cursor: string, count: number, type?: string): Promise<[string, string[]]> {
+    if (type !== undefined) {
+      const [next, cids] = await this.redis.sscan(keys.catalogOfType(partition, type), cursor, 'COUNT', count);
+      return [next, cids];
+    }
+    const [next, flat] = await this.redis.zscan(keys.catalog(partition), cursor, 'COUNT', count);
+    const cids: string[] = [];
+    for (let i = 0; i < flat.length; i += 2) cids.push(flat[i]);
+    return [next, cids];
+  }
+
   /** Content keys of a partition changed between `from` and `to` (epoch ms, inclusive). */
   async changedBetween(partition: number, from: number, to: number): Promise<string[]> {
     return this.redis.zrangebyscore(keys.catalog(partition), from === -Infinity ? '-inf' : from, to === Infinity ? '+inf' : to);

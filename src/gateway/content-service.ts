@@ -1,9 +1,9 @@
 import { LRUCache } from 'lru-cache';
-import { newCommandId, newContentKey } from '../adapters/ids.js';
-import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
-import { etagOf, parseVersionId, IF_MATCH_FORM, MAIN_NAMESPACE, type Aspect, type Snapshot } from '../content/model.js';
+import { newCommandId } from '../adapters/ids.js';
+import type { ContentCommand } from '../actors/content/content-actor.js';
+import { etagOf, parseVersionId, MAIN_NAMESPACE, type Aspect, type Snapshot } from '../content/model.js';
 import { AppError } from '../errors.js';
-import { readableFileUris } from '../security/file-access.js';
+import { ContentWrites, explainConflict, type AliasRef } from './content-writes.js';
 import { isSysadmin, type Principal } from '../content/permissions.js';
 import { trustedProxies } from '../security/client-address.js';
 import {
@@ -22,35 +22,18 @@ import type { Exchange } from './http.js';
 import { WebhooksService } from './webhooks-service.js';
 import { WorkspaceService } from './workspace-service.js';
 import { RevisionsService } from './revisions-service.js';
+import { BulkService } from './bulk-service.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
 import { Router, type Params } from './router.js';
 import { Reads } from './reads.js';
 import { variantAspects } from './variant-reads.js';
 import { SYSTEM_VIEWS, resolveView, versionOnView } from '../content/views.js';
 import { INDEXING_VARIANT } from '../content/variants.js';
-import {
-  IF_MATCH_SOURCE,
-  checkAlias,
-  checkIfMatchSyntax,
-  parseEnvelope,
-  parseViewBody,
-  requiredIfMatch,
-  typeSchema,
-  updateModeOf,
-  viewSchema,
-} from './schemas.js';
+import { checkAlias, parseViewBody, requiredIfMatch, typeSchema, updateModeOf, viewSchema } from './schemas.js';
 import type { ReindexScope } from '../actors/reindex-session.js';
 
 export const CONTENT_PREFIX = 'content-service';
 const VERSIONED_CACHE_CONTROL = 'private, no-transform, proxy-revalidate, max-age=31536000';
-
-/** A 409 of If-Match (the content changed since that ETag) says which ETag is current and where ETags come from. */
-function explainConflict(e: unknown): never {
-  if (e instanceof AppError && e.code === 'CONTENT_MODIFIED' && typeof e.extraInfo.ETag === 'string') {
-    throw new AppError('CONTENT_MODIFIED', `${e.message}: If-Match must name the current revision, ETag ${e.extraInfo.ETag} (${IF_MATCH_SOURCE})`, e.extraInfo);
-  }
-  throw e;
-}
 
 type ReadKind = 'content' | 'metadata' | 'history';
 
@@ -62,6 +45,8 @@ type ReadKind = 'content' | 'metadata' | 'history';
 export class ContentService implements ContentEndpoints {
   readonly router = new Router();
   readonly reads: Reads;
+  /** Create, update and delete, shared with the bulk import. */
+  readonly writes: ContentWrites;
   /** Rendered versioned answers; they never change. */
   private readonly cache: LRUCache<string, string>;
   /** Revision snapshots; they never change either. */
@@ -71,6 +56,7 @@ export class ContentService implements ContentEndpoints {
     this.cache = new LRUCache<string, string>({ max: Math.max(1, d.settings.READ_CACHE_ENTRIES) });
     this.snapshots = new LRUCache<string, Snapshot>({ max: Math.max(1, d.settings.READ_CACHE_ENTRIES) });
     this.reads = new Reads(d);
+    this.writes = new ContentWrites(d);
     const r = this.router;
     r.on('POST', 'security/token', (x) => this.token(x));
     r.on('DELETE', 'security/token', (x) => this.revokeToken(x));
@@ -95,6 +81,7 @@ export class ContentService implements ContentEndpoints {
     new WorkspaceService(d, this);
     new WebhooksService(d, this);
     new RevisionsService(d, this);
+    new BulkService(d, this);
   }
 
   // ---- security ----
@@ -130,23 +117,7 @@ export class ContentService implements ContentEndpoints {
     if (x.header('if-match') !== undefined) throw new AppError('PRECONDITION_FAILED', 'A create must not carry If-Match');
     const user = await this.authenticate(x);
     const fmt = formatOf(x.query.get('format'), x.header('accept')); // refused before anything is written
-    const env = parseEnvelope(await x.json());
-    if (!env.contentType) throw new AppError('BAD_REQUEST', 'system.contentType is required on create');
-    const aspects = Object.fromEntries(Object.entries(env.aspects).filter(([, a]) => a !== null)) as Record<string, NonNullable<(typeof env.aspects)[string]>>;
-    const files = await this.readableFiles(user, aspects.svcFiles);
-    const cmd: ContentCommand = {
-      k: 'create',
-      id: newCommandId(),
-      cid: newContentKey(),
-      requestId: x.requestId,
-      user,
-      files,
-      type: env.contentType,
-      aspects,
-      ops: env.operations,
-    };
-    const res = await this.d.mailbox.send<WriteResult>(cmd);
-    this.d.heads.drop(cmd.cid);
+    const res = await this.writes.create({ user, requestId: x.requestId }, await x.json());
     const status = res.subResults.length ? partialCreated(res.subResults) : STATUS_CREATED;
     x.send(
       201,
@@ -164,51 +135,21 @@ export class ContentService implements ContentEndpoints {
     const user = await this.authenticate(x);
     const unsafe = x.query.get('unsafeUpdate') === 'true';
     const ifMatch = x.header('if-match') ?? null;
-    if (!unsafe && ifMatch === null) {
-      throw new AppError('BAD_REQUEST', `An update requires If-Match (or unsafeUpdate=true): ${IF_MATCH_SOURCE}`, {
-        header: 'If-Match',
-        expected: IF_MATCH_FORM,
-      });
-    }
-    if (ifMatch !== null) checkIfMatchSyntax(ifMatch);
+    this.writes.checkUpdatePreconditions(ifMatch, unsafe);
     if (x.query.has('variant')) throw new AppError('BAD_REQUEST', 'Variants cannot be used when updating');
     const mode = updateModeOf(x.query.get('updateMode'));
     const fmt = formatOf(x.query.get('format'), x.header('accept')); // refused before anything is written
-    const env = parseEnvelope(await x.json());
-    const cid = await this.cidOf(p);
-    const files = await this.readableFiles(user, env.aspects.svcFiles);
-    const cmd: ContentCommand = {
-      k: 'update',
-      id: newCommandId(),
-      cid,
-      requestId: x.requestId,
-      user,
-      files,
-      ifMatch,
-      unsafe,
-      mode,
-      aspects: env.aspects,
-      ops: env.operations,
-    };
-    const res = await this.d.mailbox
-      .send<WriteResult>(cmd)
-      .catch(explainConflict)
-      .finally(() => this.d.heads.drop(cid));
+    const res = await this.writes.update({ user, requestId: x.requestId }, aliasRef(p), { ifMatch, unsafe, mode }, await x.json());
     x.send(
       200,
-      [['Content-Type', 'application/json'], ['ETag', etagOf(cid, res.snapshot.rev)], VARY_ACCEPT],
+      [['Content-Type', 'application/json'], ['ETag', etagOf(res.snapshot.cid, res.snapshot.rev)], VARY_ACCEPT],
       serialize(contentEnvelope(res.snapshot, res.version, STATUS_OK), fmt),
     );
   }
 
   private async delete(x: Exchange, p: Params): Promise<void> {
     const user = await this.authenticate(x);
-    const ifMatch = requiredIfMatch(x.header('if-match'), 'A delete');
-    const cid = await this.cidOf(p);
-    await this.d.mailbox
-      .send<unknown, ContentCommand>({ k: 'delete', id: newCommandId(), cid, requestId: x.requestId, user, ifMatch })
-      .catch(explainConflict)
-      .finally(() => this.d.heads.drop(cid));
+    await this.writes.delete({ user, requestId: x.requestId }, aliasRef(p), x.header('if-match'));
     x.send(204, []);
   }
 
@@ -438,16 +379,9 @@ export class ContentService implements ContentEndpoints {
     return serialize(contentEnvelope(snap, { ...version, aspects }), fmt);
   }
 
-  /**
-   * The URIs of a write's `svcFiles` that the writer may read (CONTRACT §20 "File references"),
-   * handed to the actor with the command. The rule is evaluated here because it needs the file
-   * store (who uploaded a tmp file), which the gateway has and an actor process may not; it is
-   * enforced by the actor (`checkFileReferences`), the one writer of main and of drafts, so that
-   * every path writing svcFiles (create, update, draft create and update, promote) is covered,
-   * and a draft that changes between this look and the write cannot slip a URI through.
-   */
+  /** The URIs of a write's `svcFiles` that the writer may read (CONTRACT §20 "File references"; see ContentWrites). */
   readableFiles(user: Principal, aspect: Aspect | null | undefined): Promise<string[]> {
-    return readableFileUris(this.d, user, aspect);
+    return this.writes.readableFiles(user, aspect);
   }
 
   private viewName(view: string): string {
@@ -456,11 +390,8 @@ export class ContentService implements ContentEndpoints {
   }
 
   /** The content key of a path's alias; 404 (40400) when no content has it. */
-  private async cidOf(p: Params): Promise<string> {
-    checkAlias(p.ns, p.alias);
-    const cid = await this.d.store.resolveAlias(p.ns, p.alias);
-    if (!cid) throw new AppError('NOT_FOUND', `Content ${p.ns}/${p.alias} not found`);
-    return cid;
+  private cidOf(p: Params): Promise<string> {
+    return this.writes.cidOf(aliasRef(p));
   }
 
   private versionedUrl(ns: string, alias: string, rev: number, kind: ReadKind, view?: string): string {
@@ -481,3 +412,6 @@ export class ContentService implements ContentEndpoints {
     return s ? `?${s}` : '';
   }
 }
+
+/** The alias a route's `:ns/:alias` parameters name. */
+const aliasRef = (p: Params): AliasRef => ({ ns: p.ns, alias: p.alias });

@@ -84,6 +84,10 @@ export class Exchange {
   private abortBody?: (e: Error) => void;
   /** The socket's peer address, read when first asked for. */
   private peer?: string;
+  /** Called once when the client goes away (`onAbort`). */
+  private abortListeners: (() => void)[] = [];
+  /** Waiting for the socket to take a chunked answer's backlog (`drained`). */
+  private drainWaiters: (() => void)[] = [];
 
   /**
    * `streamed`: the body is not collected but handed out as a stream (`bodyStream`), read with
@@ -112,6 +116,8 @@ export class Exchange {
       // A body that will never be complete: the handler waiting for it must end (it holds an
       // in-flight slot of the gateway until it does).
       this.abortBody?.(new AppError('BAD_REQUEST', 'The client went away before the body was complete'));
+      for (const f of this.abortListeners.splice(0)) f();
+      for (const f of this.drainWaiters.splice(0)) f();
     });
     // The body must be subscribed to now, before the handler goes async.
     if (streamed) this.upload = this.streamBody();
@@ -119,6 +125,12 @@ export class Exchange {
       this.bodyPromise = this.collectBody();
       this.bodyPromise.catch(() => undefined);
     }
+  }
+
+  /** Runs `f` once when the client goes away (at once if it has). uWS keeps one abort handler: the exchange's. */
+  onAbort(f: () => void): void {
+    if (this.aborted) f();
+    else this.abortListeners.push(f);
   }
 
   header(name: (typeof READ_HEADERS)[number]): string | undefined {
@@ -369,20 +381,74 @@ export class Exchange {
     });
   }
 
+  /**
+   * Starts an answer whose length is not known (chunked): the status line and headers now, the
+   * body in `writeChunk` calls, then `endChunked`. For answers streamed while the request body
+   * is still read (bulk import) or from a scan (export).
+   */
+  beginChunked(status: number, headers: [string, string][]): void {
+    if (this.aborted || this.responded) return;
+    this.responded = true;
+    this.status = status;
+    this.res.onWritable(() => {
+      for (const f of this.drainWaiters.splice(0)) f();
+      return true;
+    });
+    this.res.cork(() => {
+      this.res.writeStatus(statusLine(status));
+      for (const [k, v] of this.baseHeaders) this.res.writeHeader(k, v);
+      for (const [k, v] of headers) this.res.writeHeader(k, v);
+    });
+  }
+
+  /**
+   * Writes part of a chunked answer (`beginChunked`). False when the socket is behind: uWS holds
+   * the rest, and the writer should wait for `drained()` before it makes much more.
+   */
+  writeChunk(data: string | Buffer): boolean {
+    if (this.aborted || data.length === 0) return true;
+    let ok = true;
+    this.res.cork(() => {
+      ok = this.res.write(data);
+    });
+    return ok;
+  }
+
+  /** Resolves once the socket took what was written (or the client went away). */
+  drained(): Promise<void> {
+    if (this.aborted) return Promise.resolve();
+    return new Promise((resolve) => this.drainWaiters.push(resolve));
+  }
+
+  /** Ends a chunked answer. */
+  endChunked(): void {
+    if (this.aborted) return;
+    this.res.cork(() => this.res.end());
+  }
+
   sendJson(status: number, value: unknown, headers: [string, string][] = [], pretty = false): void {
     this.send(status, [['Content-Type', 'application/json'], ...headers], pretty ? JSON.stringify(value, null, 2) : JSON.stringify(value));
   }
 
   /** The one place an error becomes an HTTP answer: the spec's error body and status. */
   sendError(e: unknown, log?: (err: unknown) => void): void {
-    const err = e instanceof AppError ? e : redisUnreachable(e) ? new AppError('UNAVAILABLE', 'Store unavailable', {}, 1) : new AppError('INTERNAL');
-    if (!(e instanceof AppError) && log) log(e);
+    const err = errorOf(e, log);
     const headers: [string, string][] = [];
     if (err.retryAfter !== undefined) headers.push(['Retry-After', String(err.retryAfter)]);
     if (err.code === 'METHOD_NOT_ALLOWED' && Array.isArray(err.extraInfo.allow)) headers.push(['Allow', err.extraInfo.allow.join(', ')]);
     if (err.code === 'RANGE_NOT_SATISFIABLE') headers.push(['Content-Range', `bytes */${String(err.extraInfo.length)}`]);
     this.sendJson(err.http, err.toBody(), headers);
   }
+}
+
+/**
+ * The AppError a failure is answered with: itself, 503 when Redis does not answer, else 500; `log`
+ * is told of any failure that is not an AppError.
+ */
+export function errorOf(e: unknown, log?: (err: unknown) => void): AppError {
+  if (e instanceof AppError) return e;
+  log?.(e);
+  return redisUnreachable(e) ? new AppError('UNAVAILABLE', 'Store unavailable', {}, 1) : new AppError('INTERNAL');
 }
 
 /** Splits a path into decoded segments; 400 for a bad percent-encoding or control characters. */

@@ -15,6 +15,7 @@ import { DELIVERY_PREFIX, FILE_PREFIX, FileDeliveryService, FileService } from '
 import { TAXONOMY_PREFIX, TaxonomyService } from './taxonomy-service.js';
 import { learnIndexSchema } from '../adapters/index-schema.js';
 import { ChangesService } from './changes-service.js';
+import { BULK_ROUTE } from './bulk-service.js';
 
 /** Service prefixes of CONTRACT §2, and the `Svc-Response-Origin` each one answers with. */
 const ORIGINS: Record<string, string | undefined> = {
@@ -75,10 +76,12 @@ export class Gateway {
     if (this.d.engine) this.schemaLearning = learnIndexSchema(this.d.engine, this.d.log);
     const app = uWS.App();
     const uploadPrefix = `/${FILE_PREFIX}/`;
+    const bulkPath = `/${CONTENT_PREFIX}/${BULK_ROUTE}`;
     this.changes.mount(app);
     app.any('/*', (res, req) => {
-      // File uploads stream from the socket into the store instead of being collected.
-      const streamed = req.getMethod() === 'post' && req.getUrl().startsWith(uploadPrefix);
+      // File uploads and bulk imports stream from the socket instead of being collected (no
+      // MAX_BODY_BYTES for the whole body; a bulk line has that limit).
+      const streamed = req.getMethod() === 'post' && (req.getUrl().startsWith(uploadPrefix) || req.getUrl() === bulkPath);
       this.dispatch(new Exchange(res, req, this.d.settings.MAX_BODY_BYTES, streamed));
     });
     return new Promise((resolve, reject) => {

@@ -1,0 +1,367 @@
+import type { Readable } from 'node:stream';
+import { z } from 'zod';
+import type { WriteResult } from '../actors/content/content-actor.js';
+import { etagOf, mainAlias, versionId, type Snapshot } from '../content/model.js';
+import type { Principal } from '../content/permissions.js';
+import { resolveView } from '../content/views.js';
+import { AppError } from '../errors.js';
+import { checkStorable } from './body-limits.js';
+import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
+import type { AliasRef, ContentWrites, WriteContext } from './content-writes.js';
+import { contentEnvelope, partialCreated } from './envelope.js';
+import { errorOf, type Exchange } from './http.js';
+import { invalid, typeSchema, updateModeOf, viewSchema } from './schemas.js';
+
+/** The bulk import's route under the content service; its body is streamed, not collected (server.ts). */
+export const BULK_ROUTE = 'bulk';
+const NDJSON = 'application/x-ndjson';
+/** Bytes of lines in flight at once, besides BULK_IN_FLIGHT lines: a few huge lines must not fill memory either. */
+const WINDOW_BYTES = 32 * 1024 * 1024;
+/** Contents asked of the catalog per step of an export's scan. */
+const EXPORT_BATCH = 500;
+
+const idSchema = z.string().min(3).max(2048);
+const ifMatchSchema = z.string().min(1).max(4096);
+/** One line of a bulk import (CONTRACT §16). Unknown fields are refused: a misspelt `ifMatch` must not turn into an unsafe update. */
+const lineSchema = z.discriminatedUnion('op', [
+  z.strictObject({ op: z.literal('create'), content: z.unknown() }),
+  z.strictObject({ op: z.literal('update'), id: idSchema, ifMatch: ifMatchSchema.optional(), mode: z.string().max(32).optional(), content: z.unknown() }),
+  z.strictObject({ op: z.literal('delete'), id: idSchema, ifMatch: ifMatchSchema.optional() }),
+]);
+type Line = z.infer<typeof lineSchema>;
+
+/** What the bulk service needs of the content service: its router, token check, read rule and writes. */
+export type BulkEndpoints = ContentEndpoints & { readonly writes: ContentWrites };
+
+/**
+ * Bulk import and export over NDJSON (CONTRACT §16). Every import line is a single create,
+ * update or delete, through the same code (ContentWrites) and the same actor commit as its own
+ * request, answered with the status that request would get. Lines run pipelined across
+ * partitions, a content's lines in order, within a bounded window that pauses the upload.
+ * Export scans the commit catalogs with a cursor and writes with the socket's back-pressure.
+ */
+export class BulkService {
+  constructor(
+    private readonly d: ContentServiceDeps,
+    private readonly c: BulkEndpoints,
+  ) {
+    c.router.on('POST', BULK_ROUTE, (x) => this.import(x));
+    c.router.on('GET', 'export', (x) => this.export(x));
+  }
+
+  // ---- import ----
+
+  private async import(x: Exchange): Promise<void> {
+    const user = await this.c.authenticate(x);
+    const type = (x.header('content-type') ?? '').split(';')[0].trim().toLowerCase();
+    if (type !== NDJSON && type !== 'application/jsonl') {
+      throw new AppError('UNSUPPORTED_MEDIA_TYPE', `A bulk import is sent as ${NDJSON}, one operation a line`);
+    }
+    x.beginChunked(200, [['Content-Type', NDJSON]]);
+    const run = new ImportRun(x, this.c.writes, user, {
+      maxLines: this.d.settings.BULK_MAX_LINES,
+      window: this.d.settings.BULK_IN_FLIGHT,
+      maxLineBytes: this.d.settings.MAX_BODY_BYTES,
+      log: (err) => this.d.log.error({ err, requestId: x.requestId }, 'bulk line failed'),
+    });
+    await run.consume(x.bodyStream());
+    x.endChunked();
+  }
+
+  // ---- export ----
+
+  private async export(x: Exchange): Promise<void> {
+    const user = await this.c.authenticate(x);
+    const types = listParam(x, 'types', typeSchema);
+    const views = listParam(x, 'views', viewSchema);
+    x.beginChunked(200, [['Content-Type', NDJSON]]);
+    try {
+      for (let p = 0; p < this.d.settings.PARTITIONS && !x.aborted; p++) {
+        for (const type of types ?? [undefined]) {
+          let cursor = '0';
+          do {
+            const [next, cids] = await this.d.store.scanCatalog(p, cursor, EXPORT_BATCH, type);
+            cursor = next;
+            const text = await this.exportLines(user, cids, types, views);
+            if (text && !x.writeChunk(text)) await x.drained();
+          } while (cursor !== '0' && !x.aborted);
+        }
+      }
+    } catch (e) {
+      // The status line is out: a client must see a cut stream, never a complete-looking export.
+      this.d.log.error({ err: e, requestId: x.requestId }, 'export failed');
+      x.res.close();
+      return;
+    }
+    x.endChunked();
+  }
+
+  /** The export lines of some contents: those the caller may read, of the types and on the views asked for. */
+  private async exportLines(user: Principal, cids: string[], types: string[] | null, views: string[] | null): Promise<string> {
+    if (!cids.length) return '';
+    const heads = await Promise.all(cids.map((cid) => this.d.store.head(cid)));
+    const kept = heads.filter(
+      (h): h is Snapshot =>
+        h !== null &&
+        !h.deleted &&
+        (types === null || types.includes(h.type)) &&
+        (views === null || views.some((v) => resolveView(h, v) !== null)) &&
+        this.c.reads.mayRead(user, h),
+    );
+    const versions = await Promise.all(kept.map((h) => this.d.store.version(h.cid, h.head)));
+    let out = '';
+    kept.forEach((h, i) => {
+      const version = versions[i];
+      if (!version) return; // deleted meanwhile (versions go with their content)
+      const onViews = [...Object.keys(h.views), ...Object.keys(h.symbolic)].filter((v) => resolveView(h, v) === h.head).sort();
+      out += `${JSON.stringify({
+        id: mainAlias(h.cid),
+        version: versionId(h.cid, h.head),
+        aliases: [mainAlias(h.cid), ...h.aliases],
+        views: onViews,
+        metadata: h.meta,
+        content: contentEnvelope(h, version),
+      })}\n`;
+    });
+    return out;
+  }
+}
+
+/** A comma-separated list parameter, each name checked; null when absent or empty. */
+function listParam(x: Exchange, name: string, schema: z.ZodString): string[] | null {
+  const raw = x.query.get(name);
+  if (raw === null || raw.trim() === '') return null;
+  const names = [...new Set(raw.split(',').map((s) => s.trim()))].filter(Boolean);
+  if (names.length > 100) throw new AppError('BAD_REQUEST', `${name} lists at most 100 names`);
+  for (const n of names) if (!schema.safeParse(n).success) throw new AppError('BAD_REQUEST', `Invalid name in ${name}: '${n.slice(0, 100)}'`);
+  return names;
+}
+
+interface ImportLimits {
+  maxLines: number;
+  window: number;
+  maxLineBytes: number;
+  log: (err: unknown) => void;
+}
+
+/** A line's place in the answer: answered lines wait here for the earlier ones. */
+interface Slot {
+  n: number;
+  bytes: number;
+  text: string | null;
+}
+
+/**
+ * One bulk import: splits the body into lines, sends each through ContentWrites as soon as the
+ * content's earlier lines are done, and answers in input order. At most `window` lines (and
+ * WINDOW_BYTES of them) are between read and answered; while the window is full the body is not
+ * read, so the socket is paused (Exchange.bodyStream) and a slow platform slows the upload.
+ */
+class ImportRun {
+  private readonly slots: Slot[] = [];
+  private bytes = 0;
+  private counted = 0;
+  /** The last line (its completion) of each content name in flight: a later line of the same name waits for it. */
+  private readonly tails = new Map<string, Promise<void>>();
+  private wake: (() => void) | null = null;
+  /** The socket is behind with the answers: no more lines are taken until it drains. */
+  private outBlocked = false;
+  /** Waiting for the last line taken to be answered (end of the body). */
+  private idle: (() => void) | null = null;
+
+  constructor(
+    private readonly x: Exchange,
+    private readonly writes: ContentWrites,
+    private readonly user: Principal,
+    private readonly limits: ImportLimits,
+  ) {}
+
+  /** Reads the whole body; resolves when every line taken is answered (or the client went away). */
+  async consume(body: Readable): Promise<void> {
+    const max = this.limits.maxLineBytes;
+    let carry: Buffer[] = [];
+    let carried = 0;
+    let tooLong = false;
+    let n = 0;
+    try {
+      for await (const chunk of body as AsyncIterable<Buffer>) {
+        let start = 0;
+        for (;;) {
+          const nl = chunk.indexOf(10, start);
+          const part = chunk.subarray(start, nl < 0 ? chunk.length : nl);
+          if (!tooLong && carried + part.length > max) {
+            tooLong = true;
+            carry = [];
+            carried = 0;
+          }
+          if (nl < 0) {
+            if (!tooLong && part.length) {
+              carry.push(part);
+              carried += part.length;
+            }
+            break;
+          }
+          n++;
+          await this.take(n, tooLong ? null : carried ? Buffer.concat([...carry, part]) : part);
+          carry = [];
+          carried = 0;
+          tooLong = false;
+          start = nl + 1;
+        }
+        if (this.x.aborted) break;
+      }
+      // The last line may end without a newline.
+      if (!this.x.aborted && (tooLong || carried)) await this.take(n + 1, tooLong ? null : Buffer.concat(carry));
+    } catch {
+      // The client went away mid-body (the stream fails): the part of a line read so far is
+      // never applied; the lines taken still finish, each committed whole or not at all.
+    }
+    while (this.slots.length) {
+      await new Promise<void>((r) => {
+        this.idle = r;
+      });
+    }
+  }
+
+  /** Takes one line (null: longer than a request body may be) once the window has room. */
+  private async take(n: number, buf: Buffer | null): Promise<void> {
+    if (buf !== null && isBlank(buf)) return;
+    this.counted++;
+    while (this.slots.length > 0 && (this.slots.length >= this.limits.window || this.bytes >= WINDOW_BYTES || this.outBlocked) && !this.x.aborted) {
+      await new Promise<void>((r) => {
+        this.wake = r;
+      });
+    }
+    if (this.x.aborted) return;
+    const slot: Slot = { n, bytes: buf?.length ?? 0, text: null };
+    this.slots.push(slot);
+    this.bytes += slot.bytes;
+    if (buf === null) return this.answer(slot, errorAnswer(new AppError('PAYLOAD_TOO_LARGE', `Line longer than ${this.limits.maxLineBytes} bytes`)));
+    if (this.counted > this.limits.maxLines) {
+      return this.answer(
+        slot,
+        errorAnswer(new AppError('PAYLOAD_TOO_LARGE', `More than ${this.limits.maxLines} lines (BULK_MAX_LINES): this line was not applied`)),
+      );
+    }
+    let line: Line;
+    try {
+      line = parseLine(buf);
+    } catch (e) {
+      return this.answer(slot, errorAnswer(errorOf(e, this.limits.log)));
+    }
+    const names = namesOf(line);
+    const before = names.map((k) => this.tails.get(k)).filter((t): t is Promise<void> => t !== undefined);
+    const w: WriteContext = { user: this.user, requestId: `${this.x.requestId}:${n}`, via: 'bulk' };
+    const run = before.length ? Promise.all(before).then(() => this.apply(w, line)) : this.apply(w, line);
+    const done = run.then(
+      (a) => this.answer(slot, a),
+      (e: unknown) => this.answer(slot, errorAnswer(errorOf(e, this.limits.log))),
+    );
+    for (const k of names) this.tails.set(k, done);
+    void done.then(() => {
+      for (const k of names) if (this.tails.get(k) === done) this.tails.delete(k);
+    });
+  }
+
+  /** The line as its single request: create, update (unsafe without ifMatch) or delete. */
+  private async apply(w: WriteContext, line: Line): Promise<Record<string, unknown>> {
+    if (line.op === 'create') return writeAnswer(201, await this.writes.create(w, line.content));
+    const ref = refOf(line.id);
+    if (line.op === 'update') {
+      const ifMatch = line.ifMatch ?? null;
+      this.writes.checkUpdatePreconditions(ifMatch, ifMatch === null);
+      const mode = updateModeOf(line.mode ?? null);
+      return writeAnswer(200, await this.writes.update(w, ref, { ifMatch, unsafe: ifMatch === null, mode }, line.content));
+    }
+    const cid = await this.writes.delete(w, ref, line.ifMatch);
+    return { status: 204, id: mainAlias(cid) };
+  }
+
+  /** Records a line's answer and writes every answer now complete in input order. */
+  private answer(slot: Slot, a: Record<string, unknown>): void {
+    slot.text = `${JSON.stringify({ line: slot.n, ...a })}\n`;
+    let out = '';
+    while (this.slots.length && this.slots[0].text !== null) {
+      const s = this.slots.shift()!;
+      out += s.text;
+      this.bytes -= s.bytes;
+    }
+    if (out && !this.x.writeChunk(out) && !this.outBlocked) {
+      this.outBlocked = true;
+      void this.x.drained().then(() => {
+        this.outBlocked = false;
+        this.resume();
+      });
+    }
+    this.resume();
+    if (!this.slots.length) {
+      const idle = this.idle;
+      this.idle = null;
+      idle?.();
+    }
+  }
+
+  private resume(): void {
+    const w = this.wake;
+    this.wake = null;
+    w?.();
+  }
+}
+
+const isBlank = (b: Buffer): boolean => {
+  for (const c of b) if (c !== 0x20 && c !== 0x09 && c !== 0x0d) return false;
+  return true;
+};
+
+function parseLine(buf: Buffer): Line {
+  let value: unknown;
+  try {
+    value = JSON.parse(buf.toString('utf8'));
+  } catch (e) {
+    throw new AppError('BAD_REQUEST', `Malformed JSON: ${(e as Error).message}`);
+  }
+  checkStorable(value);
+  const parsed = lineSchema.safeParse(value);
+  if (!parsed.success) throw invalid(parsed.error);
+  return parsed.data;
+}
+
+/** `<ns>/<alias>` as the path of its single request names it; 400 without a namespace. */
+function refOf(id: string): AliasRef {
+  const i = id.indexOf('/');
+  if (i <= 0) throw new AppError('BAD_REQUEST', `id must be <namespace>/<alias>, as in /content/alias/<namespace>/<alias>: '${id.slice(0, 100)}'`);
+  return { ns: id.slice(0, i), alias: id.slice(i + 1) };
+}
+
+/**
+ * The content names a line touches: the alias it names and the aliases it sets. Lines sharing a
+ * name run in input order (a create that sets `news/a`, then an update of `news/a`); others run
+ * at once. A content named two different ways in one batch may see those lines in either order.
+ */
+function namesOf(line: Line): string[] {
+  const names = line.op === 'create' ? [] : [line.id];
+  if (line.op !== 'delete') {
+    const ops = (line.content as { operations?: unknown } | null)?.operations;
+    if (Array.isArray(ops)) {
+      for (const op of ops as { _type?: unknown; namespace?: unknown; alias?: unknown }[]) {
+        if (op?._type === 'svcSetAlias' && typeof op.namespace === 'string' && typeof op.alias === 'string') names.push(`${op.namespace}/${op.alias}`);
+      }
+    }
+  }
+  return [...new Set(names)];
+}
+
+function writeAnswer(status: number, res: WriteResult): Record<string, unknown> {
+  const { cid, rev } = res.snapshot;
+  return {
+    status,
+    id: mainAlias(cid),
+    version: versionId(cid, res.version.key),
+    etag: etagOf(cid, rev),
+    ...(res.subResults.length ? { subResults: partialCreated(res.subResults).subResults } : {}),
+  };
+}
+
+function errorAnswer(e: AppError): Record<string, unknown> {
+  return { status: e.http, error: e.toBody() };
+}
