@@ -1,0 +1,191 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { expect } from 'chai';
+import fc from 'fast-check';
+import { type RedisServerHandle, startRedisServer } from '../../src/dev/redis-server.js';
+import { Client, startTestPlatform } from '../support/platform.js';
+
+const run = promisify(execFile);
+type P = Awaited<ReturnType<typeof startTestPlatform>>;
+type Line = {
+  id: string;
+  version: string;
+  aliases: string[];
+  views: string[];
+  metadata: Record<string, unknown>;
+  content: { system: { contentType: string }; aspects: Record<string, unknown> };
+};
+
+const exportOf = async (c: Client, query = '') => {
+  const r = await c.req('GET', `/export${query}`);
+  expect(r.status, r.text).to.equal(200);
+  expect(r.headers.get('content-type')).to.equal('application/x-ndjson');
+  return r.text
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Line);
+};
+
+/** A content as the round trip must keep it: everything but its key, version id and times. */
+const essence = (l: Line) => ({
+  type: l.content.system.contentType,
+  aspects: l.content.aspects,
+  aliases: l.aliases.filter((a) => !a.startsWith('contentid/')).sort(),
+  views: l.views,
+  metadata: l.metadata,
+});
+const sortedEssences = (lines: Line[]) => lines.map(essence).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
+
+/**
+ * Export (CONTRACT §16): the current version of every content the caller may read, filtered by
+ * types and views; never a content the caller may not read (the same export whether or not such
+ * content exists, CONTRACT §20); and an export imported into an empty platform, by the command
+ * line of the README, gives the same aspects, aliases, metadata and views.
+ */
+describe('bulk export (CONTRACT §16)', function () {
+  this.timeout(120_000);
+  // Each platform on its own private Redis: an export reads everything there is.
+  let redisA: RedisServerHandle;
+  let redisB: RedisServerHandle;
+  let a: P;
+  let b: P;
+  let sysadmin: Client;
+  let sports: Client;
+
+  before(async () => {
+    [redisA, redisB] = await Promise.all([startRedisServer({ appendonly: false }), startRedisServer({ appendonly: false })]);
+    a = await startTestPlatform({ REDIS_URL: redisA.url });
+    b = await startTestPlatform({ REDIS_URL: redisB.url });
+    sysadmin = await new Client(a.base).login('sysadmin');
+    sports = await new Client(a.base).login('sportseditor');
+  });
+  after(async () => {
+    await a?.stop();
+    await b?.stop();
+    await Promise.all([redisA?.stop(), redisB?.stop()]);
+  });
+
+  const owners = (o: readonly string[]) => ({ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: o } } });
+  const alias = (namespace: string, a: string) => ({ _type: 'svcSetAlias', namespace, alias: a });
+  const create = async (c: Client, type: string, aspects: Record<string, unknown>, operations: unknown[] = []) => {
+    const r = await c.create({ system: { contentType: type }, aspects, operations });
+    expect(r.status, r.text).to.equal(201);
+    return { id: r.json.system.id as string, etag: r.headers.get('etag')! };
+  };
+
+  it('answers 401 without a token and 400 for a bad filter', async () => {
+    expect((await sysadmin.req('GET', '/export', { token: null })).status).to.equal(401);
+    expect((await sysadmin.req('GET', '/export?types=a%20b')).status).to.equal(400);
+  });
+
+  it('exports the current version of each readable content once, filtered by types and views; deleted content never', async () => {
+    const x = await create(sports, 'brief', { body: { _type: 'body', title: 'x1' } }, [owners(['sports']), alias('news', 'x')]);
+    const u = await sports.update(x.id, { aspects: { body: { title: 'x2' } } }, x.etag);
+    expect(u.status).to.equal(200);
+    const y = await create(sports, 'gallery', { body: { _type: 'body', title: 'y' } }, [
+      owners(['sports']),
+      { _type: 'svcAssignToViews', views: ['svcPublic'] },
+    ]);
+    const z = await create(sports, 'brief', { body: { _type: 'body', title: 'z' } }, [owners(['sports'])]);
+    expect((await sports.remove(z.id, z.etag)).status).to.equal(204);
+    const all = await exportOf(sysadmin);
+    const byId = new Map(all.map((l) => [l.id, l]));
+    expect(all.length).to.equal(byId.size);
+    const lx = byId.get(x.id)!;
+    expect(lx.version).to.equal(u.json.system!.version);
+    expect(lx.content.aspects.body).to.deep.include({ title: 'x2' });
+    expect(lx.aliases).to.deep.equal([x.id, 'news/x']);
+    expect(lx.views).to.deep.equal(['svcLatest']);
+    expect(lx.metadata).to.deep.equal({ svcSecurityContext: { _type: 'svcSecurityContext', owners: ['sports'] } });
+    // The envelope is the read's.
+    expect(lx.content).to.deep.equal((await sysadmin.readContent(x.id)).json);
+    expect(byId.get(y.id)!.views).to.deep.equal(['svcLatest', 'svcPublic']);
+    expect(byId.has(z.id)).to.equal(false);
+    expect((await exportOf(sysadmin, '?types=brief')).map((l) => l.id)).to.deep.equal([x.id]);
+    expect((await exportOf(sysadmin, '?types=brief,gallery')).map((l) => l.id).sort()).to.deep.equal([x.id, y.id].sort());
+    expect((await exportOf(sysadmin, '?views=svcPublic')).map((l) => l.id)).to.deep.equal([y.id]);
+  });
+
+  it('never exports what the caller may not read: the same export whether or not such content exists (property)', async () => {
+    await create(sports, 'brief', { body: { _type: 'body', title: 'mine' } }, [owners(['sports']), { _type: 'svcAssignToViews', views: ['svcPublic'] }]);
+    const queries = ['', '?types=brief', '?types=article,brief', '?views=svcPublic'];
+    const baseline = await Promise.all(queries.map((q) => exportOf(sports, q)));
+    expect(baseline[0].length).to.be.greaterThan(0);
+    let n = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          fc.record({
+            type: fc.constantFrom('article', 'brief', 'gallery'),
+            owners: fc.constantFrom([], ['news'], ['news', 'finance']),
+            publicView: fc.boolean(),
+            alias: fc.boolean(),
+          }),
+          { minLength: 1, maxLength: 4 },
+        ),
+        async (forbidden) => {
+          for (const f of forbidden) {
+            const ops: unknown[] = [];
+            if (f.owners.length) ops.push(owners(f.owners));
+            if (f.publicView) ops.push({ _type: 'svcAssignToViews', views: ['svcPublic'] });
+            if (f.alias) ops.push(alias('news', `forbidden${n++}`));
+            await create(sysadmin, f.type, { body: { _type: 'body', title: 'not for sports' } }, ops);
+          }
+          const now = await Promise.all(queries.map((q) => exportOf(sports, q)));
+          expect(now).to.deep.equal(baseline);
+        },
+      ),
+      { numRuns: 6 },
+    );
+  });
+
+  it('export, then import into an empty platform with the command line, gives the same aspects, aliases, metadata and views', async () => {
+    await create(
+      sysadmin,
+      'article',
+      { body: { _type: 'body', title: 'round trip', tags: ['a', 'b'], nested: { k: [1, { v: null }] } }, teaser: { text: 't' } },
+      [alias('news', 'round-trip'), alias('web', 'rt'), owners(['sports']), { _type: 'svcAssignToViews', views: ['svcPublic', 'frontpage'] }],
+    );
+    await create(sysadmin, 'image', { image: { _type: 'image', width: 10 } });
+    const exported = await exportOf(sysadmin);
+    expect(exported.length).to.be.greaterThan(3);
+
+    const dir = mkdtempSync(join(tmpdir(), 'bulk-cli-'));
+    try {
+      const cli = (args: string[], url: string, stdin?: string) =>
+        run('sh', ['-c', `node --import tsx src/bulk-cli.ts ${args.join(' ')}${stdin ? ` < ${stdin}` : ''}`], {
+          env: { ...process.env, PLATFORM_URL: url, PLATFORM_USER: 'sysadmin', PLATFORM_PASSWORD: 'sysadmin' },
+          maxBuffer: 64 * 1024 * 1024,
+        });
+      const file = join(dir, 'export.ndjson');
+      const out = await cli(['export'], a.url);
+      writeFileSync(file, out.stdout);
+      expect(
+        sortedEssences(
+          readFileSync(file, 'utf8')
+            .split('\n')
+            .filter(Boolean)
+            .map((l) => JSON.parse(l) as Line),
+        ),
+      ).to.deep.equal(sortedEssences(exported));
+      const imported = await cli(['import'], b.url, file);
+      const answers = imported.stdout
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as { status: number });
+      expect(answers.map((x) => x.status)).to.deep.equal(exported.map(() => 201));
+      expect(imported.stderr).to.contain(`${exported.length} lines, 0 failed`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    const again = await exportOf(await new Client(b.base).login('sysadmin'));
+    expect(sortedEssences(again)).to.deep.equal(sortedEssences(exported));
+    // The aliases work on the new platform.
+    const read = await new Client(b.base).login('sportseditor').then((c) => c.readContent('news/round-trip'));
+    expect(read.status).to.equal(200);
+    expect(read.json.aspects!.teaser).to.deep.equal({ _type: 'teaser', text: 't' });
+  });
+});
