@@ -24,7 +24,8 @@
  * BENCH_CONNS (wrk connections, 50), BENCH_REINDEX_N (contents in the store for the re-index,
  * 40000, quick 3000), BENCH_FILES_SECONDS (per file workload, 5, quick 1), BENCH_FLEET=0 (skip
  * the fleet), BENCH_ONLY=read,create,... (a subset: ceilings, read, unversioned, create, update,
- * promote, searchable, reindex, files, taxonomy, fleet; output to .cache/bench-partial/),
+ * promote, searchable, reindex, files, taxonomy, fleet, bulk; output to .cache/bench-partial/),
+ * BENCH_BULK_N (lines of each bulk import, 50000, quick 5000),
  * BENCH_OUT (output folder, default bench/ for a whole run),
  * BENCH_BUILD=0 (use the existing dist/).
  */
@@ -50,6 +51,8 @@ const REINDEX_N = Number(process.env.BENCH_REINDEX_N ?? (QUICK ? 3000 : 40000));
 const FILES_SECONDS = Number(process.env.BENCH_FILES_SECONDS ?? (QUICK ? 1 : 5));
 const TAXONOMY = QUICK ? { entities: 1000, requests: 300 } : { entities: 10000, requests: 3000 };
 const SEARCHABLE_RATE = 200;
+/** Lines of each bulk import (BENCH_BULK_N). */
+const BULK_N = Number(process.env.BENCH_BULK_N ?? (QUICK ? 5000 : 50000));
 const PARTITIONS = 64;
 const ONLY = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',').map((s) => s.trim())) : null;
 const want = (k: string) => !ONLY || ONLY.has(k);
@@ -684,6 +687,59 @@ try {
         [w.p99 < 20, 'p99'],
       ]);
       return ratio(r, 'uWS POST', 'Lua commit');
+    });
+
+    // Bulk import and export (bench/bulk.ts, issue 20): one POST /bulk of BULK_N creates with Solr
+    // paused (the indexer waits, as in 'create, Solr paused') and one with indexing on, then an
+    // export of what they made; beside the single-request create figure of this run.
+    const singleCreate = () => records.find((x) => x.workload === 'create' && x.figure !== undefined)?.figure;
+    const bulkImport = async (type: string, paused: boolean): Promise<Rec> => {
+      if (paused && !solr?.pid) throw new Error('no embedded Solr to pause');
+      if (paused) process.kill(solr!.pid!, 'SIGSTOP');
+      let run: Awaited<ReturnType<typeof node>>;
+      try {
+        run = await node('bench/bulk.ts', [root, 'import', BULK_N, type], {}, 900_000);
+      } finally {
+        if (paused) process.kill(solr!.pid!, 'SIGCONT');
+      }
+      const x = run.results[0];
+      if (!x) throw new Error(`no result (exit ${run.code})`);
+      const single = singleCreate();
+      const r: Rec = {
+        workload: `bulk import, ${paused ? 'Solr paused' : 'indexing on'}`,
+        group: 'one process',
+        figure: x.linesPerSecond,
+        unit: 'creates/s',
+        requests: x.lines,
+        seconds: x.seconds,
+        errors: x.errors,
+        statuses: x.statuses,
+        loadgen: `node (bench/bulk.ts import), one request of ${fmt(BULK_N)} lines`,
+        detail: {
+          singleRequestCreatesPerSecond: single,
+          ratioToSingleCreate: single ? round2(x.linesPerSecond / single) : undefined,
+          indexerCatchUpSeconds: await settle(`the bulk creates${paused ? ' made while Solr was paused' : ''}`),
+        },
+      };
+      return paused ? budget(r, '≥ 20,000 creates/s with indexing paused', [[x.linesPerSecond >= 20000, 'throughput']]) : r;
+    };
+    await workload('bulk', 'bulk import, Solr paused (one NDJSON request of creates)', 'one process', () => bulkImport('bulkpaused', true));
+    await workload('bulk', 'bulk import, indexing on', 'one process', () => bulkImport('bulkindexed', false));
+    await workload('bulk', 'export (the contents of one type, streamed)', 'one process', async () => {
+      const run = await node('bench/bulk.ts', [root, 'export', 'bulkpaused'], {}, 600_000);
+      const x = run.results[0];
+      if (!x) throw new Error(`no result (exit ${run.code})`);
+      const r: Rec = {
+        workload: 'export',
+        group: 'one process',
+        figure: x.contentsPerSecond,
+        unit: 'contents/s',
+        requests: x.contents,
+        seconds: x.seconds,
+        errors: x.httpStatus === 200 && x.contents >= BULK_N ? 0 : 1,
+        loadgen: "node (bench/bulk.ts export), GET /export?types=<the paused import's type>",
+      };
+      return budget(r, '≥ 50,000 contents/s', [[x.contentsPerSecond >= 50000, 'throughput']]);
     });
 
     const contention = async (roots: string[], group: Rec['group']): Promise<Rec> => {

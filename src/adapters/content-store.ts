@@ -72,6 +72,31 @@ export class ContentStore {
     return buf ? unpack<Snapshot>(buf) : null;
   }
 
+  /**
+   * The current snapshots of some contents of one partition, in one round trip (a pipeline: the
+   * keys share the partition's hash tag, so this holds on Redis Cluster too); null where none.
+   */
+  async headsIn(partition: number, cids: string[]): Promise<(Snapshot | null)[]> {
+    if (!cids.length) return [];
+    const pipe = this.redis.pipeline();
+    for (const cid of cids) pipe.hgetBuffer(keys.content(partition, cid), 's');
+    return ((await pipe.exec()) ?? []).map(([err, buf]) => {
+      if (err) throw err;
+      return buf ? unpack<Snapshot>(buf as Buffer) : null;
+    });
+  }
+
+  /** Versions of some contents of one partition (`[cid, version key]`), in one round trip; null where none. */
+  async versionsIn(partition: number, wanted: [string, string][]): Promise<(VersionRecord | null)[]> {
+    if (!wanted.length) return [];
+    const pipe = this.redis.pipeline();
+    for (const [cid, key] of wanted) pipe.hgetBuffer(keys.versions(partition, cid), key);
+    return ((await pipe.exec()) ?? []).map(([err, buf]) => {
+      if (err) throw err;
+      return buf ? unpack<VersionRecord>(buf as Buffer) : null;
+    });
+  }
+
   async snapshotAt(cid: string, rev: number): Promise<Snapshot | null> {
     const buf = await this.redis.hgetBuffer(keys.revisions(this.partitionOf(cid), cid), String(rev));
     return buf ? unpack<Snapshot>(buf) : null;

@@ -10,7 +10,7 @@ import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
 import type { AliasRef, ContentWrites, WriteContext } from './content-writes.js';
 import { contentEnvelope, partialCreated } from './envelope.js';
 import { errorOf, type Exchange } from './http.js';
-import { invalid, typeSchema, updateModeOf, viewSchema } from './schemas.js';
+import { envelopeSchema, invalid, typeSchema, updateModeOf, viewSchema } from './schemas.js';
 
 /** The bulk import's route under the content service; its body is streamed, not collected (server.ts). */
 export const BULK_ROUTE = 'bulk';
@@ -82,7 +82,7 @@ export class BulkService {
           do {
             const [next, cids] = await this.d.store.scanCatalog(p, cursor, EXPORT_BATCH, type);
             cursor = next;
-            const text = await this.exportLines(user, cids, types, views);
+            const text = await this.exportLines(user, p, cids, types, views);
             if (text && !x.writeChunk(text)) await x.drained();
           } while (cursor !== '0' && !x.aborted);
         }
@@ -97,9 +97,9 @@ export class BulkService {
   }
 
   /** The export lines of some contents: those the caller may read, of the types and on the views asked for. */
-  private async exportLines(user: Principal, cids: string[], types: string[] | null, views: string[] | null): Promise<string> {
+  private async exportLines(user: Principal, partition: number, cids: string[], types: string[] | null, views: string[] | null): Promise<string> {
     if (!cids.length) return '';
-    const heads = await Promise.all(cids.map((cid) => this.d.store.head(cid)));
+    const heads = await this.d.store.headsIn(partition, cids);
     const kept = heads.filter(
       (h): h is Snapshot =>
         h !== null &&
@@ -108,7 +108,10 @@ export class BulkService {
         (views === null || views.some((v) => resolveView(h, v) !== null)) &&
         this.c.reads.mayRead(user, h),
     );
-    const versions = await Promise.all(kept.map((h) => this.d.store.version(h.cid, h.head)));
+    const versions = await this.d.store.versionsIn(
+      partition,
+      kept.map((h) => [h.cid, h.head]),
+    );
     let out = '';
     kept.forEach((h, i) => {
       const version = versions[i];
@@ -365,3 +368,105 @@ function writeAnswer(status: number, res: WriteResult): Record<string, unknown> 
 function errorAnswer(e: AppError): Record<string, unknown> {
   return { status: e.http, error: e.toBody() };
 }
+
+/**
+ * The OpenAPI description of the two bulk operations (CONTRACT §16, §18): NDJSON both ways,
+ * which the generic route description (one JSON body, one JSON answer) cannot say.
+ */
+export function bulkOpenApiPaths(): Record<string, Record<string, unknown>> {
+  const envelope = z.toJSONSchema(envelopeSchema, { unrepresentable: 'any' });
+  const error = { description: 'The error body', content: { 'application/json': { schema: ERROR_BODY_SCHEMA } } };
+  const token = { name: 'X-Auth-Token', in: 'header', required: true, schema: { type: 'string' } };
+  const list = (name: string, description: string) => ({ name, in: 'query', required: false, schema: { type: 'string' }, description });
+  const id = { type: 'string', description: '<namespace>/<alias>' };
+  const ifMatch = { type: 'string', description: 'The ETag; without it an update is unsafe, a delete answers 400' };
+  return {
+    [`/content-service/${BULK_ROUTE}`]: {
+      post: {
+        operationId: 'post_content_service_bulk',
+        description: `One create, update or delete a line, each answered (in input order, while the body is still read) with the status its single request would get. Lines past BULK_MAX_LINES, and a line longer than MAX_BODY_BYTES, answer 413. A malformed line answers 400 and the rest go on.`,
+        parameters: [token],
+        requestBody: {
+          required: true,
+          content: {
+            [NDJSON]: {
+              schema: {
+                description: 'Each line one of these JSON objects',
+                oneOf: [
+                  { type: 'object', required: ['op', 'content'], additionalProperties: false, properties: { op: { const: 'create' }, content: envelope } },
+                  {
+                    type: 'object',
+                    required: ['op', 'id', 'content'],
+                    additionalProperties: false,
+                    properties: { op: { const: 'update' }, id, ifMatch, mode: { enum: ['update', 'replace', 'merge'] }, content: envelope },
+                  },
+                  { type: 'object', required: ['op', 'id'], additionalProperties: false, properties: { op: { const: 'delete' }, id, ifMatch } },
+                ],
+              },
+            },
+          },
+        },
+        responses: {
+          200: {
+            description: 'One answer line per input line (blank lines aside)',
+            content: {
+              [NDJSON]: {
+                schema: {
+                  type: 'object',
+                  required: ['line', 'status'],
+                  properties: {
+                    line: { type: 'integer', minimum: 1 },
+                    status: { type: 'integer' },
+                    id: { type: 'string' },
+                    version: { type: 'string' },
+                    etag: { type: 'string' },
+                    subResults: { type: 'array' },
+                    error: ERROR_BODY_SCHEMA,
+                  },
+                },
+              },
+            },
+          },
+          401: error,
+          415: error,
+        },
+      },
+    },
+    '/content-service/export': {
+      get: {
+        operationId: 'get_content_service_export',
+        description: 'The current version of every content the token may Read, one a line, streamed.',
+        parameters: [token, list('types', 'Content types, comma-separated'), list('views', 'Views, comma-separated: contents on any of them')],
+        responses: {
+          200: {
+            description: 'One line per content',
+            content: {
+              [NDJSON]: {
+                schema: {
+                  type: 'object',
+                  required: ['id', 'version', 'aliases', 'views', 'content'],
+                  properties: {
+                    id: { type: 'string' },
+                    version: { type: 'string' },
+                    aliases: { type: 'array', items: { type: 'string' } },
+                    views: { type: 'array', items: { type: 'string' } },
+                    metadata: { type: 'object' },
+                    content: { type: 'object' },
+                  },
+                },
+              },
+            },
+          },
+          400: error,
+          401: error,
+        },
+      },
+    },
+  };
+}
+
+const ERROR_BODY_SCHEMA = {
+  type: 'object',
+  required: ['message', 'statusCode', 'extraInfo'],
+  properties: { message: { type: 'string' }, statusCode: { type: 'string', pattern: '^[0-9]{5}$' }, extraInfo: { type: 'object' } },
+};

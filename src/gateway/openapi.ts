@@ -3,6 +3,7 @@ import { tokenRequestSchema } from '../security/token-service.js';
 import type { Router } from './router.js';
 import { webhookBodySchema } from '../webhooks/webhook-store.js';
 import { envelopeSchema, viewBodySchema } from './schemas.js';
+import { bulkOpenApiPaths } from './bulk-service.js';
 
 /** Request bodies by "METHOD prefix/pattern", from the same zod schemas that validate them. */
 const BODIES: Record<string, z.ZodType> = {
@@ -56,6 +57,8 @@ export function openApiDocument(version: string, routers: Record<string, Pick<Ro
     }
   }
   Object.assign(paths, changeFeedPaths());
+  // NDJSON both ways: the bulk service describes its two operations itself.
+  Object.assign(paths, bulkOpenApiPaths());
   return {
     openapi: '3.1.0',
     info: { title: 'Content platform', version },

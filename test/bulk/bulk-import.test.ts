@@ -206,6 +206,12 @@ describe('bulk import: each line as its single request (CONTRACT §16)', functio
     expect((await sysadmin.readContent(`bk/${tag}-unauth`)).status).to.equal(404);
   });
 
+  it('the OpenAPI document describes both operations as NDJSON', async () => {
+    const doc = (await sports.openApi()).json;
+    expect(doc.paths['/content-service/bulk'].post.requestBody.content).to.have.property('application/x-ndjson');
+    expect(doc.paths['/content-service/export'].get.responses[200].content).to.have.property('application/x-ndjson');
+  });
+
   it('a line longer than a request body may be answers 413, and the lines after it go on', async () => {
     const big = 'x'.repeat(11 * 1024 * 1024); // MAX_BODY_BYTES is 10 MiB
     const r = await bulk(p.base, sports.token!, [
