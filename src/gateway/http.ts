@@ -84,8 +84,6 @@ export class Exchange {
   private abortBody?: (e: Error) => void;
   /** The socket's peer address, read when first asked for. */
   private peer?: string;
-  /** Called once when the client goes away (`onAbort`). */
-  private abortListeners: (() => void)[] = [];
   /** Waiting for the socket to take a chunked answer's backlog (`drained`). */
   private drainWaiters: (() => void)[] = [];
 
@@ -116,7 +114,6 @@ export class Exchange {
       // A body that will never be complete: the handler waiting for it must end (it holds an
       // in-flight slot of the gateway until it does).
       this.abortBody?.(new AppError('BAD_REQUEST', 'The client went away before the body was complete'));
-      for (const f of this.abortListeners.splice(0)) f();
       for (const f of this.drainWaiters.splice(0)) f();
     });
     // The body must be subscribed to now, before the handler goes async.
@@ -125,12 +122,6 @@ export class Exchange {
       this.bodyPromise = this.collectBody();
       this.bodyPromise.catch(() => undefined);
     }
-  }
-
-  /** Runs `f` once when the client goes away (at once if it has). uWS keeps one abort handler: the exchange's. */
-  onAbort(f: () => void): void {
-    if (this.aborted) f();
-    else this.abortListeners.push(f);
   }
 
   header(name: (typeof READ_HEADERS)[number]): string | undefined {

@@ -94,6 +94,7 @@ describe('bulk import: each line as its single request (CONTRACT §16)', functio
       line({ op: 'rename', id: u1.id }),
       line({ op: 'update', id: u1s.id, mode: 'sideways', content: article('bad mode') }),
     ];
+    const feedFrom = (await sysadmin.req('GET', '/changes?since=now')).json.last as string;
     const r = await bulk(p.base, sports.token!, lines);
     expect(r.status).to.equal(200);
     const a = r.answers;
@@ -161,6 +162,15 @@ describe('bulk import: each line as its single request (CONTRACT §16)', functio
     expect((await sports.readContent(d2.id)).status).to.equal(200);
     expect((await sysadmin.readContent(g.id)).json.aspects!.body.title).to.equal('global');
     expect((await sports.readContent(`bk/${tag}-seq`)).json.aspects!.body.title).to.equal('second');
+
+    // Change-feed events as for any write.
+    const events = (await sysadmin.req('GET', `/changes?since=${feedFrom}&limit=1000`)).json.changes as { kind: string; id: string; revision: number }[];
+    const kinds = (id: string) => events.filter((e) => e.id === id).map((e) => `${e.kind}:${e.revision}`);
+    expect(kinds(byLine.get(1)!.id!)).to.deep.equal(['create:1']);
+    expect(kinds(u1.id)).to.deep.equal(['update:2']);
+    expect(kinds(u2.id)).to.deep.equal([]);
+    expect(kinds(d1.id)).to.deep.equal(['delete:2']);
+    expect(kinds(byLine.get(13)!.id!)).to.deep.equal(['create:1', 'update:2']);
 
     // The audit trail says how the writes came.
     const vias = async (id: string) =>
