@@ -64,8 +64,12 @@ export class BulkService {
       maxLineBytes: this.d.settings.MAX_BODY_BYTES,
       log: (err) => this.d.log.error({ err, requestId: x.requestId }, 'bulk line failed'),
     });
-    await run.consume(x.bodyStream());
-    x.endChunked();
+    if (await run.consume(x.bodyStream())) x.endChunked();
+    else if (!x.aborted) {
+      // The status line is out: the client must see a cut answer, never a complete-looking one.
+      x.discardBody();
+      x.res.close();
+    }
   }
 
   // ---- export ----
@@ -90,7 +94,7 @@ export class BulkService {
     } catch (e) {
       // The status line is out: a client must see a cut stream, never a complete-looking export.
       this.d.log.error({ err: e, requestId: x.requestId }, 'export failed');
-      x.res.close();
+      if (!x.aborted) x.res.close();
       return;
     }
     x.endChunked();
@@ -179,8 +183,12 @@ class ImportRun {
     private readonly limits: ImportLimits,
   ) {}
 
-  /** Reads the whole body; resolves when every line taken is answered (or the client went away). */
-  async consume(body: Readable): Promise<void> {
+  /**
+   * Reads the whole body; resolves when every line taken is answered (or the client went away):
+   * true when every line was taken, false when a fault stopped the reading.
+   */
+  async consume(body: Readable): Promise<boolean> {
+    let complete = true;
     const max = this.limits.maxLineBytes;
     let carry: Buffer[] = [];
     let carried = 0;
@@ -215,15 +223,21 @@ class ImportRun {
       }
       // The last line may end without a newline.
       if (!this.x.aborted && (tooLong || carried)) await this.take(n + 1, tooLong ? null : Buffer.concat(carry));
-    } catch {
+    } catch (e) {
       // The client went away mid-body (the stream fails): the part of a line read so far is
       // never applied; the lines taken still finish, each committed whole or not at all.
+      // Anything else is a fault: the lines taken are answered, then the answer is cut.
+      if (!this.x.aborted) {
+        this.limits.log(e);
+        complete = false;
+      }
     }
     while (this.slots.length) {
       await new Promise<void>((r) => {
         this.idle = r;
       });
     }
+    return complete;
   }
 
   /** Takes one line (null: longer than a request body may be) once the window has room. */

@@ -12,7 +12,7 @@ type P = Awaited<ReturnType<typeof startTestPlatform>>;
 /** Lines of the big batch (BULK_TEST_LINES to try another count). */
 const LINES = Number(process.env.BULK_TEST_LINES ?? 100_000);
 /** Padding per line: the body is about LINES × (PAD + 120) bytes. */
-const PAD = Number(process.env.BULK_TEST_PAD ?? 900);
+const PAD = Number(process.env.BULK_TEST_PAD ?? 2000);
 
 setFlagsFromString('--expose-gc');
 /** Memory still in use after a full collection: the JS heap and the buffers outside it. */
@@ -77,13 +77,15 @@ describe('bulk import: streaming, memory, disconnects (CONTRACT §16)', function
     const bodyMb = (LINES * (PAD + 120)) / 2 ** 20;
     // Memory in use (after a collection) at each quarter of the batch: it must not grow with the
     // body, as a collected body or an unbounded queue of lines would make it (by about the body's
-    // size). RSS is reported only: V8 keeps pages it no longer needs.
+    // size). The platform's bounded caches fill meanwhile (e.g. the head cache's 100,000 dropped
+    // keys, some tens of MB here), hence a body far larger than they are and the bound at half of
+    // it. RSS is reported only: V8 keeps pages it no longer needs.
     const mb = (x: number) => Math.round(x / 2 ** 20);
     console.log(
       `      ${LINES} lines (${bodyMb.toFixed(0)} MB) in ${seconds.toFixed(1)} s; in use after each quarter ${retained.map(mb).join(', ')} MB; RSS peak ${mb(Math.max(...rss))} MB`,
     );
     expect(retained).to.have.length(4);
-    expect(Math.max(...retained) - retained[0]).to.be.below((bodyMb / 4) * 2 ** 20);
+    expect(Math.max(...retained) - retained[0]).to.be.below((bodyMb / 2) * 2 ** 20);
   });
 
   it('a client that goes away mid-batch: every answered line committed, no half-applied line', async () => {
