@@ -78,6 +78,7 @@ export class BulkService {
     const user = await this.c.authenticate(x);
     const types = listParam(x, 'types', typeSchema);
     const views = listParam(x, 'views', viewSchema);
+    if (x.method === 'HEAD') return x.send(200, [['Content-Type', NDJSON]]); // the headers a GET would have, no scan
     x.beginChunked(200, [['Content-Type', NDJSON]]);
     try {
       for (let p = 0; p < this.d.settings.PARTITIONS && !x.aborted; p++) {

@@ -4,7 +4,11 @@ import { runInNewContext } from 'node:vm';
 import { Readable } from 'node:stream';
 import { expect } from 'chai';
 import { Client, startTestPlatform } from '../support/platform.js';
-import { eventually } from '../support/wait.js';
+import { eventually, until } from '../support/wait.js';
+import { startRedisServer } from '../../src/dev/redis-server.js';
+import { connectRedis } from '../../src/adapters/redis.js';
+import { loadSettings } from '../../config/settings.js';
+import { createLogger } from '../../src/adapters/log.js';
 import { bulk } from './ndjson.js';
 
 type P = Awaited<ReturnType<typeof startTestPlatform>>;
@@ -86,6 +90,65 @@ describe('bulk import: streaming, memory, disconnects (CONTRACT §16)', function
     );
     expect(retained).to.have.length(4);
     expect(Math.max(...retained) - retained[0]).to.be.below((bodyMb / 2) * 2 ** 20);
+  });
+
+  it('back-pressure: while no actor answers, BULK_IN_FLIGHT commands are out and the upload stalls; then it completes', async () => {
+    // Its own Redis: the command streams hold only this batch's commands.
+    const redis = await startRedisServer({ appendonly: false });
+    const env = { REDIS_URL: redis.url, BULK_IN_FLIGHT: '40', ACTOR_REPLY_TIMEOUT_MS: '60000' };
+    const web = await startTestPlatform(env, ['web']);
+    let actors: P | undefined;
+    try {
+      const token = (await new Client(web.base).login('editor')).token!;
+      const total = 10_000;
+      const pad = 'q'.repeat(5000); // 50 MB: far more than the socket buffers on the way hold
+      let pulled = 0;
+      function* lines() {
+        for (let i = 0; i < total; i++) {
+          pulled++;
+          yield `{"op":"create","content":{"system":{"contentType":"${tag}bp"},"aspects":{"body":{"n":${i},"pad":"${pad}"}}}}\n`;
+        }
+      }
+      const answers: number[] = [];
+      const done = bulk(web.base, token, Readable.from(lines(), { highWaterMark: 1 }), {
+        onAnswer: (a) => {
+          answers.push(a.status);
+          return false;
+        },
+      });
+      // The upload holds still (nothing more is pulled from the body for a while)...
+      let last = -1;
+      let stillSince = Date.now();
+      await until(
+        async () => {
+          if (pulled !== last) {
+            last = pulled;
+            stillSince = Date.now();
+          }
+          return Date.now() - stillSince > 1000;
+        },
+        60_000,
+        'the upload to stall',
+      );
+      // ...with exactly the window's commands sent to the (absent) actors, no answer, most of the body unsent.
+      const admin = connectRedis(loadSettings({ ...process.env, REDIS_URL: redis.url }), { name: 'bulk-bp-test', log: createLogger('silent') });
+      let queued = 0;
+      for (let p = 0; p < 8; p++) queued += await admin.xlen(`cmd:{${p}}`);
+      admin.disconnect();
+      expect(queued).to.equal(40);
+      expect(answers).to.deep.equal([]);
+      expect(pulled).to.be.below(total / 2);
+      // Actors come: every line is committed and answered.
+      actors = await startTestPlatform(env, ['actors']);
+      const r = await done;
+      expect(r.status).to.equal(200);
+      expect(answers.length).to.equal(total);
+      expect(answers.every((x) => x === 201)).to.equal(true);
+    } finally {
+      await web.stop();
+      await actors?.stop();
+      await redis.stop();
+    }
   });
 
   it('a client that goes away mid-batch: every answered line committed, no half-applied line', async () => {

@@ -79,6 +79,10 @@ describe('bulk export (CONTRACT §16)', function () {
   it('answers 401 without a token and 400 for a bad filter', async () => {
     expect((await sysadmin.req('GET', '/export', { token: null })).status).to.equal(401);
     expect((await sysadmin.req('GET', '/export?types=a%20b')).status).to.equal(400);
+    const head = await sysadmin.req('HEAD', '/export');
+    expect([head.status, head.headers.get('content-type'), head.text]).to.deep.equal([200, 'application/x-ndjson', '']);
+    // The connection is still usable after the HEAD (no body was sent on it).
+    expect((await sysadmin.req('GET', '/export?types=none')).status).to.equal(200);
   });
 
   it('exports the current version of each readable content once, filtered by types and views; deleted content never', async () => {
