@@ -72,12 +72,6 @@ export const settingsSchema = z.object({
   /** How long a processed command id is remembered for idempotent replay. */
   DEDUP_TTL_SECONDS: int(60, 30 * 86400).default(86400),
 
-  /** Lifecycle hooks to run on main writes and promotes, comma-separated (built-in: audit-trail). */
-  LIFECYCLE_HOOKS: z
-    .string()
-    .regex(/^(audit-trail)?(,audit-trail)*$/, 'must be a comma-separated list of: audit-trail')
-    .default(''),
-
   /** Largest JSON request body. */
   MAX_BODY_BYTES: int(1024, 1024 * 1024 * 1024).default(10 * 1024 * 1024),
   /** Requests in flight per gateway before it sheds load with 503. */

@@ -13,7 +13,7 @@ import { startTmpSweeper, type FileStore, type FileStoreLog } from './adapters/f
 import { javaAndMavenAvailable, startSolr } from './dev/solr-server.js';
 import { ContentActor, type ContentCommand } from './actors/content/content-actor.js';
 import { Mailbox } from './actors/mailbox.js';
-import { AuditTrailHook, type LifecycleHook } from './actors/content/lifecycle-hooks.js';
+import type { LifecycleHook } from './actors/content/lifecycle-hooks.js';
 import { Variants } from './content/variants.js';
 import { loadVariantsConfig } from '../config/variants.js';
 import { ActorHost } from './actors/runtime.js';
@@ -51,7 +51,16 @@ export interface Platform {
 }
 
 /** Starts the given roles in this process against the configured Redis. */
-export async function startPlatform(opts: { settings?: Settings; roles?: readonly Role[]; log?: Logger; clock?: () => number } = {}): Promise<Platform> {
+export async function startPlatform(
+  opts: {
+    settings?: Settings;
+    roles?: readonly Role[];
+    log?: Logger;
+    clock?: () => number;
+    /** Lifecycle hooks run by this process's actors on main writes and promotes (spec: Events 7). */
+    hooks?: LifecycleHook[];
+  } = {},
+): Promise<Platform> {
   const settings = opts.settings ?? loadSettings();
   const roles = opts.roles ?? ROLES;
   const log = opts.log ?? createLogger(settings.LOG_LEVEL);
@@ -68,12 +77,7 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
   platform.engine = engine;
 
   if (roles.includes('actors')) {
-    const actors = new ActorHost<ContentCommand>(
-      redis,
-      settings,
-      new ContentActor(store, security, lifecycleHooks(settings, redis)),
-      log.child({ role: 'actors' }),
-    );
+    const actors = new ActorHost<ContentCommand>(redis, settings, new ContentActor(store, security, opts.hooks ?? []), log.child({ role: 'actors' }));
     await actors.start();
     platform.actors = actors;
     stops.push(['actors', () => actors.stop()]);
@@ -195,14 +199,6 @@ async function fileStore(settings: Settings, log: Logger): Promise<FileStore> {
     retry.unref();
   }
   return files;
-}
-
-/** The hooks LIFECYCLE_HOOKS names, in order. */
-function lifecycleHooks(settings: Settings, redis: RedisClient): LifecycleHook[] {
-  const built: Record<string, () => LifecycleHook> = { 'audit-trail': () => new AuditTrailHook(redis) };
-  return settings.LIFECYCLE_HOOKS.split(',')
-    .filter(Boolean)
-    .map((name) => built[name]());
 }
 
 /**

@@ -27,7 +27,6 @@ export const keys = {
   viewHistory: (p: number, cid: string) => `vh:{${p}}:${cid}`,
   drafts: (p: number, cid: string) => `dr:{${p}}:${cid}`,
   workspace: (workspace: string) => `ws:${workspace}`,
-  audit: (p: number) => `audit:{${p}}`,
   /** The audit trail of main writes (CONTRACT §15), copied from events:{p} by src/actors/audit-trail.ts. */
   auditLog: (p: number) => `auditlog:{${p}}`,
   catalog: (p: number) => `cat:{${p}}`,
