@@ -221,6 +221,7 @@ export class Archiver {
         versions,
         indexRevs: vi.map((b) => unpack<VersionIndexEntry>(b).rev),
         viewRevs: vh.map((b) => unpack<ViewEvent>(b).rev),
+        archivedUpTo: index.reduce((n, e) => Math.max(n, e.hi), 0),
       },
       this.policy(),
       (k) => ulidBytes(k) !== null,

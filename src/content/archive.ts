@@ -30,6 +30,8 @@ export interface HotHistory {
   indexRevs: number[];
   /** Revision of each view history entry in Redis, oldest first. */
   viewRevs: number[];
+  /** Every revision up to this one is archived already (0: none). */
+  archivedUpTo: number;
 }
 
 export interface ArchivePlan {
@@ -49,7 +51,8 @@ export function archivePlan(head: Snapshot, hot: HotHistory, policy: ArchivePoli
   const byCount = policy.keep === 0 ? head.rev - 1 : hot.indexRevs.length >= policy.keep ? hot.indexRevs[hot.indexRevs.length - policy.keep] - 1 : 0;
   let byTime = 0;
   for (const r of hot.revisions) if (r.modified < policy.cutoff && r.rev > byTime) byTime = r.rev;
-  const boundary = Math.min(head.rev - 1, Math.max(byCount, byTime));
+  // Never below what left before: a version that stayed then (it was on a view) may leave now.
+  const boundary = Math.min(head.rev - 1, Math.max(byCount, byTime, hot.archivedUpTo));
   const onView = new Set(Object.values(head.views));
   const revisions = hot.revisions.filter((r) => r.rev <= boundary && r.rev !== head.rev).map((r) => r.rev);
   const versions = hot.versions.filter((v) => v.rev <= boundary && v.key !== head.head && !onView.has(v.key) && archivable(v.key)).map((v) => v.key);
