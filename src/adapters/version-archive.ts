@@ -47,7 +47,12 @@ export interface IndexEntry {
   keys: Buffer;
 }
 
-export const objectName = (cid: string, seg: number, token: string): string => `${cid}/${seg}.${token}`;
+/**
+ * A segment's object name: `<content key>/<segment>.<token>`. Content keys are ULIDs; any other
+ * key is hex-encoded, so a name never holds `..`, a slash or a control character.
+ */
+export const objectName = (cid: string, seg: number, token: string): string =>
+  `${/^[A-Za-z0-9_-]{1,200}$/.test(cid) ? cid : `x${Buffer.from(cid).toString('hex')}`}/${seg}.${token}`;
 
 export function packIndexEntry(e: IndexEntry): Buffer {
   return pack([e.token, e.lo, e.hi, e.indexEntries, e.viewEntries, e.keys]);
