@@ -23,6 +23,9 @@ export enum MoveOutcome {
   SegmentTaken = -3,
 }
 
+/** The object store failed: the rest of the pass waits for the next one (nothing leaves Redis without its copy). */
+class StoreFailed extends Error {}
+
 /** Steps a test can fail or stop at (a crash between copying and removing, say). */
 export interface ArchiverHooks {
   /** After the segment is in the object store, before it is read back. */
@@ -141,6 +144,10 @@ export class Archiver {
         await this.archivePartition(p, stats);
       } catch (e) {
         stats.failed++;
+        if (e instanceof StoreFailed) {
+          this.log.warn({ err: e.message }, 'archiver: the object store failed; the pass stops, nothing more leaves Redis until the next pass');
+          break;
+        }
         this.log.warn({ err: String(e), partition: p }, 'archiver: partition pass stopped; the rest waits for the next pass');
       }
     }
@@ -244,10 +251,14 @@ export class Archiver {
     const name = objectName(cid, seg, token);
     const data = await encodeSegment(segment);
     const objects = await this.store.archive.store();
-    await objects.put(name, data);
+    const stored = <T>(step: Promise<T>) =>
+      step.catch((e: unknown) => {
+        throw new StoreFailed(`${name}: ${String(e)}`);
+      });
+    await stored(objects.put(name, data));
     await this.hooks.afterPut?.(cid, name);
     // Verified before anything leaves Redis: the bytes read back are the bytes written, and they decode to the segment.
-    const back = await objects.get(name);
+    const back = await stored(objects.get(name));
     if (!back || sha256(back) !== sha256(data)) throw new Error(`archiver: segment ${name} read back differs from what was written`);
     const check = await decodeSegment(back);
     if (check.versions.length !== segment.versions.length || check.revisions.length !== segment.revisions.length || check.cid !== cid) {

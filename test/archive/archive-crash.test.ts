@@ -12,6 +12,7 @@ import { keys } from '../../src/adapters/redis.js';
 import { SystemObjects } from '../../src/adapters/system-objects.js';
 import { objectName, parseIndex, ulidBytes, VersionArchive } from '../../src/adapters/version-archive.js';
 import { createFileStore } from '../../src/main.js';
+import { startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.js';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { until } from '../support/wait.js';
 
@@ -28,13 +29,16 @@ describe('version archive: crash safety (issue 25)', function () {
   this.timeout(120_000);
   let a: P;
   let dir: string;
+  // A Redis of its own: no other test's platform (whose archiver role takes leases) shares it.
+  let redis: RedisServerHandle;
   let store: ContentStore;
   let editor: Client;
-  const env = () => ({ FILES_DIR: dir, ARCHIVE_KEEP_REVISIONS: '1', ARCHIVE_AFTER_DAYS: '3650', ARCHIVE_INTERVAL_SECONDS: '86400' });
+  const env = () => ({ REDIS_URL: redis.url, FILES_DIR: dir, ARCHIVE_KEEP_REVISIONS: '1', ARCHIVE_AFTER_DAYS: '3650', ARCHIVE_INTERVAL_SECONDS: '86400' });
   const silent = createLogger('silent');
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'test-archive-crash-'));
+    redis = await startRedisServer({});
     a = await startTestPlatform(env(), ['web', 'actors']);
     editor = await new Client(a.base).login('editor');
     const files = await createFileStore(a.settings);
@@ -48,6 +52,7 @@ describe('version archive: crash safety (issue 25)', function () {
   });
   after(async () => {
     await a?.stop();
+    await redis?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
@@ -156,7 +161,7 @@ describe('version archive: crash safety (issue 25)', function () {
     };
     const start = await moved();
     const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'test/archive/archiver-process.ts'], {
-      env: { ...process.env, ...(a.settings.REDIS_URL && { REDIS_URL: a.settings.REDIS_URL }), PARTITIONS: String(P()), LEASE_MS: '2000', ...env() },
+      env: { ...process.env, PARTITIONS: String(P()), LEASE_MS: '2000', ...env() },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     const exited = new Promise((r) => child.once('exit', r));

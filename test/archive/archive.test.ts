@@ -6,6 +6,7 @@ import { partitionOf } from '../../src/adapters/ids.js';
 import { keys } from '../../src/adapters/redis.js';
 import { parseIndex } from '../../src/adapters/version-archive.js';
 import { startS3Server, type S3ServerHandle } from '../../src/dev/s3-server.js';
+import { startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.js';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { eventually } from '../support/wait.js';
 
@@ -21,6 +22,8 @@ type P = Awaited<ReturnType<typeof startTestPlatform>>;
 describe('version archive: archived history reads as before (issue 25)', function () {
   this.timeout(120_000);
   let s3: S3ServerHandle;
+  // A Redis of its own: no other test's platform (whose archiver role takes leases) shares it.
+  let redis: RedisServerHandle;
   let s3dir: string;
   let env: Record<string, string>;
   let a: P;
@@ -38,7 +41,9 @@ describe('version archive: archived history reads as before (issue 25)', functio
   before(async () => {
     s3dir = mkdtempSync(join(tmpdir(), 'test-archive-s3-'));
     s3 = await startS3Server({ dataDir: s3dir });
+    redis = await startRedisServer({});
     env = {
+      REDIS_URL: redis.url,
       S3_ENDPOINT: s3.endPoint,
       S3_PORT: String(s3.port),
       S3_USE_SSL: 'false',
@@ -55,6 +60,7 @@ describe('version archive: archived history reads as before (issue 25)', functio
   after(async () => {
     await a?.stop();
     await s3?.stop();
+    await redis?.stop();
     if (s3dir) rmSync(s3dir, { recursive: true, force: true });
   });
 
