@@ -1,6 +1,6 @@
 /**
  * The version archive (issue 25). Starts its own Redis and the platform (web, actors, archiver in
- * one process; the file store on disk in a temporary directory, or S3 when S3_ENDPOINT is set),
+ * one process; the file store on disk in a temporary directory, or S3Proxy with ARCHIVE_BENCH_STORE=s3),
  * writes CONTENTS contents of about 1 KB with VERSIONS versions each, then measures:
  *   - Redis bytes per content (MEMORY USAGE of every key of a sample of contents) before and
  *     after one archiving pass with ARCHIVE_KEEP_REVISIONS=1 (every version but the newest moves),
@@ -22,6 +22,7 @@ import { partitionOf } from '../src/adapters/ids.js';
 import { createLogger } from '../src/adapters/log.js';
 import { keys } from '../src/adapters/redis.js';
 import { startRedisServer } from '../src/dev/redis-server.js';
+import { startS3Server } from '../src/dev/s3-server.js';
 import { startPlatform } from '../src/main.js';
 import { latencyOf, request, result, round2 } from './lib.js';
 
@@ -30,6 +31,18 @@ const VERSIONS = Number(process.argv[3] ?? 5);
 const SAMPLE = Math.min(CONTENTS, 300);
 const dir = mkdtempSync(join(tmpdir(), 'archive-bench-'));
 const redis = await startRedisServer({});
+// ARCHIVE_BENCH_STORE=s3: the archive on S3Proxy (started here), else on disk.
+const s3 = process.env.ARCHIVE_BENCH_STORE === 's3' ? await startS3Server({ dataDir: join(dir, 's3') }) : null;
+const s3env = s3
+  ? {
+      S3_ENDPOINT: s3.endPoint,
+      S3_PORT: String(s3.port),
+      S3_USE_SSL: 'false',
+      S3_ACCESS_KEY: s3.accessKey,
+      S3_SECRET_KEY: s3.secretKey,
+      S3_BUCKET: 'archive-bench',
+    }
+  : {};
 const settings = loadSettings({
   ...process.env,
   PORT: '0',
@@ -39,6 +52,7 @@ const settings = loadSettings({
   ARCHIVE_KEEP_REVISIONS: '1',
   ARCHIVE_AFTER_DAYS: '3650',
   ARCHIVE_INTERVAL_SECONDS: '604800',
+  ...s3env,
 });
 const p = await startPlatform({ settings, log: createLogger('warn'), roles: ['web', 'actors', 'archiver'] });
 const url = `${p.url!}/content-service`;
@@ -117,6 +131,7 @@ try {
     usedMemoryBeforeMiB: round2(memBefore / 1048576),
     usedMemoryAfterMiB: round2(memAfter / 1048576),
     objectBytesPerVersion: round2(stats.bytes / Math.max(1, stats.versions)),
+    store: s3 ? 's3' : 'disk',
   });
   result({
     name: 'archive rate',
@@ -151,6 +166,7 @@ try {
 } finally {
   await p.stop();
   await redis.stop();
+  await s3?.stop();
   rmSync(dir, { recursive: true, force: true });
   agent.destroy();
 }
