@@ -24,8 +24,8 @@
  * BENCH_CONNS (wrk connections, 50), BENCH_REINDEX_N (contents in the store for the re-index,
  * 40000, quick 3000), BENCH_FILES_SECONDS (per file workload, 5, quick 1), BENCH_FLEET=0 (skip
  * the fleet), BENCH_ONLY=read,create,... (a subset: ceilings, read, unversioned, create, update,
- * promote, compare, searchable, reindex, files, taxonomy, fleet, changes, webhooks, renditions;
- * output to .cache/bench-partial/),
+ * promote, compare, searchable, reindex, files, taxonomy, fleet, changes, webhooks, renditions,
+ * archive; output to .cache/bench-partial/),
  * BENCH_OUT (output folder, default bench/ for a whole run),
  * BENCH_BUILD=0 (use the existing dist/).
  */
@@ -64,7 +64,7 @@ const started = Date.now();
 
 interface Rec {
   workload: string;
-  group: 'ceiling' | 'one process' | 'fleet' | 'change feed' | 'webhooks' | 'renditions';
+  group: 'ceiling' | 'one process' | 'fleet' | 'change feed' | 'webhooks' | 'renditions' | 'archive';
   figure?: number;
   unit?: string;
   p50?: number;
@@ -1174,6 +1174,48 @@ try {
       };
     });
   });
+
+  // ---- version archive: its own redis-server and platform process (bench/archive.ts)
+  await workload('archive', 'version archive: Redis bytes, archive rate, archived reads cold and cached beside the hot read', 'archive', async () => {
+    const run = await node('bench/archive.ts', QUICK ? [300, 5] : [2000, 5], {}, 600_000);
+    if (!run.results.length) throw new Error(`no result (exit ${run.code})`);
+    const loadgen = 'node (bench/archive.ts), in the platform process, one client';
+    return run.results.map((x): Rec => {
+      if (x.name === 'archive redis bytes per content') {
+        const r: Rec = {
+          workload: x.name,
+          group: 'archive',
+          figure: x.after,
+          unit: `bytes after (before ${x.before}; index ${x.indexPerArchivedVersion} B per archived version; object store ${x.objectBytesPerVersion} B per version; ${x.contents} contents of ${x.versions} versions)`,
+          errors: 0,
+          loadgen,
+        };
+        return budget(r, 'index ≤ 100 B per archived version (issue 25)', [[x.indexPerArchivedVersion <= 100, 'index bytes']]);
+      }
+      if (x.name === 'archive rate') {
+        return {
+          workload: x.name,
+          group: 'archive',
+          figure: x.versionsPerSecond,
+          unit: `versions/s (${x.versions} versions, ${x.revisions} revisions in ${x.segments} segments, ${x.seconds} s)`,
+          errors: x.failed,
+          loadgen,
+        };
+      }
+      return {
+        workload: x.name,
+        group: 'archive',
+        figure: x.n,
+        unit: 'reads (each URL once)',
+        requests: x.n,
+        p50: x.p50,
+        p99: x.p99,
+        p999: x.p999,
+        errors: 0,
+        loadgen,
+      };
+    });
+  });
 } catch (e) {
   say(`\n!! bench stopped: ${(e as Error).stack ?? e}`);
   records.push({ workload: 'harness', group: 'one process', error: (e as Error).message.split('\n')[0] });
@@ -1278,6 +1320,9 @@ function writeResultsMd(path: string): void {
       : []),
     ...(records.some((r) => r.group === 'renditions')
       ? ['### Image renditions (`bench/renditions.ts`: one platform process, disk store, its own Redis)', '', table('renditions'), '']
+      : []),
+    ...(records.some((r) => r.group === 'archive')
+      ? ['### Version archive (`bench/archive.ts`: web, actors and archiver in one process, disk store, its own Redis)', '', table('archive'), '']
       : []),
     ...(records.some((r) => r.group === 'webhooks')
       ? ['### Webhooks (`bench/webhooks.ts`: web+actors, webhooks and a receiver as processes, its own Redis)', '', table('webhooks'), '']
