@@ -20,7 +20,7 @@ export enum MoveOutcome {
   Moved = 1,
   LeaseLost = -1,
   Changed = -2,
-  SegmentTaken = -3,
+  IndexMoved = -3,
 }
 
 /** The object store failed: the rest of the pass waits for the next one (nothing leaves Redis without its copy). */
@@ -205,7 +205,7 @@ export class Archiver {
       .hgetallBuffer(keys.versions(p, cid))
       .lrangeBuffer(keys.versionIndex(p, cid), 0, -1)
       .lrangeBuffer(keys.viewHistory(p, cid), 0, -1)
-      .hgetallBuffer(keys.archiveIndex(p, cid))
+      .getBuffer(keys.archiveIndex(p, cid))
       .exec();
     if (!m) throw new Error('archiver: transaction aborted');
     for (const [err] of m) if (err) throw err;
@@ -216,7 +216,8 @@ export class Archiver {
     const vr = m[2][1] as Record<string, Buffer>;
     const vi = m[3][1] as Buffer[];
     const vh = m[4][1] as Buffer[];
-    const index = parseIndex(m[5][1] as Record<string, Buffer>);
+    const indexBuf = m[5][1] as Buffer | null;
+    const index = parseIndex(indexBuf);
     const revisions = Object.entries(rv)
       .map(([r, b]) => ({ rev: Number(r), modified: unpack<Snapshot>(b).modified, buf: b }))
       .sort((a, b) => a.rev - b.rev);
@@ -289,7 +290,7 @@ export class Archiver {
       packScriptArgs({
         owner: this.owner,
         headRev: head.rev,
-        seg: String(seg),
+        indexLength: indexBuf?.length ?? 0,
         entry,
         revisions: plan.revisions.map((r) => Buffer.from(String(r))),
         versions: plan.versions.map((k) => Buffer.from(k)),

@@ -12,3 +12,5 @@ const packr = new Packr({ useRecords: false, moreTypes: false, variableMapSize: 
 
 export const pack = (value: unknown): Buffer => packr.pack(value);
 export const unpack = <T>(buf: Buffer | Uint8Array): T => packr.unpack(buf) as T;
+/** Every value of a buffer that holds several packed one after another. */
+export const unpackAll = <T>(buf: Buffer | Uint8Array): T[] => (packr.unpackMultiple(buf) ?? []) as T[];

@@ -109,11 +109,11 @@ export class ContentStore {
   /** A history list and the archive index read in one transaction (one slot), so no move falls between them. */
   private async historyList(cid: string, key: (p: number, cid: string) => string, part: 'index' | 'views'): Promise<Buffer[]> {
     const p = this.partitionOf(cid);
-    const res = await this.redis.multi().lrangeBuffer(key(p, cid), 0, -1).hgetallBuffer(keys.archiveIndex(p, cid)).exec();
+    const res = await this.redis.multi().lrangeBuffer(key(p, cid), 0, -1).getBuffer(keys.archiveIndex(p, cid)).exec();
     if (!res) throw new Error('history read: transaction aborted');
     for (const [err] of res) if (err) throw err;
     const hot = res[0][1] as Buffer[];
-    const index = parseIndex(res[1][1] as Record<string, Buffer>);
+    const index = parseIndex(res[1][1] as Buffer | null);
     if (!index.length) return hot;
     const archived = await this.archive.lists(cid, index);
     return [...archived[part], ...hot];

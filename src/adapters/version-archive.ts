@@ -3,7 +3,7 @@ import { promisify } from 'node:util';
 import { gunzip as gunzipCb, gzip as gzipCb } from 'node:zlib';
 import { LRUCache } from 'lru-cache';
 import { AppError } from '../errors.js';
-import { pack, unpack } from './codec.js';
+import { pack, unpack, unpackAll } from './codec.js';
 import { keys, type RedisClient } from './redis.js';
 import type { SystemObjects } from './system-objects.js';
 
@@ -30,9 +30,10 @@ export interface ArchiveSegment {
 }
 
 /**
- * A segment as the index in Redis describes it (`ar:{p}:<cid>`, field: the segment number, value:
- * a packed array). About 40 bytes plus 16 per version: version keys are ULIDs, kept as their 16
- * bytes; revisions as one range.
+ * A segment as the index in Redis describes it. The index `ar:{p}:<cid>` is one string: a packed
+ * array per segment, appended in order (a string, not a hash: no per-field overhead). About 40
+ * bytes a segment plus 16 per version: version keys are ULIDs, kept as their 16 bytes; revisions
+ * as one range.
  */
 export interface IndexEntry {
   seg: number;
@@ -55,12 +56,7 @@ export const objectName = (cid: string, seg: number, token: string): string =>
   `${/^[A-Za-z0-9_-]{1,200}$/.test(cid) ? cid : `x${Buffer.from(cid).toString('hex')}`}/${seg}.${token}`;
 
 export function packIndexEntry(e: IndexEntry): Buffer {
-  return pack([e.token, e.lo, e.hi, e.indexEntries, e.viewEntries, e.keys]);
-}
-
-function unpackIndexEntry(seg: number, b: Buffer): IndexEntry {
-  const [token, lo, hi, indexEntries, viewEntries, k] = unpack<[string, number, number, number, number, Uint8Array]>(b);
-  return { seg, token, lo, hi, indexEntries, viewEntries, keys: Buffer.from(k.buffer, k.byteOffset, k.byteLength) };
+  return pack([e.seg, e.token, e.lo, e.hi, e.indexEntries, e.viewEntries, e.keys]);
 }
 
 const B32 = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
@@ -141,7 +137,7 @@ export class VersionArchive {
 
   /** The content's index entries, by segment number; empty when nothing of it is archived. */
   async indexOf(p: number, cid: string): Promise<IndexEntry[]> {
-    return parseIndex(await this.redis.hgetallBuffer(keys.archiveIndex(p, cid)));
+    return parseIndex(await this.redis.getBuffer(keys.archiveIndex(p, cid)));
   }
 
   async snapshotAt(p: number, cid: string, rev: number): Promise<Buffer | null> {
@@ -202,12 +198,18 @@ export class VersionArchive {
   }
 }
 
-/** The index entries of an `ar:{p}:<cid>` hash, by segment number. */
-export function parseIndex(h: Record<string, Buffer> | null | undefined): IndexEntry[] {
-  if (!h) return [];
-  return Object.entries(h)
-    .map(([f, v]) => unpackIndexEntry(Number(f), v))
-    .sort((a, b) => a.seg - b.seg);
+/** The index entries of an `ar:{p}:<cid>` string, by segment number. */
+export function parseIndex(index: Buffer | null | undefined): IndexEntry[] {
+  if (!index?.length) return [];
+  return unpackAll<[number, string, number, number, number, number, Uint8Array]>(index).map(([seg, token, lo, hi, indexEntries, viewEntries, k]) => ({
+    seg,
+    token,
+    lo,
+    hi,
+    indexEntries,
+    viewEntries,
+    keys: Buffer.from(k.buffer, k.byteOffset, k.byteLength),
+  }));
 }
 
 /** The archive's figures, summed over partitions (for /metrics and the benchmark). */

@@ -92,7 +92,7 @@ describe('version archive: crash safety (issue 25)', function () {
       a.redis.hkeys(keys.versions(p, cid)),
       a.redis.llen(keys.versionIndex(p, cid)),
       a.redis.llen(keys.viewHistory(p, cid)),
-      a.redis.hgetallBuffer(keys.archiveIndex(p, cid)),
+      a.redis.getBuffer(keys.archiveIndex(p, cid)),
     ]);
     return { rv: rv.sort(), vr: vr.sort(), vi, vh, index: parseIndex(ar) };
   }

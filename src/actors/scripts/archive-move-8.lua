@@ -8,17 +8,18 @@
 -- KEYS[4] vr:{p}:<cid>       versions: the archived versions leave
 -- KEYS[5] vi:{p}:<cid>       version index: its oldest indexEntries entries leave
 -- KEYS[6] vh:{p}:<cid>       view history: its oldest viewEntries entries leave
--- KEYS[7] ar:{p}:<cid>       archive index: the segment is added
+-- KEYS[7] ar:{p}:<cid>       archive index (a string of packed entries): the segment's entry is appended
 -- KEYS[8] arc:{p}:stats      counters (versions, revisions, segments, bytes, backlog)
--- ARGV[1] one MessagePack map (packScriptArgs): owner, headRev, seg, entry, revisions, versions,
+-- ARGV[1] one MessagePack map (packScriptArgs): owner, headRev, indexLength, entry, revisions, versions,
 --         indexEntries, viewEntries, bytes.
 -- Returns 1 moved, -1 lease lost, -2 the content changed since the plan (a new revision: a
--- version may have been put on a view), -3 the segment number is taken; nothing changes then.
+-- version may have been put on a view), -3 the index is not the one the move was planned on
+-- (another move recorded a segment since); nothing changes then.
 local a = cmsgpack.unpack(ARGV[1])
 if redis.call('GET', KEYS[1]) ~= a.owner then return -1 end
 if tonumber(redis.call('HGET', KEYS[2], 'rev') or '0') ~= a.headRev then return -2 end
-if redis.call('HEXISTS', KEYS[7], a.seg) == 1 then return -3 end
-redis.call('HSET', KEYS[7], a.seg, a.entry)
+if redis.call('STRLEN', KEYS[7]) ~= a.indexLength then return -3 end
+redis.call('APPEND', KEYS[7], a.entry)
 local function hdelAll(key, fields)
   for i = 1, #fields, 1000 do
     redis.call('HDEL', key, unpack(fields, i, math.min(i + 999, #fields)))
