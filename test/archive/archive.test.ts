@@ -261,6 +261,8 @@ describe('version archive: archived history reads as before (issue 25)', functio
       const stats = await a.archiver!.runOnce();
       expect(stats.moved).to.equal(0);
       expect(await dump()).to.equal(held);
+      // What could not move shows as backlog.
+      expect(Number(/^archive_backlog_versions (\d+)$/m.exec((await editor.metrics()).text)?.[1])).to.be.greaterThan(0);
 
       s3 = await startS3Server({ dataDir: s3dir, port, ...creds });
       await eventually(async () => {
