@@ -145,10 +145,13 @@ export class Archiver {
   }
 
   private async passAll(): Promise<PassStats> {
-    if (!this.leaseTimer) {
-      // Not started (a one-off run): take the leases now and keep them for this pass.
+    const oneOff = !this.leaseTimer;
+    let renew: NodeJS.Timeout | undefined;
+    if (oneOff) {
+      // Not started (a one-off run): take the leases now and keep them (renewed) for this pass.
       this.running = true;
       await this.tryLeases();
+      renew = setInterval(() => void this.tryLeases(), Math.max(200, Math.floor(this.settings.LEASE_MS / 3)));
     }
     const stats: PassStats = { contents: 0, moved: 0, versions: 0, revisions: 0, bytes: 0, changed: 0, failed: 0 };
     const started = Date.now();
@@ -165,7 +168,8 @@ export class Archiver {
         this.log.warn({ err: String(e), partition: p }, 'archiver: partition pass stopped; the rest waits for the next pass');
       }
     }
-    if (!this.leaseTimer) {
+    if (oneOff) {
+      clearInterval(renew);
       for (const p of this.owned) await this.redis.releaseLease(keys.archiveLease(p), this.owner).catch(() => 0);
       this.owned.clear();
       this.running = false;
