@@ -6,7 +6,17 @@ import type { ContentStore } from '../adapters/content-store.js';
 import { randomId } from '../adapters/ids.js';
 import type { Logger } from '../adapters/log.js';
 import { keys, packScriptArgs, type RedisClient } from '../adapters/redis.js';
-import { type ArchiveSegment, decodeSegment, encodeSegment, objectName, packIndexEntry, parseIndex, sha256, ulidBytes } from '../adapters/version-archive.js';
+import {
+  type ArchiveSegment,
+  decodeSegment,
+  encodeSegment,
+  missingSegment,
+  objectName,
+  packIndexEntry,
+  parseIndex,
+  sha256,
+  ulidBytes,
+} from '../adapters/version-archive.js';
 import { archivePlan, type ArchivePolicy } from '../content/archive.js';
 import type { Snapshot, VersionIndexEntry, VersionRecord, ViewEvent } from '../content/model.js';
 
@@ -14,13 +24,17 @@ import type { Snapshot, VersionIndexEntry, VersionRecord, ViewEvent } from '../c
 const CONCURRENCY = 8;
 /** Catalog entries read at once while scanning a partition. */
 const SCAN_CHUNK = 500;
+/** A segment of fewer versions than this is small: ... */
+const SMALL_SEGMENT = 32;
+/** ... and a move folds the content's trailing small segments into its own once there are this many. */
+const COMPACT_AT = 8;
 
 /** What archive-move-8.lua answers. */
 export enum MoveOutcome {
   Moved = 1,
   LeaseLost = -1,
   Changed = -2,
-  SegmentTaken = -3,
+  IndexMoved = -3,
 }
 
 /** The object store failed: the rest of the pass waits for the next one (nothing leaves Redis without its copy). */
@@ -131,10 +145,13 @@ export class Archiver {
   }
 
   private async passAll(): Promise<PassStats> {
-    if (!this.leaseTimer) {
-      // Not started (a one-off run): take the leases now and keep them for this pass.
+    const oneOff = !this.leaseTimer;
+    let renew: NodeJS.Timeout | undefined;
+    if (oneOff) {
+      // Not started (a one-off run): take the leases now and keep them (renewed) for this pass.
       this.running = true;
       await this.tryLeases();
+      renew = setInterval(() => void this.tryLeases(), Math.max(200, Math.floor(this.settings.LEASE_MS / 3)));
     }
     const stats: PassStats = { contents: 0, moved: 0, versions: 0, revisions: 0, bytes: 0, changed: 0, failed: 0 };
     const started = Date.now();
@@ -151,7 +168,8 @@ export class Archiver {
         this.log.warn({ err: String(e), partition: p }, 'archiver: partition pass stopped; the rest waits for the next pass');
       }
     }
-    if (!this.leaseTimer) {
+    if (oneOff) {
+      clearInterval(renew);
       for (const p of this.owned) await this.redis.releaseLease(keys.archiveLease(p), this.owner).catch(() => 0);
       this.owned.clear();
       this.running = false;
@@ -205,7 +223,7 @@ export class Archiver {
       .hgetallBuffer(keys.versions(p, cid))
       .lrangeBuffer(keys.versionIndex(p, cid), 0, -1)
       .lrangeBuffer(keys.viewHistory(p, cid), 0, -1)
-      .hgetallBuffer(keys.archiveIndex(p, cid))
+      .getBuffer(keys.archiveIndex(p, cid))
       .exec();
     if (!m) throw new Error('archiver: transaction aborted');
     for (const [err] of m) if (err) throw err;
@@ -216,7 +234,8 @@ export class Archiver {
     const vr = m[2][1] as Record<string, Buffer>;
     const vi = m[3][1] as Buffer[];
     const vh = m[4][1] as Buffer[];
-    const index = parseIndex(m[5][1] as Record<string, Buffer>);
+    const indexBuf = m[5][1] as Buffer | null;
+    const index = parseIndex(indexBuf);
     const revisions = Object.entries(rv)
       .map(([r, b]) => ({ rev: Number(r), modified: unpack<Snapshot>(b).modified, buf: b }))
       .sort((a, b) => a.rev - b.rev);
@@ -246,6 +265,27 @@ export class Archiver {
       index: vi.slice(0, plan.indexEntries),
       views: vh.slice(0, plan.viewEntries),
     };
+    // Compaction: once a content has COMPACT_AT small segments at the end of its index (one a
+    // day, say), this move's segment takes them in, and the index keeps one entry for them all.
+    let tail = index.length;
+    while (tail > 0 && index[tail - 1].keys.length / 16 < SMALL_SEGMENT) tail--;
+    const folded = index.length - tail + 1 >= COMPACT_AT ? index.slice(tail) : [];
+    let foldedBytes = 0;
+    if (folded.length) {
+      const loaded = await Promise.all(folded.map((e) => this.store.archive.segment(cid, e)));
+      const parts = [
+        ...loaded.map((l, i) => {
+          if (!l) throw missingSegment(cid, folded[i]);
+          foldedBytes += l.stored;
+          return { revisions: [...l.revisions], versions: [...l.versions], index: l.index, views: l.views };
+        }),
+        segment,
+      ];
+      segment.revisions = parts.flatMap((x) => x.revisions);
+      segment.versions = parts.flatMap((x) => x.versions);
+      segment.index = parts.flatMap((x) => x.index);
+      segment.views = parts.flatMap((x) => x.views);
+    }
     const seg = (index.length ? index[index.length - 1].seg : 0) + 1;
     const token = randomId(6);
     const name = objectName(cid, seg, token);
@@ -266,17 +306,18 @@ export class Archiver {
     }
     await this.hooks.beforeRemove?.(cid);
 
-    const lo = plan.revisions.length ? plan.revisions[0] : 1;
-    const hi = plan.revisions.length ? plan.revisions[plan.revisions.length - 1] : 0;
+    const withRevs = segment.revisions.map(([r]) => r);
     const entry = packIndexEntry({
       seg,
       token,
-      lo,
-      hi,
-      indexEntries: plan.indexEntries,
-      viewEntries: plan.viewEntries,
-      keys: Buffer.concat(plan.versions.map((k) => ulidBytes(k)!)),
+      lo: withRevs.length ? Math.min(...withRevs) : 1,
+      hi: withRevs.length ? Math.max(...withRevs) : 0,
+      indexEntries: segment.index.length,
+      viewEntries: segment.views.length,
+      keys: Buffer.concat([...folded.map((e) => e.keys), ...plan.versions.map((k) => ulidBytes(k)!)]),
     });
+    const keep = !folded.length ? (indexBuf?.length ?? 0) : tail === 0 ? 0 : index[tail - 1].end;
+    if (keep === undefined) throw new Error(`archiver: index of ${cid} without entry offsets`);
     const outcome = (await this.redis.archiveMove(
       keys.archiveLease(p),
       keys.content(p, cid),
@@ -289,13 +330,16 @@ export class Archiver {
       packScriptArgs({
         owner: this.owner,
         headRev: head.rev,
-        seg: String(seg),
+        indexLength: indexBuf?.length ?? 0,
+        // The index up to the folded entries stays; the new entry replaces them.
+        indexKeep: keep,
         entry,
+        folded: folded.length,
         revisions: plan.revisions.map((r) => Buffer.from(String(r))),
         versions: plan.versions.map((k) => Buffer.from(k)),
         indexEntries: plan.indexEntries,
         viewEntries: plan.viewEntries,
-        bytes: data.length,
+        bytes: data.length - foldedBytes,
       }),
     )) as MoveOutcome;
     if (outcome !== MoveOutcome.Moved) {
@@ -305,6 +349,8 @@ export class Archiver {
       if (stats) stats.changed++;
       return outcome;
     }
+    // The folded segments are in the new one: their objects go (a reader holding the old index reads it again).
+    for (const e of folded) await objects.delete(objectName(cid, e.seg, e.token)).catch(() => undefined);
     if (stats) {
       stats.moved++;
       stats.versions += plan.versions.length;

@@ -109,14 +109,18 @@ export class ContentStore {
   /** A history list and the archive index read in one transaction (one slot), so no move falls between them. */
   private async historyList(cid: string, key: (p: number, cid: string) => string, part: 'index' | 'views'): Promise<Buffer[]> {
     const p = this.partitionOf(cid);
-    const res = await this.redis.multi().lrangeBuffer(key(p, cid), 0, -1).hgetallBuffer(keys.archiveIndex(p, cid)).exec();
-    if (!res) throw new Error('history read: transaction aborted');
-    for (const [err] of res) if (err) throw err;
-    const hot = res[0][1] as Buffer[];
-    const index = parseIndex(res[1][1] as Record<string, Buffer>);
-    if (!index.length) return hot;
-    const archived = await this.archive.lists(cid, index);
-    return [...archived[part], ...hot];
+    for (let attempt = 0; ; attempt++) {
+      const res = await this.redis.multi().lrangeBuffer(key(p, cid), 0, -1).getBuffer(keys.archiveIndex(p, cid)).exec();
+      if (!res) throw new Error('history read: transaction aborted');
+      for (const [err] of res) if (err) throw err;
+      const hot = res[0][1] as Buffer[];
+      const index = parseIndex(res[1][1] as Buffer | null);
+      if (!index.length) return hot;
+      // Null: a compaction replaced a segment after this read; the index is read again.
+      const archived = await this.archive.lists(cid, index);
+      if (archived) return [...archived[part], ...hot];
+      if (attempt === 2) throw new Error(`history of ${cid}: archived segments missing from the object store`);
+    }
   }
 
   /** One atomic commit: revision check, version, snapshot, history, event, recorded reply, ack. */

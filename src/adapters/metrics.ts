@@ -133,7 +133,7 @@ export class Metrics {
         this.set(Number.isFinite(min) ? Math.max(0, (Date.now() - min) / 1000) : 0);
       },
     });
-    // The version archive (issue 25), counted in Redis by the archiver's moves (src/actors/archive-move-8.lua).
+    // The version archive (issue 25), counted in Redis by the archiver's moves (src/actors/scripts/archive-move-8.lua).
     const partitionsOf = this.partitions;
     // Read once per scrape for the four figures.
     let totals: { at: number; t: ReturnType<typeof archiveTotals> } | undefined;

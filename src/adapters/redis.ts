@@ -26,7 +26,7 @@ export const keys = {
   versionIndex: (p: number, cid: string) => `vi:{${p}}:${cid}`,
   viewHistory: (p: number, cid: string) => `vh:{${p}}:${cid}`,
   drafts: (p: number, cid: string) => `dr:{${p}}:${cid}`,
-  /** Hash: segment number → where that part of the content's history is in the version archive (src/adapters/version-archive.ts). */
+  /** String: one packed entry per segment of the content's history in the version archive, appended in order (src/adapters/version-archive.ts). */
   archiveIndex: (p: number, cid: string) => `ar:{${p}}:${cid}`,
   /** The lease of the archiver that moves this partition's old versions (src/actors/archiver.ts). */
   archiveLease: (p: number) => `arc:{${p}}:lease`,

@@ -3,7 +3,7 @@ import { promisify } from 'node:util';
 import { gunzip as gunzipCb, gzip as gzipCb } from 'node:zlib';
 import { LRUCache } from 'lru-cache';
 import { AppError } from '../errors.js';
-import { pack, unpack } from './codec.js';
+import { pack, unpack, unpackAll } from './codec.js';
 import { keys, type RedisClient } from './redis.js';
 import type { SystemObjects } from './system-objects.js';
 
@@ -30,9 +30,10 @@ export interface ArchiveSegment {
 }
 
 /**
- * A segment as the index in Redis describes it (`ar:{p}:<cid>`, field: the segment number, value:
- * a packed array). About 40 bytes plus 16 per version: version keys are ULIDs, kept as their 16
- * bytes; revisions as one range.
+ * A segment as the index in Redis describes it. The index `ar:{p}:<cid>` is one string: a packed
+ * array per segment, appended in order (a string, not a hash: no per-field overhead). About 40
+ * bytes a segment plus 16 per version: version keys are ULIDs, kept as their 16 bytes; revisions
+ * as one range.
  */
 export interface IndexEntry {
   seg: number;
@@ -45,6 +46,8 @@ export interface IndexEntry {
   viewEntries: number;
   /** The version keys, 16 bytes each (ulidBytes). */
   keys: Buffer;
+  /** Where this entry ends in the index string (bytes). */
+  end?: number;
 }
 
 /**
@@ -55,12 +58,7 @@ export const objectName = (cid: string, seg: number, token: string): string =>
   `${/^[A-Za-z0-9_-]{1,200}$/.test(cid) ? cid : `x${Buffer.from(cid).toString('hex')}`}/${seg}.${token}`;
 
 export function packIndexEntry(e: IndexEntry): Buffer {
-  return pack([e.token, e.lo, e.hi, e.indexEntries, e.viewEntries, e.keys]);
-}
-
-function unpackIndexEntry(seg: number, b: Buffer): IndexEntry {
-  const [token, lo, hi, indexEntries, viewEntries, k] = unpack<[string, number, number, number, number, Uint8Array]>(b);
-  return { seg, token, lo, hi, indexEntries, viewEntries, keys: Buffer.from(k.buffer, k.byteOffset, k.byteLength) };
+  return pack([e.seg, e.token, e.lo, e.hi, e.indexEntries, e.viewEntries, e.keys]);
 }
 
 const B32 = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
@@ -88,7 +86,10 @@ export interface LoadedSegment {
   versions: Map<string, Buffer>;
   index: Buffer[];
   views: Buffer[];
+  /** Bytes unpacked (for the cache's size). */
   size: number;
+  /** Bytes of the object in the store. */
+  stored: number;
 }
 
 export async function encodeSegment(s: ArchiveSegment): Promise<Buffer> {
@@ -117,7 +118,7 @@ export const sha256 = (b: Buffer): string => createHash('sha256').update(b).dige
  */
 export class VersionArchive {
   private readonly cache: LRUCache<string, LoadedSegment>;
-  private readonly loading = new Map<string, Promise<LoadedSegment>>();
+  private readonly loading = new Map<string, Promise<LoadedSegment | null>>();
   private objectsP?: Promise<SystemObjects>;
 
   constructor(
@@ -141,38 +142,62 @@ export class VersionArchive {
 
   /** The content's index entries, by segment number; empty when nothing of it is archived. */
   async indexOf(p: number, cid: string): Promise<IndexEntry[]> {
-    return parseIndex(await this.redis.hgetallBuffer(keys.archiveIndex(p, cid)));
+    return parseIndex(await this.redis.getBuffer(keys.archiveIndex(p, cid)));
   }
 
   async snapshotAt(p: number, cid: string, rev: number): Promise<Buffer | null> {
-    const e = (await this.indexOf(p, cid)).find((x) => x.lo <= rev && rev <= x.hi);
-    return e ? ((await this.segment(cid, e)).revisions.get(rev) ?? null) : null;
+    return this.find(
+      p,
+      cid,
+      (e) => e.lo <= rev && rev <= e.hi,
+      (s) => s.revisions.get(rev) ?? null,
+    );
   }
 
   async version(p: number, cid: string, key: string): Promise<Buffer | null> {
     const k = ulidBytes(key);
     if (!k) return null;
-    const e = (await this.indexOf(p, cid)).find((x) => hasKey(x.keys, k));
-    return e ? ((await this.segment(cid, e)).versions.get(key) ?? null) : null;
+    return this.find(
+      p,
+      cid,
+      (e) => hasKey(e.keys, k),
+      (s) => s.versions.get(key) ?? null,
+    );
   }
 
-  /** The archived history and view history entries of the index's segments, oldest first. */
-  async lists(cid: string, index: IndexEntry[]): Promise<{ index: Buffer[]; views: Buffer[] }> {
+  /**
+   * Looks a value up in the segment the index names. A segment gone from the store was replaced
+   * by a compaction after the index was read: the index is read again (the new one names the
+   * merged segment).
+   */
+  private async find(p: number, cid: string, has: (e: IndexEntry) => boolean, pick: (s: LoadedSegment) => Buffer | null): Promise<Buffer | null> {
+    for (let attempt = 0; ; attempt++) {
+      const e = (await this.indexOf(p, cid)).find(has);
+      if (!e) return null;
+      const s = await this.segment(cid, e);
+      if (s) return pick(s);
+      if (attempt === 2) throw missingSegment(cid, e);
+    }
+  }
+
+  /** The archived history and view history entries of the index's segments, oldest first; null when one was replaced meanwhile (read the index again). */
+  async lists(cid: string, index: IndexEntry[]): Promise<{ index: Buffer[]; views: Buffer[] } | null> {
     const out = { index: [] as Buffer[], views: [] as Buffer[] };
     const segs = await Promise.all(index.filter((e) => e.indexEntries || e.viewEntries).map((e) => this.segment(cid, e)));
     for (const s of segs) {
+      if (!s) return null;
       out.index.push(...s.index);
       out.views.push(...s.views);
     }
     return out;
   }
 
-  /** A segment, from the cache or the object store. */
-  async segment(cid: string, e: IndexEntry): Promise<LoadedSegment> {
+  /** A segment, from the cache or the object store; null when the store has no such object. */
+  async segment(cid: string, e: IndexEntry): Promise<LoadedSegment | null> {
     const name = objectName(cid, e.seg, e.token);
     const hit = this.cache.get(name);
     if (hit) return hit;
-    let p = this.loading.get(name);
+    let p: Promise<LoadedSegment | null> | undefined = this.loading.get(name);
     if (!p) {
       p = this.load(name).finally(() => this.loading.delete(name));
       this.loading.set(name, p);
@@ -180,7 +205,7 @@ export class VersionArchive {
     return p;
   }
 
-  private async load(name: string): Promise<LoadedSegment> {
+  private async load(name: string): Promise<LoadedSegment | null> {
     let data: Buffer | null;
     try {
       data = await (await this.store()).get(name);
@@ -188,26 +213,39 @@ export class VersionArchive {
       if (e instanceof AppError) throw e;
       throw new AppError('UNAVAILABLE', 'The version archive is unavailable', {}, ARCHIVE_RETRY_AFTER);
     }
-    // The index names it, so it was written and verified before Redis let go of its versions.
-    if (data === null) throw new Error(`archived segment ${name} is missing from the object store`);
+    // The index named it, so it was written and verified before Redis let go of its versions;
+    // gone now means a compaction replaced it (the caller reads the index again).
+    if (data === null) return null;
     const s = await decodeSegment(data);
     let size = 0;
     for (const [, b] of s.revisions) size += b.length;
     for (const [, b] of s.versions) size += b.length;
     for (const b of s.index) size += b.length;
     for (const b of s.views) size += b.length;
-    const loaded: LoadedSegment = { revisions: new Map(s.revisions), versions: new Map(s.versions), index: s.index, views: s.views, size };
+    const loaded: LoadedSegment = { revisions: new Map(s.revisions), versions: new Map(s.versions), index: s.index, views: s.views, size, stored: data.length };
     this.cache.set(name, loaded);
     return loaded;
   }
 }
 
-/** The index entries of an `ar:{p}:<cid>` hash, by segment number. */
-export function parseIndex(h: Record<string, Buffer> | null | undefined): IndexEntry[] {
-  if (!h) return [];
-  return Object.entries(h)
-    .map(([f, v]) => unpackIndexEntry(Number(f), v))
-    .sort((a, b) => a.seg - b.seg);
+export const missingSegment = (cid: string, e: IndexEntry): Error =>
+  new Error(`archived segment ${objectName(cid, e.seg, e.token)} is missing from the object store`);
+
+/** The index entries of an `ar:{p}:<cid>` string, by segment number. */
+export function parseIndex(index: Buffer | null | undefined): IndexEntry[] {
+  if (!index?.length) return [];
+  return unpackAll<[number, string, number, number, number, number, Uint8Array]>(index).map(
+    ({ value: [seg, token, lo, hi, indexEntries, viewEntries, k], end }) => ({
+      seg,
+      token,
+      lo,
+      hi,
+      indexEntries,
+      viewEntries,
+      keys: Buffer.from(k.buffer, k.byteOffset, k.byteLength),
+      end,
+    }),
+  );
 }
 
 /** The archive's figures, summed over partitions (for /metrics and the benchmark). */

@@ -32,6 +32,8 @@ describe('version archive: crash safety (issue 25)', function () {
   // A Redis of its own: no other test's platform (whose archiver role takes leases) shares it.
   let redis: RedisServerHandle;
   let store: ContentStore;
+  let fileStoreOf: Awaited<ReturnType<typeof createFileStore>>;
+  const files = () => fileStoreOf;
   let editor: Client;
   const env = () => ({ REDIS_URL: redis.url, FILES_DIR: dir, ARCHIVE_KEEP_REVISIONS: '1', ARCHIVE_AFTER_DAYS: '3650', ARCHIVE_INTERVAL_SECONDS: '86400' });
   const silent = createLogger('silent');
@@ -41,7 +43,8 @@ describe('version archive: crash safety (issue 25)', function () {
     redis = await startRedisServer({});
     a = await startTestPlatform(env(), ['web', 'actors']);
     editor = await new Client(a.base).login('editor');
-    const files = await createFileStore(a.settings);
+    fileStoreOf = await createFileStore(a.settings);
+    const files = fileStoreOf;
     store = new ContentStore(
       a.redis,
       a.settings.PARTITIONS,
@@ -92,7 +95,7 @@ describe('version archive: crash safety (issue 25)', function () {
       a.redis.hkeys(keys.versions(p, cid)),
       a.redis.llen(keys.versionIndex(p, cid)),
       a.redis.llen(keys.viewHistory(p, cid)),
-      a.redis.hgetallBuffer(keys.archiveIndex(p, cid)),
+      a.redis.getBuffer(keys.archiveIndex(p, cid)),
     ]);
     return { rv: rv.sort(), vr: vr.sort(), vi, vh, index: parseIndex(ar) };
   }
@@ -147,6 +150,53 @@ describe('version archive: crash safety (issue 25)', function () {
     const [s1, s2] = await Promise.all([newArchiver().runOnce(), newArchiver().runOnce()]);
     expect(s1.moved + s2.moved).to.be.at.least(cs.length);
     for (const c of cs) expect((await held(c.cid)).index).to.have.length(1);
+  });
+
+  it("folds a content's small segments into one once there are eight, reads unchanged, old objects gone", async () => {
+    const c = await content(2);
+    const fresh = () =>
+      new ContentStore(
+        a.redis,
+        P(),
+        a.settings.EVENTS_MAXLEN,
+        a.settings.DEDUP_TTL_SECONDS,
+        new VersionArchive(a.redis, async () => new SystemObjects(files(), 'archive')),
+      );
+    const lengths: number[] = [];
+    let oldIndex: ReturnType<typeof parseIndex> = [];
+    for (let round = 0; round < 9; round++) {
+      // One more version, then a pass: one small segment per round.
+      const u = await editor.update(
+        `contentid/${c.cid}`,
+        { system: { contentType: 'article' }, aspects: { body: { _type: 'body', title: `r${round}` } } },
+        c.etag,
+      );
+      expect(u.status, u.text).to.equal(200);
+      c.versions.push(u.json.system!.version as string);
+      c.etag = u.headers.get('etag')!;
+      const was = await history(c.cid, c.versions);
+      if (round === 6) oldIndex = (await held(c.cid)).index;
+      const stats = await newArchiver().runOnce();
+      expect(stats.moved).to.equal(1);
+      lengths.push((await held(c.cid)).index.length);
+      const s2 = fresh();
+      const reread = async (st: ContentStore) => {
+        const head = (await st.head(c.cid))!;
+        const parts: unknown[] = [head, await st.versionIndex(c.cid), await st.viewHistory(c.cid)];
+        for (let r = 1; r <= head.rev; r++) parts.push(await st.snapshotAt(c.cid, r));
+        for (const v of c.versions) parts.push(await st.version(c.cid, v.slice(v.lastIndexOf(':') + 1)));
+        return pack(parts);
+      };
+      expect((await reread(s2)).equals(was), `round ${round}`).to.equal(true);
+    }
+    expect(lengths).to.deep.equal([1, 2, 3, 4, 5, 6, 7, 1, 2]);
+    // The folded segments' objects are gone; a reader holding the old index finds none of them and reads the index again.
+    const named = new Set((await held(c.cid)).index.map((e) => objectName(c.cid, e.seg, e.token).split('/')[1]));
+    expect(readdirSync(join(dir, '.system', 'archive', c.cid)).sort()).to.deep.equal([...named].sort());
+    const reader = new VersionArchive(a.redis, async () => new SystemObjects(files(), 'archive'));
+    expect(await reader.segment(c.cid, oldIndex[0])).to.equal(null);
+    const first = c.versions[0];
+    expect((await fresh().version(c.cid, first.slice(first.lastIndexOf(':') + 1)))?.aspects).to.deep.equal({ body: { _type: 'body', title: 'v0' } });
   });
 
   it('an archiver killed (kill -9) mid-pass loses nothing and leaves nothing half-moved; a second one finishes', async () => {
