@@ -24,8 +24,9 @@
  * BENCH_CONNS (wrk connections, 50), BENCH_REINDEX_N (contents in the store for the re-index,
  * 40000, quick 3000), BENCH_FILES_SECONDS (per file workload, 5, quick 1), BENCH_FLEET=0 (skip
  * the fleet), BENCH_ONLY=read,create,... (a subset: ceilings, read, unversioned, create, update,
- * promote, searchable, reindex, files, taxonomy, fleet, bulk; output to .cache/bench-partial/),
- * BENCH_BULK_N (lines of each bulk import, 50000, quick 5000),
+ * promote, compare, searchable, reindex, files, taxonomy, fleet, changes, webhooks, renditions,
+ * archive, bulk; output to .cache/bench-partial/), BENCH_BULK_N (lines of each bulk import,
+ * 50000, quick 5000),
  * BENCH_OUT (output folder, default bench/ for a whole run),
  * BENCH_BUILD=0 (use the existing dist/).
  */
@@ -66,7 +67,7 @@ const started = Date.now();
 
 interface Rec {
   workload: string;
-  group: 'ceiling' | 'one process' | 'fleet' | 'change feed' | 'webhooks' | 'renditions';
+  group: 'ceiling' | 'one process' | 'fleet' | 'change feed' | 'webhooks' | 'renditions' | 'archive';
   figure?: number;
   unit?: string;
   p50?: number;
@@ -594,7 +595,7 @@ try {
     });
   }
 
-  const platformWorkloads = ['read', 'unversioned', 'create', 'update', 'promote', 'searchable', 'reindex', 'files', 'taxonomy'];
+  const platformWorkloads = ['read', 'unversioned', 'create', 'update', 'promote', 'compare', 'searchable', 'reindex', 'files', 'taxonomy'];
   if (platformWorkloads.some(want) || FLEET) {
     // ---- the platform, every role in one process
     say('\n== starting Redis, the embedded Solr and the platform (all roles, one process)');
@@ -793,6 +794,79 @@ try {
       r.budget = '—';
       r.met = null;
       return ratio(r, 'Lua commit');
+    });
+
+    // CONTRACT §15 Compare of 100 KB aspects: each pair asked once (the answer cache never hits),
+    // one request at a time; the diff alone in this process beside it.
+    await workload('compare', 'compare two versions of 100 KB aspects (each pair once)', 'one process', async () => {
+      const doc = (seed: number) => ({
+        body: {
+          _type: 'body',
+          title: `t${seed}`,
+          paragraphs: Array.from({ length: 460 }, (_, i) => ({ i, text: `${'lorem ipsum '.repeat(15)}${(i * seed) % 7}`, 'a/b~c': i % 3 === seed % 3 })),
+        },
+        meta: { _type: 'meta', tags: Array.from({ length: 200 }, (_, i) => `tag${(i + seed) % 250}`) },
+      });
+      const headers = { 'Content-Type': 'application/json', 'X-Auth-Token': token };
+      const created = await fetch(`${base}/content`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ system: { contentType: 'article' }, aspects: doc(1), operations: [{ _type: 'svcSetAlias', namespace: 'bench', alias: 'cmp' }] }),
+      });
+      if (created.status !== 201) throw new Error(`create: ${created.status} ${await created.text()}`);
+      const versions = [((await created.json()) as { system: { version: string } }).system.version];
+      let etag = created.headers.get('etag') ?? '';
+      const VERSIONS = QUICK ? 8 : 25;
+      for (let n = 2; n <= VERSIONS; n++) {
+        const u = await fetch(`${base}/content/alias/bench/cmp`, {
+          method: 'PUT',
+          headers: { ...headers, 'If-Match': etag },
+          body: JSON.stringify({ aspects: doc(n) }),
+        });
+        if (u.status !== 200) throw new Error(`update: ${u.status} ${await u.text()}`);
+        etag = u.headers.get('etag') ?? '';
+        versions.push(((await u.json()) as { system: { version: string } }).system.version);
+      }
+      const pairs: [string, string][] = [];
+      for (const a of versions) for (const b of versions) if (a !== b) pairs.push([a, b]);
+      const times: number[] = [];
+      let errors = 0;
+      const t0 = Date.now();
+      for (const [from, to] of pairs.slice(0, QUICK ? 50 : 600)) {
+        const t = performance.now();
+        const r = await fetch(`${base}/content/alias/bench/cmp/compare?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}`, {
+          headers: { 'X-Auth-Token': token },
+          redirect: 'manual',
+        });
+        await r.arrayBuffer();
+        times.push(performance.now() - t);
+        if (r.status !== 200) errors++;
+      }
+      const seconds = (Date.now() - t0) / 1000;
+      const pct = (xs: number[], q: number) => round2([...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * q))]);
+      const { aspectsDiff } = await import('../src/gateway/revisions-service.js');
+      const diffs: number[] = [];
+      for (let n = 0; n < 300; n++) {
+        const [a, b] = [doc(1), doc(n + 2)];
+        const t = performance.now();
+        aspectsDiff(a, b);
+        diffs.push(performance.now() - t);
+      }
+      const r: Rec = {
+        workload: 'compare, 100 KB aspects, uncached pairs',
+        group: 'one process',
+        figure: round2(times.length / seconds),
+        unit: 'req/s',
+        p50: pct(times, 0.5),
+        p99: pct(times, 0.99),
+        p999: pct(times, 0.999),
+        requests: times.length,
+        seconds: round2(seconds),
+        errors,
+        loadgen: 'node fetch, one request at a time',
+        detail: { aspectsBytes: JSON.stringify(doc(1)).length, versions: VERSIONS, diffOnlyP50: pct(diffs, 0.5), diffOnlyP99: pct(diffs, 0.99) },
+      };
+      return budget(r, 'p99 < 10 ms for 100 KB aspects (issue 19)', [[r.p99! < 10, 'p99']]);
     });
 
     await workload('searchable', 'commit to searchable', 'one process', async () => {
@@ -1156,6 +1230,48 @@ try {
       };
     });
   });
+
+  // ---- version archive: its own redis-server and platform process (bench/archive.ts)
+  await workload('archive', 'version archive: Redis bytes, archive rate, archived reads cold and cached beside the hot read', 'archive', async () => {
+    const run = await node('bench/archive.ts', QUICK ? [300, 5] : [2000, 5], {}, 600_000);
+    if (!run.results.length) throw new Error(`no result (exit ${run.code})`);
+    const loadgen = 'node (bench/archive.ts), in the platform process, one client';
+    return run.results.map((x): Rec => {
+      if (x.name === 'archive redis bytes per content') {
+        const r: Rec = {
+          workload: x.name,
+          group: 'archive',
+          figure: x.after,
+          unit: `bytes after (before ${x.before}; index ${x.indexPerArchivedVersion} B per archived version; object store ${x.objectBytesPerVersion} B per version; ${x.contents} contents of ${x.versions} versions)`,
+          errors: 0,
+          loadgen,
+        };
+        return budget(r, 'index ≤ 100 B per archived version (issue 25)', [[x.indexPerArchivedVersion <= 100, 'index bytes']]);
+      }
+      if (x.name === 'archive rate') {
+        return {
+          workload: x.name,
+          group: 'archive',
+          figure: x.versionsPerSecond,
+          unit: `versions/s (${x.versions} versions, ${x.revisions} revisions in ${x.segments} segments, ${x.seconds} s)`,
+          errors: x.failed,
+          loadgen,
+        };
+      }
+      return {
+        workload: x.name,
+        group: 'archive',
+        figure: x.n,
+        unit: 'reads (each URL once)',
+        requests: x.n,
+        p50: x.p50,
+        p99: x.p99,
+        p999: x.p999,
+        errors: 0,
+        loadgen,
+      };
+    });
+  });
 } catch (e) {
   say(`\n!! bench stopped: ${(e as Error).stack ?? e}`);
   records.push({ workload: 'harness', group: 'one process', error: (e as Error).message.split('\n')[0] });
@@ -1260,6 +1376,9 @@ function writeResultsMd(path: string): void {
       : []),
     ...(records.some((r) => r.group === 'renditions')
       ? ['### Image renditions (`bench/renditions.ts`: one platform process, disk store, its own Redis)', '', table('renditions'), '']
+      : []),
+    ...(records.some((r) => r.group === 'archive')
+      ? ['### Version archive (`bench/archive.ts`: web, actors and archiver in one process, disk store, its own Redis)', '', table('archive'), '']
       : []),
     ...(records.some((r) => r.group === 'webhooks')
       ? ['### Webhooks (`bench/webhooks.ts`: web+actors, webhooks and a receiver as processes, its own Redis)', '', table('webhooks'), '']

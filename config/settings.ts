@@ -52,6 +52,14 @@ export const settingsSchema = z.object({
   AUDIT_RETENTION_DAYS: z.coerce.number().positive().max(36500).default(3650),
   /** The audit trail's newest entries wait in Redis this long at most before they are flushed into a segment of the file store. */
   AUDIT_FLUSH_SECONDS: int(1, 86400).default(3600),
+  /** Version archive (issue 25): past revisions and versions older than this many days leave Redis for the file store (archiver role). */
+  ARCHIVE_AFTER_DAYS: z.coerce.number().min(0).max(36500).default(30),
+  /** Version archive: the newest this many versions of each content stay in Redis whatever their age (archiver role). */
+  ARCHIVE_KEEP_REVISIONS: int(0, 1000000).default(10),
+  /** Version archive: the archiver looks for history to move this often (its first pass one interval after start). */
+  ARCHIVE_INTERVAL_SECONDS: int(1, 604800).default(600),
+  /** Version archive: archived segments each process keeps in memory for reads (MiB; every role that reads content). */
+  ARCHIVE_CACHE_MB: int(1, 65536).default(32),
   /** Events a change-feed subscriber may have waiting before it is closed as one that does not read. */
   CHANGES_SUBSCRIBER_BUFFER: int(1, 1000000).default(2000),
   /** A change-feed subscriber whose client takes nothing for this long is closed (it resumes from its last cursor). */
@@ -71,12 +79,6 @@ export const settingsSchema = z.object({
   WEBHOOK_LOG_HOURS: z.coerce.number().positive().max(100000).default(168),
   /** How long a processed command id is remembered for idempotent replay. */
   DEDUP_TTL_SECONDS: int(60, 30 * 86400).default(86400),
-
-  /** Lifecycle hooks to run on main writes and promotes, comma-separated (built-in: audit-trail). */
-  LIFECYCLE_HOOKS: z
-    .string()
-    .regex(/^(audit-trail)?(,audit-trail)*$/, 'must be a comma-separated list of: audit-trail')
-    .default(''),
 
   /** Largest JSON request body. */
   MAX_BODY_BYTES: int(1024, 1024 * 1024 * 1024).default(10 * 1024 * 1024),

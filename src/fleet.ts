@@ -126,9 +126,9 @@ export class Fleet {
   }
 }
 
-/** `--web 2 --actors 2 --indexer 1 --reindexer 1 --webhooks 1` → counts per role. */
+/** `--web 2 --actors 2 --indexer 1 --reindexer 1 --webhooks 1 --archiver 1` → counts per role. */
 export function parseFleetArgs(args: string[]): Record<Role, number> {
-  const counts: Record<Role, number> = { web: 2, actors: 2, indexer: 1, reindexer: 1, webhooks: 1 };
+  const counts: Record<Role, number> = { web: 2, actors: 2, indexer: 1, reindexer: 1, webhooks: 1, archiver: 1 };
   for (let i = 0; i < args.length; i += 2) {
     const role = args[i]?.replace(/^--/, '') as Role;
     const n = Number(args[i + 1]);

@@ -13,13 +13,16 @@ import { startTmpSweeper, type FileStore, type FileStoreLog } from './adapters/f
 import { javaAndMavenAvailable, startSolr } from './dev/solr-server.js';
 import { ContentActor, type ContentCommand } from './actors/content/content-actor.js';
 import { Mailbox } from './actors/mailbox.js';
-import { AuditTrailHook, type LifecycleHook } from './actors/content/lifecycle-hooks.js';
+import type { LifecycleHook } from './actors/content/lifecycle-hooks.js';
 import { Variants } from './content/variants.js';
 import { loadVariantsConfig } from '../config/variants.js';
 import { ActorHost } from './actors/runtime.js';
 import { TimestateSchedule } from './actors/timestate-schedule.js';
 import { AuditTrail } from './actors/audit-trail.js';
 import { AuditSegments } from './adapters/audit-segments.js';
+import { SystemObjects } from './adapters/system-objects.js';
+import { VersionArchive } from './adapters/version-archive.js';
+import { Archiver } from './actors/archiver.js';
 import { Gateway } from './gateway/server.js';
 import { WebhookDispatcher } from './webhooks/dispatcher.js';
 import { loadSecurityConfig } from './security/security-config.js';
@@ -29,7 +32,7 @@ import { TokenService } from './security/token-service.js';
 const STOP_PART_MS = 8000;
 
 /** The roles of the Procfile; `npm start` runs them all in one process. */
-export const ROLES = ['web', 'actors', 'indexer', 'reindexer', 'webhooks'] as const;
+export const ROLES = ['web', 'actors', 'indexer', 'reindexer', 'webhooks', 'archiver'] as const;
 export type Role = (typeof ROLES)[number];
 
 export interface Platform {
@@ -47,11 +50,22 @@ export interface Platform {
   /** The webhook deliveries (webhooks role). */
   webhooks?: WebhookDispatcher;
   files?: FileStore;
+  /** The version archive's mover (archiver role). */
+  archiver?: Archiver;
   stop(): Promise<void>;
 }
 
 /** Starts the given roles in this process against the configured Redis. */
-export async function startPlatform(opts: { settings?: Settings; roles?: readonly Role[]; log?: Logger; clock?: () => number } = {}): Promise<Platform> {
+export async function startPlatform(
+  opts: {
+    settings?: Settings;
+    roles?: readonly Role[];
+    log?: Logger;
+    clock?: () => number;
+    /** Lifecycle hooks run by this process's actors on main writes and promotes (spec: Events 7). */
+    hooks?: LifecycleHook[];
+  } = {},
+): Promise<Platform> {
   const settings = opts.settings ?? loadSettings();
   const roles = opts.roles ?? ROLES;
   const log = opts.log ?? createLogger(settings.LOG_LEVEL);
@@ -60,7 +74,9 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
   const clock = opts.clock ?? Date.now;
   const redis = connectRedis(settings, { name: 'platform', log });
   await redis.ping();
-  const store = new ContentStore(redis, settings.PARTITIONS, settings.EVENTS_MAXLEN, settings.DEDUP_TTL_SECONDS);
+  // Archived history (issue 25) is read from the file store, set up on the first such read.
+  const archive = new VersionArchive(redis, async () => new SystemObjects(await fileStore(settings, log), 'archive'), settings.ARCHIVE_CACHE_MB * 1024 * 1024);
+  const store = new ContentStore(redis, settings.PARTITIONS, settings.EVENTS_MAXLEN, settings.DEDUP_TTL_SECONDS, archive);
   const stops: [string, () => Promise<void>][] = [];
   const platform: Platform = { settings, redis, stop: async () => undefined };
   const engine = settings.SOLR_URL ? new SolrEngine(settings.SOLR_URL, settings.SOLR_COLLECTION, solrCredentials(settings)) : null;
@@ -68,12 +84,7 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
   platform.engine = engine;
 
   if (roles.includes('actors')) {
-    const actors = new ActorHost<ContentCommand>(
-      redis,
-      settings,
-      new ContentActor(store, security, lifecycleHooks(settings, redis)),
-      log.child({ role: 'actors' }),
-    );
+    const actors = new ActorHost<ContentCommand>(redis, settings, new ContentActor(store, security, opts.hooks ?? []), log.child({ role: 'actors' }));
     await actors.start();
     platform.actors = actors;
     stops.push(['actors', () => actors.stop()]);
@@ -153,6 +164,14 @@ export async function startPlatform(opts: { settings?: Settings; roles?: readonl
     stops.push(['webhooks', () => webhooks.stop()]);
   }
 
+  if (roles.includes('archiver')) {
+    // Old history leaves Redis for the file store; one archiver per partition at a time.
+    const archiver = new Archiver(redis, store, settings, log.child({ role: 'archiver' }), clock);
+    await archiver.start();
+    platform.archiver = archiver;
+    stops.push(['archiver', () => archiver.stop()]);
+  }
+
   // Each part gets a bounded time to stop: a part stuck on a connection that cannot finish (a
   // Redis that restarted mid-command) must not keep the rest from stopping. Leases expire by
   // themselves and another owner replays whatever was pending.
@@ -195,14 +214,6 @@ async function fileStore(settings: Settings, log: Logger): Promise<FileStore> {
     retry.unref();
   }
   return files;
-}
-
-/** The hooks LIFECYCLE_HOOKS names, in order. */
-function lifecycleHooks(settings: Settings, redis: RedisClient): LifecycleHook[] {
-  const built: Record<string, () => LifecycleHook> = { 'audit-trail': () => new AuditTrailHook(redis) };
-  return settings.LIFECYCLE_HOOKS.split(',')
-    .filter(Boolean)
-    .map((name) => built[name]());
 }
 
 /**
@@ -254,7 +265,7 @@ async function cli(): Promise<void> {
     log.fatal(`Unknown role(s) ${bad.join(', ')}: use ${ROLES.join(', ')}`);
     process.exit(2);
   }
-  settings = await withLocalServices(settings, log, args.length === 0 || args.some((r) => r !== 'actors' && r !== 'webhooks'));
+  settings = await withLocalServices(settings, log, args.length === 0 || args.some((r) => r !== 'actors' && r !== 'webhooks' && r !== 'archiver'));
   log.info({ settings: describeSettings(settings) }, 'starting');
   const platform = await startPlatform({ settings, roles: args.length ? (args as Role[]) : ROLES, log });
   let stopping = false;

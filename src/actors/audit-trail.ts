@@ -1,14 +1,13 @@
-import { hostname } from 'node:os';
-import { randomBytes } from 'node:crypto';
 import type { Settings } from '../../config/settings.js';
 import { unpack } from '../adapters/codec.js';
 import type { Logger } from '../adapters/log.js';
-import { connectRedis, keys, type RedisClient } from '../adapters/redis.js';
+import { keys, type RedisClient } from '../adapters/redis.js';
 import { autoclaim, ensureGroup, type StreamEntry } from '../adapters/redis-streams.js';
 import { isAudited } from '../content/audit.js';
 import type { ContentEvent } from '../content/model.js';
 import { sleep } from '../wait.js';
 import { type AuditSegment, type AuditSegments, segmentStart } from '../adapters/audit-segments.js';
+import { LeasedFollower } from './leased-follower.js';
 
 /** The consumer group of the audit trail on every content event stream. */
 export const AUDIT_GROUP = 'audit';
@@ -16,7 +15,6 @@ export const AUDIT_GROUP = 'audit';
 const OWNER_KEY = 'audit:owner';
 /** Entries with stream ids before this time (ms) are in segments of the file store, the rest in `auditlog:{p}`. */
 export const AUDIT_FLUSHED_KEY = 'audit:flushed';
-const BLOCK_MS = 1000;
 const BATCH = 500;
 /** At most this many entries of one partition go into one segment (a flush that fell behind catches up in steps). */
 const SEGMENT_PART_MAX = 50_000;
@@ -41,12 +39,7 @@ type AuditScripts = { auditCopy(events: string, trail: string, group: string, mi
  * that covers it is recorded.
  */
 export class AuditTrail {
-  private readonly owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
-  private running = false;
-  private owning = false;
-  private readonly conns: RedisClient[] = [];
-  private loops: Promise<void>[] = [];
-  private leaseTimer?: NodeJS.Timeout;
+  private readonly follower: LeasedFollower;
   private flushTimer?: NodeJS.Timeout;
   private flushing = false;
   /** The `audit:flushed` this owner last saw trimmed from Redis (a new owner trims what an earlier one left). */
@@ -59,99 +52,39 @@ export class AuditTrail {
     private readonly log: Logger,
     /** Where flushed entries go; null keeps them all in Redis (no file store in this process). */
     private readonly segments: AuditSegments | null = null,
-  ) {}
+  ) {
+    this.follower = new LeasedFollower(redis, settings, log, {
+      name: 'audit trail',
+      leaseKey: OWNER_KEY,
+      group: AUDIT_GROUP,
+      batch: BATCH,
+      // Older events first, so the trail stays in commit order.
+      takeOver: (p) => this.claimPending(p),
+      handle: (p, entries) => this.copy(p, entries),
+    });
+  }
 
   async start(): Promise<void> {
-    this.running = true;
-    const P = this.settings.PARTITIONS;
     // From the start of what each stream keeps: a first deployment records what is still there.
-    for (let p = 0; p < P; p++) await ensureGroup(this.redis, keys.events(p), AUDIT_GROUP);
-    await this.tryLease();
-    this.leaseTimer = setInterval(() => void this.tryLease(), Math.max(200, Math.floor(this.settings.LEASE_MS / 3)));
+    for (let p = 0; p < this.settings.PARTITIONS; p++) await ensureGroup(this.redis, keys.events(p), AUDIT_GROUP);
+    await this.follower.start();
     if (this.segments) this.flushTimer = setInterval(() => void this.flush(), Math.min(5000, (this.settings.AUDIT_FLUSH_SECONDS * 1000) / 2));
-    const groups = this.settings.REDIS_CLUSTER_NODES ? Array.from({ length: P }, (_, p) => [p]) : [Array.from({ length: P }, (_, p) => p)];
-    for (const parts of groups) {
-      const conn = connectRedis(this.settings, { blocking: true, name: 'audit', log: this.log });
-      this.conns.push(conn);
-      this.loops.push(this.follow(conn, parts));
-    }
   }
 
   async stop(): Promise<void> {
-    this.running = false;
-    clearInterval(this.leaseTimer);
     clearInterval(this.flushTimer);
     while (this.flushing) await sleep(20);
-    for (const c of this.conns) c.disconnect();
-    await Promise.all(this.loops);
-    if (this.owning) await this.redis.releaseLease(OWNER_KEY, this.owner).catch(() => 0);
-    this.owning = false;
-  }
-
-  private async tryLease(): Promise<void> {
-    if (!this.running) return;
-    try {
-      if (this.owning) {
-        this.owning = (await this.redis.renewLease(OWNER_KEY, this.owner, this.settings.LEASE_MS)) === 1;
-        if (!this.owning) this.log.warn('audit trail: lease lost');
-      } else {
-        this.owning = (await this.redis.set(OWNER_KEY, this.owner, 'PX', this.settings.LEASE_MS, 'NX')) === 'OK';
-        if (this.owning) this.log.info({ owner: this.owner }, 'audit trail: owner');
-      }
-    } catch (e) {
-      this.owning = false;
-      this.log.warn({ err: String(e) }, 'audit trail: lease check failed');
-    }
-  }
-
-  /**
-   * Follows the event streams while owner. On becoming owner it first takes over what earlier
-   * owners read and did not acknowledge (older events first, so the trail stays in commit order).
-   */
-  private async follow(conn: RedisClient, parts: number[]): Promise<void> {
-    const streams = parts.map((p) => keys.events(p));
-    let claimed = false;
-    while (this.running) {
-      if (!this.owning) {
-        claimed = false;
-        await sleep(200);
-        continue;
-      }
-      try {
-        if (!claimed) {
-          for (const p of parts) await this.claimPending(p);
-          claimed = true;
-        }
-        const res = (await conn.xreadgroupBuffer(
-          'GROUP',
-          AUDIT_GROUP,
-          this.owner,
-          'COUNT',
-          BATCH,
-          'BLOCK',
-          BLOCK_MS,
-          'STREAMS',
-          ...streams,
-          ...streams.map(() => '>'),
-        )) as [Buffer, StreamEntry[]][] | null;
-        for (const [stream, entries] of res ?? []) await this.copy(parts[streams.indexOf(stream.toString())], entries);
-      } catch (e) {
-        if (!this.running) return;
-        this.log.warn({ err: String(e) }, 'audit trail: copying failed, retrying');
-        claimed = false;
-        await sleep(500);
-      }
-    }
+    await this.follower.stop();
   }
 
   /** Every entry of the partition pending in the group (any consumer's), copied in stream order. */
   private async claimPending(p: number): Promise<void> {
     let start = '0-0';
     do {
-      const [next, entries] = await autoclaim(this.redis, keys.events(p), AUDIT_GROUP, this.owner, 0, start, BATCH);
+      const [next, entries] = await autoclaim(this.redis, keys.events(p), AUDIT_GROUP, this.follower.owner, 0, start, BATCH);
       await this.copy(p, entries);
       start = next.toString();
-    } while (start !== '0-0' && this.running && this.owning);
+    } while (start !== '0-0' && this.follower.isRunning && this.follower.isOwner);
   }
 
   /** Copies the audited events of a batch into the trail and acknowledges the whole batch. */
@@ -177,7 +110,7 @@ export class AuditTrail {
 
   /** Moves the entries before a safe cutoff from Redis into a segment, and applies retention to segments. */
   async flush(): Promise<void> {
-    if (!this.segments || !this.owning || this.flushing || !this.running) return;
+    if (!this.segments || !this.follower.isOwner || this.flushing || !this.follower.isRunning) return;
     this.flushing = true;
     try {
       const P = this.settings.PARTITIONS;

@@ -1,13 +1,11 @@
-import { hostname } from 'node:os';
-import { randomBytes } from 'node:crypto';
 import type { Settings } from '../../config/settings.js';
 import { pack, unpack } from '../adapters/codec.js';
 import type { ContentStore } from '../adapters/content-store.js';
 import type { Logger } from '../adapters/log.js';
-import { connectRedis, keys, type RedisClient } from '../adapters/redis.js';
+import { keys, type RedisClient } from '../adapters/redis.js';
 import { autoclaim, ensureGroup, type StreamEntry } from '../adapters/redis-streams.js';
 import { type Boundary, boundariesOf, boundaryHolds, type StoredEvent, timestateEvent } from '../content/change-events.js';
-import { sleep } from '../wait.js';
+import { LeasedFollower } from './leased-follower.js';
 
 /**
  * The change feed's keys besides the event streams (adapters/redis.ts). The schedule and the
@@ -32,7 +30,6 @@ export const TIMESTATE_GROUP = 'timestate';
 const FIRE_EVERY_MS = 1000;
 /** Boundaries fired per partition and tick (the rest next tick). */
 const FIRE_BATCH = 200;
-const BLOCK_MS = 1000;
 /** Events read by an owner that died are taken over after this long (scheduling is idempotent). */
 const CLAIM_IDLE_MS = 5000;
 
@@ -73,12 +70,7 @@ function parseMember(m: string): { cid: string; b: Boundary } | null {
  * - trims the event streams by age (CHANGES_RETENTION_HOURS, XTRIM MINID).
  */
 export class TimestateSchedule {
-  private readonly owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
-  private running = false;
-  private owning = false;
-  private readonly conns: RedisClient[] = [];
-  private loops: Promise<void>[] = [];
-  private leaseTimer?: NodeJS.Timeout;
+  private readonly follower: LeasedFollower;
   private fireTimer?: NodeJS.Timeout;
   private trimTimer?: NodeJS.Timeout;
   private claimTimer?: NodeJS.Timeout;
@@ -90,7 +82,16 @@ export class TimestateSchedule {
     private readonly settings: Settings,
     private readonly log: Logger,
     private readonly clock: () => number = Date.now,
-  ) {}
+  ) {
+    this.follower = new LeasedFollower(redis, settings, log, {
+      name: 'time-state schedule',
+      leaseKey: changeKeys.owner,
+      group: TIMESTATE_GROUP,
+      batch: 500,
+      handle: (p, entries) => this.scheduleEntries(p, entries),
+      onOwner: () => void this.trim(),
+    });
+  }
 
   private get scripts(): ScheduleScripts {
     return this.redis as unknown as ScheduleScripts;
@@ -98,90 +99,23 @@ export class TimestateSchedule {
 
   /** Is this process the owner now? */
   get isOwner(): boolean {
-    return this.owning;
+    return this.follower.isOwner;
   }
 
   async start(): Promise<void> {
-    this.running = true;
-    const P = this.settings.PARTITIONS;
     // At the end of each stream: a first deployment schedules what is committed from then on,
     // rather than every boundary of the stream's whole past.
-    for (let p = 0; p < P; p++) await ensureGroup(this.redis, keys.events(p), TIMESTATE_GROUP, '$');
-    await this.tryLease();
-    this.leaseTimer = setInterval(() => void this.tryLease(), Math.max(200, Math.floor(this.settings.LEASE_MS / 3)));
+    for (let p = 0; p < this.settings.PARTITIONS; p++) await ensureGroup(this.redis, keys.events(p), TIMESTATE_GROUP, '$');
+    await this.follower.start();
     this.fireTimer = setInterval(() => void this.fireDue(), FIRE_EVERY_MS);
     const retentionMs = this.settings.CHANGES_RETENTION_HOURS * 3600_000;
     this.trimTimer = setInterval(() => void this.trim(), Math.min(60_000, Math.max(1000, retentionMs / 10)));
     this.claimTimer = setInterval(() => void this.claimAbandoned(), CLAIM_IDLE_MS);
-    const groups = this.settings.REDIS_CLUSTER_NODES ? Array.from({ length: P }, (_, p) => [p]) : [Array.from({ length: P }, (_, p) => p)];
-    for (const parts of groups) {
-      const conn = connectRedis(this.settings, { blocking: true, name: 'timestate', log: this.log });
-      this.conns.push(conn);
-      this.loops.push(this.follow(conn, parts));
-    }
   }
 
   async stop(): Promise<void> {
-    this.running = false;
-    for (const t of [this.leaseTimer, this.fireTimer, this.trimTimer, this.claimTimer]) clearInterval(t);
-    for (const c of this.conns) c.disconnect();
-    await Promise.all(this.loops);
-    if (this.owning) await this.redis.releaseLease(changeKeys.owner, this.owner).catch(() => 0);
-    this.owning = false;
-  }
-
-  private async tryLease(): Promise<void> {
-    if (!this.running) return;
-    try {
-      if (this.owning) {
-        this.owning = (await this.redis.renewLease(changeKeys.owner, this.owner, this.settings.LEASE_MS)) === 1;
-        if (!this.owning) this.log.warn('time-state schedule: lease lost');
-      } else {
-        this.owning = (await this.redis.set(changeKeys.owner, this.owner, 'PX', this.settings.LEASE_MS, 'NX')) === 'OK';
-        if (this.owning) {
-          this.log.info({ owner: this.owner }, 'time-state schedule: owner');
-          void this.trim();
-        }
-      }
-    } catch (e) {
-      this.owning = false;
-      this.log.warn({ err: String(e) }, 'time-state schedule: lease check failed');
-    }
-  }
-
-  /** Follows the event streams (while owner) and schedules each revision's boundaries. */
-  private async follow(conn: RedisClient, parts: number[]): Promise<void> {
-    const streams = parts.map((p) => keys.events(p));
-    while (this.running) {
-      if (!this.owning) {
-        await sleep(200);
-        continue;
-      }
-      let res: [Buffer, StreamEntry[]][] | null;
-      try {
-        res = (await conn.xreadgroupBuffer(
-          'GROUP',
-          TIMESTATE_GROUP,
-          this.owner,
-          'COUNT',
-          500,
-          'BLOCK',
-          BLOCK_MS,
-          'STREAMS',
-          ...streams,
-          ...streams.map(() => '>'),
-        )) as typeof res;
-      } catch (e) {
-        if (!this.running) return;
-        this.log.warn({ err: String(e) }, 'time-state schedule: event read failed, retrying');
-        await sleep(500);
-        continue;
-      }
-      for (const [stream, entries] of res ?? []) {
-        const p = parts[streams.indexOf(stream.toString())];
-        await this.scheduleEntries(p, entries).catch((e: unknown) => this.log.warn({ err: String(e), partition: p }, 'time-state schedule: scheduling failed'));
-      }
-    }
+    for (const t of [this.fireTimer, this.trimTimer, this.claimTimer]) clearInterval(t);
+    await this.follower.stop();
   }
 
   /** Puts the boundaries of the revisions these events name on the schedule, then acknowledges them. */
@@ -206,7 +140,7 @@ export class TimestateSchedule {
 
   /** Fires every boundary that passed, in every partition (once each, whoever else runs this). */
   async fireDue(): Promise<number> {
-    if (!this.owning || this.firing) return 0;
+    if (!this.follower.isOwner || this.firing) return 0;
     this.firing = true;
     let fired = 0;
     try {
@@ -248,7 +182,7 @@ export class TimestateSchedule {
    * on the platform's (a test clock set ahead must not trim what the indexer has yet to read).
    */
   async trim(cutoff = Math.floor(Date.now() - this.settings.CHANGES_RETENTION_HOURS * 3600_000)): Promise<void> {
-    if (!this.owning || cutoff <= 0) return;
+    if (!this.follower.isOwner || cutoff <= 0) return;
     try {
       for (let p = 0; p < this.settings.PARTITIONS; p++) {
         await this.scripts.trimEvents(keys.events(p), changeKeys.trimmed(p), `${cutoff}-0`);
@@ -261,9 +195,9 @@ export class TimestateSchedule {
 
   /** Takes over events a previous owner read and never acknowledged. */
   private async claimAbandoned(): Promise<void> {
-    for (let p = 0; p < this.settings.PARTITIONS && this.running && this.owning; p++) {
+    for (let p = 0; p < this.settings.PARTITIONS && this.follower.isRunning && this.follower.isOwner; p++) {
       try {
-        const [, entries] = await autoclaim(this.redis, keys.events(p), TIMESTATE_GROUP, this.owner, CLAIM_IDLE_MS, '0-0', 500);
+        const [, entries] = await autoclaim(this.redis, keys.events(p), TIMESTATE_GROUP, this.follower.owner, CLAIM_IDLE_MS, '0-0', 500);
         const live = entries.filter((e) => e?.[1]);
         if (live.length) await this.scheduleEntries(p, live);
       } catch (e) {

@@ -12,3 +12,11 @@ const packr = new Packr({ useRecords: false, moreTypes: false, variableMapSize: 
 
 export const pack = (value: unknown): Buffer => packr.pack(value);
 export const unpack = <T>(buf: Buffer | Uint8Array): T => packr.unpack(buf) as T;
+/** Every value of a buffer that holds several packed one after another, with where each ends. */
+export function unpackAll<T>(buf: Buffer | Uint8Array): { value: T; end: number }[] {
+  const out: { value: T; end: number }[] = [];
+  packr.unpackMultiple(buf, (value: unknown, _start?: number, end?: number) => {
+    out.push({ value: value as T, end: end ?? buf.length });
+  });
+  return out;
+}

@@ -1,6 +1,7 @@
 import { pack, unpack } from './codec.js';
 import { partitionOf } from './ids.js';
 import { keys, ACTOR_GROUP, packScriptArgs, type RedisClient } from './redis.js';
+import { parseIndex, VersionArchive } from './version-archive.js';
 import { aliasTarget, aliasValue, isMainNamespace, parseAliasValue, type AliasHolder } from '../content/aliases.js';
 import type { ContentEvent, Draft, Snapshot, VersionIndexEntry, VersionRecord, ViewEvent } from '../content/model.js';
 
@@ -35,6 +36,11 @@ export type CommitResult = { outcome: CommitOutcome.Committed | CommitOutcome.Le
 /**
  * Reads and writes of content in Redis, in the layout of adapters/redis.ts. The gateway reads
  * through it directly (reads skip the actors); only content actors call `commit`.
+ *
+ * Old history may live in the version archive instead (issue 25, src/actors/archiver.ts): the
+ * reads of past revisions, versions, history and view history below are the one place that
+ * finds it there when Redis no longer has it, so every reader gets archived history unchanged,
+ * byte for byte.
  */
 export class ContentStore {
   constructor(
@@ -42,6 +48,8 @@ export class ContentStore {
     readonly partitions: number,
     private readonly eventsMaxLen: number,
     private readonly dedupTtlSeconds: number,
+    /** Where archived history is read; without one, a read of archived history answers 503. */
+    readonly archive: VersionArchive = new VersionArchive(redis, null),
   ) {}
 
   partitionOf(cid: string): number {
@@ -86,35 +94,65 @@ export class ContentStore {
     });
   }
 
-  /** Versions of some contents of one partition (`[cid, version key]`), in one round trip; null where none. */
+  /**
+   * Versions of some contents of one partition (`[cid, version key]`), in one round trip to
+   * Redis; one the archiver moved is read from the archive; null where none.
+   */
   async versionsIn(partition: number, wanted: [string, string][]): Promise<(VersionRecord | null)[]> {
     if (!wanted.length) return [];
     const pipe = this.redis.pipeline();
     for (const [cid, key] of wanted) pipe.hgetBuffer(keys.versions(partition, cid), key);
-    return ((await pipe.exec()) ?? []).map(([err, buf]) => {
-      if (err) throw err;
-      return buf ? unpack<VersionRecord>(buf as Buffer) : null;
-    });
+    const found = (await pipe.exec()) ?? [];
+    return Promise.all(
+      found.map(async ([err, buf], i) => {
+        if (err) throw err;
+        const b = (buf as Buffer | null) ?? (await this.archive.version(partition, wanted[i][0], wanted[i][1]));
+        return b ? unpack<VersionRecord>(b) : null;
+      }),
+    );
   }
 
+  /** The snapshot of a revision, from Redis or the archive; null when the content never had it. */
   async snapshotAt(cid: string, rev: number): Promise<Snapshot | null> {
-    const buf = await this.redis.hgetBuffer(keys.revisions(this.partitionOf(cid), cid), String(rev));
+    const p = this.partitionOf(cid);
+    // The archiver adds the index entry and removes the revision in one step: a miss here is
+    // then found by the index read after it.
+    const buf = (await this.redis.hgetBuffer(keys.revisions(p, cid), String(rev))) ?? (await this.archive.snapshotAt(p, cid, rev));
     return buf ? unpack<Snapshot>(buf) : null;
   }
 
+  /** A version, from Redis or the archive; null when the content never had it. */
   async version(cid: string, versionKey: string): Promise<VersionRecord | null> {
-    const buf = await this.redis.hgetBuffer(keys.versions(this.partitionOf(cid), cid), versionKey);
+    const p = this.partitionOf(cid);
+    const buf = (await this.redis.hgetBuffer(keys.versions(p, cid), versionKey)) ?? (await this.archive.version(p, cid, versionKey));
     return buf ? unpack<VersionRecord>(buf) : null;
   }
 
+  /** Every history entry, oldest first: the archived ones, then those Redis holds. */
   async versionIndex(cid: string): Promise<VersionIndexEntry[]> {
-    const list = await this.redis.lrangeBuffer(keys.versionIndex(this.partitionOf(cid), cid), 0, -1);
-    return list.map((b) => unpack<VersionIndexEntry>(b));
+    return (await this.historyList(cid, keys.versionIndex, 'index')).map((b) => unpack<VersionIndexEntry>(b));
   }
 
+  /** Every view history entry, oldest first: the archived ones, then those Redis holds. */
   async viewHistory(cid: string): Promise<ViewEvent[]> {
-    const list = await this.redis.lrangeBuffer(keys.viewHistory(this.partitionOf(cid), cid), 0, -1);
-    return list.map((b) => unpack<ViewEvent>(b));
+    return (await this.historyList(cid, keys.viewHistory, 'views')).map((b) => unpack<ViewEvent>(b));
+  }
+
+  /** A history list and the archive index read in one transaction (one slot), so no move falls between them. */
+  private async historyList(cid: string, key: (p: number, cid: string) => string, part: 'index' | 'views'): Promise<Buffer[]> {
+    const p = this.partitionOf(cid);
+    for (let attempt = 0; ; attempt++) {
+      const res = await this.redis.multi().lrangeBuffer(key(p, cid), 0, -1).getBuffer(keys.archiveIndex(p, cid)).exec();
+      if (!res) throw new Error('history read: transaction aborted');
+      for (const [err] of res) if (err) throw err;
+      const hot = res[0][1] as Buffer[];
+      const index = parseIndex(res[1][1] as Buffer | null);
+      if (!index.length) return hot;
+      // Null: a compaction replaced a segment after this read; the index is read again.
+      const archived = await this.archive.lists(cid, index);
+      if (archived) return [...archived[part], ...hot];
+      if (attempt === 2) throw new Error(`history of ${cid}: archived segments missing from the object store`);
+    }
   }
 
   /** One atomic commit: revision check, version, snapshot, history, event, recorded reply, ack. */

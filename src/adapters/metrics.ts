@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { keys, ACTOR_GROUP, INDEXER_GROUP, type RedisClient } from './redis.js';
+import { archiveTotals } from './version-archive.js';
 
 interface PartitionRow {
   p: string;
@@ -132,6 +133,35 @@ export class Metrics {
         this.set(Number.isFinite(min) ? Math.max(0, (Date.now() - min) / 1000) : 0);
       },
     });
+    // The version archive (issue 25), counted in Redis by the archiver's moves (src/actors/scripts/archive-move-8.lua).
+    const partitionsOf = this.partitions;
+    // Read once per scrape for the four figures.
+    let totals: { at: number; t: ReturnType<typeof archiveTotals> } | undefined;
+    const totalsOnce = () => {
+      if (!totals || Date.now() - totals.at > 500) totals = { at: Date.now(), t: archiveTotals(redisOf(), partitionsOf) };
+      return totals.t;
+    };
+    const archived = (name: string, help: string, pick: (t: Awaited<ReturnType<typeof archiveTotals>>) => number, kind: 'counter' | 'gauge') => {
+      const collect = async function (this: Gauge | Counter) {
+        const n = pick(await totalsOnce());
+        if (this instanceof Gauge) this.set(n);
+        else {
+          this.reset();
+          this.inc(n);
+        }
+      };
+      if (kind === 'gauge') new Gauge({ name, help, registers: [this.registry], collect });
+      else new Counter({ name, help, registers: [this.registry], collect });
+    };
+    archived('archive_versions_total', 'Versions moved from Redis into the version archive', (t) => t.versions, 'counter');
+    archived('archive_revisions_total', 'Revision snapshots moved from Redis into the version archive', (t) => t.revisions, 'counter');
+    archived('archive_bytes_total', 'Compressed bytes written to the version archive (segments that Redis now points to)', (t) => t.bytes, 'counter');
+    archived(
+      'archive_backlog_versions',
+      'Versions the archiver found to move in its current or last pass and has not moved yet',
+      (t) => Math.max(0, t.backlog),
+      'gauge',
+    );
     new Gauge({
       name: 'reindex_session_progress_ratio',
       help: 'Share of the content of each recent re-indexing session that is indexed (1 when complete)',

@@ -26,8 +26,13 @@ export const keys = {
   versionIndex: (p: number, cid: string) => `vi:{${p}}:${cid}`,
   viewHistory: (p: number, cid: string) => `vh:{${p}}:${cid}`,
   drafts: (p: number, cid: string) => `dr:{${p}}:${cid}`,
+  /** String: one packed entry per segment of the content's history in the version archive, appended in order (src/adapters/version-archive.ts). */
+  archiveIndex: (p: number, cid: string) => `ar:{${p}}:${cid}`,
+  /** The lease of the archiver that moves this partition's old versions (src/actors/archiver.ts). */
+  archiveLease: (p: number) => `arc:{${p}}:lease`,
+  /** Hash: versions, revisions, segments, bytes archived in this partition, and the backlog of the last pass. */
+  archiveStats: (p: number) => `arc:{${p}}:stats`,
   workspace: (workspace: string) => `ws:${workspace}`,
-  audit: (p: number) => `audit:{${p}}`,
   /** The audit trail of main writes (CONTRACT §15), copied from events:{p} by src/actors/audit-trail.ts. */
   auditLog: (p: number) => `auditlog:{${p}}`,
   catalog: (p: number) => `cat:{${p}}`,
@@ -65,6 +70,7 @@ export interface ScriptCommands {
   reserveAlias(key: string, cid: string, workspace: string): Promise<number>;
   commitDraft(...keysThenArgs: [...keys: string[], args: Buffer]): Promise<[number]>;
   releaseAlias(key: string, cid: string): Promise<number>;
+  archiveMove(...keysThenArgs: [...keys: string[], args: Buffer]): Promise<number>;
 }
 
 /** A value a script reads from its packed arguments; undefined ones are left out (nil in Lua). */

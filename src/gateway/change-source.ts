@@ -1,19 +1,15 @@
-import { LRUCache } from 'lru-cache';
+import { EventReader } from '../adapters/event-reader.js';
 import { AppError } from '../errors.js';
-import { unpack } from '../adapters/codec.js';
 import type { ContentStore } from '../adapters/content-store.js';
 import { keys, type RedisClient } from '../adapters/redis.js';
 import { changeKeys } from '../actors/timestate-schedule.js';
 import {
   type ChangeEvent,
   type ChangeFilter,
-  changesOf,
   compareIds,
   encodeCursor,
   matchesFilter,
-  needsPrevious,
   parseStreamId,
-  type StoredEvent,
   type StreamPosition,
   streamIdOf,
 } from '../content/change-events.js';
@@ -86,24 +82,15 @@ const ZERO = { ms: 0, seq: 0 };
  * retention check. The domain decides what each entry means and who sees it (content/change-events.ts).
  */
 export class ChangeSource {
-  private readonly snapshots = new LRUCache<string, { s: Snapshot | null }>({ max: 50000 });
+  private readonly events: EventReader;
 
   constructor(
     private readonly redis: RedisClient,
-    private readonly store: ContentStore,
+    store: ContentStore,
     readonly partitions: number,
     private readonly reads: Reads,
-  ) {}
-
-  private async snapshot(cid: string, rev: number): Promise<Snapshot | null> {
-    if (rev < 1) return null;
-    const key = `${cid}/${rev}`;
-    const hit = this.snapshots.get(key);
-    if (hit) return hit.s;
-    const s = await this.store.snapshotAt(cid, rev);
-    // A missing snapshot is not cached: it may be a read of a replica not yet caught up.
-    if (s) this.snapshots.set(key, { s });
-    return s;
+  ) {
+    this.events = new EventReader(store, 50000);
   }
 
   /** Reads stream entries against their snapshots (all at once: the reads are pipelined). */
@@ -111,15 +98,8 @@ export class ChangeSource {
     return Promise.all(
       entries.map(async ([idBuf, fields]) => {
         const { ms, seq } = parseStreamId(idBuf.toString());
-        let e: StoredEvent;
-        try {
-          const at = fields.findIndex((f, i) => i % 2 === 0 && f.toString() === 'e');
-          e = unpack<StoredEvent>(fields[at + 1]);
-        } catch {
-          return { p, ms, seq, changes: [], at: null };
-        }
-        const [at, before] = await Promise.all([this.snapshot(e.cid, e.rev), needsPrevious(e) ? this.snapshot(e.cid, e.rev - 1) : null]);
-        return { p, ms, seq, changes: changesOf(e, { at, before }), at };
+        const r = await this.events.read(fields);
+        return { p, ms, seq, changes: r?.changes ?? [], at: r?.at ?? null };
       }),
     );
   }

@@ -1,14 +1,12 @@
+import { EventReader } from '../adapters/event-reader.js';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { LRUCache } from 'lru-cache';
 import type { Settings } from '../../config/settings.js';
-import { unpack } from '../adapters/codec.js';
 import type { ContentStore } from '../adapters/content-store.js';
 import type { Logger } from '../adapters/log.js';
 import { connectRedis, keys, type RedisClient } from '../adapters/redis.js';
 import { autoclaim, ensureGroup, type StreamEntry } from '../adapters/redis-streams.js';
-import { changesOf, matchesFilter, needsPrevious, parseStreamId, type StoredEvent } from '../content/change-events.js';
-import type { Snapshot } from '../content/model.js';
+import { matchesFilter, parseStreamId } from '../content/change-events.js';
 import { sleep } from '../wait.js';
 import { eventIdOf, positionOf, WEBHOOKS_GROUP, whKeys } from './keys.js';
 import { post, type PostResult } from './http-post.js';
@@ -57,7 +55,7 @@ export class WebhookDispatcher {
   private hooks: Hook[] = [];
   private hooksById = new Map<string, Hook>();
   private hooksRevision = '';
-  private readonly snapshots = new LRUCache<string, { s: Snapshot | null }>({ max: 20000 });
+  private readonly events: EventReader;
   private readonly lookups = new Map<string, { at: number; addresses: Promise<{ address: string; family: number }[]> }>();
   private readonly loops: Promise<void>[] = [];
   private blocking?: RedisClient;
@@ -74,7 +72,7 @@ export class WebhookDispatcher {
 
   constructor(
     redis: RedisClient,
-    private readonly contents: ContentStore,
+    contents: ContentStore,
     private readonly settings: Settings,
     private readonly log: Logger,
     private readonly resolver: Resolver = systemResolver,
@@ -83,6 +81,7 @@ export class WebhookDispatcher {
     this.redis = withScripts(redis);
     this.store = new WebhookStore(redis, settings, resolver, clock);
     this.perHookCap = Math.max(1, Math.ceil(settings.WEBHOOK_CONCURRENCY / 4));
+    this.events = new EventReader(contents, 20000);
   }
 
   async start(): Promise<void> {
@@ -245,16 +244,6 @@ export class WebhookDispatcher {
     o.drained = true;
   }
 
-  private async snapshot(cid: string, rev: number): Promise<Snapshot | null> {
-    if (rev < 1) return null;
-    const key = `${cid}/${rev}`;
-    const hit = this.snapshots.get(key);
-    if (hit) return hit.s;
-    const s = await this.contents.snapshotAt(cid, rev);
-    if (s) this.snapshots.set(key, { s });
-    return s;
-  }
-
   /** Turns entries of partition p into deliveries and acknowledges them; false when the lease was lost (nothing acknowledged). */
   private async fanout(p: number, o: { token: string }, entries: StreamEntry[]): Promise<boolean> {
     // Read after the entries: a webhook created before a commit is known when its event is fanned out.
@@ -265,15 +254,9 @@ export class WebhookDispatcher {
       entries.map(async ([idBuf, fields]) => {
         const { ms, seq } = parseStreamId(idBuf.toString());
         if (!hooks.some((h) => h.created <= ms)) return null;
-        let e: StoredEvent;
-        try {
-          const at = fields.findIndex((f, i) => i % 2 === 0 && f.toString() === 'e');
-          e = unpack<StoredEvent>(fields[at + 1]);
-        } catch {
-          return null; // an unreadable entry tells nothing
-        }
-        const [at, before] = await Promise.all([this.snapshot(e.cid, e.rev), needsPrevious(e) ? this.snapshot(e.cid, e.rev - 1) : null]);
-        return { ms, seq, cid: e.cid, changes: changesOf(e, { at, before }) };
+        const r = await this.events.read(fields);
+        // an unreadable entry tells nothing
+        return r && { ms, seq, cid: r.event.cid, changes: r.changes };
       }),
     );
     const ttl = recordTtlMs(this.settings);

@@ -1,7 +1,5 @@
 import { expect } from 'chai';
-import { Redis } from 'ioredis';
-import { unpack } from '../../src/adapters/codec.js';
-import type { AuditEntry } from '../../src/actors/content/lifecycle-hooks.js';
+import type { LifecycleHook } from '../../src/actors/content/lifecycle-hooks.js';
 import { Client, article, startTestPlatform } from '../support/platform.js';
 
 type P = Awaited<ReturnType<typeof startTestPlatform>>;
@@ -12,36 +10,45 @@ describe('content service: workspaces (spec Workspace, draft and alias reservati
   let reader: Client;
   let sysadmin: Client;
   let sports: Client;
-  let redis: Redis;
   let n = 0;
   const wsName = () => `ws${Date.now()}x${n++}`;
 
   before(async () => {
-    p = await startTestPlatform({ LIFECYCLE_HOOKS: 'audit-trail' });
+    p = await startTestPlatform({}, undefined, undefined, [recorder]);
     editor = await new Client(p.base).login('editor');
     reader = await new Client(p.base).login('reader');
     sysadmin = await new Client(p.base).login('sysadmin');
     sports = await new Client(p.base).login('sportseditor');
-    redis = new Redis(process.env.REDIS_URL!);
   });
   after(async () => {
-    redis.disconnect();
     await p.stop();
   });
 
   const wsPath = (ws: string, id: string) => `/content/workspace/${ws}/alias/${id}`;
 
-  /** Audit entries (the built-in lifecycle hook) of one content. */
-  async function audit(cid: string): Promise<AuditEntry[]> {
-    const out: AuditEntry[] = [];
-    for (let part = 0; part < 8; part++) {
-      const rows = (await redis.xrangeBuffer(`audit:{${part}}`, '-', '+')) as [Buffer, Buffer[]][];
-      for (const [, f] of rows) {
-        const e = unpack<AuditEntry>(f[1]);
-        if (e.cid === cid) out.push(e);
-      }
-    }
-    return out;
+  /** Every lifecycle hook call of this process's actors, in order. */
+  type HookCall = { hook: string; cid: string; action: 'create' | 'update' | 'delete'; via: string; rev?: number };
+  const calls: HookCall[] = [];
+  const recorder: LifecycleHook = {
+    name: 'recorder',
+    beforeCreate: (c) => void calls.push({ hook: 'before', cid: c.cid, action: 'create', via: c.via }),
+    afterCreate: (c) => void calls.push({ hook: 'after', cid: c.cid, action: 'create', via: c.via, rev: c.snapshot.rev }),
+    beforeUpdate: (c) => void calls.push({ hook: 'before', cid: c.cid, action: 'update', via: c.via }),
+    afterUpdate: (c) => void calls.push({ hook: 'after', cid: c.cid, action: 'update', via: c.via, rev: c.snapshot.rev }),
+    beforeDelete: (c) => void calls.push({ hook: 'before', cid: c.cid, action: 'delete', via: c.via }),
+    afterDelete: (c) => void calls.push({ hook: 'after', cid: c.cid, action: 'delete', via: c.via, rev: c.snapshot.rev }),
+  };
+
+  /** The after-hook calls for one content; every one was preceded by its before-hook. */
+  async function audit(cid: string): Promise<HookCall[]> {
+    const mine = calls.filter((c) => c.cid === cid);
+    const befores = mine.filter((c) => c.hook === 'before').map((c) => [c.action, c.via]);
+    const afters = mine.filter((c) => c.hook === 'after');
+    expect(
+      afters.map((c) => [c.action, c.via]),
+      'before-hooks',
+    ).to.deep.equal(befores);
+    return afters;
   }
 
   describe('draft state table', () => {

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { loadSettings, type Settings } from '../../config/settings.js';
 import { createLogger } from '../../src/adapters/log.js';
 import { startPlatform, type Platform, type Role } from '../../src/main.js';
+import type { LifecycleHook } from '../../src/actors/content/lifecycle-hooks.js';
 
 /**
  * Starts the platform in this process on a free port against the private test Redis
@@ -14,12 +15,13 @@ export async function startTestPlatform(
   overrides: Partial<Record<keyof Settings, string>> = {},
   roles?: Role[],
   clock?: () => number,
+  hooks?: LifecycleHook[],
 ): Promise<Platform & { url: string; base: string }> {
   // Files go to a fresh directory of the run (unless a test names S3 or a directory).
   const filesDir = mkdtempSync(join(tmpdir(), 'test-files-'));
   const settings = loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', FILES_DIR: filesDir, ...overrides });
   const log = createLogger(process.env.TEST_LOG ?? 'silent');
-  const p = await startPlatform({ settings, roles, log, clock });
+  const p = await startPlatform({ settings, roles, log, clock, hooks });
   const stop = p.stop;
   p.stop = async () => {
     await stop();

@@ -1,6 +1,6 @@
 /**
  * Keys that change with no request at all: leases and heartbeats of every role (actors, change
- * feed schedule, audit copier, webhooks fan-out), command and reply streams, the indexer's and
+ * feed schedule, audit copier, webhooks fan-out, archiver), command and reply streams, the indexer's and
  * re-indexer's bookkeeping, and tokens and login counts (written by logins). Tests that prove a
  * refused request changes nothing compare every other key. Lua patterns, so the property test
  * can match them inside Redis (`string.find`); `isVolatileKey` matches the same in JavaScript.
@@ -21,6 +21,9 @@ export const VOLATILE_KEY_PATTERNS = [
   '^audit:flushed$',
   '^webhooks:members$',
   '^wh:{%d+}:lock$',
+  '^arc:{%d+}:lease$',
+  '^arc:{%d+}:stats$',
+  '^ar:{%d+}:',
 ];
 
 /** A Lua pattern of the list above as a RegExp: `%x` escapes x, `%d` is a digit. */
