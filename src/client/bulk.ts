@@ -64,3 +64,40 @@ export function exportLineToCreate(e: ExportLine): BulkLine {
     content: { system: { contentType: e.content.system.contentType }, aspects: e.content.aspects, ...(operations.length ? { operations } : {}) },
   };
 }
+
+/** What `bulkImport` and `exportContents` need of a client: its request method (PlatformClient has it). */
+export interface BulkRequester {
+  req(method: string, path: string, opts: { raw?: string; headers?: Record<string, string> }): Promise<{ status: number; text: string }>;
+}
+
+const ndjson = <T>(text: string): T[] =>
+  text
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => JSON.parse(l) as T);
+
+/**
+ * POST {base_url}/bulk with `lines`, sent and answered in one piece (for batches that fit in
+ * memory; stream bigger ones, e.g. with src/bulk-cli.ts). Throws for an answer other than 200.
+ *
+ * @example
+ * const answers = await bulkImport(client, [{ op: 'create', content: { system: { contentType: 'article' }, aspects: {} } }]);
+ */
+export async function bulkImport(client: BulkRequester, lines: BulkLine[]): Promise<BulkAnswer[]> {
+  const r = await client.req('POST', '/bulk', {
+    raw: lines.map((l) => `${JSON.stringify(l)}\n`).join(''),
+    headers: { 'Content-Type': 'application/x-ndjson' },
+  });
+  if (r.status !== 200) throw new Error(`bulk import refused: ${r.status} ${r.text}`);
+  return ndjson<BulkAnswer>(r.text);
+}
+
+/** GET {base_url}/export, whole (for exports that fit in memory). Throws for an answer other than 200. */
+export async function exportContents(client: BulkRequester, filter: { types?: string[]; views?: string[] } = {}): Promise<ExportLine[]> {
+  const q = new URLSearchParams();
+  if (filter.types?.length) q.set('types', filter.types.join(','));
+  if (filter.views?.length) q.set('views', filter.views.join(','));
+  const r = await client.req('GET', `/export${q.size ? `?${q}` : ''}`, {});
+  if (r.status !== 200) throw new Error(`export refused: ${r.status} ${r.text}`);
+  return ndjson<ExportLine>(r.text);
+}

@@ -7,6 +7,7 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import { type RedisServerHandle, startRedisServer } from '../../src/dev/redis-server.js';
 import { Client, startTestPlatform } from '../support/platform.js';
+import { bulkImport, exportContents } from '../../src/client/bulk.js';
 
 const run = promisify(execFile);
 type P = Awaited<ReturnType<typeof startTestPlatform>>;
@@ -154,6 +155,10 @@ describe('bulk export (CONTRACT §16)', function () {
       [alias('news', 'round-trip'), alias('web', 'rt'), owners(['sports']), { _type: 'svcAssignToViews', views: ['svcPublic', 'frontpage'] }],
     );
     await create(sysadmin, 'image', { image: { _type: 'image', width: 10 } });
+    // The typed client's helpers give the same export.
+    expect(sortedEssences((await exportContents(sysadmin)) as unknown as Line[])).to.deep.equal(sortedEssences(await exportOf(sysadmin)));
+    const viaClient = await bulkImport(sysadmin, [{ op: 'create', content: { system: { contentType: 'note' }, aspects: { n: { k: 1 } } } }]);
+    expect(viaClient.map((x) => x.status)).to.deep.equal([201]);
     const exported = await exportOf(sysadmin);
     expect(exported.length).to.be.greaterThan(3);
 
