@@ -226,8 +226,13 @@ class PartitionLoop<C extends CommandBase> {
     await this.done;
   }
 
-  /** Stops at once: another process owns the partition now, its commits would be refused anyway. */
+  /**
+   * Stops at once: another process owns the partition now, its commits would be refused anyway.
+   * Once: every command in flight that finds the lease lost calls it (a bulk import has hundreds),
+   * and each disconnect() of the same connection would add a listener to its socket.
+   */
   abandon(): void {
+    if (!this.running) return;
     this.running = false;
     this.conn.disconnect();
   }
