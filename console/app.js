@@ -180,7 +180,13 @@ function searchPage(params) {
   show(h('h1', { text: 'Search' }), form, status, results);
   if (!params.has('q')) return;
   status.say('Searching…');
-  const query = new URLSearchParams({ q: q.trim() || '*:*', rows: '50', fl: 'id,svc_type_s,svc_modificationTime_dt,svc_text', sort: 'svc_modificationTime_dt desc', wt: 'json' });
+  const query = new URLSearchParams({
+    q: q.trim() || '*:*',
+    rows: '50',
+    fl: 'id,svc_type_s,svc_modificationTime_dt,svc_text',
+    sort: 'svc_modificationTime_dt desc',
+    wt: 'json',
+  });
   api('GET', `${SEARCH}/content/select?${query}`)
     .then((r) => {
       const docs = r.json.response.docs;
@@ -250,7 +256,10 @@ async function contentPage(ns, alias) {
       h('dt', { text: 'Aliases' }),
       h('dd', { id: 'aliases', text: aliasList.join(', ') || '—' }),
       h('dt', { text: 'Views' }),
-      h('dd', { id: 'views', text: views.map(([v, e]) => `${v} (${e.history.at(-1)?.version === env.system.version ? 'this version' : 'another version'})`).join(', ') || '—' }),
+      h('dd', {
+        id: 'views',
+        text: views.map(([v, e]) => `${v} (${e.history.at(-1)?.version === env.system.version ? 'this version' : 'another version'})`).join(', ') || '—',
+      }),
       h('dt', { text: 'Time state' }),
       h(
         'dd',
@@ -309,7 +318,9 @@ async function contentPage(ns, alias) {
           const a = parsed();
           if (!a) return;
           try {
-            await api('PUT', `${CONTENT}/content/workspace/${enc(wsName.value)}/alias/contentid/${enc(key)}`, { body: { system: { contentType: env.system.contentType }, aspects: a } });
+            await api('PUT', `${CONTENT}/content/workspace/${enc(wsName.value)}/alias/contentid/${enc(key)}`, {
+              body: { system: { contentType: env.system.contentType }, aspects: a },
+            });
             editStatus.say(`Draft saved in workspace ${wsName.value}.`, 'ok');
           } catch (e) {
             editStatus.say(describeError(e), 'error');
@@ -352,7 +363,10 @@ async function contentPage(ns, alias) {
         const name = f.name.replace(/[^A-Za-z0-9._-]+/g, '_');
         try {
           fileStatus.say('Uploading…');
-          const up = await api('POST', `${FILES}/file/content/${enc(key)}/${enc(name)}`, { raw: f, headers: { 'Content-Type': f.type || 'application/octet-stream' } });
+          const up = await api('POST', `${FILES}/file/content/${enc(key)}/${enc(name)}`, {
+            raw: f,
+            headers: { 'Content-Type': f.type || 'application/octet-stream' },
+          });
           const mapped = { ...(aspects.svcFiles?.files ?? {}), [name]: { fileUri: up.json.URI, filePath: name } };
           await api('PUT', base, { body: { aspects: { svcFiles: { files: mapped } } }, headers: { 'If-Match': etag } });
           fileStatus.say(`${name} uploaded.`, 'ok');
@@ -370,7 +384,11 @@ async function contentPage(ns, alias) {
 
 /** History with a side-by-side compare of two versions, and restore (CONTRACT §15). */
 function historyCard(base, versions, etag) {
-  const option = (v) => h('option', { value: v.version, text: `rev ${v.revision.revisionNumber} · ${v.creatorId ?? ''} · ${when(v.creationTime)}${v.restoredFrom ? ' (restored)' : ''}` });
+  const option = (v) =>
+    h('option', {
+      value: v.version,
+      text: `rev ${v.revision.revisionNumber} · ${v.creatorId ?? ''} · ${when(v.creationTime)}${v.restoredFrom ? ' (restored)' : ''}`,
+    });
   const byVersion = new Map(versions.map((v) => [v.version, v]));
   const from = h('select', { id: 'from' }, versions.map(option));
   const to = h('select', { id: 'to' }, versions.map(option));
@@ -384,11 +402,20 @@ function historyCard(base, versions, etag) {
   const compare = async () => {
     try {
       status.say('Comparing…');
-      const [a, b, diff] = await Promise.all([aspectsAt(from.value), aspectsAt(to.value), api('GET', `${base}/compare?${new URLSearchParams({ from: from.value, to: to.value })}`)]);
+      const [a, b, diff] = await Promise.all([
+        aspectsAt(from.value),
+        aspectsAt(to.value),
+        api('GET', `${base}/compare?${new URLSearchParams({ from: from.value, to: to.value })}`),
+      ]);
       left.textContent = pretty(a);
       right.textContent = pretty(b);
-      ops.replaceChildren(...diff.json.patch.map((o) => h('li', { class: `op ${o.op}`, text: `${o.op} ${o.path}${'value' in o ? ` = ${JSON.stringify(o.value)}` : ''}` })));
-      status.say(diff.json.patch.length ? `${diff.json.patch.length} change(s) from the left version to the right one.` : 'The two versions have the same aspects.', 'ok');
+      ops.replaceChildren(
+        ...diff.json.patch.map((o) => h('li', { class: `op ${o.op}`, text: `${o.op} ${o.path}${'value' in o ? ` = ${JSON.stringify(o.value)}` : ''}` })),
+      );
+      status.say(
+        diff.json.patch.length ? `${diff.json.patch.length} change(s) from the left version to the right one.` : 'The two versions have the same aspects.',
+        'ok',
+      );
     } catch (e) {
       status.say(describeError(e), 'error');
     }
@@ -407,10 +434,19 @@ function historyCard(base, versions, etag) {
     h(
       'ol',
       { id: 'history', class: 'history' },
-      versions.map((v) => h('li', { text: `${v.version} · rev ${v.revision.revisionNumber} · ${v.creatorId ?? ''} · ${when(v.creationTime)} · ${(v.views ?? []).join(', ')}${v.restoredFrom ? ` · restored from ${v.restoredFrom}` : ''}` })),
+      versions.map((v) =>
+        h('li', {
+          text: `${v.version} · rev ${v.revision.revisionNumber} · ${v.creatorId ?? ''} · ${when(v.creationTime)} · ${(v.views ?? []).join(', ')}${v.restoredFrom ? ` · restored from ${v.restoredFrom}` : ''}`,
+        }),
+      ),
     ),
     h('div', { class: 'row' }, h('label', { for: 'from', text: 'Left (from)' }), from, h('label', { for: 'to', text: 'Right (to)' }), to),
-    h('div', { class: 'row' }, h('button', { id: 'compare', text: 'Compare', onclick: compare }), h('button', { id: 'restore', text: 'Restore the left version', onclick: restore })),
+    h(
+      'div',
+      { class: 'row' },
+      h('button', { id: 'compare', text: 'Compare', onclick: compare }),
+      h('button', { id: 'restore', text: 'Restore the left version', onclick: restore }),
+    ),
     status,
     h('div', { class: 'sidebyside' }, left, right),
     h('h3', { text: 'Changes (RFC 6902)' }),
@@ -570,7 +606,10 @@ function sparkline(name, values) {
   svg.setAttribute('height', String(H));
   svg.setAttribute('role', 'img');
   const last = values.at(-1) ?? 0;
-  svg.setAttribute('aria-label', `${name}: now ${last.toFixed(1)}, at most ${max.toFixed(1)} over the last ${Math.round((values.length * SAMPLE_MS) / 1000)} seconds`);
+  svg.setAttribute(
+    'aria-label',
+    `${name}: now ${last.toFixed(1)}, at most ${max.toFixed(1)} over the last ${Math.round((values.length * SAMPLE_MS) / 1000)} seconds`,
+  );
   const line = document.createElementNS(NS, 'polyline');
   const step = values.length > 1 ? W / (KEEP - 1) : 0;
   line.setAttribute('points', values.map((v, i) => `${(i * step).toFixed(1)},${(H - 2 - (v / max) * (H - 4)).toFixed(1)}`).join(' '));
@@ -620,7 +659,14 @@ function operationsPage() {
       const [ops, metrics] = await Promise.all([api('GET', `${CONTENT}/operations`), fetch('/metrics', { cache: 'no-store' }).then((r) => r.text())]);
       samples.push({ t: Date.now(), m: parseMetrics(metrics) });
       while (samples.length > KEEP) samples.shift();
-      charts.replaceChildren(...CHARTS.map((c) => sparkline(c.name, samples.map((s, i) => c.of(s, samples[i - 1])))));
+      charts.replaceChildren(
+        ...CHARTS.map((c) =>
+          sparkline(
+            c.name,
+            samples.map((s, i) => c.of(s, samples[i - 1])),
+          ),
+        ),
+      );
       renderSessions(sessions, ops.json.reindexSessions);
       renderPartitions(parts, ops.json);
       await renderWebhooks(hooks, ops.json.webhooks);
@@ -655,13 +701,21 @@ function renderSessions(el, sessions) {
 
 function renderPartitions(el, ops) {
   const members = h('p', { text: `Actor processes: ${ops.members.map((m) => m.id).join(', ') || 'none'}` });
-  const head = h('tr', {}, ['Partition', 'Owner', 'Mailbox lag', 'Mailbox pending', 'Indexer lag', 'Indexer pending', 'Dead letters', 'Indexer dead letters'].map((t) => h('th', { scope: 'col', text: t })));
+  const head = h(
+    'tr',
+    {},
+    ['Partition', 'Owner', 'Mailbox lag', 'Mailbox pending', 'Indexer lag', 'Indexer pending', 'Dead letters', 'Indexer dead letters'].map((t) =>
+      h('th', { scope: 'col', text: t }),
+    ),
+  );
   const rows = ops.partitions.map((p) =>
     h(
       'tr',
       {},
       h('th', { scope: 'row', text: String(p.partition) }),
-      [p.owner ?? 'none', p.mailbox.lag ?? '?', p.mailbox.pending, p.indexer.lag ?? '?', p.indexer.pending, p.deadLetters, p.indexerDeadLetters].map((v) => h('td', { text: String(v) })),
+      [p.owner ?? 'none', p.mailbox.lag ?? '?', p.mailbox.pending, p.indexer.lag ?? '?', p.indexer.pending, p.deadLetters, p.indexerDeadLetters].map((v) =>
+        h('td', { text: String(v) }),
+      ),
     ),
   );
   el.replaceChildren(members, h('table', {}, h('caption', { class: 'sr-only', text: 'Partitions' }), h('thead', {}, head), h('tbody', {}, rows)));
@@ -669,12 +723,30 @@ function renderPartitions(el, ops) {
 
 async function renderWebhooks(el, summary) {
   const hooks = (await api('GET', `${CONTENT}/webhooks`)).json.webhooks;
-  const out = [h('p', { text: `Waiting: ${summary.pending}. Attempts so far: ${Object.entries(summary.outcomes).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}.` })];
+  const out = [
+    h('p', {
+      text: `Waiting: ${summary.pending}. Attempts so far: ${
+        Object.entries(summary.outcomes)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ') || 'none'
+      }.`,
+    }),
+  ];
   for (const w of hooks.slice(0, 10)) {
     const d = (await api('GET', `${CONTENT}/webhooks/${enc(w.id)}/deliveries?limit=5`)).json.deliveries;
     out.push(
       h('h3', { text: `${w.url} (${w.id})` }),
-      d.length ? h('ul', {}, d.map((x) => h('li', { text: `${x.time} · ${x.status} · ${x.attempts} attempt(s)${x.lastStatus ? ` · last ${x.lastStatus}` : ''}${x.lastError ? ` · ${x.lastError}` : ''}` }))) : h('p', { text: 'No deliveries.' }),
+      d.length
+        ? h(
+            'ul',
+            {},
+            d.map((x) =>
+              h('li', {
+                text: `${x.time} · ${x.status} · ${x.attempts} attempt(s)${x.lastStatus ? ` · last ${x.lastStatus}` : ''}${x.lastError ? ` · ${x.lastError}` : ''}`,
+              }),
+            ),
+          )
+        : h('p', { text: 'No deliveries.' }),
     );
   }
   el.replaceChildren(...out);
