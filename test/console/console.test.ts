@@ -27,6 +27,8 @@ describe('web console in a real browser (CONTRACT §19)', function () {
   let browser: Browser;
   let editor: Client;
   let sysadmin: Client;
+  let solrUrl: string;
+  let reindexer: Awaited<ReturnType<typeof startTestPlatform>> | undefined;
   const contexts: BrowserContext[] = [];
   const cspViolations: string[] = [];
   const W = `w${Date.now().toString(36)}`; // a word no other test writes
@@ -38,7 +40,9 @@ describe('web console in a real browser (CONTRACT §19)', function () {
       this.skip();
     }
     const solr = await ensureTestSolr();
-    p = await startTestPlatform({ SOLR_URL: solr });
+    solrUrl = solr;
+    // No re-indexer in this platform: the operations case starts one once it has seen a session waiting.
+    p = await startTestPlatform({ SOLR_URL: solr }, ['web', 'actors', 'indexer', 'webhooks']);
     editor = await new Client(p.base).login('editor');
     sysadmin = await new Client(p.base).login('sysadmin');
     browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'] });
@@ -46,6 +50,7 @@ describe('web console in a real browser (CONTRACT §19)', function () {
   });
   after(async () => {
     await browser?.close();
+    await reindexer?.stop();
     await p?.stop();
     rmSync(tmp, { recursive: true, force: true });
   });
@@ -344,8 +349,19 @@ describe('web console in a real browser (CONTRACT §19)', function () {
     const session = /session (\S+) started/.exec(r.text)?.[1];
     expect(session).to.be.a('string');
     const bar = `li.session[data-session="${session}"] progress`;
-    await page.waitForSelector(bar, { timeout: 30000 });
-    // The bar follows the session until every queued content is indexed.
+    // Queued, no re-indexer running yet: the page shows the session waiting at 0 of its total.
+    await page.waitForFunction(
+      (s) => {
+        const e = document.querySelector(s) as HTMLProgressElement | null;
+        return e !== null && e.value === 0 && e.max > 1;
+      },
+      { timeout: 30000 },
+      bar,
+    );
+    expect(await text(page, `li.session[data-session="${session}"] label`)).to.match(/: 0 of [1-9][0-9]* \(0%\)$/);
+    await check(page, 'operations-reindex-waiting');
+    // A re-indexer starts: the bar follows the session until every queued content is indexed.
+    reindexer = await startTestPlatform({ SOLR_URL: solrUrl }, ['reindexer']);
     await page.waitForFunction(
       (s) => {
         const e = document.querySelector(s) as HTMLProgressElement | null;
@@ -354,6 +370,7 @@ describe('web console in a real browser (CONTRACT §19)', function () {
       { timeout: 60000 },
       bar,
     );
+    await waitText(page, `li.session[data-session="${session}"] label`, 'complete');
     expect(await text(page, '#partitions')).to.include('Actor processes');
     await page.waitForSelector('#charts svg polyline');
     await check(page, 'operations');
