@@ -134,7 +134,7 @@ function signInPage(message) {
         status.say('Signing in…');
         try {
           const r = await api('POST', `${CONTENT}/security/token`, { body: { username: user.value, password: pass.value } });
-          session = { token: r.json.token, userId: r.json.userId };
+          session = { token: r.json.token, userId: r.json.userId, renewTime: r.json.renewTime };
           sessionStorage.setItem(SESSION_KEY, JSON.stringify(session));
           location.hash = '#/search';
           render();
@@ -754,7 +754,23 @@ async function renderWebhooks(el, summary) {
 
 // ---- routing ----
 
+/**
+ * Past its renew time (half way to expiry, CONTRACT §4) the token is exchanged for a new one,
+ * `{username, token}`, so a console left open keeps working; the old token stays valid until it expires.
+ */
+async function renewIfDue() {
+  if (!session?.renewTime || Date.parse(session.renewTime) > Date.now()) return;
+  try {
+    const r = await api('POST', `${CONTENT}/security/token`, { body: { username: session.userId, token: session.token } });
+    session = { token: r.json.token, userId: r.json.userId, renewTime: r.json.renewTime };
+    sessionStorage.setItem(SESSION_KEY, JSON.stringify(session));
+  } catch {
+    // an expired token is met by the next call's 401
+  }
+}
+
 function render(message) {
+  renewIfDue();
   for (const c of cleanups) c();
   cleanups = [];
   const nav = document.getElementById('nav');

@@ -157,13 +157,13 @@ describe('web console in a real browser (CONTRACT §19)', function () {
     });
 
     it('the operations snapshot is sysadmin only: 401 without a token, 403 for every other user', async () => {
-      expect((await new Client(p.base).req('GET', '/operations')).status).to.equal(401);
+      expect((await new Client(p.base).operations()).status).to.equal(401);
       for (const u of ['editor', 'reader', 'sportseditor']) {
-        const r = await (await new Client(p.base).login(u)).req('GET', '/operations');
+        const r = await (await new Client(p.base).login(u)).operations();
         expect(r.status, u).to.equal(403);
         expect(r.text).to.not.include('partitions');
       }
-      const ok = await sysadmin.req('GET', '/operations');
+      const ok = await sysadmin.operations();
       expect(ok.status).to.equal(200);
       expect(ok.json.partitions).to.have.length(8);
       expect(ok.json.partitions[0]).to.have.keys('partition', 'owner', 'mailbox', 'indexer', 'deadLetters', 'indexerDeadLetters', 'webhooksPending');
