@@ -163,7 +163,16 @@ describe('web console in a real browser (CONTRACT §19)', function () {
         expect(r.status, u).to.equal(403);
         expect(r.text).to.not.include('partitions');
       }
+      // The refusal is the same whether or not there is anything to see: after new content,
+      // and a re-index session, the editor gets the very same answer.
+      const editorClient = await new Client(p.base).login('editor');
+      const before = await editorClient.operations();
+      await create('operations invariance');
+      expect((await sysadmin.req('POST', '/index/reindex/contentType/none-such')).status).to.equal(200);
+      const after = await editorClient.operations();
+      expect([after.status, after.text]).to.deep.equal([before.status, before.text]);
       const ok = await sysadmin.operations();
+      expect(ok.json.reindexSessions.length).to.be.at.least(1);
       expect(ok.status).to.equal(200);
       expect(ok.json.partitions).to.have.length(8);
       expect(ok.json.partitions[0]).to.have.keys('partition', 'owner', 'mailbox', 'indexer', 'deadLetters', 'indexerDeadLetters', 'webhooksPending');
