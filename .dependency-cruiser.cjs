@@ -26,6 +26,7 @@ module.exports = {
     },
     { name: 'webhooks-above-adapters', severity: 'error', comment: 'Adapters, security and actors know nothing of the webhooks.', from: { path: '^src/(adapters|security|actors|content)/' }, to: { path: '^src/webhooks/' } },
     { name: 'client-stands-alone', severity: 'error', comment: 'The typed client ships to API users: it imports nothing of the server.', from: { path: '^src/client/' }, to: { path: '^src/', pathNot: '^src/client/' } },
+    { name: 'console-ui-apart', severity: 'error', comment: 'console/ is the browser code of the web console: the gateway serves its files as bytes and never imports them.', from: { path: '^(src|config)/' }, to: { path: '^console/' } },
     { name: 'no-dev-tooling-in-product', severity: 'error', comment: 'src/dev launches local servers for development and tests only.', from: { path: '^src/', pathNot: ['^src/dev/', '^src/main\\.ts$', '\\.test\\.ts$'] }, to: { path: '^src/dev/' } },
   ],
   options: {

@@ -14,6 +14,13 @@ if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ] && [ "$(id -u)
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; } \
     || echo "npm test: nginx could not be installed; the nginx cache test will be skipped" >&2
 fi
+# Debian's chromium for the console's browser tests (test/console; skipped without one). Best
+# effort, like nginx: the browser comes from Debian, never from a download by puppeteer.
+if ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/bin/chromium ] && [ -z "$CHROMIUM_PATH" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "npm test: installing chromium (apt-get) for the console tests" >&2
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+    || echo "npm test: chromium could not be installed; the console tests will be skipped" >&2
+fi
 npx tsc -p tsconfig.json --noEmit
 
 # The whole suite also checks format, lint and layering (npm run lint: Biome, dependency-cruiser);

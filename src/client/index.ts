@@ -181,6 +181,11 @@ export class PlatformClient {
     return this.req('POST', `/content/alias/${id}/restore?version=${encodeURIComponent(version)}`, { headers: { 'If-Match': etag } });
   }
 
+  /** GET /operations (sysadmin): partitions and their owners, backlogs, dead letters, re-index sessions, webhook deliveries waiting. */
+  operations(): Promise<Answer> {
+    return this.req('GET', '/operations');
+  }
+
   /** GET /audit (sysadmin): entries newest first, `next` for the following page. */
   audit(query: { content?: string; user?: string; from?: string; to?: string; limit?: number; cursor?: string } = {}): Promise<Answer> {
     const q = new URLSearchParams(

@@ -16,6 +16,8 @@ import { TAXONOMY_PREFIX, TaxonomyService } from './taxonomy-service.js';
 import { learnIndexSchema } from '../adapters/index-schema.js';
 import { ChangesService } from './changes-service.js';
 import { BULK_ROUTE } from './bulk-service.js';
+import { CONSOLE_PREFIX, ConsoleAssets } from './console-assets.js';
+import { OperationsService } from './operations-service.js';
 
 /** Service prefixes of CONTRACT §2, and the `Svc-Response-Origin` each one answers with. */
 const ORIGINS: Record<string, string | undefined> = {
@@ -51,6 +53,8 @@ export class Gateway {
   private readonly heads: HeadCache;
   /** The change feed (CONTRACT §13): its own uWS routes, so long-lived streams take no in-flight slot. */
   readonly changes: ChangesService;
+  /** The web console's static files (CONTRACT §19). */
+  private readonly console = new ConsoleAssets();
   private openapi?: string;
   /** Learning the search collection's schema for the write-time check of svcSolrDocument. */
   private schemaLearning?: { stop(): void };
@@ -64,6 +68,7 @@ export class Gateway {
     this.delivery = new FileDeliveryService(fileDeps);
     this.taxonomy = new TaxonomyService(d);
     this.changes = new ChangesService(d);
+    new OperationsService({ ...d, heads: this.heads, baseUrl: () => this.baseUrl() }, this.content);
   }
 
   /** The public address used in Location headers. */
@@ -156,6 +161,11 @@ export class Gateway {
       return;
     }
     const prefix = segs[0] ?? '';
+    if (prefix === CONSOLE_PREFIX) {
+      x.route = CONSOLE_PREFIX;
+      this.console.handle(x, segs.slice(1).filter(Boolean), x.path.endsWith('/'));
+      return;
+    }
     // Own keys only: `/constructor` or `/__proto__` must not find Object.prototype's members.
     const known = Object.hasOwn(ORIGINS, prefix);
     const origin = known ? ORIGINS[prefix] : undefined;
