@@ -258,6 +258,17 @@ describe('search clients: SolrJ (javabin) and solr-client against the search pro
       expect(fromProxy).not.to.match(/org\.apache|\bat [a-z]+\.|127\.0\.0\.1|\[address\]/);
     });
 
+    it("the README's SolrJ example runs as written (full-text query, sort, facets, the token header)", async () => {
+      const { code, out } = await new Promise<{ code: number | null; out: string }>((done) => {
+        const java = spawn('java', ['-cp', classPath!, 'platform.ReadmeExample', p.url, editor.token!], { stdio: ['ignore', 'pipe', 'pipe'] });
+        let out = '';
+        java.stdout.on('data', (b: Buffer) => (out += b.toString()));
+        java.stderr.on('data', (b: Buffer) => (out += b.toString()));
+        java.once('close', (code) => done({ code, out }));
+      });
+      expect(code, out).to.equal(0);
+    });
+
     it('HttpJdkSolrClient with its defaults works; Http2SolrClient with its defaults (HTTP/2 without TLS) does not: the gateway speaks HTTP/1.1', async () => {
       const [jdk] = await solrj('jdk', [{ caller: editor, params: { q: `svc_type_s:${T}`, rows: '0' } }]);
       expect(jdk).to.include({ ok: true, numFound: 12 });
