@@ -19,6 +19,8 @@ export const settingsSchema = z.object({
     .regex(/^\d+(\.\d+)*$/)
     .default('1.0.0'),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+  /** Log lines: `json` (one JSON object a line, for log collectors) or `pretty` (readable lines, for a terminal). */
+  LOG_FORMAT: z.enum(['json', 'pretty']).default('json'),
 
   REDIS_URL: z
     .string()

@@ -68,7 +68,7 @@ export async function startPlatform(
 ): Promise<Platform> {
   const settings = opts.settings ?? loadSettings();
   const roles = opts.roles ?? ROLES;
-  const log = opts.log ?? createLogger(settings.LOG_LEVEL);
+  const log = opts.log ?? createLogger(settings.LOG_LEVEL, undefined, settings.LOG_FORMAT);
   const security = loadSecurityConfig();
   const variants = new Variants(loadVariantsConfig());
   const clock = opts.clock ?? Date.now;
@@ -249,6 +249,11 @@ export async function withLocalServices(settings: Settings, log: Logger, search:
   return settings;
 }
 
+/** The line a process with the web role logs once it serves: where the API, its document, health and metrics are. */
+export function readyLine(url: string): string {
+  return `ready at ${url} — API document at ${url}/openapi.json, health at ${url}/health, metrics at ${url}/metrics`;
+}
+
 /** `node dist/src/main.js [role ...]`: runs the roles until SIGINT or SIGTERM. */
 async function cli(): Promise<void> {
   const log = createLogger();
@@ -268,6 +273,7 @@ async function cli(): Promise<void> {
   settings = await withLocalServices(settings, log, args.length === 0 || args.some((r) => r !== 'actors' && r !== 'webhooks' && r !== 'archiver'));
   log.info({ settings: describeSettings(settings) }, 'starting');
   const platform = await startPlatform({ settings, roles: args.length ? (args as Role[]) : ROLES, log });
+  if (platform.url) log.info(readyLine(platform.url));
   let stopping = false;
   const shutdown = (signal: string) => {
     if (stopping) return;

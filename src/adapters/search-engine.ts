@@ -190,6 +190,12 @@ export class SolrEngine {
 
   /** Sends a select to the engine and answers its status, content type and body unchanged. */
   async select(collection: string, params: URLSearchParams): Promise<{ status: number; contentType: string; body: string }> {
+    const res = await this.selectBytes(collection, params);
+    return { ...res, body: res.body.toString('utf8') };
+  }
+
+  /** `select` with the answer's bytes as they came (a binary format such as javabin). */
+  async selectBytes(collection: string, params: URLSearchParams): Promise<{ status: number; contentType: string; body: Buffer }> {
     const url = `${this.base.href}/${encodeURIComponent(collection)}/select`;
     const res = await fetch(url, {
       method: 'POST',
@@ -197,7 +203,8 @@ export class SolrEngine {
       body: params.toString(),
       signal: AbortSignal.timeout(30_000),
     }).catch(unavailable);
-    return { status: res.status, contentType: res.headers.get('content-type') ?? 'application/json', body: await res.text().catch(unavailable) };
+    const body = Buffer.from(await res.arrayBuffer().catch(unavailable));
+    return { status: res.status, contentType: res.headers.get('content-type') ?? 'application/json', body };
 
     /**
      * The engine cannot be reached, or broke off its answer (down, restarting, too slow): 503, try

@@ -1,16 +1,13 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { sleep } from '../wait.js';
+import { buildMavenTool, javaAndMavenAvailable } from './maven-tool.js';
 import { freePort } from './redis-server.js';
 import { repoPath } from '../repo-files.js';
 
 /** tools/solr of this repository (from src/dev or dist/src/dev). */
 const TOOL_DIR = dirname(repoPath('tools', 'solr', 'pom.xml'));
 const TARGET = join(TOOL_DIR, 'target');
-/** Written after a successful Maven build; its mtime is compared with the sources. */
-const STAMP = join(TARGET, '.built');
-const LOCK = join(TARGET, '.build-lock');
 
 export interface SolrHandle {
   /** Base URL, e.g. http://127.0.0.1:8983/solr (the core is `content`). */
@@ -40,84 +37,14 @@ export interface StartSolrOptions {
   cloud?: { nodes: number; shards: number };
 }
 
-let toolsChecked: boolean | undefined;
-/** Are `java` and `mvn` on PATH? (checked once per process) */
-export function javaAndMavenAvailable(): boolean {
-  toolsChecked ??= ['java', 'mvn'].every((cmd) => spawnSync(cmd, ['-version'], { stdio: 'ignore' }).status === 0);
-  return toolsChecked;
-}
+export { javaAndMavenAvailable };
 
-function newest(path: string): number {
-  const st = statSync(path);
-  if (!st.isDirectory()) return st.mtimeMs;
-  return Math.max(st.mtimeMs, ...readdirSync(path).map((f) => newest(join(path, f))));
-}
-
-function upToDate(): boolean {
-  return (
-    existsSync(STAMP) &&
-    existsSync(join(TARGET, 'lib')) &&
-    statSync(STAMP).mtimeMs >= Math.max(newest(join(TOOL_DIR, 'src')), newest(join(TOOL_DIR, 'pom.xml')))
-  );
-}
-
-/** Runs `mvn -q package`; resolves with its exit code and the tail of its output. */
-function runMaven(): Promise<{ code: number | null; out: string }> {
-  return new Promise((done) => {
-    let out = '';
-    const mvn = spawn('mvn', ['-q', '-B', '-Dstyle.color=never', '-f', join(TOOL_DIR, 'pom.xml'), 'package', '-DskipTests'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const keep = (b: Buffer) => (out = (out + b.toString()).slice(-20000));
-    mvn.stdout.on('data', keep);
-    mvn.stderr.on('data', keep);
-    mvn.once('error', (e) => done({ code: null, out: String(e) }));
-    mvn.once('close', (code) => done({ code, out }));
-  });
-}
-
-/**
- * Builds tools/solr with Maven (target/classes + target/lib) unless the last successful build is
- * newer than its sources. Several processes may call this at once: one builds (holding a lock
- * directory in target/), the others wait for it.
- */
+/** Builds tools/solr with Maven unless its last successful build is newer than its sources (maven-tool.ts). */
 export async function buildEmbeddedSolr(log: (m: string) => void = () => undefined): Promise<void> {
-  if (upToDate()) return;
-  mkdirSync(TARGET, { recursive: true });
-  const waitUntil = Date.now() + 15 * 60_000;
-  for (let said = false; ; ) {
-    try {
-      mkdirSync(LOCK);
-      break;
-    } catch {
-      // Another process builds; a lock older than 10 minutes is left over from a killed build.
-      const held = statSync(LOCK, { throwIfNoEntry: false });
-      if (held && Date.now() - held.mtimeMs > 10 * 60_000) rmSync(LOCK, { recursive: true, force: true });
-      if (!said) log('waiting for another process that builds the embedded Solr');
-      said = true;
-      if (Date.now() > waitUntil) throw new Error(`tools/solr build lock ${LOCK} held for 15 minutes`);
-      await sleep(500);
-      if (upToDate()) return;
-    }
-  }
-  try {
-    if (upToDate()) return;
-    log('building the embedded Solr with Maven (the first run downloads Solr 9 from Maven Central into ~/.m2, about 120 MB)');
-    const t0 = Date.now();
-    const { code, out } = await runMaven();
-    if (code !== 0)
-      throw new Error(
-        `Maven could not build tools/solr (exit ${code}):\n${out
-          .replace(/\x1b\[[0-9;]*m/g, '')
-          .split('\n')
-          .slice(-30)
-          .join('\n')}`,
-      );
-    writeFileSync(STAMP, `${new Date().toISOString()}\n`);
-    log(`built the embedded Solr in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-  } finally {
-    rmSync(LOCK, { recursive: true, force: true });
-  }
+  await buildMavenTool(
+    { dir: TOOL_DIR, what: 'the embedded Solr', buildNote: 'the first run downloads Solr 9 from Maven Central into ~/.m2, about 120 MB' },
+    log,
+  );
 }
 
 /**

@@ -23,8 +23,12 @@ import { AppError } from '../errors.js';
  *   `facet.mincount` and its per-field forms are raised to at least 1;
  * - components that read the index past the filters: more-like-this, terms, spellcheck, suggest,
  *   debug and explain, expand, re-ranking, `json.facet`, `uf`, `hl.q`, `group.query`,
- *   `group.func`, and the handler, format, shard and stream switches (`qt`, `wt` other than json,
- *   `shards`, `stream.*`, `collection`, `distrib`), are simply not on the list.
+ *   `group.func`, and the handler, format, shard and stream switches (`qt`, `wt` other than json
+ *   and javabin, `shards`, `stream.*`, `collection`, `distrib`), are simply not on the list.
+ *
+ * Formats: `wt=json` (the default) and `wt=javabin` (SolrJ's default, with its `version=2`). A
+ * format changes only how the engine writes the answer of the same query, filters included; the
+ * platform reads or rewrites no javabin answer, so `inlineData` needs json.
  *
  * Numbers are numbers within bounds (`rows` at most 1000); single-valued parameters are given
  * once. Per-field forms (`f.<field>.facet.limit`, ...) follow their base parameter.
@@ -263,7 +267,9 @@ export const SEARCH_PARAMETER_ALLOWLIST: Readonly<Record<string, Param>> = {
   cursorMark: { rule: cursorMark },
   timeAllowed: { rule: integer(0, INT32_MAX) },
   omitHeader: { rule: bool },
-  wt: { rule: oneOf('json'), own: true },
+  wt: { rule: oneOf('json', 'javabin'), own: true },
+  /** The response format's version; SolrJ sends 2 with javabin (2.2 with its XML parser, which wt refuses). */
+  version: { rule: oneOf('2', '2.2'), own: true },
   view: { rule: name, own: true },
   variant: { rule: name, own: true },
   inlineData: { rule: anyText, own: true },
@@ -296,9 +302,14 @@ export function isAllowedSearchParameter(key: string): boolean {
   return entryOf(key) !== undefined;
 }
 
+/** The answer formats of the search proxy. */
+export type SearchFormat = 'json' | 'javabin';
+
 /** The checked request: what goes to the engine, and the platform's own parameters. */
 export interface SearchRequest {
   engine: URLSearchParams;
+  /** The answer's format: the engine writes it (wt), the proxy passes javabin through unread. */
+  format: SearchFormat;
   view: string | null;
   variant: string | null;
   inlineData: boolean;
@@ -307,7 +318,7 @@ export interface SearchRequest {
 /**
  * Checks a request's parameters against the allowlist, in request order; the first one refused
  * answers 400 naming it. Answers the parameters for the engine (values as the rules answer them,
- * `facet.mincount` raised, `wt=json`) and the platform's own.
+ * `facet.mincount` raised, `wt` json or javabin) and the platform's own.
  */
 export function checkSearchParams(params: URLSearchParams): SearchRequest {
   const engine = new URLSearchParams();
@@ -338,8 +349,14 @@ export function checkSearchParams(params: URLSearchParams): SearchRequest {
       { parameter: 'qf' },
     );
   }
+  const format = (params.get('wt') ?? 'json') as SearchFormat;
+  if (format !== 'json' && params.has('inlineData'))
+    throw new AppError('BAD_REQUEST', `Parameter 'inlineData' needs wt=json: the platform adds the content to a JSON answer only`, {
+      parameter: 'inlineData',
+    });
   // Facets count only the result: a term with no document in it is never listed.
   if (!engine.has('facet.mincount')) engine.set('facet.mincount', '1');
-  engine.set('wt', 'json');
-  return { engine, view: params.get('view'), variant: params.get('variant'), inlineData: params.has('inlineData') };
+  engine.set('wt', format);
+  if (format === 'javabin') engine.set('version', '2');
+  return { engine, format, view: params.get('view'), variant: params.get('variant'), inlineData: params.has('inlineData') };
 }

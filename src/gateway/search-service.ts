@@ -34,6 +34,7 @@ export interface SearchServiceDeps {
  * fq must match) and which use explicit local params, so defType and the like do not touch them.
  * Inlined content is loaded only where the caller may read it, by the same rule as the filters
  * (reads.ts over content/visibility.ts); engine errors come back without traces or addresses (search-errors.ts).
+ * Answers are JSON, or javabin for SolrJ (`wt=javabin`, passed through unread).
  */
 export class SearchService {
   readonly router = new Router();
@@ -55,6 +56,7 @@ export class SearchService {
     const now = this.d.clock();
     const out = request.engine;
     for (const fq of this.filters(user, request.view, request.variant, now)) out.append('fq', fq);
+    if (request.format === 'javabin') return this.passBinary(x, this.d.engine, p.collection, out);
     const res = await this.d.engine.select(p.collection, out);
     if (res.status !== 200) {
       const answer = engineErrorAnswer(p.collection, res);
@@ -72,6 +74,26 @@ export class SearchService {
       }),
     );
     x.sendJson(200, body);
+  }
+
+  /**
+   * A javabin answer (SolrJ's default format) goes to the caller as the engine wrote it, with its
+   * content type: the query, and so the filters, are those of a JSON request; only the writer
+   * differs. An engine error in javabin cannot be cleaned of traces and addresses (CONTRACT §20)
+   * without a decoder, so the same request is asked again in JSON and its cleaned error answers
+   * (as JSON, which SolrJ reports with the body's text).
+   */
+  private async passBinary(x: Exchange, engine: SolrEngine, collection: string, params: URLSearchParams): Promise<void> {
+    const res = await engine.selectBytes(collection, params);
+    if (res.status === 200) {
+      x.send(200, [['Content-Type', res.contentType]], res.body);
+      return;
+    }
+    params.set('wt', 'json');
+    params.delete('version');
+    const again = await engine.select(collection, params);
+    const answer = engineErrorAnswer(collection, again.status === 200 ? { status: res.status, contentType: '', body: '' } : again);
+    x.sendJson(answer.status, answer.body);
   }
 
   /** Query parameters, and for POST the form body; the JSON request API is refused. */

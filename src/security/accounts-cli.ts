@@ -7,8 +7,9 @@
  *   node dist/src/security/accounts-cli.js delete <username>
  *
  * `<contexts>` is JSON: context name -> role names, e.g. '{"__global__":["editor"]}'.
+ * It first prints the Redis it writes to (credentials masked).
  */
-import { loadSettings } from '../../config/settings.js';
+import { loadSettings, maskUrlCredentials } from '../../config/settings.js';
 import { TokenService } from './token-service.js';
 
 async function readPassword(): Promise<string> {
@@ -27,7 +28,10 @@ async function main(argv: string[]): Promise<void> {
     throw new Error('usage: accounts-cli set-password <username> | create <username> <contexts JSON> | delete <username>');
   }
   const settings = loadSettings();
-  const service = new TokenService({ redisUrl: settings.REDIS_URL ?? 'redis://127.0.0.1:6379', settings });
+  const redisUrl = settings.REDIS_URL ?? 'redis://127.0.0.1:6379';
+  // Which Redis the accounts go to, before anything is written (a wrong REDIS_URL is seen at once); never its password.
+  console.log(`accounts-cli: Redis ${maskUrlCredentials(redisUrl)}${settings.REDIS_URL ? ' (REDIS_URL)' : ' (the default: REDIS_URL is not set)'}`);
+  const service = new TokenService({ redisUrl, settings });
   await service.connect();
   try {
     if (cmd === 'delete') await service.deleteAccount(username);

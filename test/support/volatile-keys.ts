@@ -19,6 +19,8 @@ export const VOLATILE_KEY_PATTERNS = [
   '^changes:trimmed:',
   '^audit:owner$',
   '^audit:flushed$',
+  // written by the audit copier after the commit it records (a commit's own keys, events:{p} among them, are compared)
+  '^auditlog:{',
   '^webhooks:members$',
   '^wh:{%d+}:lock$',
   '^arc:{%d+}:lease$',
