@@ -65,6 +65,14 @@ const errorBody = (e: AppError) => ({ error: e.toBody() });
  * (ChangeFanout); what it may see is decided by the domain (content/change-events.ts).
  */
 export class ChangesService {
+  /** The routes, for the OpenAPI document (under the content service's prefix). */
+  static readonly routes = {
+    describe: () => [
+      { pattern: 'changes', methods: ['GET'] },
+      { pattern: 'changes/ws', methods: ['GET'] },
+    ],
+  };
+
   readonly source: ChangeSource;
   readonly fanout: ChangeFanout;
   private readonly streams = new Set<FeedSubscriber>();

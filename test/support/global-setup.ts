@@ -10,6 +10,7 @@
  * config/settings.ts may read the environment when imported.
  */
 import { pingRedis, startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.js';
+import { installFetchCheck, takeMismatches } from './openapi-check.js';
 
 process.env.NODE_ENV = 'test';
 // The suites log in from 127.0.0.1 all along, with deliberate wrong passwords among them: with
@@ -29,6 +30,23 @@ if (process.env.TEST_REDIS_URL) {
   // Node's default SIGTERM exit skips 'exit' handlers; exit normally so the server stops too.
   process.once('SIGTERM', () => process.exit(143));
 }
+
+// Every answer of a test platform is checked against its OpenAPI document (CONTRACT §18).
+installFetchCheck();
+
+/** A test that caught the error of an answer that does not fit the document fails here anyway. */
+export const mochaHooks = {
+  /** What a hook outside a test saw (it failed there already) is not this test's. */
+  beforeEach(): void {
+    takeMismatches();
+  },
+  afterEach(this: Mocha.Context): void {
+    const mismatches = takeMismatches();
+    // A test that failed has reported its own mismatch (or fails for another reason already).
+    if (mismatches.length && this.currentTest?.state === 'passed')
+      throw new Error(`${mismatches.length} answer(s) did not fit the OpenAPI document:\n${[...new Set(mismatches)].join('\n')}`);
+  },
+};
 
 export async function mochaGlobalSetup(): Promise<void> {
   // The server was started at load time; fail fast here if Redis is not usable.
