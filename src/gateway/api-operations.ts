@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { FILE_SPACES } from '../adapters/file-store.js';
 import { CHANGE_KINDS } from '../content/change-events.js';
 import { FITS, FORMATS } from '../content/renditions.js';
 import { UPDATE_MODES, type UpdateMode } from '../content/update-modes.js';
@@ -76,7 +77,7 @@ export const PATH_PARAMS: Record<string, ParamDoc> = {
   id: str('Id'),
   delivery: str('Delivery id'),
   collection: { schema: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/), description: 'Search collection, e.g. `content`' },
-  space: { schema: z.enum(['tmp', 'content']), description: 'File space' },
+  space: { schema: z.enum(FILE_SPACES), description: 'File space' },
   host: str('File host: for `content`, the content key; omitted on upload, the uploader'),
   path: str('File path; may hold `/` (each segment percent-encoded, never an encoded `/`)', { multiSegment: true }),
   versionId: str('Version id, `c:<content key>:<version key>`'),

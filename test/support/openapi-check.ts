@@ -24,6 +24,8 @@ interface Template {
   segs: string[];
   /** Segments that are parameters; a multi-segment one (the last) takes the rest of the path. */
   params: Set<number>;
+  /** The schema check of each parameter segment: a value that does not fit is not this path (as `#rev` in the router). */
+  checks: Map<number, (value: string) => boolean>;
   multi: number | null;
   literals: number;
   item: Record<string, Operation>;
@@ -43,6 +45,7 @@ export class ApiDocumentCheck {
     for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, Operation>>)) {
       const segs = path.split('/').slice(1);
       const params = new Set<number>();
+      const checks = new Map<number, (value: string) => boolean>();
       let multi: number | null = null;
       const declared = Object.values(item).flatMap((op) => op.parameters ?? []);
       segs.forEach((s, i) => {
@@ -50,11 +53,19 @@ export class ApiDocumentCheck {
         params.add(i);
         const p = declared.find((d) => d.in === 'path' && d.name === s.slice(1, -1));
         if (p?.['x-multi-segment'] === true) multi = i;
+        if (p?.schema) checks.set(i, this.paramCheck(p.schema as Json));
       });
-      this.templates.push({ path, segs, params, multi, literals: segs.length - params.size, item });
+      this.templates.push({ path, segs, params, checks, multi, literals: segs.length - params.size, item });
     }
     // Literal segments win over parameters (`.../metadata` before `.../{rev}`), as in the router.
     this.templates.sort((a, b) => b.literals - a.literals);
+  }
+
+  /** Whether a path segment's text fits a parameter's schema (numbers from their digits). */
+  private paramCheck(schema: Json): (value: string) => boolean {
+    const validate = this.ajv.compile(schema);
+    const numeric = schema.type === 'integer' || schema.type === 'number';
+    return (value) => (numeric ? /^-?\d+(\.\d+)?$/.test(value) && validate(Number(value)) : validate(value));
   }
 
   private match(path: string): Template | null {
@@ -66,7 +77,8 @@ export class ApiDocumentCheck {
     }
     for (const t of this.templates) {
       if (t.multi === null ? segs.length !== t.segs.length : segs.length < t.segs.length) continue;
-      if (t.segs.every((s, i) => t.params.has(i) || s === segs[i])) return t;
+      const value = (i: number) => (i === t.multi ? segs.slice(i).join('/') : segs[i]);
+      if (t.segs.every((s, i) => (t.params.has(i) ? (t.checks.get(i)?.(value(i)) ?? true) : s === segs[i]))) return t;
     }
     return null;
   }
@@ -196,6 +208,22 @@ export function checkerOf(url: string): Promise<ApiDocumentCheck> {
   const c = platforms.get(new URL(url).origin);
   if (!c) throw new Error(`answers of ${url} are not checked`);
   return c;
+}
+
+/**
+ * For tests that start the platform with startPlatform themselves: its answers are checked from
+ * now on, until it stops.
+ */
+export function checked<T extends { url?: string; stop(): Promise<void> }>(platform: T): T {
+  const url = platform.url;
+  if (!url) return platform;
+  checkAnswersOf(url);
+  const stop = platform.stop.bind(platform);
+  platform.stop = async () => {
+    stopCheckingAnswersOf(url);
+    await stop();
+  };
+  return platform;
 }
 
 /** Stops checking `url` (the platform stopped; its port may be reused by another server). */
