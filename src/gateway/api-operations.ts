@@ -543,7 +543,10 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     description:
       'Upgrade to WebSocket. First message `{"token", "since"?, "types"?, "views"?, "kinds"?}`, then one event per message. Closes 4401 (token), 4400 (first message), 4410 (cursor past the trim), 4429 (the subscriber did not read).',
     auth: 'none',
-    responses: { 101: { description: 'Switching protocols' } },
+    responses: {
+      101: { description: 'Switching protocols' },
+      404: err('Not a WebSocket upgrade: the feed is only a WebSocket at this address (pages are at /changes)'),
+    },
   },
 
   // ---- search ----

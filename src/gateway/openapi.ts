@@ -91,8 +91,8 @@ const COMMON: Record<string, Json> = {
   PayloadTooLarge: { description: 'The body is larger than the limit (41300)', content: content('ErrorBody') },
   InternalError: { description: 'Server fault (50000), without a stack trace', content: content('ErrorBody') },
   Unavailable: {
-    description: 'Overloaded, or a store does not answer (50300)',
-    headers: { 'Retry-After': { $ref: '#/components/headers/Retry-After' } },
+    description: 'Overloaded, or a store does not answer (50300); Retry-After says when to try again where the platform knows',
+    headers: { 'Retry-After': { description: HEADER_SCHEMAS['Retry-After'].description, schema: HEADER_SCHEMAS['Retry-After'].schema } },
     content: content('ErrorBody'),
   },
 };
@@ -125,14 +125,12 @@ function operation(key: string, method: string, prefix: string, pattern: string,
   const common = (status: number, name: string) => {
     responses[status] ??= { $ref: `#/components/responses/${name}` };
   };
-  if (method !== 'GET' || pattern !== 'changes/ws') {
-    common(400, 'BadRequest');
-    if (doc.auth !== 'none') common(401, 'Unauthorized');
-    // A request body is read (and limited) for every method but GET, even where none is expected.
-    if (method !== 'GET') common(413, 'PayloadTooLarge');
-    common(500, 'InternalError');
-    common(503, 'Unavailable');
-  }
+  common(400, 'BadRequest');
+  if (doc.auth !== 'none') common(401, 'Unauthorized');
+  // A request body is read (and limited) for every method but GET, even where none is expected.
+  if (method !== 'GET') common(413, 'PayloadTooLarge');
+  common(500, 'InternalError');
+  common(503, 'Unavailable');
   const sorted = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => Number(a) - Number(b)));
   let requestBody: Json | undefined;
   if (doc.body) {
