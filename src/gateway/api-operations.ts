@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { FILE_SPACES } from '../adapters/file-store.js';
+import { AUDIT_DEFAULT_LIMIT, AUDIT_MAX_LIMIT } from '../content/audit.js';
 import { CHANGE_KINDS } from '../content/change-events.js';
+import { MAX_TAXONOMY_DEPTH } from '../content/taxonomy.js';
 import { FITS, FORMATS } from '../content/renditions.js';
 import { UPDATE_MODES, type UpdateMode } from '../content/update-modes.js';
 import { IF_MATCH_FORM } from '../content/model.js';
@@ -212,6 +214,7 @@ const upload = (summary: string): OperationDoc => ({
 });
 
 const webhookId = { id: str('Webhook id, `wh_...`') };
+const depth = int(0, MAX_TAXONOMY_DEPTH, `Levels of children (default and maximum ${MAX_TAXONOMY_DEPTH})`);
 
 export const OPERATIONS: Record<string, OperationDoc> = {
   // ---- gateway ----
@@ -387,7 +390,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
       user: str('User id'),
       from: { schema: z.iso.datetime(), description: 'ISO 8601' },
       to: { schema: z.iso.datetime(), description: 'ISO 8601' },
-      limit: int(1, 1000, 'Entries per page'),
+      limit: int(1, AUDIT_MAX_LIMIT, `Entries per page (default ${AUDIT_DEFAULT_LIMIT})`),
       cursor: str('`next` of the previous page'),
     },
     responses: { 200: { description: 'Entries, newest first', body: 'Audit' }, 403: E[403] },
@@ -602,14 +605,14 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   'GET /taxonomy-service/structure': {
     summary: 'Every taxonomy',
     auth: 'optional',
-    query: { depth: int(0, 100, 'Levels of children (default and maximum 100)') },
+    query: { depth },
     responses: { 200: { description: 'The taxonomies', body: { list: 'TaxonomyNode' } } },
   },
   'GET /taxonomy-service/structure/:id': {
     summary: 'A taxonomy, dimension or entity with its children',
     auth: 'optional',
     path: { id: str('Taxonomy, dimension or entity id; may hold `/`', { multiSegment: true }) },
-    query: { depth: int(0, 100, 'Levels of children (default and maximum 100)') },
+    query: { depth },
     responses: { 200: { description: 'The node', body: 'TaxonomyNode' }, 404: E[404] },
   },
   'GET /taxonomy-service/complete/:dimension/:input': {
