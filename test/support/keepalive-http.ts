@@ -1,5 +1,5 @@
 import net from 'node:net';
-import { checkRawAnswer } from './openapi-check.js';
+import { checkRawAnswer, readsBody } from './openapi-check.js';
 import { parseHead } from './raw-http.js';
 
 /**
@@ -90,8 +90,7 @@ export class KeepAliveConnection {
   async send(r: WireRequest, timeoutMs = 10000): Promise<WireOutcome> {
     const o = await this.exchange(r, timeoutMs);
     if (o.ok) {
-      const type = o.res.headers['content-type'] ?? '';
-      const text = /json|text\/plain/.test(type) || o.res.status >= 400 ? o.res.body.toString('utf8') : undefined;
+      const text = readsBody(o.res.headers['content-type'], o.res.status) ? o.res.body.toString('utf8') : undefined;
       await checkRawAnswer(this.port, r.method, r.target, o.res.status, o.res.headers, text);
     }
     return o;

@@ -31,6 +31,18 @@ interface Template {
   item: Record<string, Operation>;
 }
 
+/** JSON media types (`application/json`, `application/problem+json`); NDJSON is not one. */
+const JSON_MEDIA = /^application\/([\w.-]+\+)?json$/;
+
+/**
+ * Whether an answer's body is read for the check: JSON and plain text (a file, an event stream
+ * or an NDJSON stream is not), and every error.
+ */
+export function readsBody(contentType: string | undefined, status: number): boolean {
+  const type = (contentType ?? '').split(';')[0].trim().toLowerCase();
+  return status >= 400 || JSON_MEDIA.test(type) || type === 'text/plain';
+}
+
 export class ApiDocumentCheck {
   private readonly ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: true });
   private readonly templates: Template[] = [];
@@ -154,7 +166,7 @@ export class ApiDocumentCheck {
     const media = Object.keys(content).find((m) => m === type || m === '*/*' || (m.endsWith('/*') && type.startsWith(m.slice(0, -1))));
     if (!media) return `Content-Type ${type || '(none)'} is not among ${Object.keys(content).join(', ')}`;
     const schema = content[media].schema as Json | undefined;
-    if (!schema || body === undefined || !/json/.test(media)) return null;
+    if (!schema || body === undefined || !JSON_MEDIA.test(media)) return null;
     let value: unknown;
     try {
       value = JSON.parse(body);
@@ -251,9 +263,6 @@ function report(problem: string | null): void {
   throw new Error(problem);
 }
 
-/** Media types whose bodies are read and validated (a file or an event stream is not read). */
-const READ_BODY = /json|text\/plain/;
-
 /** Wraps the global fetch: answers of checked platforms are validated before the caller sees them. */
 export function installFetchCheck(): void {
   if (state.originalFetch) return;
@@ -269,7 +278,7 @@ export function installFetchCheck(): void {
     res.headers.forEach((v, k) => {
       headers[k] = v;
     });
-    const body = READ_BODY.test(headers['content-type'] ?? '') || res.status >= 400 ? await res.clone().text() : undefined;
+    const body = readsBody(headers['content-type'], res.status) ? await res.clone().text() : undefined;
     report((await checker).check(method, url.pathname, res.status, headers, body));
     return res;
   };

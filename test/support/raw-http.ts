@@ -1,6 +1,6 @@
 import net from 'node:net';
 import type { AnyJson } from '../../src/client/index.js';
-import { checkRawAnswer } from './openapi-check.js';
+import { checkRawAnswer, readsBody } from './openapi-check.js';
 
 /**
  * A raw HTTP/1.1 client for tests that must send what fetch would not: `..` segments kept
@@ -48,8 +48,7 @@ export function parseHead(buf: Buffer): { status: number; headerLines: string[];
 /** One request on its own connection; an answer of a test platform is checked against its OpenAPI document (openapi-check.ts). */
 export async function rawRequest(port: number, r: RawRequest, timeoutMs = 15000): Promise<RawResponse> {
   const res = await rawExchange(port, r, timeoutMs);
-  const type = res.headers['content-type'] ?? '';
-  await checkRawAnswer(port, r.method, r.path, res.status, res.headers, /json|text\/plain/.test(type) || res.status >= 400 ? res.body : undefined);
+  await checkRawAnswer(port, r.method, r.path, res.status, res.headers, readsBody(res.headers['content-type'], res.status) ? res.body : undefined);
   return res;
 }
 
