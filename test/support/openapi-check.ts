@@ -18,6 +18,8 @@ type Json = Record<string, unknown>;
 interface Operation {
   parameters?: Json[];
   responses: Record<string, Json>;
+  /** A route the document lists without its documentation (openapi.ts `undocumented`). */
+  'x-undocumented'?: boolean;
 }
 interface Template {
   path: string;
@@ -139,6 +141,7 @@ export class ApiDocumentCheck {
       return this.bodyProblem(`error ${status}`, { 'application/json': { schema: { $ref: '#/components/schemas/ErrorBody' } } }, headers, body, method);
     }
     this.covered.add(`${method === 'HEAD' && !t.item.head ? 'GET' : method} ${t.path}`);
+    if (op['x-undocumented'] === true) return `the route ${method} ${t.path} is not documented: add its entry to OPERATIONS in src/gateway/api-operations.ts`;
     const declared = op.responses[String(status)];
     if (!declared) return `status ${status} is not among the answers of ${method} ${t.path} (${Object.keys(op.responses).join(', ')})`;
     const answer = this.resolve(declared);
