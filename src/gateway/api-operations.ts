@@ -3,11 +3,14 @@ import { FILE_SPACES } from '../adapters/file-store.js';
 import { AUDIT_DEFAULT_LIMIT, AUDIT_MAX_LIMIT } from '../content/audit.js';
 import { CHANGE_KINDS } from '../content/change-events.js';
 import { MAX_TAXONOMY_DEPTH } from '../content/taxonomy.js';
-import { FITS, FORMATS } from '../content/renditions.js';
+import { FITS, FORMATS as IMAGE_FORMATS } from '../content/renditions.js';
 import { UPDATE_MODES, type UpdateMode } from '../content/update-modes.js';
 import { IF_MATCH_FORM } from '../content/model.js';
 import { DELIVERY_STATUSES } from '../webhooks/keys.js';
 import type { AnswerSchema, RequestSchema } from './api-schemas.js';
+import { FEED_LIMIT, FEED_TIMEOUT } from './changes-service.js';
+import { FORMATS } from './envelope.js';
+import { DELIVERIES_LIMIT } from './webhooks-service.js';
 import { aliasSchema, nameSchema, namespaceSchema, typeSchema, viewSchema } from './schemas.js';
 import { SEARCH_PARAMETER_ALLOWLIST } from './search-params.js';
 
@@ -66,6 +69,11 @@ const int = (min: number, max: number, description: string, extra: Partial<Param
   description,
   ...extra,
 });
+/** An integer parameter with the bounds and default the handler enforces. */
+const bounded = (b: { min: number; max: number; default: number }, description: string): ParamDoc => ({
+  schema: z.coerce.number().int().min(b.min).max(b.max).default(b.default),
+  description: `${description} (default ${b.default})`,
+});
 
 /** Path parameters by name, from the schemas that check them. */
 export const PATH_PARAMS: Record<string, ParamDoc> = {
@@ -88,7 +96,7 @@ export const PATH_PARAMS: Record<string, ParamDoc> = {
 };
 
 const format: ParamDoc = {
-  schema: z.enum(['json', 'json+pretty', 'json+allTypes']),
+  schema: z.enum(FORMATS),
   description: 'Answer format (also `Accept: application/json;pretty=true` or `;allTypes=true`)',
 };
 const variant = str('Variant of the content type (config/variants.json); 404 when the content lacks it');
@@ -131,12 +139,12 @@ const readQuery = { variant, format };
 /** The change feed's query (CONTRACT §13). */
 const feedQuery: Record<string, ParamDoc> = {
   since: { schema: z.string().max(2048), description: 'A cursor (`last` of a page, `cursor` of an event), or `now`; absent: from the oldest event kept' },
-  limit: int(1, 1000, 'Events per page (default 100)'),
+  limit: bounded(FEED_LIMIT, 'Events per page'),
   types: str('Content types, comma-separated'),
   views: str('Views, comma-separated'),
   kinds: str(`Kinds, comma-separated: ${CHANGE_KINDS.join(', ')}`),
   feed: { schema: z.enum(['longpoll', 'sse']), description: 'Long poll, or server-sent events (also with `Accept: text/event-stream`)' },
-  timeout: int(0, 60000, 'Long poll: milliseconds to wait for a matching event (default 30000)'),
+  timeout: bounded(FEED_TIMEOUT, 'Long poll: milliseconds to wait for a matching event'),
 };
 
 /** The search parameters: the allowlist of search-params.ts, which checks them. */
@@ -162,7 +170,7 @@ const renditionQuery: Record<string, ParamDoc> = {
   w: int(1, 4096, 'Rendition width'),
   h: int(1, 4096, 'Rendition height'),
   fit: { schema: z.enum(FITS), description: 'How the image fits w × h (default inside)' },
-  fm: { schema: z.enum([...FORMATS, 'auto']), description: 'Rendition format; `auto` chooses from Accept' },
+  fm: { schema: z.enum([...IMAGE_FORMATS, 'auto']), description: 'Rendition format; `auto` chooses from Accept' },
   q: int(1, 100, 'Quality'),
   focal: str('Focal point `x,y`, each 0 to 1'),
   rendition: str('A named rendition of config/renditions.json'),
@@ -513,7 +521,10 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     summary: 'A webhook’s delivery log (sysadmin)',
     auth: 'required',
     path: webhookId,
-    query: { status: { schema: z.enum(DELIVERY_STATUSES), description: 'Only deliveries in this state' }, limit: int(1, 1000, 'At most this many') },
+    query: {
+      status: { schema: z.enum(DELIVERY_STATUSES), description: 'Only deliveries in this state' },
+      limit: bounded(DELIVERIES_LIMIT, 'At most this many'),
+    },
     responses: { 200: { description: 'Deliveries', body: 'Deliveries' }, 403: E[403], 404: E[404] },
   },
   'POST /content-service/webhooks/:id/deliveries/:delivery/redeliver': {
