@@ -76,23 +76,34 @@ const HEADER_SCHEMAS: Record<AnswerHeader, { description: string; schema: Json }
   'Retry-After': { description: 'Seconds to wait before trying again', schema: { type: 'integer', minimum: 0 } },
 };
 
+/** Headers every answer carries (CONTRACT §2; X-Request-Id: the client's when sane, else a new one). */
+const EVERY_ANSWER: Record<string, { description: string; schema: Json }> = {
+  'Svc-Api-Version': { description: 'The API version, dotted', schema: { type: 'string', pattern: '^[0-9]+(\\.[0-9]+)*$' } },
+  'X-Request-Id': { description: 'The request id: the client’s X-Request-Id when sane, else a new one', schema: { type: 'string' } },
+};
+
+const headerRefs = (names: string[]) => Object.fromEntries(names.map((h) => [h, { $ref: `#/components/headers/${h}` }]));
+
 function answer(a: AnswerDoc): Json {
   return {
     description: a.description,
-    ...(a.headers?.length ? { headers: Object.fromEntries(a.headers.map((h) => [h, { $ref: `#/components/headers/${h}` }])) } : {}),
+    headers: headerRefs([...Object.keys(EVERY_ANSWER), ...(a.headers ?? [])]),
     ...(a.body ? { content: content(a.body) } : {}),
   };
 }
 
 /** Answers every operation may give; `auth` and methods with a body add their own. */
 const COMMON: Record<string, Json> = {
-  BadRequest: { description: 'Bad request: malformed path, parameter, header or body (40000); the message names it', content: content('ErrorBody') },
-  Unauthorized: { description: 'No valid X-Auth-Token (40100)', content: content('ErrorBody') },
-  PayloadTooLarge: { description: 'The body is larger than the limit (41300)', content: content('ErrorBody') },
-  InternalError: { description: 'Server fault (50000), without a stack trace', content: content('ErrorBody') },
+  BadRequest: answer({ description: 'Bad request: malformed path, parameter, header or body (40000); the message names it', body: 'ErrorBody' }),
+  Unauthorized: answer({ description: 'No valid X-Auth-Token (40100)', body: 'ErrorBody' }),
+  PayloadTooLarge: answer({ description: 'The body is larger than the limit (41300)', body: 'ErrorBody' }),
+  InternalError: answer({ description: 'Server fault (50000), without a stack trace', body: 'ErrorBody' }),
   Unavailable: {
     description: 'Overloaded, or a store does not answer (50300); Retry-After says when to try again where the platform knows',
-    headers: { 'Retry-After': { description: HEADER_SCHEMAS['Retry-After'].description, schema: HEADER_SCHEMAS['Retry-After'].schema } },
+    headers: {
+      ...headerRefs(Object.keys(EVERY_ANSWER)),
+      'Retry-After': { description: HEADER_SCHEMAS['Retry-After'].description, schema: HEADER_SCHEMAS['Retry-After'].schema },
+    },
     content: content('ErrorBody'),
   },
 };
@@ -120,6 +131,7 @@ function operation(key: string, method: string, prefix: string, pattern: string,
   }
   for (const [name, p] of Object.entries(doc.query ?? {})) params.push(parameter(name, 'query', p));
   for (const [name, p] of Object.entries(doc.headers ?? {})) params.push(parameter(name, 'header', p));
+  params.push({ $ref: '#/components/parameters/XRequestId' });
   const responses: Json = {};
   for (const [status, a] of Object.entries(doc.responses)) responses[status] = answer(a);
   const common = (status: number, name: string) => {
@@ -225,8 +237,17 @@ export function openApiDocument(version: string, serverUrl: string, routers: Mou
       },
       schemas: { ...components(REQUEST_SCHEMAS, 'input'), ...components(ANSWER_SCHEMAS, 'output') },
       responses: COMMON,
+      parameters: {
+        XRequestId: {
+          name: 'X-Request-Id',
+          in: 'header',
+          required: false,
+          description: 'Your request id (letters, digits, `._:-`, at most 128), carried to the actors and logs and answered back',
+          schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' },
+        },
+      },
       // Each answer that names a header always carries it.
-      headers: Object.fromEntries(Object.entries(HEADER_SCHEMAS).map(([name, h]) => [name, { ...h, required: true }])),
+      headers: Object.fromEntries(Object.entries({ ...EVERY_ANSWER, ...HEADER_SCHEMAS }).map(([name, h]) => [name, { ...h, required: true }])),
     },
   };
 }
