@@ -48,7 +48,16 @@ export interface AnswerDoc {
   headers?: AnswerHeader[];
 }
 
-export type AnswerHeader = 'Location' | 'ETag' | 'Cache-Control' | 'Vary' | 'Content-Range' | 'Accept-Ranges' | 'X-Original-Path' | 'Retry-After';
+export type AnswerHeader =
+  | 'Location'
+  | 'ETag'
+  | 'Cache-Control'
+  | 'Vary'
+  | 'Content-Range'
+  | 'Accept-Ranges'
+  | 'X-Original-Path'
+  | 'Retry-After'
+  | 'Svc-Response-Origin';
 
 export interface OperationDoc {
   summary: string;

@@ -74,6 +74,7 @@ const HEADER_SCHEMAS: Record<AnswerHeader, { description: string; schema: Json }
   'Accept-Ranges': { description: '`bytes`', schema: { type: 'string' } },
   'X-Original-Path': { description: 'The path of the upload, percent-encoded', schema: { type: 'string' } },
   'Retry-After': { description: 'Seconds to wait before trying again', schema: { type: 'integer', minimum: 0 } },
+  'Svc-Response-Origin': { description: '`content-service` or `file-service`', schema: { type: 'string' } },
 };
 
 /** Headers every answer carries (CONTRACT §2; X-Request-Id: the client's when sane, else a new one). */
@@ -133,7 +134,9 @@ function operation(key: string, method: string, prefix: string, pattern: string,
   for (const [name, p] of Object.entries(doc.headers ?? {})) params.push(parameter(name, 'header', p));
   params.push({ $ref: '#/components/parameters/XRequestId' });
   const responses: Json = {};
-  for (const [status, a] of Object.entries(doc.responses)) responses[status] = answer(a);
+  // Answers of the content and file services name their origin (CONTRACT §2).
+  const origin: AnswerHeader[] = prefix === 'content-service' || prefix === 'file-service' ? ['Svc-Response-Origin'] : [];
+  for (const [status, a] of Object.entries(doc.responses)) responses[status] = answer({ ...a, headers: [...origin, ...(a.headers ?? [])] });
   const common = (status: number, name: string) => {
     responses[status] ??= { $ref: `#/components/responses/${name}` };
   };
