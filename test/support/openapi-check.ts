@@ -205,8 +205,12 @@ holder[STATE] ??= { platforms: new Map(), seen: [] };
 const state: CheckState = holder[STATE];
 const { platforms, seen } = state;
 
+/** `OPENAPI_CHECK=off` turns the check off (to tell whether it is what changes a test's outcome). */
+const OFF = process.env.OPENAPI_CHECK === 'off';
+
 /** Checks the answers of the platform at `url` from now on (startTestPlatform calls this). */
 export function checkAnswersOf(url: string): void {
+  if (OFF) return;
   const origin = new URL(url).origin;
   const f = state.originalFetch ?? fetch;
   platforms.set(
