@@ -44,6 +44,43 @@ export interface FileInfo {
   originalPath?: string;
 }
 
+/** The body of POST and PUT /webhooks (CONTRACT §14). */
+export interface WebhookBody {
+  url: string;
+  types?: string[];
+  views?: string[];
+  kinds?: ('create' | 'update' | 'delete' | 'view' | 'timestate')[];
+  description?: string;
+}
+
+/** A webhook as the API shows it; `secret` only in the answer to its creation. */
+export interface Webhook extends Required<WebhookBody> {
+  id: string;
+  created: string;
+  updated: string;
+  secret?: string;
+}
+
+/** One row of a webhook's delivery log. */
+export interface WebhookDelivery {
+  id: string;
+  eventId: string;
+  status: 'pending' | 'delivered' | 'failed';
+  attempts: number;
+  lastStatus: number | null;
+  lastError: string | null;
+  nextAttempt: string | null;
+  time: string;
+}
+
+/** `<space>/<host>/<path>` of a file from a file service URL, a `fileUri` (`content://host/...`) or the part itself. */
+function fileWhere(where: string): string {
+  const m = /^([a-z]+):\/\/(.+)$/.exec(where);
+  if (m && m[1] !== 'http' && m[1] !== 'https') return `${m[1]}/${m[2]}`;
+  const i = where.indexOf('/file-service/file/');
+  return i >= 0 ? where.slice(i + '/file-service/file/'.length) : where;
+}
+
 /** The JSON of an answer when the caller names no type: indexable without casts, as JSON.parse gives it. */
 // biome-ignore lint/suspicious/noExplicitAny: untyped JSON is the default of an answer; typed callers name T
 export type AnyJson = any;
@@ -155,6 +192,19 @@ export class PlatformClient {
     return this.req('DELETE', `/content/alias/${id}`, { headers: etag ? { 'If-Match': etag } : {} });
   }
 
+  /**
+   * DELETE /content/alias/<ns>/<alias>/release (sysadmin): 204 when released, 200 when there was
+   * nothing to release; 409 (40905) for a main alias while its content exists.
+   */
+  releaseAlias(id: string): Promise<Answer> {
+    return this.req('DELETE', `/content/alias/${id}/release`);
+  }
+
+  /** GET of the versioned resource: the content, metadata or history as it was at revision `rev`. */
+  readRevision<T = AnyJson>(id: string, rev: number, kind: 'content' | 'metadata' | 'history' = 'content', query = ''): Promise<Answer<T>> {
+    return this.req('GET', `/content/alias/${id}/${rev}${kind === 'content' ? '' : `/${kind}`}${query ? `?${query}` : ''}`);
+  }
+
   /** Metadata (`_contentInfo`) or history of an alias, following the redirect. */
   metadata(id: string): Promise<Answer> {
     return this.read(`/content/alias/${id}/metadata`);
@@ -203,6 +253,11 @@ export class PlatformClient {
     return this.req('PUT', `/view/${encodeURIComponent(view)}`, { body, headers: { 'If-Match': etag } });
   }
 
+  /** DELETE /view/<view>/alias/<ns>/<alias>: the content off the view (204, the new ETag). */
+  removeFromView(view: string, id: string): Promise<Answer> {
+    return this.req('DELETE', `/view/${encodeURIComponent(view)}/alias/${id}`);
+  }
+
   /** A view read, following the redirect. */
   readView(view: string, id: string): Promise<Answer<ContentEnvelope>> {
     return this.read(`/content/view/${encodeURIComponent(view)}/alias/${id}`);
@@ -215,9 +270,84 @@ export class PlatformClient {
     return this.req('POST', `/content/workspace/${encodeURIComponent(ws)}`, { body: envelope });
   }
 
-  /** GET /content/workspace/<ws> (workspace info). */
-  workspace(ws: string): Promise<Answer> {
+  /** GET /content/workspace/<ws> (workspace info: the drafts the caller may read). */
+  workspace(ws: string): Promise<Answer<{ workspaceId: string; drafts: Record<string, object> }>> {
     return this.req('GET', `/content/workspace/${encodeURIComponent(ws)}`);
+  }
+
+  /** DELETE /content/workspace/<ws>: every draft removed (204). */
+  clearWorkspace(ws: string): Promise<Answer> {
+    return this.req('DELETE', `/content/workspace/${encodeURIComponent(ws)}`);
+  }
+
+  /** GET /content/workspace/<ws>/alias/<ns>/<alias>: the draft with its pending operations, or main when there is none. */
+  readDraft(ws: string, id: string, query = ''): Promise<Answer<ContentEnvelope>> {
+    return this.req('GET', `/content/workspace/${encodeURIComponent(ws)}/alias/${id}${query ? `?${query}` : ''}`);
+  }
+
+  /**
+   * PUT /content/workspace/<ws>/alias/<ns>/<alias>: writes the draft (mode `update` or
+   * `replace`). Put the main ETag the draft starts from in the envelope's `origin`: promote
+   * refuses (409) when main moved on since.
+   */
+  updateDraft(ws: string, id: string, envelope: ContentEnvelope | unknown, mode: 'update' | 'replace' = 'update'): Promise<Answer<ContentEnvelope>> {
+    const q = mode === 'update' ? '' : `?updateMode=${mode}`;
+    return this.req('PUT', `/content/workspace/${encodeURIComponent(ws)}/alias/${id}${q}`, { body: envelope });
+  }
+
+  /** DELETE /content/workspace/<ws>/alias/<ns>/<alias>: the draft removed, main untouched (204). */
+  deleteDraft(ws: string, id: string): Promise<Answer> {
+    return this.req('DELETE', `/content/workspace/${encodeURIComponent(ws)}/alias/${id}`);
+  }
+
+  /** POST .../promote: the draft becomes the new main version (200, new ETag); 409 when main changed since its origin. */
+  promote(ws: string, id: string): Promise<Answer<ContentEnvelope>> {
+    return this.req('POST', `/content/workspace/${encodeURIComponent(ws)}/alias/${id}/promote`);
+  }
+
+  // ---- webhooks (CONTRACT §14, sysadmin) ----
+
+  /** POST /webhooks: 201 with the webhook and its secret (shown only in this answer). */
+  createWebhook(body: WebhookBody): Promise<Answer<Webhook>> {
+    return this.req('POST', '/webhooks', { body });
+  }
+
+  /** GET /webhooks: every webhook, without secrets. */
+  listWebhooks(): Promise<Answer<{ webhooks: Webhook[] }>> {
+    return this.req('GET', '/webhooks');
+  }
+
+  /** GET /webhooks/<id>. */
+  getWebhook(id: string): Promise<Answer<Webhook>> {
+    return this.req('GET', `/webhooks/${encodeURIComponent(id)}`);
+  }
+
+  /** PUT /webhooks/<id>: replaces url, filters and description. */
+  updateWebhook(id: string, body: WebhookBody): Promise<Answer<Webhook>> {
+    return this.req('PUT', `/webhooks/${encodeURIComponent(id)}`, { body });
+  }
+
+  /** DELETE /webhooks/<id> (204). */
+  deleteWebhook(id: string): Promise<Answer> {
+    return this.req('DELETE', `/webhooks/${encodeURIComponent(id)}`);
+  }
+
+  /** GET /webhooks/<id>/deliveries: the delivery log, newest first. */
+  webhookDeliveries(
+    id: string,
+    query: { status?: 'pending' | 'delivered' | 'failed'; limit?: number } = {},
+  ): Promise<Answer<{ deliveries: WebhookDelivery[] }>> {
+    const q = new URLSearchParams(
+      Object.entries(query)
+        .filter(([, v]) => v !== undefined)
+        .map(([k, v]) => [k, String(v)]),
+    );
+    return this.req('GET', `/webhooks/${encodeURIComponent(id)}/deliveries${q.size ? `?${q}` : ''}`);
+  }
+
+  /** POST /webhooks/<id>/deliveries/<delivery id>/redeliver (202). */
+  redeliver(id: string, delivery: string): Promise<Answer> {
+    return this.req('POST', `/webhooks/${encodeURIComponent(id)}/deliveries/${encodeURIComponent(delivery)}/redeliver`);
   }
 
   // ---- files ----
@@ -225,6 +355,16 @@ export class PlatformClient {
   /** POST {file_url}/file/<space>[/<host>[/<path>]]; the file info, `Location` in the headers. */
   upload(where: string, data: string | Buffer | Uint8Array, contentType = 'application/octet-stream'): Promise<Answer<FileInfo>> {
     return this.req('POST', `${this.root}/file-service/file/${where}`, { raw: data, headers: { 'Content-Type': contentType, Accept: 'application/json' } });
+  }
+
+  /** GET {file_url}/file/info/<space>/<host>/<path>: the file info (`where` as in a `Location` or a `fileUri` without the scheme). */
+  fileInfo(where: string): Promise<Answer<FileInfo>> {
+    return this.req('GET', `${this.root}/file-service/file/info/${fileWhere(where)}`);
+  }
+
+  /** DELETE {file_url}/file/<space>/<host>/<path> (200). */
+  deleteFile(where: string): Promise<Answer> {
+    return this.req('DELETE', `${this.root}/file-service/file/${fileWhere(where)}`);
   }
 
   /** GET of a file (a `Location` from upload, or a delivery URL) as bytes. */
@@ -248,9 +388,27 @@ export class PlatformClient {
     return this.req('GET', `${this.root}/search-service/${encodeURIComponent(collection)}/select?${new URLSearchParams(params)}`);
   }
 
-  /** POST /index/reindex/full (sysadmin). */
+  /** POST {search_url}/<collection>/select with the parameters as a form body (long queries). */
+  searchForm(params: Record<string, string>, collection = 'content'): Promise<Answer> {
+    return this.req('POST', `${this.root}/search-service/${encodeURIComponent(collection)}/select`, {
+      raw: new URLSearchParams(params).toString(),
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+    });
+  }
+
+  /** POST /index/reindex/full (sysadmin), optionally `from=<ISO>&to=<ISO>`. */
   reindexFull(query = ''): Promise<Answer> {
     return this.req('POST', `/index/reindex/full${query ? `?${query}` : ''}`);
+  }
+
+  /** POST /index/reindex/contentType/<type> (sysadmin). */
+  reindexType(type: string): Promise<Answer> {
+    return this.req('POST', `/index/reindex/contentType/${encodeURIComponent(type)}`);
+  }
+
+  /** POST /index/reindex?aliases=<main aliases> (sysadmin). */
+  reindexAliases(aliases: string[]): Promise<Answer> {
+    return this.req('POST', `/index/reindex?${new URLSearchParams({ aliases: aliases.join(',') })}`);
   }
 
   /** GET {taxonomy_url}/structure[/<id>] and /complete/<dimension>/<input>, with the client's token if it has one (content hierarchy nodes are seen by who may see their content). */

@@ -10,7 +10,7 @@ import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
 import type { AliasRef, ContentWrites, WriteContext } from './content-writes.js';
 import { contentEnvelope, partialCreated } from './envelope.js';
 import { errorOf, type Exchange } from './http.js';
-import { envelopeSchema, invalid, typeSchema, updateModeOf, viewSchema } from './schemas.js';
+import { invalid, typeSchema, updateModeOf, viewSchema } from './schemas.js';
 
 /** The bulk import's route under the content service; its body is streamed, not collected (server.ts). */
 export const BULK_ROUTE = 'bulk';
@@ -398,103 +398,7 @@ function errorAnswer(e: AppError): Record<string, unknown> {
   return { status: e.http, error: e.toBody() };
 }
 
-/**
- * The OpenAPI description of the two bulk operations (CONTRACT §16, §18): NDJSON both ways,
- * which the generic route description (one JSON body, one JSON answer) cannot say.
- */
-export function bulkOpenApiPaths(): Record<string, Record<string, unknown>> {
-  const envelope = z.toJSONSchema(envelopeSchema, { unrepresentable: 'any' });
-  const error = { description: 'The error body', content: { 'application/json': { schema: ERROR_BODY_SCHEMA } } };
-  const token = { name: 'X-Auth-Token', in: 'header', required: true, schema: { type: 'string' } };
-  const list = (name: string, description: string) => ({ name, in: 'query', required: false, schema: { type: 'string' }, description });
-  const id = { type: 'string', description: '<namespace>/<alias>' };
-  const ifMatch = { type: 'string', description: 'The ETag; without it an update is unsafe, a delete answers 400' };
-  return {
-    [`/content-service/${BULK_ROUTE}`]: {
-      post: {
-        operationId: 'post_content_service_bulk',
-        description: `One create, update or delete a line, each answered (in input order, while the body is still read) with the status its single request would get. Lines past BULK_MAX_LINES, and a line longer than MAX_BODY_BYTES, answer 413. A malformed line answers 400 and the rest go on.`,
-        parameters: [token],
-        requestBody: {
-          required: true,
-          content: {
-            [NDJSON]: {
-              schema: {
-                description: 'Each line one of these JSON objects',
-                oneOf: [
-                  { type: 'object', required: ['op', 'content'], additionalProperties: false, properties: { op: { const: 'create' }, content: envelope } },
-                  {
-                    type: 'object',
-                    required: ['op', 'id', 'content'],
-                    additionalProperties: false,
-                    properties: { op: { const: 'update' }, id, ifMatch, mode: { enum: ['update', 'replace', 'merge'] }, content: envelope },
-                  },
-                  { type: 'object', required: ['op', 'id'], additionalProperties: false, properties: { op: { const: 'delete' }, id, ifMatch } },
-                ],
-              },
-            },
-          },
-        },
-        responses: {
-          200: {
-            description: 'One answer line per input line (blank lines aside)',
-            content: {
-              [NDJSON]: {
-                schema: {
-                  type: 'object',
-                  required: ['line', 'status'],
-                  properties: {
-                    line: { type: 'integer', minimum: 1 },
-                    status: { type: 'integer' },
-                    id: { type: 'string' },
-                    version: { type: 'string' },
-                    etag: { type: 'string' },
-                    subResults: { type: 'array' },
-                    error: ERROR_BODY_SCHEMA,
-                  },
-                },
-              },
-            },
-          },
-          401: error,
-          415: error,
-        },
-      },
-    },
-    '/content-service/export': {
-      get: {
-        operationId: 'get_content_service_export',
-        description: 'The current version of every content the token may Read, one a line, streamed.',
-        parameters: [token, list('types', 'Content types, comma-separated'), list('views', 'Views, comma-separated: contents on any of them')],
-        responses: {
-          200: {
-            description: 'One line per content',
-            content: {
-              [NDJSON]: {
-                schema: {
-                  type: 'object',
-                  required: ['id', 'version', 'aliases', 'views', 'content'],
-                  properties: {
-                    id: { type: 'string' },
-                    version: { type: 'string' },
-                    aliases: { type: 'array', items: { type: 'string' } },
-                    views: { type: 'array', items: { type: 'string' } },
-                    metadata: { type: 'object' },
-                    content: { type: 'object' },
-                  },
-                },
-              },
-            },
-          },
-          400: error,
-          401: error,
-        },
-      },
-    },
-  };
-}
-
-const ERROR_BODY_SCHEMA = {
+const _ERROR_BODY_SCHEMA = {
   type: 'object',
   required: ['message', 'statusCode', 'extraInfo'],
   properties: { message: { type: 'string' }, statusCode: { type: 'string', pattern: '^[0-9]{5}$' }, extraInfo: { type: 'object' } },

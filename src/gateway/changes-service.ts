@@ -30,6 +30,9 @@ export const CHANGES_PATH = '/content-service/changes';
 export const CHANGES_WS_PATH = '/content-service/changes/ws';
 
 const PARAMS = new Set(['since', 'limit', 'types', 'views', 'kinds', 'feed', 'timeout']);
+/** Bounds and defaults of `limit` (events per page) and `timeout` (long poll, ms): also the OpenAPI document's. */
+export const FEED_LIMIT = { min: 1, max: 1000, default: 100 } as const;
+export const FEED_TIMEOUT = { min: 0, max: 60000, default: 30000 } as const;
 /**
  * An SSE stream idle this long gets a comment line, checked every SSE_CHECK_MS: a comment at
  * least every 15 s (CONTRACT §13) keeps it open through proxies.
@@ -65,6 +68,14 @@ const errorBody = (e: AppError) => ({ error: e.toBody() });
  * (ChangeFanout); what it may see is decided by the domain (content/change-events.ts).
  */
 export class ChangesService {
+  /** The routes, for the OpenAPI document (under the content service's prefix). */
+  static readonly routes = {
+    describe: () => [
+      { pattern: 'changes', methods: ['GET'] },
+      { pattern: 'changes/ws', methods: ['GET'] },
+    ],
+  };
+
   readonly source: ChangeSource;
   readonly fanout: ChangeFanout;
   private readonly streams = new Set<FeedSubscriber>();
@@ -157,12 +168,12 @@ export class ChangesService {
       views: x.query.get('views') ?? undefined,
       kinds: x.query.get('kinds') ?? undefined,
     });
-    const limit = intParam(x.query.get('limit'), 'limit', 1, 1000, 100);
+    const limit = intParam(x.query.get('limit'), 'limit', FEED_LIMIT);
     const feed = x.query.get('feed');
     if (feed !== null && feed !== 'longpoll' && feed !== 'sse')
       throw new AppError('BAD_REQUEST', 'Parameter feed must be longpoll or sse', { parameter: 'feed' });
     const sse = feed === 'sse' || (feed === null && (x.header('accept') ?? '').includes('text/event-stream'));
-    const timeout = intParam(x.query.get('timeout'), 'timeout', 0, 60000, 30000);
+    const timeout = intParam(x.query.get('timeout'), 'timeout', FEED_TIMEOUT);
     const since = sse && lastEventId ? lastEventId : (x.query.get('since') ?? undefined);
     await this.fanout.ensureStarted();
     const positions = await this.positionsOf(since);
@@ -387,7 +398,7 @@ export class ChangesService {
 }
 
 /** An integer query parameter within bounds; 400 naming it otherwise. */
-function intParam(v: string | null, name: string, min: number, max: number, dflt: number): number {
+function intParam(v: string | null, name: string, { min, max, default: dflt }: { min: number; max: number; default: number }): number {
   if (v === null) return dflt;
   if (!/^\d{1,9}$/.test(v) || Number(v) < min || Number(v) > max)
     throw new AppError('BAD_REQUEST', `Parameter ${name} must be an integer from ${min} to ${max}`, { parameter: name });

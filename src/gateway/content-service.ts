@@ -23,6 +23,7 @@ import { WebhooksService } from './webhooks-service.js';
 import { WorkspaceService } from './workspace-service.js';
 import { RevisionsService } from './revisions-service.js';
 import { BulkService } from './bulk-service.js';
+import { OperationsService } from './operations-service.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
 import { Router, type Params } from './router.js';
 import { Reads } from './reads.js';
@@ -82,6 +83,7 @@ export class ContentService implements ContentEndpoints {
     new WebhooksService(d, this);
     new RevisionsService(d, this);
     new BulkService(d, this);
+    new OperationsService(d, this);
   }
 
   // ---- security ----

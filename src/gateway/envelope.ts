@@ -31,11 +31,12 @@ export const partialCreated = (subResults: SubResult[]): Status => ({ message: '
 const iso = (ms: number) => new Date(ms).toISOString();
 
 /** The response formats of the `format` query parameter and their `Accept` equivalents. */
-export type Format = 'json' | 'json+pretty' | 'json+allTypes';
+export const FORMATS = ['json', 'json+pretty', 'json+allTypes'] as const;
+export type Format = (typeof FORMATS)[number];
 
 export function formatOf(format: string | null, accept: string | undefined): Format {
   if (format) {
-    if (format === 'json' || format === 'json+pretty' || format === 'json+allTypes') return format;
+    if ((FORMATS as readonly string[]).includes(format)) return format as Format;
     throw new AppError('BAD_REQUEST', `Unknown format '${format}': use json, json+pretty or json+allTypes`);
   }
   if (accept) {

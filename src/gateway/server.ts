@@ -6,7 +6,7 @@ import type { Metrics } from '../adapters/metrics.js';
 import type { SolrEngine } from '../adapters/search-engine.js';
 import { SEARCH_PREFIX, SearchService } from './search-service.js';
 import { HeadCache } from './head-cache.js';
-import { openApiDocument } from './openapi.js';
+import { type Describable, type MountedRouter, openApiDocument } from './openapi.js';
 import { Exchange, segmentsOf } from './http.js';
 import { CONTENT_PREFIX, ContentService } from './content-service.js';
 import type { ContentServiceDeps } from './content-deps.js';
@@ -17,7 +17,6 @@ import { learnIndexSchema } from '../adapters/index-schema.js';
 import { ChangesService } from './changes-service.js';
 import { BULK_ROUTE } from './bulk-service.js';
 import { CONSOLE_PREFIX, ConsoleAssets } from './console-assets.js';
-import { OperationsService } from './operations-service.js';
 
 /** Service prefixes of CONTRACT §2, and the `Svc-Response-Origin` each one answers with. */
 const ORIGINS: Record<string, string | undefined> = {
@@ -27,6 +26,31 @@ const ORIGINS: Record<string, string | undefined> = {
   [SEARCH_PREFIX]: undefined,
   [TAXONOMY_PREFIX]: undefined,
 };
+
+/** The gateway's own routes (answered in `Gateway.handle`), for the OpenAPI document. */
+const GATEWAY_ROUTES: Describable = {
+  describe: () => [
+    { pattern: 'health', methods: ['GET'] },
+    { pattern: 'metrics', methods: ['GET'] },
+    { pattern: 'openapi.json', methods: ['GET'] },
+  ],
+};
+
+/**
+ * Every route the gateway answers, by service prefix: what the OpenAPI document is made of
+ * (src/gateway/openapi.test.ts checks that each is documented). A new router goes here.
+ */
+export function mountedRouters(content: Describable, search: Describable): MountedRouter[] {
+  return [
+    ['', GATEWAY_ROUTES],
+    [CONTENT_PREFIX, content],
+    [CONTENT_PREFIX, ChangesService.routes],
+    [SEARCH_PREFIX, search],
+    [FILE_PREFIX, FileService.routes],
+    [DELIVERY_PREFIX, FileDeliveryService.routes],
+    [TAXONOMY_PREFIX, TaxonomyService.routes],
+  ];
+}
 
 export interface GatewayDeps extends Omit<ContentServiceDeps, 'baseUrl' | 'heads'> {
   redis: RedisClient;
@@ -68,7 +92,6 @@ export class Gateway {
     this.delivery = new FileDeliveryService(fileDeps);
     this.taxonomy = new TaxonomyService(d);
     this.changes = new ChangesService(d);
-    new OperationsService({ ...d, heads: this.heads, baseUrl: () => this.baseUrl() }, this.content);
   }
 
   /** The public address used in Location headers. */
@@ -142,15 +165,7 @@ export class Gateway {
     if (segs.length === 1 && segs[0] === 'openapi.json') {
       x.route = 'openapi';
       getOnly(x);
-      this.openapi ??= JSON.stringify(
-        openApiDocument(this.d.settings.API_VERSION, {
-          [CONTENT_PREFIX]: this.content.router,
-          [SEARCH_PREFIX]: this.search.router,
-          [FILE_PREFIX]: FileService.routes,
-          [DELIVERY_PREFIX]: FileDeliveryService.routes,
-          [TAXONOMY_PREFIX]: TaxonomyService.routes,
-        }),
-      );
+      this.openapi ??= JSON.stringify(openApiDocument(this.d.settings.API_VERSION, this.baseUrl(), mountedRouters(this.content.router, this.search.router)));
       x.send(200, [['Content-Type', 'application/json']], this.openapi);
       return;
     }

@@ -6,6 +6,9 @@ import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
 import type { Exchange } from './http.js';
 import type { Params } from './router.js';
 
+/** Bounds and default of the delivery log's `limit` (also the OpenAPI document's). */
+export const DELIVERIES_LIMIT = { min: 1, max: 1000, default: 100 } as const;
+
 /**
  * The webhook management API of CONTRACT §14 under the content service: sysadmin in `__global__`
  * only (401 without a valid token, 403 otherwise). What each call does is src/webhooks'.
@@ -63,9 +66,10 @@ export class WebhooksService {
   private async deliveries(x: Exchange, p: Params): Promise<void> {
     await this.sysadmin(x);
     const raw = x.query.get('limit');
-    const limit = raw === null ? 100 : Number(raw);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
-      throw new AppError('BAD_REQUEST', 'limit must be an integer from 1 to 1000', { parameter: 'limit' });
+    const { min, max } = DELIVERIES_LIMIT;
+    const limit = raw === null ? DELIVERIES_LIMIT.default : Number(raw);
+    if (!Number.isInteger(limit) || limit < min || limit > max)
+      throw new AppError('BAD_REQUEST', `limit must be an integer from ${min} to ${max}`, { parameter: 'limit' });
     x.sendJson(200, { deliveries: await this.hooks.deliveries(p.id, x.query.get('status'), limit) });
   }
 

@@ -1,5 +1,7 @@
 import { expect } from 'chai';
+import { changes } from '../../src/client/changes.js';
 import { PlatformClient } from '../../src/client/index.js';
+import { checkerOf } from '../support/openapi-check.js';
 import { startTestPlatform } from '../support/platform.js';
 import { eventually } from '../support/wait.js';
 
@@ -13,7 +15,8 @@ describe('typed client (src/client)', () => {
   let c: PlatformClient;
 
   before(async () => {
-    p = await startTestPlatform();
+    // Webhook targets on this machine are allowed: the client's webhook calls name a local URL.
+    p = await startTestPlatform({ WEBHOOK_ALLOW_PRIVATE: 'true' });
     c = await new PlatformClient(p.base).login('editor');
   });
   after(async () => p.stop());
@@ -94,5 +97,113 @@ describe('typed client (src/client)', () => {
     ]);
     const m = await c.metrics();
     expect(m.text).to.match(/http_requests_total\{route="file-service\/file",method="POST",status="201"\} \d+/);
+  });
+
+  it('workspaces: drafts read, written, deleted and promoted; a workspace cleared', async () => {
+    const ws = `typed${Date.now()}`;
+    const main = await c.create({ system: { contentType: 'article' }, aspects: { body: { title: 'main' } } });
+    const id: string = main.json.system.id;
+    const draft = await c.updateDraft(ws, id, { aspects: { body: { title: 'draft' } }, origin: main.headers.get('etag') });
+    expect(draft.status, draft.text).to.equal(200);
+    expect(draft.json.system?.version).to.match(/^draft:/);
+    expect((await c.readDraft(ws, id)).json.aspects?.body?.title).to.equal('draft');
+    expect(Object.keys((await c.workspace(ws)).json.drafts)).to.deep.equal([id]);
+    const promoted = await c.promote(ws, id);
+    expect(promoted.status, promoted.text).to.equal(200);
+    expect(promoted.headers.get('etag')).to.match(/\/2"$/);
+    expect((await c.readContent(id)).json.aspects?.body?.title).to.equal('draft');
+    const second = await c.createDraft(ws, { system: { contentType: 'article' }, aspects: { body: { title: 'gone' } } });
+    const secondId = String(second.json.system?.id);
+    expect((await c.deleteDraft(ws, secondId)).status).to.equal(204);
+    expect((await c.readDraft(ws, secondId)).status).to.equal(404);
+    await c.createDraft(ws, { system: { contentType: 'article' }, aspects: { body: { title: 'cleared' } } });
+    expect((await c.clearWorkspace(ws)).status).to.equal(204);
+    expect((await c.workspace(ws)).json.drafts).to.deep.equal({});
+  });
+
+  it('aliases, revisions and views: release, versioned reads, off a view', async () => {
+    const name = `typed-${Date.now()}`;
+    const created = await c.create({
+      system: { contentType: 'article' },
+      aspects: { body: { title: 'aliased' } },
+      operations: [{ _type: 'svcSetAlias', namespace: 'news', alias: name }],
+    });
+    const id: string = created.json.system.id;
+    expect((await c.readRevision(`news/${name}`, 1)).json.aspects.body.title).to.equal('aliased');
+    expect((await c.readRevision(id, 1, 'metadata')).json.system.contentType).to.equal('_contentInfo');
+    expect((await c.readRevision(id, 1, 'history')).json.versions).to.have.length(1);
+    const onView = await c.putView('svcPublic', { version: created.json.system.version }, created.headers.get('etag')!);
+    const off = await c.removeFromView('svcPublic', id);
+    expect(off.status).to.equal(204);
+    expect(off.headers.get('etag')).to.not.equal(onView.headers.get('etag'));
+    expect((await c.readView('svcPublic', id)).status).to.equal(404);
+    expect((await c.releaseAlias(`news/${name}`)).status, 'editor').to.equal(403);
+    const admin = await new PlatformClient(p.base).login('sysadmin');
+    expect((await admin.releaseAlias(`news/${name}`)).status).to.equal(204);
+    expect((await admin.releaseAlias(`news/${name}`)).status, 'nothing left to release').to.equal(200);
+    expect((await c.readContent(`news/${name}`)).status).to.equal(404);
+  });
+
+  it('files: info and delete', async () => {
+    const up = await c.upload('tmp', 'bytes', 'text/plain');
+    const location = up.headers.get('location')!;
+    const info = await c.fileInfo(location);
+    expect(info.status).to.equal(200);
+    expect(info.json).to.deep.include({ URI: up.json.URI, length: 5 });
+    expect((await c.fileInfo(up.json.URI)).json.URI, 'by fileUri too').to.equal(up.json.URI);
+    expect((await c.deleteFile(up.json.URI)).status).to.equal(200);
+    expect((await c.fileInfo(location)).status).to.equal(404);
+    const named = await c.upload('tmp/editor', 'with a host', 'text/plain');
+    expect(named.json.URI).to.match(/^tmp:\/\/editor\/[0-9A-Z]{26}\/file$/);
+  });
+
+  it('webhooks: create, list, get, update, deliveries, redeliver, delete (sysadmin)', async () => {
+    const admin = await new PlatformClient(p.base).login('sysadmin');
+    expect((await c.listWebhooks()).status, 'editor').to.equal(403);
+    const hook = await admin.createWebhook({ url: 'http://127.0.0.1:9/hook', kinds: ['create'] });
+    expect(hook.status, hook.text).to.equal(201);
+    expect(hook.json.secret).to.match(/^whsec_/);
+    expect((await admin.listWebhooks()).json.webhooks.map((w) => w.id)).to.include(hook.json.id);
+    expect((await admin.getWebhook(hook.json.id)).json.secret).to.equal(undefined);
+    const updated = await admin.updateWebhook(hook.json.id, { url: 'http://127.0.0.1:9/other', description: 'd' });
+    expect(updated.json).to.deep.include({ url: 'http://127.0.0.1:9/other', description: 'd' });
+    expect((await admin.webhookDeliveries(hook.json.id, { limit: 10 })).json.deliveries).to.be.an('array');
+    expect((await admin.redeliver(hook.json.id, 'no-such-delivery')).status).to.equal(404);
+    expect((await admin.deleteWebhook(hook.json.id)).status).to.equal(204);
+    expect((await admin.getWebhook(hook.json.id)).status).to.equal(404);
+  });
+
+  it('search (GET and form POST), re-indexing and taxonomy answer as documented (no engine here: 503)', async () => {
+    expect((await c.search({ q: '*:*' })).status).to.equal(503);
+    expect((await c.searchForm({ q: '*:*' })).status).to.equal(503);
+    const admin = await new PlatformClient(p.base).login('sysadmin');
+    for (const r of [await admin.reindexFull(), await admin.reindexType('article'), await admin.reindexAliases(['contentid/x'])])
+      expect(r.status).to.equal(503);
+    expect((await c.reindexType('article')).status, 'editor').to.equal(403);
+    expect((await c.taxonomyStructure()).json).to.be.an('array');
+    expect((await c.taxonomyStructure('no-such')).status).to.equal(404);
+    expect((await c.taxonomyComplete('no-such', 'x')).status).to.equal(404);
+  });
+
+  it('the change feed through the client', async () => {
+    const created = await c.create({ system: { contentType: 'article' }, aspects: { body: { title: 'fed' } } });
+    const stop = new AbortController();
+    for await (const e of changes(p.base, c.token!, { kinds: ['create'], signal: stop.signal, pollMs: 1000 })) {
+      if (e.id !== created.json.system.id) continue;
+      expect(e.kind).to.equal('create');
+      stop.abort();
+    }
+  });
+
+  it('logout revokes the token', async () => {
+    const other = await new PlatformClient(p.base).login('reader');
+    expect((await other.revoke()).status).to.equal(204);
+    expect((await other.permission('reader')).status).to.equal(401);
+  });
+
+  it('covers every operation of the OpenAPI document (the WebSocket feed aside: the iterator long-polls)', async () => {
+    const check = await checkerOf(p.url);
+    const missing = check.operations().filter((o) => !check.covered.has(o) && o !== 'GET /content-service/changes/ws');
+    expect(missing, 'operations no method of the client reached').to.deep.equal([]);
   });
 });

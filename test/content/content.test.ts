@@ -499,12 +499,12 @@ describe('content service: content (spec Endpoints/Content, CONTRACT §5, §11, 
       const r = await editor.req('GET', `${p.url}/openapi.json`);
       expect(r.status).to.equal(200);
       expect(r.json.openapi).to.equal('3.1.0');
-      expect(r.json.paths['/content-service/content'].post.requestBody.content['application/json'].schema.properties).to.have.property('aspects');
-      expect(r.json.paths['/content-service/content/alias/{ns}/{alias}/{rev}'].get.parameters.map((x: { name: string }) => x.name)).to.deep.equal([
-        'ns',
-        'alias',
-        'rev',
-      ]);
+      expect(r.json.paths['/content-service/content'].post.requestBody.content['application/json'].schema).to.deep.equal({
+        $ref: '#/components/schemas/ContentEnvelope',
+      });
+      expect(r.json.components.schemas.ContentEnvelope.properties).to.have.property('aspects');
+      const params = r.json.paths['/content-service/content/alias/{ns}/{alias}/{rev}'].get.parameters as { name: string; in: string }[];
+      expect(params.filter((x) => x.in === 'path').map((x) => x.name)).to.deep.equal(['ns', 'alias', 'rev']);
       expect(r.json.paths).to.have.property('/search-service/{collection}/select');
       expect(r.json.paths).to.have.property('/content-service/content/workspace/{ws}/alias/{ns}/{alias}/promote');
     });

@@ -6,6 +6,7 @@ import { fullText, MAX_FULL_TEXT } from '../../src/content/variants.js';
 import { Client } from '../support/platform.js';
 import { ensureTestSolr } from '../support/solr.js';
 import { eventually } from '../support/wait.js';
+import { checked } from '../support/openapi-check.js';
 
 type P = Awaited<ReturnType<typeof startPlatform>> & { base: string; search: string };
 
@@ -42,7 +43,7 @@ describe('full-text search by default: the catch-all text field (issue 22)', fun
   before(async () => {
     const solr = await ensureTestSolr();
     const settings = loadSettings({ ...process.env, PORT: '0', PARTITIONS: '4', LEASE_MS: '2000', SOLR_URL: solr });
-    const platform = await startPlatform({ settings, log: pino({ level: 'silent' }) });
+    const platform = checked(await startPlatform({ settings, log: pino({ level: 'silent' }) }));
     p = Object.assign(platform, { base: `${platform.url}/content-service`, search: `${platform.url}/search-service` });
     editor = await new Client(p.base).login('editor');
     reader = await new Client(p.base).login('reader');

@@ -12,6 +12,7 @@ import { Client } from '../support/platform.js';
 import type { AnyJson } from '../../src/client/index.js';
 import { ensureTestSolr } from '../support/solr.js';
 import { eventually } from '../support/wait.js';
+import { checked } from '../support/openapi-check.js';
 
 type P = Awaited<ReturnType<typeof startPlatform>> & { base: string };
 type SolrDoc = Record<string, unknown> & { id: string };
@@ -41,7 +42,7 @@ describe("search documents: the indexer's fields, the write-time schema check, d
         cb();
       },
     });
-    const platform = await startPlatform({ settings, log: pino({ level: 'info' }, sink) });
+    const platform = checked(await startPlatform({ settings, log: pino({ level: 'info' }, sink) }));
     p = Object.assign(platform, { base: `${platform.url}/content-service` });
     editor = await new Client(p.base).login('editor');
     anon = new Client(p.base);

@@ -7,6 +7,7 @@ import { freePort } from '../../src/dev/redis-server.js';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { ensureTestSolr } from '../support/solr.js';
 import { eventually } from '../support/wait.js';
+import { checked } from '../support/openapi-check.js';
 
 type P = Awaited<ReturnType<typeof startPlatform>> & { base: string; search: string };
 
@@ -32,7 +33,7 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
       },
     });
     const log = pino({ level: 'info' }, sink);
-    const platform = await startPlatform({ settings, log, clock: () => now });
+    const platform = checked(await startPlatform({ settings, log, clock: () => now }));
     p = Object.assign(platform, { base: `${platform.url}/content-service`, search: `${platform.url}/search-service` });
     editor = await new Client(p.base).login('editor');
     reader = await new Client(p.base).login('reader');

@@ -7,6 +7,7 @@ import { createLogger } from '../../src/adapters/log.js';
 import { javaAndMavenAvailable, startSolr, type SolrHandle } from '../../src/dev/solr-server.js';
 import { startPlatform } from '../../src/main.js';
 import { Client, article } from '../support/platform.js';
+import { checked } from '../support/openapi-check.js';
 
 describe('indexer: the search engine down during writes (issue 6)', function () {
   this.timeout(240000);
@@ -20,10 +21,12 @@ describe('indexer: the search engine down during writes (issue 6)', function () 
     if (!javaAndMavenAvailable()) throw new Error('needs Java and Maven for the embedded Solr');
     solr = await startSolr({ dataDir: dir });
     port = Number(new URL(solr.url).port);
-    p = await startPlatform({
-      settings: loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', SOLR_URL: solr.url }),
-      log: createLogger('silent'),
-    });
+    p = checked(
+      await startPlatform({
+        settings: loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', SOLR_URL: solr.url }),
+        log: createLogger('silent'),
+      }),
+    );
     editor = await new Client(`${p.url}/content-service`).login('editor');
   });
   after(async () => {

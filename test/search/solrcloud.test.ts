@@ -9,6 +9,7 @@ import { javaAndMavenAvailable, startSolr, type SolrHandle } from '../../src/dev
 import { startPlatform } from '../../src/main.js';
 import { Client } from '../support/platform.js';
 import { eventually } from '../support/wait.js';
+import { checked } from '../support/openapi-check.js';
 
 /**
  * SolrCloud mode (issue "search", README "SolrCloud"): the platform pointed at one node of a
@@ -42,7 +43,7 @@ describe('search on SolrCloud: two nodes, two shards (README "SolrCloud")', func
       },
     });
     const settings = loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', SOLR_URL: solr.nodes[0] });
-    p = await startPlatform({ settings, log: pino({ level: 'info' }, sink) });
+    p = checked(await startPlatform({ settings, log: pino({ level: 'info' }, sink) }));
     const base = `${p.url}/content-service`;
     search = `${p.url}/search-service/content/select`;
     editor = await new Client(base).login('editor');

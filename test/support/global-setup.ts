@@ -10,6 +10,7 @@
  * config/settings.ts may read the environment when imported.
  */
 import { pingRedis, startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.js';
+import { installFetchCheck, takeMismatches } from './openapi-check.js';
 
 process.env.NODE_ENV = 'test';
 // The suites log in from 127.0.0.1 all along, with deliberate wrong passwords among them: with
@@ -30,6 +31,32 @@ if (process.env.TEST_REDIS_URL) {
   process.once('SIGTERM', () => process.exit(143));
 }
 
+// Every answer of a test platform is checked against its OpenAPI document (CONTRACT §18).
+installFetchCheck();
+
+/**
+ * Answers that did not fit the document inside tests that passed anyway (the test caught the
+ * error, e.g. while polling with `eventually`). A failing root hook would make mocha skip every
+ * later test of the run, so these are listed as they happen and fail the run at its end
+ * (mochaGlobalTeardown: exit code 1).
+ */
+const swallowed: string[] = [];
+
+export const mochaHooks = {
+  /** What a hook outside a test saw (it failed there already) is not this test's. */
+  beforeEach(): void {
+    takeMismatches();
+  },
+  afterEach(this: Mocha.Context): void {
+    const mismatches = [...new Set(takeMismatches())];
+    // A test that failed has reported its own mismatch (or fails for another reason already).
+    if (!mismatches.length || this.currentTest?.state !== 'passed') return;
+    const report = `"${this.currentTest.fullTitle()}" passed, but ${mismatches.length} answer(s) did not fit the OpenAPI document:\n${mismatches.join('\n')}`;
+    swallowed.push(report);
+    console.error(`[openapi check] ${report}`);
+  },
+};
+
 export async function mochaGlobalSetup(): Promise<void> {
   // The server was started at load time; fail fast here if Redis is not usable.
   if (!(await pingRedis(process.env.REDIS_URL!, 3000))) {
@@ -42,4 +69,6 @@ export async function mochaGlobalTeardown(): Promise<void> {
     await server.stop();
     server = undefined;
   }
+  if (swallowed.length)
+    throw new Error(`[openapi check] the run fails: answers that did not fit the OpenAPI document (CONTRACT §18):\n${swallowed.join('\n')}`);
 }

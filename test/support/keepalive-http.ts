@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { checkRawAnswer, readsBody } from './openapi-check.js';
 import { parseHead } from './raw-http.js';
 
 /**
@@ -82,8 +83,20 @@ export class KeepAliveConnection {
     this.closed = true;
   }
 
-  /** Sends one request and waits for its whole answer (or the connection's end). */
+  /**
+   * Sends one request and waits for its whole answer (or the connection's end). An answer of a
+   * test platform is checked against its OpenAPI document (openapi-check.ts).
+   */
   async send(r: WireRequest, timeoutMs = 10000): Promise<WireOutcome> {
+    const o = await this.exchange(r, timeoutMs);
+    if (o.ok) {
+      const text = readsBody(o.res.headers['content-type'], o.res.status) ? o.res.body.toString('utf8') : undefined;
+      await checkRawAnswer(this.port, r.method, r.target, o.res.status, o.res.headers, text);
+    }
+    return o;
+  }
+
+  private async exchange(r: WireRequest, timeoutMs: number): Promise<WireOutcome> {
     if (this.closed || !this.sock) await this.connect();
     const sock = this.sock!;
     const started = performance.now();

@@ -5,11 +5,13 @@ import { loadSettings, type Settings } from '../../config/settings.js';
 import { createLogger } from '../../src/adapters/log.js';
 import { startPlatform, type Platform, type Role } from '../../src/main.js';
 import type { LifecycleHook } from '../../src/actors/content/lifecycle-hooks.js';
+import { checkAnswersOf, stopCheckingAnswersOf } from './openapi-check.js';
 
 /**
  * Starts the platform in this process on a free port against the private test Redis
  * (REDIS_URL, set by test/support/global-setup.ts), with files in a temporary directory.
- * Logs are silent unless TEST_LOG is set.
+ * Logs are silent unless TEST_LOG is set. Its answers are checked against its OpenAPI document
+ * (test/support/openapi-check.ts).
  */
 export async function startTestPlatform(
   overrides: Partial<Record<keyof Settings, string>> = {},
@@ -23,7 +25,10 @@ export async function startTestPlatform(
   const log = createLogger(process.env.TEST_LOG ?? 'silent');
   const p = await startPlatform({ settings, roles, log, clock, hooks });
   const stop = p.stop;
+  // Every answer of this platform is checked against its OpenAPI document (CONTRACT §18).
+  if (p.url) checkAnswersOf(p.url);
   p.stop = async () => {
+    if (p.url) stopCheckingAnswersOf(p.url);
     await stop();
     rmSync(filesDir, { recursive: true, force: true });
   };

@@ -1,5 +1,6 @@
 import net from 'node:net';
 import type { AnyJson } from '../../src/client/index.js';
+import { checkRawAnswer, readsBody } from './openapi-check.js';
 
 /**
  * A raw HTTP/1.1 client for tests that must send what fetch would not: `..` segments kept
@@ -44,7 +45,14 @@ export function parseHead(buf: Buffer): { status: number; headerLines: string[];
   return { status: Number(m[1]), headerLines, headers, bodyStart: end + 4 };
 }
 
-export function rawRequest(port: number, r: RawRequest, timeoutMs = 15000): Promise<RawResponse> {
+/** One request on its own connection; an answer of a test platform is checked against its OpenAPI document (openapi-check.ts). */
+export async function rawRequest(port: number, r: RawRequest, timeoutMs = 15000): Promise<RawResponse> {
+  const res = await rawExchange(port, r, timeoutMs);
+  await checkRawAnswer(port, r.method, r.path, res.status, res.headers, readsBody(res.headers['content-type'], res.status) ? res.body : undefined);
+  return res;
+}
+
+function rawExchange(port: number, r: RawRequest, timeoutMs: number): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
     const sock = net.connect(port, '127.0.0.1');
     let buf = Buffer.alloc(0);

@@ -6,6 +6,7 @@ import { startPlatform } from '../../src/main.js';
 import { Client } from '../support/platform.js';
 import { ensureTestSolr } from '../support/solr.js';
 import { eventually } from '../support/wait.js';
+import { checked } from '../support/openapi-check.js';
 
 /** `A B/C` as the service splits it: levels of lowercased whitespace tokens. */
 const input = (s: string) =>
@@ -77,10 +78,12 @@ describe('taxonomy completion over HTTP (CONTRACT §10)', function () {
 
   before(async () => {
     const solr = await ensureTestSolr();
-    p = await startPlatform({
-      settings: loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', SOLR_URL: solr }),
-      log: createLogger('silent'),
-    });
+    p = checked(
+      await startPlatform({
+        settings: loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', SOLR_URL: solr }),
+        log: createLogger('silent'),
+      }),
+    );
     editor = await new Client(`${p.url}/content-service`).login('editor');
     anon = new Client(`${p.url}/content-service`);
     await define('Dimension', { id: id('sections'), name: 'Sections', enumerable: true, localizations: {} });
