@@ -102,6 +102,7 @@ export const PATH_PARAMS: Record<string, ParamDoc> = {
   versionId: str('Version id, `c:<content key>:<version key>`'),
   dimension: str('Dimension id'),
   input: str('Completion input; levels separated by `/`', { multiSegment: true }),
+  file: str('A console asset: its name with the hash of its content'),
 };
 
 const format: ParamDoc = {
@@ -608,7 +609,10 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     auth: 'optional',
     query: searchQuery,
     responses: {
-      200: { description: 'The engine’s JSON answer', body: 'SearchAnswer' },
+      200: {
+        description: 'The engine’s answer: JSON, or with `wt=javabin` the engine’s binary answer passed through',
+        body: { media: { 'application/json': 'SearchAnswer', 'application/octet-stream': 'binary' } },
+      },
       404: err('No such collection'),
     },
   },
@@ -618,10 +622,32 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     query: searchQuery,
     body: { mediaType: 'application/x-www-form-urlencoded', schema: z.record(z.string(), z.string()) },
     responses: {
-      200: { description: 'The engine’s JSON answer', body: 'SearchAnswer' },
+      200: {
+        description: 'The engine’s answer: JSON, or with `wt=javabin` the engine’s binary answer passed through',
+        body: { media: { 'application/json': 'SearchAnswer', 'application/octet-stream': 'binary' } },
+      },
       404: err('No such collection'),
       415: E[415],
     },
+  },
+
+  // ---- the web console (CONTRACT §19): static files, no token ----
+  'GET /console': {
+    summary: 'The web console without its trailing slash',
+    auth: 'none',
+    responses: { 308: { description: 'Permanent redirect to /console/ (the page’s relative asset addresses need the slash)', headers: ['Location'] } },
+  },
+  'GET /console/': {
+    summary: 'The web console',
+    auth: 'none',
+    responses: {
+      200: { description: 'The console page (no-cache; its assets have hashed names)', body: { media: { 'text/html': 'string' } }, headers: ['Cache-Control'] },
+    },
+  },
+  'GET /console/assets/:file': {
+    summary: 'An asset of the web console',
+    auth: 'none',
+    responses: { 200: bytes('The asset, kept a year (its name changes with its content)', ['Cache-Control']), 404: E[404] },
   },
 
   // ---- file service ----

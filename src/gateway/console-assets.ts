@@ -62,6 +62,14 @@ export class ConsoleAssets {
     this.index = Buffer.from(html);
   }
 
+  /** Its addresses, for the API document (src/gateway/api-operations.ts). */
+  static readonly routes = {
+    describe: () => [
+      { pattern: '', methods: ['GET'] },
+      { pattern: 'assets/:file', methods: ['GET'] },
+    ],
+  };
+
   /** GET /console/ and GET /console/assets/<hashed name>; `segs` are the decoded path segments after `console`. */
   handle(x: Exchange, segs: string[], trailingSlash: boolean): void {
     if (x.method !== 'GET' && x.method !== 'HEAD') throw new AppError('METHOD_NOT_ALLOWED', 'Use GET', { allow: ['GET'] });

@@ -33,6 +33,8 @@ const GATEWAY_ROUTES: Describable = {
     { pattern: 'health', methods: ['GET'] },
     { pattern: 'metrics', methods: ['GET'] },
     { pattern: 'openapi.json', methods: ['GET'] },
+    // the console's address without its slash: 308 to /console/ (ConsoleAssets)
+    { pattern: 'console', methods: ['GET'] },
   ],
 };
 
@@ -49,6 +51,7 @@ export function mountedRouters(content: Describable, search: Describable): Mount
     [FILE_PREFIX, FileService.routes],
     [DELIVERY_PREFIX, FileDeliveryService.routes],
     [TAXONOMY_PREFIX, TaxonomyService.routes],
+    [CONSOLE_PREFIX, ConsoleAssets.routes],
   ];
 }
 
