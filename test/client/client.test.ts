@@ -205,7 +205,14 @@ describe('typed client (src/client)', () => {
   it('bulk import, export and the operations snapshot', async () => {
     const ns = `bulk${Date.now()}`;
     const answers = await bulkImport(c, [
-      { op: 'create', content: { system: { contentType: 'clientbulk' }, aspects: { body: { title: 'b' } }, operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }] } },
+      {
+        op: 'create',
+        content: {
+          system: { contentType: 'clientbulk' },
+          aspects: { body: { title: 'b' } },
+          operations: [{ _type: 'svcSetAlias', namespace: ns, alias: 'a' }],
+        },
+      },
       { op: 'update', id: `${ns}/a`, content: { aspects: { body: { title: 'b2' } } } },
     ]);
     expect(answers.map((a) => [a.line, a.status])).to.deep.equal([
