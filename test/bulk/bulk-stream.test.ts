@@ -39,15 +39,20 @@ describe('bulk import: streaming, memory, disconnects (CONTRACT §16)', function
   this.timeout(240_000);
   let p: P;
   let editor: Client;
+  let own: Awaited<ReturnType<typeof startRedisServer>>;
   const tag = `s${Date.now().toString(36)}`;
 
   before(async () => {
+    // A Redis of its own: the batch leaves tens of thousands of contents, which later suites that
+    // read the whole store (the bad-input snapshots) must not inherit.
+    own = await startRedisServer({ appendonly: false });
     // Indexing is not what is measured here (and needs a search engine): the actors and the gateway are.
-    p = await startTestPlatform({ BULK_MAX_LINES: String(LINES) });
+    p = await startTestPlatform({ REDIS_URL: own.url, BULK_MAX_LINES: String(LINES) });
     editor = await new Client(p.base).login('editor');
   });
   after(async () => {
-    await p.stop();
+    await p?.stop();
+    await own?.stop();
   });
 
   it(`${LINES} lines stream in with flat memory, each answered in order`, async () => {

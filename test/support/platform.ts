@@ -21,7 +21,17 @@ export async function startTestPlatform(
 ): Promise<Platform & { url: string; base: string }> {
   // Files go to a fresh directory of the run (unless a test names S3 or a directory).
   const filesDir = mkdtempSync(join(tmpdir(), 'test-files-'));
-  const settings = loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', FILES_DIR: filesDir, ...overrides });
+  // The archiver's passes run only where a test asks (test/archive): a pass of a long-lived platform
+  // would move history under another test's feet.
+  const settings = loadSettings({
+    ...process.env,
+    PORT: '0',
+    PARTITIONS: '8',
+    LEASE_MS: '2000',
+    FILES_DIR: filesDir,
+    ARCHIVE_INTERVAL_SECONDS: '604800',
+    ...overrides,
+  });
   const log = createLogger(process.env.TEST_LOG ?? 'silent');
   const p = await startPlatform({ settings, roles, log, clock, hooks });
   const stop = p.stop;
