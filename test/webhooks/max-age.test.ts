@@ -18,8 +18,9 @@ describe('webhooks: failed past the maximum age, redelivered (CONTRACT §14)', f
   before(async () => {
     platform = await startTestPlatform({
       WEBHOOK_ALLOW_PRIVATE: 'true',
-      // 1.8 s: the first event's retries run out while the receiver refuses it.
-      WEBHOOK_MAX_AGE_HOURS: '0.0005',
+      // 5.4 s: the first event's retries (every 200-400 ms) run out while the receiver refuses it;
+      // long enough that a fan-out late on a loaded machine still leaves it more than one attempt.
+      WEBHOOK_MAX_AGE_HOURS: '0.0015',
       WEBHOOK_RETRY_BASE_MS: '200',
       WEBHOOK_RETRY_MAX_MS: '400',
     });
