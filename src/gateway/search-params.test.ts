@@ -319,7 +319,12 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
     ];
     for (const [k, v] of bad) expect(refusal([[k, v]])?.parameter, `${k}=${v}`).to.equal(k);
     // SolrJ's binary format passes (issue 22 part 5), with the version it sends
-    expect(refusal([['wt', 'javabin'], ['version', '2']])).to.equal(null);
+    expect(
+      refusal([
+        ['wt', 'javabin'],
+        ['version', '2'],
+      ]),
+    ).to.equal(null);
     expect(refusal({ rows: '0', start: '0', 'facet.limit': '-1', 'facet.range.start': '-1.5e3', 'facet.range.gap': '/DAY+1HOUR', timeAllowed: '0' })).to.equal(
       null,
     );
