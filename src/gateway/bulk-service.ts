@@ -5,11 +5,10 @@ import { etagOf, mainAlias, versionId, type Snapshot } from '../content/model.js
 import type { Principal } from '../content/permissions.js';
 import { resolveView } from '../content/views.js';
 import { AppError } from '../errors.js';
-import { checkStorable } from './body-limits.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
 import type { AliasRef, ContentWrites, WriteContext } from './content-writes.js';
 import { contentEnvelope, partialCreated } from './envelope.js';
-import { errorOf, type Exchange } from './http.js';
+import { errorOf, type Exchange, parseJsonBody } from './http.js';
 import { invalid, typeSchema, updateModeOf, viewSchema } from './schemas.js';
 
 /** The bulk import's route under the content service; its body is streamed, not collected (server.ts). */
@@ -346,13 +345,7 @@ const isBlank = (b: Buffer): boolean => {
 };
 
 function parseLine(buf: Buffer): Line {
-  let value: unknown;
-  try {
-    value = JSON.parse(buf.toString('utf8'));
-  } catch (e) {
-    throw new AppError('BAD_REQUEST', `Malformed JSON: ${(e as Error).message}`);
-  }
-  checkStorable(value);
+  const value = parseJsonBody(buf);
   const parsed = lineSchema.safeParse(value);
   if (!parsed.success) throw invalid(parsed.error);
   return parsed.data;

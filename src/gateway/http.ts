@@ -148,14 +148,7 @@ export class Exchange {
   async json(): Promise<unknown> {
     const buf = await this.body();
     if (buf.length === 0) throw new AppError('BAD_REQUEST', 'A JSON body is required');
-    let value: unknown;
-    try {
-      value = JSON.parse(buf.toString('utf8'));
-    } catch (e) {
-      throw new AppError('BAD_REQUEST', `Malformed JSON: ${(e as Error).message}`);
-    }
-    checkStorable(value);
-    return value;
+    return parseJsonBody(buf);
   }
 
   /**
@@ -456,4 +449,16 @@ export function segmentsOf(path: string): string[] {
     if (/[\u0000-\u001f\u007f]/.test(s)) throw new AppError('BAD_REQUEST', 'Control characters in path');
     return s;
   });
+}
+
+/** A JSON body (or one NDJSON line): 400 when it does not parse, 400 or 413 when it could not be stored. */
+export function parseJsonBody(buf: Buffer): unknown {
+  let value: unknown;
+  try {
+    value = JSON.parse(buf.toString('utf8'));
+  } catch (e) {
+    throw new AppError('BAD_REQUEST', `Malformed JSON: ${(e as Error).message}`);
+  }
+  checkStorable(value);
+  return value;
 }

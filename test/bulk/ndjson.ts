@@ -1,16 +1,9 @@
 import http from 'node:http';
 import { Readable } from 'node:stream';
+import type { BulkAnswer } from '../../src/client/bulk.js';
 
-/** An answer line of POST /bulk. */
-export interface AnswerLine {
-  line: number;
-  status: number;
-  id?: string;
-  version?: string;
-  etag?: string;
-  subResults?: unknown[];
-  error?: { message: string; statusCode: string; extraInfo: Record<string, unknown> };
-}
+/** An answer line of POST /bulk: the client's type of it. */
+export type AnswerLine = BulkAnswer;
 
 export interface BulkOptions {
   /** Called with each answer line as it arrives; answers are not kept when it returns false. */
