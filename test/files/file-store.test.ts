@@ -230,7 +230,9 @@ for (const kind of ['disk', 's3'] as const) {
       ['8 MiB + 1 (two parts)', 8 * MiB + 1],
     ] as const) {
       it(`round-trips a ${label} file with its info`, async () => {
-        const data = randomBytes(size);
+        // Random bytes may begin like a known format (an MP3 frame header, 1 in a few thousand)
+        // and the sniffed type wins over the declared one: a plain text start is no format.
+        const data = Buffer.concat([Buffer.from('round-trip data '), randomBytes(size)]).subarray(0, size);
         const before = Date.now();
         const info = await put(fileKeyOf('tmp', host, `round/${size}.bin`), data, { contentType: 'application/x-test' });
         expect(info.length).to.equal(size);

@@ -348,7 +348,8 @@ describe("search documents: the indexer's fields, the write-time schema check, d
 
       // The metric counts it; /health says search is degraded. (Other suites' contents, indexed
       // by this platform from the shared Redis, may add refusals of their own: hence at least.)
-      expect(await metric('indexer_refused_documents_total')).to.be.at.least(refusedBefore + 1);
+      // (/metrics reads the partitions' streams at most once a second: a scrape may be that old.)
+      await eventually(async () => expect(await metric('indexer_refused_documents_total')).to.be.at.least(refusedBefore + 1), 5_000);
       expect(await metric('indexer_refused_contents')).to.be.at.least(1);
       expect(await p.redis.hexists(keys.indexerRefused, cid)).to.equal(1);
       const health = await editor.health();
@@ -377,7 +378,7 @@ describe("search documents: the indexer's fields, the write-time schema check, d
       // a counter: what was refused stays counted (the re-index refused it a second time)
       const mine = (await p.redis.xrange(keys.indexerDeadLetter(partition), '-', '+')).filter(([, f]) => f[f.indexOf('cid') + 1] === cid);
       expect(mine).to.have.length(2);
-      expect(await metric('indexer_refused_documents_total')).to.be.at.least(refusedBefore + 2);
+      await eventually(async () => expect(await metric('indexer_refused_documents_total')).to.be.at.least(refusedBefore + 2), 5_000);
     });
   });
 });
