@@ -123,9 +123,14 @@ export class ContentStore {
 
   /** A version, from Redis or the archive; null when the content never had it. */
   async version(cid: string, versionKey: string): Promise<VersionRecord | null> {
+    return (await this.versionSized(cid, versionKey))?.record ?? null;
+  }
+
+  /** A version and the bytes of its stored form (for caches bounded by size); null as for version(). */
+  async versionSized(cid: string, versionKey: string): Promise<{ record: VersionRecord; bytes: number } | null> {
     const p = this.partitionOf(cid);
     const buf = (await this.redis.hgetBuffer(keys.versions(p, cid), versionKey)) ?? (await this.archive.version(p, cid, versionKey));
-    return buf ? unpack<VersionRecord>(buf) : null;
+    return buf ? { record: unpack<VersionRecord>(buf), bytes: buf.length } : null;
   }
 
   /** Every history entry, oldest first: the archived ones, then those Redis holds. */
