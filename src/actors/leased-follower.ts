@@ -8,6 +8,14 @@ import { sleep } from '../wait.js';
 import { readGroup, type StreamsRead } from './stream-reads.js';
 
 const BLOCK_MS = 1000;
+/**
+ * After a read that found less than a full batch (the job has caught up), the next read waits
+ * this long. The jobs are not latency-critical (an audit entry, a time-state boundary to
+ * schedule), and a blocking read over every partition's stream woken by each commit cost Redis
+ * and this process work on every write: single-client create p50 653 us with it, 555 us without.
+ * A job that falls behind reads full batches back to back, without the pause.
+ */
+const IDLE_MS = 50;
 
 /** What one background job does with the event streams while its process holds the job's lease. */
 export interface FollowerJob {
@@ -127,7 +135,12 @@ export class LeasedFollower {
           streams,
           ids: streams.map(() => '>'),
         })) as StreamsRead;
-        for (const [stream, entries] of res ?? []) await this.job.handle(parts[streams.indexOf(stream.toString())], entries);
+        let read = 0;
+        for (const [stream, entries] of res ?? []) {
+          read += entries.length;
+          await this.job.handle(parts[streams.indexOf(stream.toString())], entries);
+        }
+        if (read > 0 && read < this.job.batch) await sleep(IDLE_MS);
       } catch (e) {
         if (!this.running) return;
         this.log.warn({ err: String(e) }, `${this.job.name}: following the events failed, retrying`);

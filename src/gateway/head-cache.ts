@@ -9,6 +9,14 @@ import { sleep } from '../wait.js';
 
 /** How long a head may be served without news of a change (a safety net behind the events). */
 const TTL_MS = 5000;
+const READ_COUNT = 1000;
+/**
+ * The pause of the event tail after a read that did not fill a batch. A change made through
+ * another gateway is seen up to this much later (the budget is 1 s); in exchange a busy
+ * gateway's tail wakes once per pause rather than once per commit: single-client create p50
+ * 568-570 us with a tail woken by every commit, 439-456 us with this pause.
+ */
+const FOLLOW_IDLE_MS = 10;
 
 /**
  * The heads of contents, kept in process for reads. A head changes with every commit; every
@@ -60,7 +68,10 @@ export class HeadCache {
     }
     const started = this.epoch;
     const snap = await this.store.head(cid);
-    if (this.ready && (this.dropped.get(cid) ?? -1) < started) this.heads.set(cid, { snap });
+    // Kept unless the head was dropped while it loaded (a drop sets a later epoch). A drop before
+    // the load has an epoch of at most `started`: with `<` the content changed last would never be
+    // kept until another content changed, and every read of it went to Redis.
+    if (this.ready && (this.dropped.get(cid) ?? -1) <= started) this.heads.set(cid, { snap });
     return snap;
   }
 
@@ -78,7 +89,7 @@ export class HeadCache {
     this.ready = this.running;
     while (this.running) {
       try {
-        const res = (await conn.xreadBuffer('COUNT', 1000, 'BLOCK', 2000, 'STREAMS', ...streams, ...last)) as [Buffer, [Buffer, Buffer[]][]][] | null;
+        const res = (await conn.xreadBuffer('COUNT', READ_COUNT, 'BLOCK', 2000, 'STREAMS', ...streams, ...last)) as [Buffer, [Buffer, Buffer[]][]][] | null;
         for (const [stream, entries] of res ?? []) {
           const i = streams.indexOf(stream.toString());
           for (const [id, fields] of entries) {
@@ -90,6 +101,9 @@ export class HeadCache {
             }
           }
         }
+        // Caught up: the next read waits a little and takes what came meanwhile in one answer,
+        // instead of one wake-up (and one blocking read over every stream in Redis) per commit.
+        if (res && !res.some(([, entries]) => entries.length >= READ_COUNT)) await sleep(FOLLOW_IDLE_MS);
       } catch (e) {
         if (!this.running) return;
         // Events may have been missed: start over with an empty cache.

@@ -20,6 +20,8 @@ const FANOUT_LEASE_MS = 5000;
 const BALANCE_MS = 1000;
 const READ_BLOCK_MS = 500;
 const FANOUT_BATCH = 256;
+/** The fan-out's pause after a read that found less than a batch (delivery latency budget: 200 ms). */
+const FOLLOW_IDLE_MS = 10;
 /** Deliveries per enqueue script call (the script runs alone in Redis: kept short). */
 const ENQUEUE_CHUNK = 500;
 /** A delivery queue with nothing due is looked at again after this long at most (other processes' work, retries). */
@@ -186,6 +188,9 @@ export class WebhookDispatcher {
             return o && entries.length ? this.fanout(p, o, entries) : undefined;
           }),
         );
+        // Caught up: the next read takes what came meanwhile in one answer, rather than a read
+        // (and a lease and webhook-list check) per commit.
+        if (read.some(([, e]) => e.length > 0) && read.every(([, e]) => e.length < FANOUT_BATCH)) await sleep(FOLLOW_IDLE_MS);
       } catch (e) {
         if (!this.running) return;
         // What was read and not acknowledged is read again from the pending list.

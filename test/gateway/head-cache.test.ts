@@ -66,6 +66,28 @@ describe('gateway: cached heads follow changes made through any gateway (ARCHITE
     expect((await viaA.req('GET', `/content/alias/${id}/1`)).status).to.equal(404);
   });
 
+  it('a head read after its last change is kept: the next read does not go to Redis', async () => {
+    const dropped = dropsOf(a);
+    const c = await viaA.create(article('v1'));
+    const id = c.json.system.id;
+    // The commit's own drop and the event tail's: after both, no change of this content is in flight.
+    await until(async () => dropped.has(cidOf(id)), 15_000, "gateway A's event tail to drop the new head");
+    await new Promise((r) => setTimeout(r, 200));
+    const store = (a.gateway as unknown as { heads: { store: { head(cid: string): Promise<unknown> } } }).heads.store;
+    const loads: string[] = [];
+    const head = store.head.bind(store);
+    store.head = (cid: string) => {
+      loads.push(cid);
+      return head(cid);
+    };
+    try {
+      for (let i = 0; i < 3; i++) expect((await viaA.req('GET', `/content/alias/${id}/1`)).status).to.equal(200);
+    } finally {
+      store.head = head;
+    }
+    expect(loads.filter((x) => x === cidOf(id))).to.have.length(1);
+  });
+
   it('a write through a gateway is seen by the same gateway at once', async () => {
     const c = await viaB.create(article('v1'));
     const id = c.json.system.id;
