@@ -5,8 +5,9 @@
 #   bash scripts/soak.sh            10 passes
 #   SOAK_PASSES=3 bash scripts/soak.sh
 #   SOAK_BENCH=0 bash scripts/soak.sh   without the benchmark beside
+#   SOAK_KEEP_GOING=1 bash scripts/soak.sh   every pass, also after a failure (to collect flakes)
 #
-# Stops at the first failing pass. Each pass's output is kept in .cache/soak-<time>/pass-<n>.log,
+# Stops at the first failing pass unless SOAK_KEEP_GOING=1. Each pass's output is kept in .cache/soak-<time>/pass-<n>.log,
 # the benchmark's in bench.log; the summary (one line a pass: status, seconds, passing/failing
 # counts) is printed at the end and written to summary.txt. The clone lives in a temp folder and
 # is removed at the end; the benchmark writes its results there, never into bench/.
@@ -15,6 +16,7 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 PASSES=${SOAK_PASSES:-10}
 BENCH=${SOAK_BENCH:-1}
+KEEP_GOING=${SOAK_KEEP_GOING:-0}
 OUT="$ROOT/.cache/soak-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$OUT"
 WORK=$(mktemp -d /tmp/soak.XXXXXX)
@@ -45,7 +47,11 @@ for n in $(seq 1 "$PASSES"); do
   counts=$(grep -Eo '[0-9]+ (passing|failing|pending)' "$OUT/pass-$n.log" | tr '\n' ' ')
   line="pass $n: $([ $code = 0 ] && echo ok || echo "FAILED (exit $code)") in ${secs}s: $counts"
   echo "$line" | tee -a "$OUT/summary.txt"
-  if [ $code != 0 ]; then status=1; break; fi
+  if [ $code != 0 ]; then
+    status=1
+    grep -E '^\s+[0-9]+\) ' "$OUT/pass-$n.log" | sed "s/^/  pass $n: /" | tee -a "$OUT/summary.txt"
+    [ "$KEEP_GOING" = 1 ] || break
+  fi
 done
 [ "$BENCH" = 1 ] && echo "benchmark runs finished beside: $(grep -c '^wrote ' "$OUT/bench.log")" | tee -a "$OUT/summary.txt"
 exit $status
