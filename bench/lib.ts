@@ -82,28 +82,39 @@ export async function login(root: string, user: string): Promise<string> {
 /** The revision an ETag `W/"<key>/<rev>"` names. */
 export const revOf = (etag: string | undefined): number => Number(/\/(\d+)"$/.exec(etag ?? '')?.[1] ?? NaN);
 
-/** Content events no indexer has read yet plus those read and not yet indexed, over every partition. */
-export async function indexerBacklog(redis: Redis, partitions: number): Promise<number> {
-  const groups = await Promise.all(
+/**
+ * Content events not yet followed: read by no consumer of the group yet, plus read and not yet
+ * done, over every partition. `groups` names the consumer groups counted (default the indexer's);
+ * `'all'` counts every group of the event streams (indexer, audit trail, time-state schedule,
+ * webhooks fan-out).
+ */
+export async function eventsBacklog(redis: Redis, partitions: number, groups: readonly string[] | 'all' = ['indexer']): Promise<number> {
+  const infos = await Promise.all(
     Array.from({ length: partitions }, (_, p) => (redis.xinfo('GROUPS', `events:{${p}}`) as Promise<unknown[][]>).catch(() => [] as unknown[][])),
   );
   let n = 0;
-  for (const gs of groups) {
-    const g = gs.find((x) => x[1] === 'indexer');
-    if (!g) continue;
-    const field = (name: string) => Number(g[g.indexOf(name) + 1] ?? 0) || 0;
-    n += field('lag') + field('pending');
+  for (const gs of infos) {
+    for (const g of gs) {
+      if (groups !== 'all' && !groups.includes(String(g[1]))) continue;
+      const field = (name: string) => Number(g[g.indexOf(name) + 1] ?? 0) || 0;
+      n += field('lag') + field('pending');
+    }
   }
   return n;
 }
 
-/** Waits until the indexer has indexed every content event (or `timeoutMs`); the seconds waited and the backlog left. */
-export async function indexerSettled(redisUrl: string, partitions: number, timeoutMs: number): Promise<{ seconds: number; backlog: number }> {
+/** Waits until the groups (eventsBacklog) have followed every content event (or `timeoutMs`); the seconds waited and the backlog left. */
+export async function indexerSettled(
+  redisUrl: string,
+  partitions: number,
+  timeoutMs: number,
+  groups: readonly string[] | 'all' = ['indexer'],
+): Promise<{ seconds: number; backlog: number }> {
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 2 });
   const t0 = Date.now();
   try {
     for (;;) {
-      const backlog = await indexerBacklog(redis, partitions);
+      const backlog = await eventsBacklog(redis, partitions, groups);
       if (backlog === 0 || Date.now() - t0 > timeoutMs) return { seconds: round2((Date.now() - t0) / 1000), backlog };
       await new Promise((r) => setTimeout(r, 250));
     }
