@@ -7,4 +7,5 @@ cd "$(dirname "$0")/.."
 sh scripts/ensure-deps.sh
 npx tsc -p tsconfig.json
 if [ "$FLEET" = 1 ]; then exec node dist/src/fleet.js "$@"; fi
-exec node dist/src/main.js "$@"
+# The platform's V8 flags: NODE_FLAGS in src/main.ts says why (the Procfile has the same).
+exec node --max-semi-space-size=64 dist/src/main.js "$@"

@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadSettings } from '../config/settings.js';
 import { createLogger, type Logger } from './adapters/log.js';
-import { ROLES, withLocalServices, type Role } from './main.js';
+import { NODE_FLAGS, ROLES, withLocalServices, type Role } from './main.js';
 import { sleep } from './wait.js';
 
 /**
@@ -36,6 +36,8 @@ export interface FleetOptions {
   basePort: number;
   /** Entry point (default: main.js beside this file, that is dist/src/main.js once built). */
   entry?: string;
+  /** V8 flags of every process (default: NODE_FLAGS). */
+  nodeFlags?: readonly string[];
   /** Where the processes' output goes (default: this process's stdout, line by line). */
   output?: (name: string, line: string) => void;
   log?: Logger;
@@ -65,7 +67,7 @@ export class Fleet {
       env.PORT = String(port);
       url = `http://${env.HOST ?? '127.0.0.1'}:${port}`;
     }
-    const child = spawn(process.execPath, [this.opts.entry ?? MAIN, role], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...(this.opts.nodeFlags ?? NODE_FLAGS), this.opts.entry ?? MAIN, role], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     const out = this.opts.output ?? ((who: string, line: string) => process.stdout.write(`${who} ${line}\n`));
     for (const stream of [child.stdout!, child.stderr!]) {
       let rest = '';
