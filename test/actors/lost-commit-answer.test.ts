@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { loadSettings } from '../../config/settings.js';
-import { ContentStore, type CommitInput, type CommitResult } from '../../src/adapters/content-store.js';
+import { CommitOutcome, ContentStore, type CommitInput, type CommitResult } from '../../src/adapters/content-store.js';
 import { createLogger } from '../../src/adapters/log.js';
 import { newCommandId, newContentKey } from '../../src/adapters/ids.js';
 import { connectRedis } from '../../src/adapters/redis.js';
@@ -34,8 +34,14 @@ describe('actors: a commit applied whose answer was lost is answered, not run ag
   class LosingStore extends ContentStore {
     lose = 0;
     resend = 0;
+    /** Commits whose resent run finds the partition lease gone (it expired while Redis was down). */
+    resendLeaseGone = 0;
     override async commit(c: CommitInput): Promise<CommitResult> {
       let res = await super.commit(c);
+      if (this.resendLeaseGone > 0) {
+        this.resendLeaseGone--;
+        return { outcome: CommitOutcome.LeaseLost };
+      }
       if (this.resend > 0) {
         this.resend--;
         res = await super.commit(c);
@@ -154,6 +160,37 @@ describe('actors: a commit applied whose answer was lost is answered, not run ag
     expect((val(updated) as WriteResult).snapshot.rev).to.equal(2);
     expect((await store.head(cid))!.rev).to.equal(2);
     expect(await store.versionIndex(cid)).to.have.length(2);
+  });
+
+  it('a commit sent twice whose second run finds the lease gone answers as applied, not lease lost (then 409 through the stream)', async () => {
+    const cid = newContentKey();
+    store.resendLeaseGone = 1;
+    const created = await run({
+      k: 'create',
+      id: newCommandId(),
+      cid,
+      user: editor,
+      type: 'article',
+      aspects: { body: { _type: 'body', title: 'a' } },
+      ops: [],
+    });
+    expect(created.ok, JSON.stringify(created)).to.equal(true);
+    store.resendLeaseGone = 1;
+    const updated = await run({
+      k: 'update',
+      id: newCommandId(),
+      cid,
+      user: editor,
+      ifMatch: etagOf(cid, 1),
+      unsafe: false,
+      mode: 'update',
+      aspects: { body: { _type: 'body', title: 'b' } },
+      ops: [],
+    });
+    expect(updated.ok, JSON.stringify(updated)).to.equal(true);
+    expect((val(updated) as WriteResult).snapshot.rev).to.equal(2);
+    expect((await store.head(cid))!.rev).to.equal(2);
+    expect(host!.partitions(), 'no partition given up').to.have.length(P);
   });
 
   it('a command that did fail (its commit did not take place) still runs again', async () => {

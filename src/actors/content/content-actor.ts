@@ -435,11 +435,15 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
       promotedFrom,
     });
     if (res.outcome === CommitOutcome.Committed) return { reply, committed: true };
-    if (res.outcome === CommitOutcome.LeaseLost) return 'lease-lost';
     // The script may have run twice: when Redis restarts, ioredis sends the commands whose
-    // answers it lost again, and the second run finds the revision moved by the first.
+    // answers it lost again, and the second run finds the revision moved by the first, or the
+    // lease gone meanwhile (it expires while Redis is down). Either way the first run committed
+    // when the revision holds this command: that is the answer. Handing a lost lease on instead
+    // would run the command again through the stream, where a local commit left no recorded
+    // reply, and answer 409 for the write it made (test/faults/redis-aof.fault.ts).
     const atRev = await this.store.snapshotAt(snapshot.cid, snapshot.rev);
     if (atRev?.cmd === cmd.id) return { reply, committed: true };
+    if (res.outcome === CommitOutcome.LeaseLost) return 'lease-lost';
     // Only one actor writes a content, so this means another process committed in between.
     const now = await this.store.head(snapshot.cid);
     const err = new AppError('CONCURRENT_CONFLICT', 'Content was updated by another process', now ? conflictInfo(now) : {});
