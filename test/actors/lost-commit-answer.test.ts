@@ -131,9 +131,10 @@ describe('actors: a commit applied whose answer was lost is answered, not run ag
     expect(await store.versionIndex(cid)).to.have.length(2);
   });
 
-  it('a commit sent twice (the first answer lost with the connection) answers as applied, not 409', async () => {
+  /** A create then an update of a new content, `arm` setting up the store before each commit. */
+  const createThenUpdate = async (arm: () => void): Promise<{ cid: string; created: Reply; updated: Reply }> => {
     const cid = newContentKey();
-    store.resend = 1;
+    arm();
     const created = await run({
       k: 'create',
       id: newCommandId(),
@@ -143,8 +144,7 @@ describe('actors: a commit applied whose answer was lost is answered, not run ag
       aspects: { body: { _type: 'body', title: 'a' } },
       ops: [],
     });
-    expect(created.ok, JSON.stringify(created)).to.equal(true);
-    store.resend = 1;
+    arm();
     const updated = await run({
       k: 'update',
       id: newCommandId(),
@@ -156,6 +156,12 @@ describe('actors: a commit applied whose answer was lost is answered, not run ag
       aspects: { body: { _type: 'body', title: 'b' } },
       ops: [],
     });
+    return { cid, created, updated };
+  };
+
+  it('a commit sent twice (the first answer lost with the connection) answers as applied, not 409', async () => {
+    const { cid, created, updated } = await createThenUpdate(() => (store.resend = 1));
+    expect(created.ok, JSON.stringify(created)).to.equal(true);
     expect(updated.ok, JSON.stringify(updated)).to.equal(true);
     expect((val(updated) as WriteResult).snapshot.rev).to.equal(2);
     expect((await store.head(cid))!.rev).to.equal(2);
@@ -163,30 +169,8 @@ describe('actors: a commit applied whose answer was lost is answered, not run ag
   });
 
   it('a commit sent twice whose second run finds the lease gone answers as applied, not lease lost (then 409 through the stream)', async () => {
-    const cid = newContentKey();
-    store.resendLeaseGone = 1;
-    const created = await run({
-      k: 'create',
-      id: newCommandId(),
-      cid,
-      user: editor,
-      type: 'article',
-      aspects: { body: { _type: 'body', title: 'a' } },
-      ops: [],
-    });
+    const { cid, created, updated } = await createThenUpdate(() => (store.resendLeaseGone = 1));
     expect(created.ok, JSON.stringify(created)).to.equal(true);
-    store.resendLeaseGone = 1;
-    const updated = await run({
-      k: 'update',
-      id: newCommandId(),
-      cid,
-      user: editor,
-      ifMatch: etagOf(cid, 1),
-      unsafe: false,
-      mode: 'update',
-      aspects: { body: { _type: 'body', title: 'b' } },
-      ops: [],
-    });
     expect(updated.ok, JSON.stringify(updated)).to.equal(true);
     expect((val(updated) as WriteResult).snapshot.rev).to.equal(2);
     expect((await store.head(cid))!.rev).to.equal(2);
