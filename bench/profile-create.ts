@@ -1,11 +1,12 @@
 /**
- * Where a create's CPU goes (issue 9: "what bounds it, with a profile"). Starts a private Redis,
- * the embedded Solr and the built platform (`dist/src/main.js`, every role) under
- * `node --cpu-prof`, sends creates with wrk for SECONDS, stops the platform (the profile is
- * written at its exit), and prints the CPU of each process over the load and the platform's
- * self time grouped by where the code lives (node_modules package, node internals, this
- * repository's modules), with the top functions.
- *   npm run build && node --import tsx bench/profile-create.ts [seconds, default 10]
+ * Where a create's or a versioned read's CPU goes (issue 9 and 23: "what bounds it, with a
+ * profile"). Starts a private Redis, the embedded Solr and the built platform
+ * (`dist/src/main.js`, every role) under `node --cpu-prof`, sends creates (or versioned reads
+ * of 1,000 seeded contents) with wrk for SECONDS, stops the platform (the profile is written at
+ * its exit), and prints the CPU of each process over the load and the platform's self time
+ * grouped by where the code lives (node_modules package, node internals, this repository's
+ * modules), with the top functions.
+ *   npm run build && node --import tsx bench/profile-create.ts [seconds, default 10] [create|read]
  * The .cpuprofile stays in .cache/profile/ (open it in Chrome DevTools or speedscope for a
  * flame graph).
  */
@@ -14,9 +15,12 @@ import { closeSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync } fro
 import { join } from 'node:path';
 import { freePort, startRedisServer } from '../src/dev/redis-server.js';
 import { startSolr } from '../src/dev/solr-server.js';
+import { NODE_FLAGS } from '../src/main.js';
 import { cpuOf, login, sleep } from './lib.js';
 
 const SECONDS = Number(process.argv[2] ?? 10);
+const MODE = process.argv[3] ?? 'create';
+if (MODE !== 'create' && MODE !== 'read') throw new Error('the mode is create or read');
 const DIR = join('.cache', 'profile');
 rmSync(DIR, { recursive: true, force: true });
 mkdirSync(DIR, { recursive: true });
@@ -25,7 +29,7 @@ const redis = await startRedisServer({});
 const solr = await startSolr({ dataDir: join(DIR, 'solr'), log: () => undefined });
 const port = await freePort();
 const logFd = openSync(join(DIR, 'platform.log'), 'a');
-const platform = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${DIR}`, 'dist/src/main.js'], {
+const platform = spawn(process.execPath, [...NODE_FLAGS, '--cpu-prof', `--cpu-prof-dir=${DIR}`, 'dist/src/main.js'], {
   env: { ...process.env, REDIS_URL: redis.url, SOLR_URL: solr.url, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', FILES_DIR: join(DIR, 'files') },
   stdio: ['ignore', logFd, logFd],
 });
@@ -41,16 +45,27 @@ try {
     await sleep(100);
   }
   const token = await login(root, 'editor');
+  let seeded = '';
+  if (MODE === 'read') {
+    seeded = join(DIR, 'seed');
+    const s = spawnSync(process.execPath, ['--import', 'tsx', 'bench/load.ts', 'seed', root, '1000', seeded], { stdio: 'inherit' });
+    if (s.status !== 0) throw new Error('seeding failed');
+    // Warm the caches as the bench does, so the profile shows the steady state.
+    spawnSync('wrk', ['-t1', '-c50', '-d3s', '-s', 'bench/wrk-report.lua', `${root}/content-service/content`], {
+      env: { ...process.env, TOKEN: token, WRK_PATHS: join(seeded, 'versioned.txt') },
+    });
+  }
   const pids: Record<string, number> = { platform: platform.pid!, solr: solr.pid!, redis: redis.pid };
   const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuOf(pid)]));
   const t0 = Date.now();
-  const wrk = spawnSync('wrk', ['-t1', '-c50', `-d${SECONDS}s`, '--latency', '-s', 'bench/create.lua', `${root}/content-service/content`], {
-    env: { ...process.env, TOKEN: token },
+  const script = MODE === 'create' ? 'bench/create.lua' : 'bench/wrk-report.lua';
+  const wrk = spawnSync('wrk', ['-t1', '-c50', `-d${SECONDS}s`, '--latency', '-s', script, `${root}/content-service/content`], {
+    env: { ...process.env, TOKEN: token, ...(seeded ? { WRK_PATHS: join(seeded, 'versioned.txt') } : {}) },
     encoding: 'utf8',
   });
   const secs = (Date.now() - t0) / 1000;
   const rps = /Requests\/sec:\s+([\d.]+)/.exec(wrk.stdout)?.[1];
-  console.log(`creates: ${rps} req/s over ${SECONDS} s (wrk -t1 -c50)`);
+  console.log(`${MODE === 'create' ? 'creates' : 'versioned reads'}: ${rps} req/s over ${SECONDS} s (wrk -t1 -c50)`);
   console.log(
     `CPU over the load, % of one core: ${Object.entries(pids)
       .map(([k, pid]) => `${k} ${Math.round((cpuOf(pid) - before[k]) / secs)}%`)

@@ -30,7 +30,7 @@ import { Reads } from './reads.js';
 import { variantAspects } from './variant-reads.js';
 import { SYSTEM_VIEWS, resolveView, versionOnView } from '../content/views.js';
 import { INDEXING_VARIANT } from '../content/variants.js';
-import { checkAlias, parseViewBody, requiredIfMatch, typeSchema, updateModeOf, viewSchema } from './schemas.js';
+import { checkAlias, isSafeName, parseViewBody, requiredIfMatch, typeSchema, updateModeOf } from './schemas.js';
 import type { ReindexScope } from '../actors/reindex-session.js';
 
 export const CONTENT_PREFIX = 'content-service';
@@ -48,14 +48,11 @@ export class ContentService implements ContentEndpoints {
   readonly reads: Reads;
   /** Create, update and delete, shared with the bulk import. */
   readonly writes: ContentWrites;
-  /** Rendered versioned answers; they never change. */
-  private readonly cache: LRUCache<string, string>;
-  /** Revision snapshots; they never change either. */
-  private readonly snapshots: LRUCache<string, Snapshot>;
+  /** Revisions read: the snapshot, its ETag and its rendered answers; none of them ever changes. */
+  private readonly revisions: LRUCache<string, RevisionEntry>;
 
   constructor(private readonly d: ContentServiceDeps) {
-    this.cache = new LRUCache<string, string>({ max: Math.max(1, d.settings.READ_CACHE_ENTRIES) });
-    this.snapshots = new LRUCache<string, Snapshot>({ max: Math.max(1, d.settings.READ_CACHE_ENTRIES) });
+    this.revisions = new LRUCache<string, RevisionEntry>({ max: Math.max(1, d.settings.READ_CACHE_ENTRIES) });
     this.reads = new Reads(d);
     this.writes = new ContentWrites(d);
     const r = this.router;
@@ -323,41 +320,48 @@ export class ContentService implements ContentEndpoints {
     const head = await this.d.heads.get(cid, rev);
     if (!head || head.deleted) throw new AppError('NOT_FOUND', `Content ${p.ns}/${p.alias} not found`);
     this.reads.checkRead(user, head);
-    const etag = etagOf(cid, rev);
     if (rev > head.rev) throw new AppError('VERSION_NOT_FOUND', `Revision ${rev} does not exist`, { revision: head.rev });
     const variant = this.variantOf(x, head.type);
     const fmt = formatOf(x.query.get('format'), x.header('accept'));
-    const snap = await this.snapshot(cid, rev);
+    const entry = await this.revision(cid, rev);
+    const snap = entry.snap;
     if (p.view !== undefined && versionOnView(snap, this.viewName(p.view), this.d.clock()) === null) {
       throw new AppError('NOT_FOUND', `Content is not on view ${p.view}`);
     }
-    if (x.header('if-none-match') === etag) {
+    if (x.header('if-none-match') === entry.etag) {
       // A 304 carries the Cache-Control and Vary of its 200 (RFC 9110 §15.4.5), or a cache
       // revalidating with it would keep the stored answer under the wrong rules.
-      x.send(304, [['ETag', etag], ['Cache-Control', VERSIONED_CACHE_CONTROL], VARY_ACCEPT]);
+      x.send(304, entry.headers304);
       return;
     }
-    const key = `${cid}/${rev}/${kind}/${p.view ?? ''}/${variant ?? ''}/${fmt}`;
-    let body = this.cache.get(key);
+    const key = kind === 'content' && p.view === undefined && variant === null && fmt === 'json' ? '' : `${kind}/${p.view ?? ''}/${variant ?? ''}/${fmt}`;
+    let body = entry.bodies.get(key);
     if (body === undefined) {
-      body = await this.render(snap, kind, fmt, p.view, variant);
+      body = Buffer.from(await this.render(snap, kind, fmt, p.view, variant));
       // The indexing variant looks up taxonomy content, which may appear later: not cached.
-      if (variant !== INDEXING_VARIANT) this.cache.set(key, body);
+      if (variant !== INDEXING_VARIANT) entry.bodies.set(key, body);
     }
-    x.send(200, [['Content-Type', 'application/json'], ['ETag', etag], ['Cache-Control', VERSIONED_CACHE_CONTROL], VARY_ACCEPT], body);
+    x.send(200, entry.headers200, body);
   }
 
-  /** A revision snapshot, from the cache or Redis; 404/40403 when the revision never existed. */
-  private async snapshot(cid: string, rev: number): Promise<Snapshot> {
+  /** A revision (snapshot and answers), from the cache or Redis; 404/40403 when it never existed. */
+  private async revision(cid: string, rev: number): Promise<RevisionEntry> {
     const key = `${cid}/${rev}`;
-    let snap = this.snapshots.get(key);
-    if (!snap) {
-      const s = await this.d.store.snapshotAt(cid, rev);
-      if (!s) throw new AppError('VERSION_NOT_FOUND', `Revision ${rev} does not exist`);
-      snap = s;
-      this.snapshots.set(key, snap);
+    let entry = this.revisions.get(key);
+    if (!entry) {
+      const snap = await this.d.store.snapshotAt(cid, rev);
+      if (!snap) throw new AppError('VERSION_NOT_FOUND', `Revision ${rev} does not exist`);
+      const etag = etagOf(cid, rev);
+      entry = {
+        snap,
+        etag,
+        headers200: [['Content-Type', 'application/json'], ['ETag', etag], ['Cache-Control', VERSIONED_CACHE_CONTROL], VARY_ACCEPT],
+        headers304: [['ETag', etag], ['Cache-Control', VERSIONED_CACHE_CONTROL], VARY_ACCEPT],
+        bodies: new Map(),
+      };
+      this.revisions.set(key, entry);
     }
-    return snap;
+    return entry;
   }
 
   /** The `variant` of a read: null when none; 404 when the content type does not have it. */
@@ -387,7 +391,7 @@ export class ContentService implements ContentEndpoints {
   }
 
   private viewName(view: string): string {
-    if (!viewSchema.safeParse(view).success) throw new AppError('BAD_REQUEST', `Invalid view name '${view}'`);
+    if (!isSafeName(view)) throw new AppError('BAD_REQUEST', `Invalid view name '${view}'`);
     return view;
   }
 
@@ -413,6 +417,19 @@ export class ContentService implements ContentEndpoints {
     const s = kept.toString();
     return s ? `?${s}` : '';
   }
+}
+
+/**
+ * One revision as versioned reads answer it. `bodies` holds the rendered answers by
+ * `kind/view/variant/format` ('' for the plain JSON content), as bytes: uWS would encode a
+ * string again on every answer.
+ */
+interface RevisionEntry {
+  snap: Snapshot;
+  etag: string;
+  headers200: [string, string][];
+  headers304: [string, string][];
+  bodies: Map<string, Buffer>;
 }
 
 /** The alias a route's `:ns/:alias` parameters name. */

@@ -61,7 +61,7 @@ const READ_HEADERS = [
 export class Exchange {
   readonly method: string;
   readonly path: string;
-  readonly query: URLSearchParams;
+  private parsedQuery?: URLSearchParams;
   readonly rawQuery: string;
   readonly headers: Record<string, string | undefined> = {};
   aborted = false;
@@ -100,7 +100,6 @@ export class Exchange {
     this.method = req.getMethod().toUpperCase();
     this.path = req.getUrl();
     this.rawQuery = req.getQuery() ?? '';
-    this.query = new URLSearchParams(this.rawQuery);
     for (const h of READ_HEADERS) {
       const v = req.getHeader(h);
       if (v !== '') this.headers[h] = v;
@@ -122,6 +121,12 @@ export class Exchange {
       this.bodyPromise = this.collectBody();
       this.bodyPromise.catch(() => undefined);
     }
+  }
+
+  /** The query parameters, parsed when first asked for. */
+  get query(): URLSearchParams {
+    this.parsedQuery ??= new URLSearchParams(this.rawQuery);
+    return this.parsedQuery;
   }
 
   header(name: (typeof READ_HEADERS)[number]): string | undefined {
@@ -438,6 +443,12 @@ export function errorOf(e: unknown, log?: (err: unknown) => void): AppError {
 /** Splits a path into decoded segments; 400 for a bad percent-encoding or control characters. */
 export function segmentsOf(path: string): string[] {
   const parts = path.split('/').filter((s, i) => i > 0 || s !== '');
+  // Without a `%` nothing decodes: one look at the whole path for control characters.
+  if (!path.includes('%')) {
+    // eslint-disable-next-line no-control-regex
+    if (/[\u0000-\u001f\u007f]/.test(path)) throw new AppError('BAD_REQUEST', 'Control characters in path');
+    return parts;
+  }
   return parts.map((p) => {
     let s: string;
     try {

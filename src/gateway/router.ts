@@ -6,6 +6,8 @@ export type Handler = (x: Exchange, params: Params) => Promise<void>;
 
 interface Route {
   pattern: string[];
+  /** The pattern as written, for metrics and the OpenAPI document. */
+  name: string;
   methods: Record<string, Handler>;
 }
 
@@ -19,9 +21,10 @@ export class Router {
 
   on(method: string, pattern: string, handler: Handler): this {
     const segs = pattern.split('/').filter(Boolean);
-    let route = this.routes.find((r) => r.pattern.join('/') === segs.join('/'));
+    const name = segs.join('/');
+    let route = this.routes.find((r) => r.name === name);
     if (!route) {
-      route = { pattern: segs, methods: {} };
+      route = { pattern: segs, name, methods: {} };
       this.routes.push(route);
     }
     route.methods[method] = handler;
@@ -30,7 +33,7 @@ export class Router {
 
   /** Every route: its pattern and methods (for the OpenAPI document). */
   describe(): { pattern: string; methods: string[] }[] {
-    return this.routes.map((r) => ({ pattern: r.pattern.join('/'), methods: Object.keys(r.methods) }));
+    return this.routes.map((r) => ({ pattern: r.name, methods: Object.keys(r.methods) }));
   }
 
   /** Finds the handler; throws 404 (no route) or 405 (route, other method). */
@@ -40,7 +43,7 @@ export class Router {
       const params = matchPattern(r.pattern, segs);
       if (!params) continue;
       const h = r.methods[method] ?? (method === 'HEAD' ? r.methods.GET : undefined);
-      if (h) return { handler: h, params, pattern: r.pattern.join('/') };
+      if (h) return { handler: h, params, pattern: r.name };
       allowed = Object.keys(r.methods);
     }
     if (allowed) throw new AppError('METHOD_NOT_ALLOWED', `Method ${method} not allowed here`, { allow: allowed });

@@ -27,6 +27,11 @@ const ORIGINS: Record<string, string | undefined> = {
   [TAXONOMY_PREFIX]: undefined,
 };
 
+/** The `Svc-Response-Origin` header of each prefix that has one, made once (every answer carries it). */
+const ORIGIN_HEADERS = new Map(
+  Object.entries(ORIGINS).flatMap(([prefix, origin]) => (origin ? [[prefix, ['Svc-Response-Origin', origin] as [string, string]]] : [])),
+);
+
 /** The gateway's own routes (answered in `Gateway.handle`), for the OpenAPI document. */
 const GATEWAY_ROUTES: Describable = {
   describe: () => [
@@ -83,10 +88,13 @@ export class Gateway {
   /** The web console's static files (CONTRACT §19). */
   private readonly console = new ConsoleAssets();
   private openapi?: string;
+  /** The `Svc-Api-Version` header every answer carries. */
+  private readonly versionHeader: [string, string];
   /** Learning the search collection's schema for the write-time check of svcSolrDocument. */
   private schemaLearning?: { stop(): void };
 
   constructor(private readonly d: GatewayDeps) {
+    this.versionHeader = ['Svc-Api-Version', d.settings.API_VERSION];
     this.heads = new HeadCache(d.store, d.settings, d.log);
     this.content = new ContentService({ ...d, heads: this.heads, baseUrl: () => this.baseUrl() });
     this.search = new SearchService(d);
@@ -138,7 +146,7 @@ export class Gateway {
   }
 
   private dispatch(x: Exchange): void {
-    x.baseHeaders.push(['Svc-Api-Version', this.d.settings.API_VERSION]);
+    x.baseHeaders.push(this.versionHeader);
     this.active++;
     this.handle(x)
       .catch((e: unknown) => {
@@ -186,8 +194,8 @@ export class Gateway {
     }
     // Own keys only: `/constructor` or `/__proto__` must not find Object.prototype's members.
     const known = Object.hasOwn(ORIGINS, prefix);
-    const origin = known ? ORIGINS[prefix] : undefined;
-    if (origin) x.baseHeaders.push(['Svc-Response-Origin', origin]);
+    const origin = known ? ORIGIN_HEADERS.get(prefix) : undefined;
+    if (origin) x.baseHeaders.push(origin);
     if (prefix === CONTENT_PREFIX) {
       const { handler, params, pattern } = this.content.router.match(x.method, segs.slice(1));
       x.route = `${prefix}/${pattern}`;
