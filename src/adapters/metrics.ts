@@ -48,7 +48,10 @@ function latencyHistogram(rows: Map<string, RequestRow>) {
       const byRoute = new Map<string, { count: number; sum: number; buckets: number[] }>();
       for (const r of rows.values()) {
         let t = byRoute.get(r.route);
-        if (!t) byRoute.set(r.route, (t = { count: 0, sum: 0, buckets: LATENCY_BUCKETS.map(() => 0) }));
+        if (!t) {
+          t = { count: 0, sum: 0, buckets: LATENCY_BUCKETS.map(() => 0) };
+          byRoute.set(r.route, t);
+        }
         t.count += r.count;
         t.sum += r.sum;
         for (let i = 0; i < LATENCY_BUCKETS.length; i++) t.buckets[i] += r.buckets[i];
