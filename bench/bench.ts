@@ -40,15 +40,12 @@ import { Redis } from 'ioredis';
 import { freePort, startRedisServer, type RedisServerHandle } from '../src/dev/redis-server.js';
 import { startSolr, type SolrHandle } from '../src/dev/solr-server.js';
 import { Fleet } from '../src/fleet.js';
-import { NODE_FLAGS } from '../src/main.js';
-import { cpuOf, indexerSettled, login, round2, sleep } from './lib.js';
+import { PLATFORM_FLAGS, cpuOf, indexerSettled, login, round2, sleep } from './lib.js';
 import type { AnyJson } from '../src/client/index.js';
 
 const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
 process.chdir(ROOT);
 const QUICK = process.env.BENCH_QUICK === '1';
-/** V8 flags of the platform processes: the product's (NODE_FLAGS), or BENCH_NODE_FLAGS to compare others ('' for none). */
-const PLATFORM_FLAGS: readonly string[] = process.env.BENCH_NODE_FLAGS === undefined ? NODE_FLAGS : process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? (QUICK ? 2 : 10));
 const CONNS = Number(process.env.BENCH_CONNS ?? 50);
 const SEED = QUICK ? 100 : 1000;

@@ -16,7 +16,7 @@ import { WebSocket } from 'ws';
 import http from 'node:http';
 import { readFileSync } from 'node:fs';
 import { freePort, startRedisServer } from '../src/dev/redis-server.js';
-import { latencyOf, login, result } from './lib.js';
+import { latencyOf, login, result, platformArgs } from './lib.js';
 
 const SUBSCRIBERS = (process.env.CHANGES_BENCH_SUBSCRIBERS ?? '1,100').split(',').map(Number);
 const TRANSPORTS = (process.env.CHANGES_BENCH_TRANSPORTS ?? 'sse,ws').split(',') as ('sse' | 'ws')[];
@@ -78,7 +78,7 @@ async function main(): Promise<void> {
   const redis = await startRedisServer({ appendonly: false });
   const port = await freePort();
   const root = `http://127.0.0.1:${port}`;
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'web', 'actors'], {
+  const child: ChildProcess = spawn(process.execPath, platformArgs(['web', 'actors']), {
     env: {
       ...process.env,
       REDIS_URL: redis.url,

@@ -3,10 +3,23 @@
  * keep-alive HTTP requests with their latency, percentiles, the `RESULT {json}` line every
  * load generator prints for the harness, and the indexer's lag read from Redis.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import { Redis } from 'ioredis';
 import type { AnyJson } from '../src/client/index.js';
+import { NODE_FLAGS } from '../src/main.js';
+
+/** V8 flags of the platform processes: the product's (NODE_FLAGS), or BENCH_NODE_FLAGS to compare others ('' for none). */
+export const PLATFORM_FLAGS: readonly string[] =
+  process.env.BENCH_NODE_FLAGS === undefined ? NODE_FLAGS : process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean);
+
+/**
+ * The node arguments of a platform process with `roles`, as `npm start` runs it: the built
+ * dist/src/main.js with PLATFORM_FLAGS (the TypeScript source through tsx when nothing is built).
+ */
+export function platformArgs(roles: readonly string[]): string[] {
+  return existsSync('dist/src/main.js') ? [...PLATFORM_FLAGS, 'dist/src/main.js', ...roles] : [...PLATFORM_FLAGS, '--import', 'tsx', 'src/main.ts', ...roles];
+}
 
 /** Latency summary in milliseconds. */
 export interface Latency {

@@ -13,7 +13,7 @@
  */
 import { type ChildProcess, fork, spawn } from 'node:child_process';
 import { freePort, startRedisServer } from '../src/dev/redis-server.js';
-import { cpuOf, latencyOf, login, result } from './lib.js';
+import { cpuOf, latencyOf, login, result, platformArgs } from './lib.js';
 
 const HOOKS = Number(process.env.WEBHOOKS_BENCH_HOOKS ?? 20);
 const EVENTS = Number(process.env.WEBHOOKS_BENCH_EVENTS ?? 5000);
@@ -21,7 +21,7 @@ const RATE = Number(process.env.WEBHOOKS_BENCH_RATE ?? 1000);
 const SECONDS = Number(process.env.WEBHOOKS_BENCH_SECONDS ?? 10);
 
 function role(roles: string[], env: Record<string, string>): ChildProcess {
-  return spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', ...roles], {
+  return spawn(process.execPath, platformArgs(roles), {
     env: { ...process.env, LOG_LEVEL: 'warn', SOLR_URL: '', NODE_ENV: 'development', WEBHOOK_ALLOW_PRIVATE: 'true', ...env },
     stdio: ['ignore', 'inherit', 'inherit'],
   });

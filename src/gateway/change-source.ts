@@ -30,25 +30,31 @@ export interface ResolvedEntry {
    * fan-out's own (ChangeFanout): made once for all such subscribers.
    */
   cursors?: string[];
+  /** Each of `changes` as JSON without its opening brace, made when first delivered. */
+  rests?: string[];
 }
 
-/** A feed event as delivered: its cursor first, as CONTRACT §13 lists the fields. */
-export type Delivered = { cursor: string } & ChangeEvent;
+/**
+ * A feed event as delivered to one caller: its cursor and the event. Its JSON is the cursor
+ * first, then the event's fields (CONTRACT §13), the event's part serialised once per stream
+ * entry read and shared by every caller it is delivered to.
+ */
+export class Delivered {
+  constructor(
+    readonly cursor: string,
+    readonly event: ChangeEvent,
+    /** The event's JSON without its opening brace. */
+    private readonly rest: string,
+  ) {}
 
-/** The event each delivery was made from, and each event's JSON after its cursor: one serialisation for every subscriber. */
-const sourceOf = new WeakMap<Delivered, ChangeEvent>();
-const restOf = new WeakMap<ChangeEvent, string>();
-
-/** The JSON of a delivered event (as JSON.stringify would write it), the event's own part serialised once. */
-export function deliveredJson(d: Delivered): string {
-  const c = sourceOf.get(d);
-  if (!c) return JSON.stringify(d);
-  let rest = restOf.get(c);
-  if (rest === undefined) {
-    rest = JSON.stringify(c).slice(1);
-    restOf.set(c, rest);
+  get kind(): ChangeEvent['kind'] {
+    return this.event.kind;
   }
-  return `{"cursor":${JSON.stringify(d.cursor)},${rest}`;
+
+  /** As JSON.stringify({ cursor, ...event }) would write it (a cursor is base64url: nothing to escape). */
+  json(): string {
+    return `{"cursor":"${this.cursor}",${this.rest}`;
+  }
 }
 
 /** What a page read: the events, the positions after it, and whether every stream was read to its end. */
@@ -192,9 +198,13 @@ export class ChangeSource {
         pos[entry.p] = { ms: entry.ms, seq: entry.seq, sub: i + 1 === entry.changes.length ? 0 : i + 1 };
         cursor = encodeCursor(pos);
       }
-      const d: Delivered = { cursor, ...c };
-      sourceOf.set(d, c);
-      out.push(d);
+      entry.rests ??= [];
+      let rest = entry.rests[i];
+      if (rest === undefined) {
+        rest = JSON.stringify(c).slice(1);
+        entry.rests[i] = rest;
+      }
+      out.push(new Delivered(cursor, c, rest));
     }
     pos[entry.p] = { ms: entry.ms, seq: entry.seq, sub: 0 };
     return true;

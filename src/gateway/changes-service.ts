@@ -9,7 +9,7 @@ import type { Principal, SecurityConfig } from '../content/permissions.js';
 import { AppError } from '../errors.js';
 import type { TokenService } from '../security/token-service.js';
 import { ChangeFanout, type FeedSink, FeedSubscriber } from './change-fanout.js';
-import { ChangeSource, type Delivered, deliveredJson } from './change-source.js';
+import { ChangeSource, type Delivered } from './change-source.js';
 import { Exchange } from './http.js';
 import { Reads } from './reads.js';
 
@@ -265,7 +265,7 @@ export class ChangesService {
         resolve();
       };
       const sink: FeedSink = {
-        write: (batch) => write(batch.map((e) => `id: ${e.cursor}\nevent: ${e.kind}\ndata: ${deliveredJson(e)}\n\n`).join('')),
+        write: (batch) => write(batch.map((e) => `id: ${e.cursor}\nevent: ${e.kind}\ndata: ${e.json()}\n\n`).join('')),
         close: (reason) => finish(reason === 'slow' || reason === 'failed'),
       };
       const sub = new FeedSubscriber(this.fanout, principal, filter, positions, sink, this.d.settings.CHANGES_SUBSCRIBER_BUFFER);
@@ -327,7 +327,7 @@ export class ChangesService {
         write: (batch) => {
           if (data.closed) return true;
           ws.cork(() => {
-            for (const e of batch) ws.send(deliveredJson(e), false);
+            for (const e of batch) ws.send(e.json(), false);
           });
           return ws.getBufferedAmount() < WS_HIGH_WATER;
         },
@@ -407,5 +407,5 @@ function intParam(v: string | null, name: string, { min, max, default: dflt }: {
 
 /** `{"changes": [...], "last"}`, each event serialised once for all its subscribers. */
 function sendPage(x: Exchange, changes: Delivered[], last: string): void {
-  x.send(200, [['Content-Type', 'application/json']], `{"changes":[${changes.map(deliveredJson).join(',')}],"last":${JSON.stringify(last)}}`);
+  x.send(200, [['Content-Type', 'application/json']], `{"changes":[${changes.map((d) => d.json()).join(',')}],"last":${JSON.stringify(last)}}`);
 }
