@@ -50,7 +50,8 @@ async function startWeb(env: Record<string, string>): Promise<Web> {
     const h = (await (await fetch(`${url}/health`)).json()) as Record<string, string>;
     return h.redis === 'ok' && h.files === 'ok';
   };
-  await until(() => ready().catch(() => false), 20_000, 'a web process with Redis and files ready').catch((e: Error) => {
+  // A minute: under a benchmark beside the suite, a process took longer than 20 s to start (soak pass of 2026-11-25).
+  await until(() => ready().catch(() => false), 60_000, 'a web process with Redis and files ready').catch((e: Error) => {
     child.kill('SIGKILL');
     throw new Error(`${e.message}\n${output.join('')}`);
   });
