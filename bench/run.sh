@@ -21,7 +21,8 @@ sh scripts/ensure-deps.sh
 if ! command -v wrk >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "bench: installing wrk (apt-get)" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
+    sh scripts/apt-install.sh wrk || true
+    command -v wrk >/dev/null 2>&1 || { echo "bench: wrk could not be installed (apt-get install wrk)" >&2; exit 2; }
   else
     echo "bench: wrk is missing (apt-get install wrk)" >&2; exit 2
   fi

@@ -22,8 +22,7 @@ fi
 if ! command -v redis-server >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "ensure-deps: installing redis-server (apt-get)" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+    sh scripts/apt-install.sh redis-server
     # Debian starts a system service on 6379 when systemd runs; that is harmless here.
     command -v redis-server >/dev/null 2>&1 || { echo "ensure-deps: redis-server still not on PATH after apt-get install" >&2; exit 1; }
   else

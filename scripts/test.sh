@@ -11,14 +11,14 @@ sh scripts/ensure-deps.sh
 # one). Best effort: the suite runs without it.
 if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "npm test: installing nginx (apt-get) for the cache test" >&2
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; } \
+  { sh scripts/apt-install.sh nginx-light 2>/dev/null || sh scripts/apt-install.sh nginx; } \
     || echo "npm test: nginx could not be installed; the nginx cache test will be skipped" >&2
 fi
 # Debian's chromium for the console's browser tests (test/console; skipped without one). Best
 # effort, like nginx: the browser comes from Debian, never from a download by puppeteer.
 if ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/bin/chromium ] && [ -z "$CHROMIUM_PATH" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "npm test: installing chromium (apt-get) for the console tests" >&2
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+  sh scripts/apt-install.sh chromium \
     || echo "npm test: chromium could not be installed; the console tests will be skipped" >&2
 fi
 npx tsc -p tsconfig.json --noEmit
