@@ -225,7 +225,14 @@ export function parseStreamId(id: string): { ms: number; seq: number } {
 
 export const streamIdOf = (p: { ms: number; seq: number }): string => `${p.ms}-${p.seq}`;
 
-const CURSOR_VERSION = 1;
+/**
+ * Cursor versions: 1, every partition as three varints; 2 (written now), a partition at its
+ * first event of a millisecond and not inside an entry (sequence and sub-event 0, most of them)
+ * as one varint, which makes a cursor of 64 partitions about 40% shorter. Both are read: a
+ * client may hold a cursor of either across an upgrade.
+ */
+const CURSOR_V1 = 1;
+const CURSOR_V2 = 2;
 /** CONTRACT §13: cursors are at most this long. */
 export const MAX_CURSOR_LENGTH = 2048;
 
@@ -245,25 +252,35 @@ function putVarint(buf: Buffer, at: number, n: number): number {
 }
 
 /**
- * The opaque cursor of a position in every partition: a version byte, the partition count, the
- * smallest time among the positions, then per partition its time above that smallest one, its
- * sequence and sub-event count as varints, in base64url. 64 partitions take about 300 characters.
- * (It is made for every delivery of every subscriber: written into one buffer, without arrays.)
+ * The opaque cursor of a position in every partition: a version byte (2), the partition count,
+ * the latest time among the positions, then per partition one varint: 0 for no position, else
+ * twice (its time below that latest one, plus one), plus 1 when the sequence and sub-event count
+ * follow as varints (when either is not 0); in base64url. 64 partitions within a second of each
+ * other take about 175 characters (version 1: about 300). (It is made for every delivery of every subscriber: written into one buffer,
+ * without arrays.)
  */
 export function encodeCursor(positions: readonly StreamPosition[]): string {
   const need = 16 + positions.length * 27;
   if (scratch.length < need) scratch = Buffer.alloc(need * 2);
   const buf = scratch;
-  let base = Number.MAX_SAFE_INTEGER;
-  for (const p of positions) if (p.ms > 0 && p.ms < base) base = p.ms;
-  if (base === Number.MAX_SAFE_INTEGER) base = 0;
-  buf[0] = CURSOR_VERSION;
+  // The latest time: most partitions of a busy feed are close to it, and a partition no one
+  // wrote to for long costs only its own bytes.
+  let base = 0;
+  for (const p of positions) if (p.ms > base) base = p.ms;
+  buf[0] = CURSOR_V2;
   let at = putVarint(buf, 1, positions.length);
   at = putVarint(buf, at, base);
   for (const p of positions) {
-    at = putVarint(buf, at, p.ms === 0 ? 0 : p.ms - base + 1);
-    at = putVarint(buf, at, p.seq);
-    at = putVarint(buf, at, p.sub);
+    if (p.ms === 0) {
+      buf[at++] = 0;
+      continue;
+    }
+    const more = p.seq !== 0 || p.sub !== 0;
+    at = putVarint(buf, at, (base - p.ms + 1) * 2 + (more ? 1 : 0));
+    if (more) {
+      at = putVarint(buf, at, p.seq);
+      at = putVarint(buf, at, p.sub);
+    }
   }
   return buf.toString('base64url', 0, at);
 }
@@ -287,17 +304,32 @@ export function decodeCursor(cursor: string, partitions: number): StreamPosition
     }
     throw malformed();
   };
-  if (buf[at++] !== CURSOR_VERSION) throw malformed();
+  const version = buf[at++];
+  if (version !== CURSOR_V1 && version !== CURSOR_V2) throw malformed();
   if (varint() !== partitions) throw malformed();
   const base = varint();
   const out: StreamPosition[] = [];
   for (let p = 0; p < partitions; p++) {
-    const rel = varint();
-    const seq = varint();
-    const sub = varint();
-    if (rel === 0 && (seq !== 0 || sub !== 0)) throw malformed();
-    out.push({ ms: rel === 0 ? 0 : base + rel - 1, seq, sub });
+    let rel: number;
+    let seq = 0;
+    let sub = 0;
+    if (version === CURSOR_V1) {
+      rel = varint();
+      seq = varint();
+      sub = varint();
+      if (rel === 0 && (seq !== 0 || sub !== 0)) throw malformed();
+    } else {
+      const v = varint();
+      rel = Math.floor(v / 2);
+      if (v % 2 === 1) {
+        if (rel === 0) throw malformed();
+        seq = varint();
+        sub = varint();
+        if (seq === 0 && sub === 0) throw malformed(); // one position, one spelling
+      }
+    }
+    out.push({ ms: rel === 0 ? 0 : version === CURSOR_V1 ? base + rel - 1 : base - rel + 1, seq, sub });
   }
-  if (at !== buf.length || !out.every((p) => Number.isSafeInteger(p.ms))) throw malformed();
+  if (at !== buf.length || !out.every((p) => Number.isSafeInteger(p.ms) && p.ms >= 0)) throw malformed();
   return out;
 }

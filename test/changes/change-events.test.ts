@@ -96,12 +96,33 @@ describe('change feed domain (CONTRACT §13)', () => {
     expect(c).to.match(/^[A-Za-z0-9_-]+$/);
     expect(c.length).to.be.at.most(MAX_CURSOR_LENGTH);
     expect(decodeCursor(c, 64)).to.deep.equal(positions);
-    for (const bad of ['', 'now!', c.slice(0, -3), `${c}AA`, 'A'.repeat(3000), c.replace(/^../, 'Ag')]) {
+    // a cursor of 64 partitions stays short (it is written into every event): partitions at the
+    // first event of a millisecond within 8 s of the latest take two bytes each, and one that
+    // has been idle for a day costs only its own
+    const busy = Array.from({ length: 64 }, (_, p) => ({ ms: 1_790_000_000_000 + p * 127, seq: 0, sub: 0 }));
+    expect(encodeCursor(busy).length).to.be.below(190);
+    busy[7].ms -= 86_400_000;
+    expect(encodeCursor(busy).length).to.be.below(195);
+    expect(decodeCursor(encodeCursor(busy), 64)).to.deep.equal(busy);
+    // version 3 (unknown), and version 2 spelling a position of sequence and sub-event 0 the long way
+    const longWay = Buffer.from([2, 1, 5, 3, 0, 0]).toString('base64url');
+    for (const bad of ['', 'now!', c.slice(0, -3), `${c}AA`, 'A'.repeat(3000), c.replace(/^../, 'Aw'), longWay]) {
       expect(() => decodeCursor(bad, 64), bad.slice(0, 20))
         .to.throw(AppError)
         .with.property('statusCode', '40000');
     }
     expect(() => decodeCursor(c, 8)).to.throw(AppError);
+  });
+
+  it('cursors of version 1 (written before 2026-11-25) are still read', () => {
+    // encodeCursor of version 1 for these positions (a client may hold one across an upgrade)
+    const v1 = 'AQjl38GijDQAAAABAQLmBwAAAAAAsBcAAJUfAQIAAADfLgEA';
+    const positions = Array.from({ length: 8 }, (_, p) =>
+      p % 3 ? { ms: 1_790_000_000_000 + p * 997, seq: p % 2, sub: p % 4 === 1 ? 2 : 0 } : { ms: 0, seq: 0, sub: 0 },
+    );
+    expect(decodeCursor(v1, 8)).to.deep.equal(positions);
+    expect(decodeCursor(encodeCursor(positions), 8)).to.deep.equal(positions);
+    expect(encodeCursor(positions).length).to.be.below(v1.length);
   });
 
   it('time-state boundaries: those ahead that change visibility; a changed one no longer holds', () => {
