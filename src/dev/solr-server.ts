@@ -28,6 +28,12 @@ export interface StartSolrOptions {
   startTimeoutMs?: number;
   /** Maximum heap, e.g. `512m` (default: env SOLR_HEAP, else 512m). */
   heap?: string;
+  /**
+   * Niceness of the JVM (default: env SOLR_NICE, else 10): on a machine it shares with the
+   * platform, the platform's requests go first and indexing takes the CPU they leave (0: the
+   * same priority).
+   */
+  nice?: number;
   /** security.json for the Solr home (e.g. basic authentication). */
   securityJson?: string;
   /**
@@ -67,9 +73,14 @@ export async function startSolr(opts: StartSolrOptions): Promise<SolrHandle> {
   const heap = opts.heap ?? process.env.SOLR_HEAP ?? '512m';
   const timeoutMs = opts.startTimeoutMs ?? 180_000;
   const t0 = Date.now();
+  const nice = opts.nice ?? Number(process.env.SOLR_NICE ?? 10);
+  if (!Number.isInteger(nice) || nice < 0 || nice > 19) throw new Error(`SOLR_NICE must be an integer from 0 to 19, not ${process.env.SOLR_NICE}`);
+  // Through nice(1), so that every JVM thread has the niceness from its start (setpriority on
+  // the pid would reach only the main thread on Linux).
   const child: ChildProcess = spawn(
-    'java',
+    nice > 0 ? 'nice' : 'java',
     [
+      ...(nice > 0 ? ['-n', String(nice), 'java'] : []),
       '-Xms128m',
       `-Xmx${heap}`,
       '-XX:+UseG1GC',
