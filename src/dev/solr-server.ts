@@ -29,9 +29,11 @@ export interface StartSolrOptions {
   /** Maximum heap, e.g. `512m` (default: env SOLR_HEAP, else 512m). */
   heap?: string;
   /**
-   * Niceness of the JVM (default: env SOLR_NICE, else 10): on a machine it shares with the
-   * platform, the platform's requests go first and indexing takes the CPU they leave (0: the
-   * same priority).
+   * Niceness of the JVM (default: env SOLR_NICE, else 0): above 0, on a machine it shares with
+   * the platform, the platform's requests go first and indexing takes the CPU they leave. At 10,
+   * creates with indexing went from 2,098-2,781 to 3,762-4,141 req/s and their p50 from 16-21 to
+   * 9-11 ms, but their p99 from 95-124 to 410-450 ms (bench/RESULTS.md, 2026-11-25): so not by
+   * default.
    */
   nice?: number;
   /** security.json for the Solr home (e.g. basic authentication). */
@@ -73,7 +75,7 @@ export async function startSolr(opts: StartSolrOptions): Promise<SolrHandle> {
   const heap = opts.heap ?? process.env.SOLR_HEAP ?? '512m';
   const timeoutMs = opts.startTimeoutMs ?? 180_000;
   const t0 = Date.now();
-  const nice = opts.nice ?? Number(process.env.SOLR_NICE ?? 10);
+  const nice = opts.nice ?? Number(process.env.SOLR_NICE ?? 0);
   if (!Number.isInteger(nice) || nice < 0 || nice > 19) throw new Error(`SOLR_NICE must be an integer from 0 to 19, not ${process.env.SOLR_NICE}`);
   // Through nice(1), so that every JVM thread has the niceness from its start (setpriority on
   // the pid would reach only the main thread on Linux).
