@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
+import { startRedisServer } from '../../src/dev/redis-server.js';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { ensureTestS3 } from '../support/s3.js';
 import { until } from '../support/wait.js';
@@ -104,20 +105,27 @@ async function expires(store: Record<string, string>): Promise<void> {
   }
 }
 
-/** Both stores at once: a tmp file on disk and one on S3, each through its own processes. */
+/**
+ * Both stores at once: a tmp file on disk and one on S3, each through its own processes, on a
+ * Redis of their own: they run beside other files, and some of those flush the run's Redis
+ * (test/actors/runtime.test.ts), which took the editor's token away (CI of 2026-11-25).
+ */
 async function bothStores(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'test-tmp-expiry-'));
+  const redis = await startRedisServer({ appendonly: false });
   try {
     const s3 = await ensureTestS3();
-    await Promise.all([expires({ FILES_DIR: dir }), expires({ ...s3.env, S3_BUCKET: `expiry-${Date.now().toString(36)}` })]);
+    const own = { REDIS_URL: redis.url };
+    await Promise.all([expires({ ...own, FILES_DIR: dir }), expires({ ...own, ...s3.env, S3_BUCKET: `expiry-${Date.now().toString(36)}` })]);
   } finally {
+    await redis.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
 // A root hook (outside any describe): the expiry starts when the run does, so its minute of
 // waiting passes while the other files run instead of adding a minute to every run of the suite.
-// The test below reports the outcome; its platforms have their own file stores and bucket.
+// The test below reports the outcome; its platforms have their own Redis, file stores and bucket.
 let expiry: Promise<void> | undefined;
 before(() => {
   expiry = bothStores();
