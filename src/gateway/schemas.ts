@@ -12,17 +12,19 @@ import { indexSchema } from '../adapters/index-schema.js';
  * no control characters, no braces (they would change a Redis Cluster hash tag).
  */
 const SAFE = /^[A-Za-z0-9_~@.-]+$/;
+const NAME_MAX = 256;
+const noDotDot = (s: string) => !s.includes('..') && s !== '.';
 export const nameSchema = (what: string) =>
   z
     .string()
     .min(1, `${what} must not be empty`)
-    .max(256, `${what} is longer than 256 characters`)
+    .max(NAME_MAX, `${what} is longer than ${NAME_MAX} characters`)
     .regex(SAFE, `${what} may hold only letters, digits and _ ~ @ . -`)
-    .refine((s) => !s.includes('..') && s !== '.', `${what} must not contain '..'`);
+    .refine(noDotDot, `${what} must not contain '..'`);
 
-/** What `nameSchema` accepts, without zod's cost (every read checks its path's names); zod still words the refusal. */
+/** What `nameSchema` accepts (the same parts), without zod's cost: every read checks its path's names; zod words a refusal. */
 export function isSafeName(s: string): boolean {
-  return s.length >= 1 && s.length <= 256 && SAFE.test(s) && !s.includes('..') && s !== '.';
+  return s.length >= 1 && s.length <= NAME_MAX && SAFE.test(s) && noDotDot(s);
 }
 
 export const namespaceSchema = nameSchema('namespace');
