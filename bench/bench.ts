@@ -1146,7 +1146,7 @@ try {
     const run = await node('bench/changes.ts', [], { CHANGES_BENCH_SUBSCRIBERS: subscribers, CHANGES_BENCH_SECONDS: String(QUICK ? 2 : SECONDS) }, 1_800_000);
     if (!run.results.length) throw new Error(`no result (exit ${run.code})`);
     return run.results.map((x): Rec => {
-      if (x.workload === 'change feed page catch-up') {
+      if (x.workload.startsWith('change feed page catch-up')) {
         return budget(
           {
             workload: x.workload,

@@ -121,6 +121,36 @@ export class ContentStore {
     return buf ? unpack<Snapshot>(buf) : null;
   }
 
+  /**
+   * Snapshots of some revisions (`[cid, rev]`), in one call to Redis per partition (a script over
+   * the partition's keys, which share its hash tag, so this holds on Redis Cluster too); one the
+   * archiver moved is read from the archive; null where none.
+   */
+  async snapshotsOf(wanted: readonly (readonly [cid: string, rev: number])[]): Promise<(Snapshot | null)[]> {
+    const byPartition = new Map<number, number[]>();
+    wanted.forEach(([cid], i) => {
+      const p = this.partitionOf(cid);
+      const list = byPartition.get(p);
+      if (list) list.push(i);
+      else byPartition.set(p, [i]);
+    });
+    const out: (Snapshot | null)[] = new Array(wanted.length).fill(null);
+    await Promise.all(
+      [...byPartition].map(async ([p, idx]) => {
+        const args = idx.map((i) => keys.revisions(p, wanted[i][0]));
+        for (const i of idx) args.push(String(wanted[i][1]));
+        const found = await this.redis.hgetEachBuffer(idx.length, ...args);
+        await Promise.all(
+          idx.map(async (i, k) => {
+            const b = found[k] ?? (await this.archive.snapshotAt(p, wanted[i][0], wanted[i][1]));
+            out[i] = b ? unpack<Snapshot>(b) : null;
+          }),
+        );
+      }),
+    );
+    return out;
+  }
+
   /** A version, from Redis or the archive; null when the content never had it. */
   async version(cid: string, versionKey: string): Promise<VersionRecord | null> {
     return (await this.versionSized(cid, versionKey))?.record ?? null;

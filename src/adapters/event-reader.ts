@@ -23,7 +23,7 @@ export class EventReader {
   private readonly snapshots: LRUCache<string, Snapshot>;
 
   constructor(
-    private readonly store: Pick<ContentStore, 'snapshotAt'>,
+    private readonly store: Pick<ContentStore, 'snapshotsOf'>,
     max: number,
   ) {
     this.snapshots = new LRUCache<string, Snapshot>({ max });
@@ -31,24 +31,57 @@ export class EventReader {
 
   /** The entry's event and its changes; null for an entry this platform did not write. */
   async read(fields: Buffer[]): Promise<ReadEvent | null> {
-    let event: StoredEvent;
-    try {
-      const i = fields.findIndex((f, n) => n % 2 === 0 && f.toString() === 'e');
-      event = unpack<StoredEvent>(fields[i + 1]);
-    } catch {
-      return null;
-    }
-    const [at, before] = await Promise.all([this.snapshot(event.cid, event.rev), needsPrevious(event) ? this.snapshot(event.cid, event.rev - 1) : null]);
-    return { event, at, changes: changesOf(event, { at, before }) };
+    return (await this.readMany([fields]))[0];
   }
 
-  private async snapshot(cid: string, rev: number): Promise<Snapshot | null> {
-    if (rev < 1) return null;
-    const key = `${cid}/${rev}`;
-    const hit = this.snapshots.get(key);
-    if (hit) return hit;
-    const s = await this.store.snapshotAt(cid, rev);
-    if (s) this.snapshots.set(key, s);
-    return s;
+  /**
+   * Several entries at once: the snapshots not in memory are read in one call per partition.
+   * Null for an entry this platform did not write.
+   */
+  async readMany(entries: readonly Buffer[][]): Promise<(ReadEvent | null)[]> {
+    const events = entries.map(eventOf);
+    // Every snapshot the entries need, from memory or (in one call per partition) from the store.
+    const have = new Map<string, Snapshot>();
+    const missing = new Map<string, [string, number]>();
+    const need = (cid: string, rev: number) => {
+      const key = `${cid}/${rev}`;
+      if (rev < 1 || have.has(key) || missing.has(key)) return;
+      const hit = this.snapshots.get(key);
+      if (hit) have.set(key, hit);
+      else missing.set(key, [cid, rev]);
+    };
+    for (const e of events) {
+      if (!e) continue;
+      need(e.cid, e.rev);
+      if (needsPrevious(e)) need(e.cid, e.rev - 1);
+    }
+    if (missing.size) {
+      const wanted = [...missing.values()];
+      const found = await this.store.snapshotsOf(wanted);
+      wanted.forEach(([cid, rev], i) => {
+        const s = found[i];
+        // A missing one is not kept: it may be a read of a replica not yet caught up.
+        if (!s) return;
+        have.set(`${cid}/${rev}`, s);
+        this.snapshots.set(`${cid}/${rev}`, s);
+      });
+    }
+    const snapshot = (cid: string, rev: number): Snapshot | null => (rev < 1 ? null : (have.get(`${cid}/${rev}`) ?? null));
+    return events.map((event) => {
+      if (!event) return null;
+      const at = snapshot(event.cid, event.rev);
+      const before = needsPrevious(event) ? snapshot(event.cid, event.rev - 1) : null;
+      return { event, at, changes: changesOf(event, { at, before }) };
+    });
+  }
+}
+
+/** The stored event of an entry (field `e`); null when it has none this platform can read. */
+function eventOf(fields: Buffer[]): StoredEvent | null {
+  try {
+    const i = fields.findIndex((f, n) => n % 2 === 0 && f.toString() === 'e');
+    return i < 0 ? null : unpack<StoredEvent>(fields[i + 1]);
+  } catch {
+    return null;
   }
 }

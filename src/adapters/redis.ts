@@ -60,7 +60,8 @@ export const INDEXER_GROUP = 'indexer';
 export type RedisClient = (Redis | Cluster) & ScriptCommands;
 
 /**
- * The Lua scripts of src/actors/scripts, loaded by file name (`<name>-<numkeys>.lua`). The commit
+ * The Lua scripts of src/actors/scripts, loaded by file name (`<name>-<numkeys>.lua`, `<name>-n.lua`
+ * when the caller gives the number of keys first). The commit
  * scripts take their keys, then one argument packed by `packScriptArgs`.
  */
 export interface ScriptCommands {
@@ -71,6 +72,8 @@ export interface ScriptCommands {
   commitDraft(...keysThenArgs: [...keys: string[], args: Buffer]): Promise<[number]>;
   releaseAlias(key: string, cid: string): Promise<number>;
   archiveMove(...keysThenArgs: [...keys: string[], args: Buffer]): Promise<number>;
+  /** Field ARGV[i] of hash KEYS[i] for every i, in one call (keys of one partition). */
+  hgetEachBuffer(numKeys: number, ...keysThenFields: string[]): Promise<(Buffer | null)[]>;
 }
 
 /** A value a script reads from its packed arguments; undefined ones are left out (nil in Lua). */
@@ -180,9 +183,11 @@ const camel = (s: string) => s.replace(/-([a-z])/g, (_, c: string) => c.toUpperC
 
 function defineScripts(client: Redis | Cluster): void {
   for (const file of readdirSync(scriptsDir)) {
-    const m = /^(.*)-(\d+)\.lua$/.exec(file);
+    const m = /^(.*)-(\d+|n)\.lua$/.exec(file);
     if (!m) continue;
-    client.defineCommand(camel(m[1]), { numberOfKeys: Number(m[2]), lua: readFileSync(join(scriptsDir, file), 'utf8') });
+    // `-n`: a variable number of keys, which the caller gives first.
+    const numberOfKeys = m[2] === 'n' ? undefined : Number(m[2]);
+    client.defineCommand(camel(m[1]), { numberOfKeys, lua: readFileSync(join(scriptsDir, file), 'utf8') });
   }
 }
 

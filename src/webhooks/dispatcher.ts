@@ -255,15 +255,16 @@ export class WebhookDispatcher {
     await this.reloadHooks();
     const hooks = this.hooks;
     const args: (string | number)[] = [];
-    const resolved = await Promise.all(
-      entries.map(async ([idBuf, fields]) => {
-        const { ms, seq } = parseStreamId(idBuf.toString());
-        if (!hooks.some((h) => h.created <= ms)) return null;
-        const r = await this.events.read(fields);
-        // an unreadable entry tells nothing
-        return r && { ms, seq, cid: r.event.cid, changes: r.changes };
-      }),
-    );
+    // Only entries some webhook receives (committed after its creation) are read against their snapshots.
+    const wanted = entries.map(([idBuf]) => parseStreamId(idBuf.toString())).map((id) => (hooks.some((h) => h.created <= id.ms) ? id : null));
+    const read = await this.events.readMany(entries.filter((_, i) => wanted[i]).map(([, fields]) => fields));
+    let k = 0;
+    const resolved = wanted.map((id) => {
+      if (!id) return null;
+      const r = read[k++];
+      // an unreadable entry tells nothing
+      return r && { ms: id.ms, seq: id.seq, cid: r.event.cid, changes: r.changes };
+    });
     const ttl = recordTtlMs(this.settings);
     const chunks: (string | number)[][] = [];
     for (const r of resolved) {

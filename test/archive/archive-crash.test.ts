@@ -121,6 +121,23 @@ describe('version archive: crash safety (issue 25)', function () {
     expect((await history(c.cid, c.versions)).equals(was)).to.equal(true);
   });
 
+  it('snapshotsOf reads a batch of revisions (in Redis, moved to the archive, never written) as snapshotAt reads each', async () => {
+    const cs = await Promise.all(Array.from({ length: 6 }, () => content(3)));
+    // The older revisions of some of them are in the archive (ARCHIVE_KEEP_REVISIONS 1), the rest in Redis.
+    await newArchiver().runOnce();
+    for (const c of cs.slice(3)) {
+      const u = await editor.update(`contentid/${c.cid}`, { system: { contentType: 'article' }, aspects: { body: { _type: 'body', title: 'v3' } } }, c.etag);
+      expect(u.status, u.text).to.equal(200);
+    }
+    const wanted: [string, number][] = cs.flatMap((c) => [0, 1, 2, 3, 4, 9].map((r) => [c.cid, r] as [string, number]));
+    wanted.push(['not-a-content', 1]);
+    const batch = await store.snapshotsOf(wanted);
+    const each = await Promise.all(wanted.map(([cid, rev]) => (rev < 1 ? null : store.snapshotAt(cid, rev))));
+    expect(batch).to.deep.equal(each);
+    expect(batch.filter((s) => s !== null).length).to.equal(6 * 3 + 3);
+    expect((await held(cs[0].cid)).index).to.have.length(1);
+  });
+
   it('a content whose version goes on a view during its move keeps everything in Redis; the next pass leaves that version', async () => {
     const c = await content(3);
     const redisBefore = await held(c.cid);

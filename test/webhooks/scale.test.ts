@@ -13,7 +13,9 @@ const EVENTS = Number(process.env.WEBHOOKS_SCALE_EVENTS ?? 1000);
  * nothing fails (one receiver counts per webhook), in order per content.
  */
 describe(`webhooks at scale: ${HOOKS} webhooks × ${EVENTS} events (CONTRACT §14)`, function () {
-  this.timeout(120_000);
+  // A deadline, not a duration: on a loaded machine (the suite beside a benchmark) the 50,000
+  // deliveries have taken more than the 90 s they once had.
+  this.timeout(300_000);
   let platform: Platform;
   let admin: Client;
   let receiver: Receiver;
@@ -59,7 +61,7 @@ describe(`webhooks at scale: ${HOOKS} webhooks × ${EVENTS} events (CONTRACT §1
     const want = HOOKS * EVENTS;
     const idSet = new Set(ids);
     const count = () => receiver.got.filter((x) => idSet.has(eventOf(x).id)).length;
-    await until(async () => count() >= want, 90_000, `${want} deliveries`);
+    await until(async () => count() >= want, 200_000, `${want} deliveries`);
     const elapsed = Date.now() - t0;
     console.log(
       `      ${HOOKS} webhooks × ${EVENTS} events: committed in ${committed} ms, ${want} deliveries in ${elapsed} ms (${Math.round(want / (elapsed / 1000))}/s)`,
