@@ -602,7 +602,7 @@ try {
     });
   }
 
-  const platformWorkloads = ['read', 'unversioned', 'create', 'update', 'promote', 'compare', 'searchable', 'reindex', 'files', 'taxonomy'];
+  const platformWorkloads = ['read', 'unversioned', 'create', 'bulk', 'update', 'promote', 'compare', 'searchable', 'reindex', 'files', 'taxonomy'];
   if (platformWorkloads.some(want) || FLEET) {
     // ---- the platform, every role in one process
     say('\n== starting Redis, the embedded Solr and the platform (all roles, one process)');

@@ -120,7 +120,7 @@ export class TimestateSchedule {
 
   /** Puts the boundaries of the revisions these events name on the schedule, then acknowledges them. */
   private async scheduleEntries(p: number, entries: StreamEntry[]): Promise<void> {
-    const pairs: (string | number)[] = [];
+    const revisions: [cid: string, rev: number][] = [];
     for (const [, fields] of entries) {
       if (!fields) continue;
       let e: StoredEvent;
@@ -130,10 +130,15 @@ export class TimestateSchedule {
         continue;
       }
       if (e.kind === 'timestate' || e.kind === 'deleted') continue;
-      const snap = await this.store.snapshotAt(e.cid, e.rev);
-      if (!snap) continue;
-      for (const b of boundariesOf(snap, snap.modified)) pairs.push(b.at, memberOf(e.cid, b));
+      revisions.push([e.cid, e.rev]);
     }
+    // The snapshots of the whole batch in one call (a commit-heavy load brings hundreds at a time).
+    const snaps = await this.store.snapshotsOf(revisions);
+    const pairs: (string | number)[] = [];
+    revisions.forEach(([cid], i) => {
+      const snap = snaps[i];
+      if (snap) for (const b of boundariesOf(snap, snap.modified)) pairs.push(b.at, memberOf(cid, b));
+    });
     if (pairs.length) await this.scripts.scheduleTimestate(changeKeys.schedule(p), changeKeys.fired(p), ...pairs);
     if (entries.length) await this.redis.xack(keys.events(p), TIMESTATE_GROUP, ...entries.map(([id]) => id));
   }

@@ -81,32 +81,28 @@ export class ContentStore {
   }
 
   /**
-   * The current snapshots of some contents of one partition, in one round trip (a pipeline: the
-   * keys share the partition's hash tag, so this holds on Redis Cluster too); null where none.
+   * The current snapshots of some contents of one partition, in one call to Redis (a script over
+   * the partition's keys, which share its hash tag, so this holds on Redis Cluster too); null where none.
    */
   async headsIn(partition: number, cids: string[]): Promise<(Snapshot | null)[]> {
     if (!cids.length) return [];
-    const pipe = this.redis.pipeline();
-    for (const cid of cids) pipe.hgetBuffer(keys.content(partition, cid), 's');
-    return ((await pipe.exec()) ?? []).map(([err, buf]) => {
-      if (err) throw err;
-      return buf ? unpack<Snapshot>(buf as Buffer) : null;
-    });
+    const args = cids.map((cid) => keys.content(partition, cid));
+    for (let i = 0; i < cids.length; i++) args.push('s');
+    return (await this.redis.hgetEachBuffer(cids.length, ...args)).map((buf) => (buf ? unpack<Snapshot>(buf) : null));
   }
 
   /**
-   * Versions of some contents of one partition (`[cid, version key]`), in one round trip to
-   * Redis; one the archiver moved is read from the archive; null where none.
+   * Versions of some contents of one partition (`[cid, version key]`), in one call to Redis (as
+   * headsIn); one the archiver moved is read from the archive; null where none.
    */
   async versionsIn(partition: number, wanted: [string, string][]): Promise<(VersionRecord | null)[]> {
     if (!wanted.length) return [];
-    const pipe = this.redis.pipeline();
-    for (const [cid, key] of wanted) pipe.hgetBuffer(keys.versions(partition, cid), key);
-    const found = (await pipe.exec()) ?? [];
+    const args = wanted.map(([cid]) => keys.versions(partition, cid));
+    for (const [, key] of wanted) args.push(key);
+    const found = await this.redis.hgetEachBuffer(wanted.length, ...args);
     return Promise.all(
-      found.map(async ([err, buf], i) => {
-        if (err) throw err;
-        const b = (buf as Buffer | null) ?? (await this.archive.version(partition, wanted[i][0], wanted[i][1]));
+      found.map(async (buf, i) => {
+        const b = buf ?? (await this.archive.version(partition, wanted[i][0], wanted[i][1]));
         return b ? unpack<VersionRecord>(b) : null;
       }),
     );
