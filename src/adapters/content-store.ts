@@ -86,9 +86,7 @@ export class ContentStore {
    */
   async headsIn(partition: number, cids: string[]): Promise<(Snapshot | null)[]> {
     if (!cids.length) return [];
-    const args = cids.map((cid) => keys.content(partition, cid));
-    for (let i = 0; i < cids.length; i++) args.push('s');
-    return (await this.redis.hgetEachBuffer(cids.length, ...args)).map((buf) => (buf ? unpack<Snapshot>(buf) : null));
+    return (await this.hgetEach(cids.map((cid) => [keys.content(partition, cid), 's']))).map((buf) => (buf ? unpack<Snapshot>(buf) : null));
   }
 
   /**
@@ -97,15 +95,18 @@ export class ContentStore {
    */
   async versionsIn(partition: number, wanted: [string, string][]): Promise<(VersionRecord | null)[]> {
     if (!wanted.length) return [];
-    const args = wanted.map(([cid]) => keys.versions(partition, cid));
-    for (const [, key] of wanted) args.push(key);
-    const found = await this.redis.hgetEachBuffer(wanted.length, ...args);
+    const found = await this.hgetEach(wanted.map(([cid, key]) => [keys.versions(partition, cid), key]));
     return Promise.all(
       found.map(async (buf, i) => {
         const b = buf ?? (await this.archive.version(partition, wanted[i][0], wanted[i][1]));
         return b ? unpack<VersionRecord>(b) : null;
       }),
     );
+  }
+
+  /** One field of each of several hashes of one partition (`[key, field]`), in one script call. */
+  private hgetEach(pairs: [key: string, field: string][]): Promise<(Buffer | null)[]> {
+    return this.redis.hgetEachBuffer(pairs.length, ...pairs.map(([key]) => key), ...pairs.map(([, field]) => field));
   }
 
   /** The snapshot of a revision, from Redis or the archive; null when the content never had it. */
@@ -133,9 +134,7 @@ export class ContentStore {
     const out: (Snapshot | null)[] = new Array(wanted.length).fill(null);
     await Promise.all(
       [...byPartition].map(async ([p, idx]) => {
-        const args = idx.map((i) => keys.revisions(p, wanted[i][0]));
-        for (const i of idx) args.push(String(wanted[i][1]));
-        const found = await this.redis.hgetEachBuffer(idx.length, ...args);
+        const found = await this.hgetEach(idx.map((i) => [keys.revisions(p, wanted[i][0]), String(wanted[i][1])]));
         await Promise.all(
           idx.map(async (i, k) => {
             const b = found[k] ?? (await this.archive.snapshotAt(p, wanted[i][0], wanted[i][1]));

@@ -29,11 +29,6 @@ export class EventReader {
     this.snapshots = new LRUCache<string, Snapshot>({ max });
   }
 
-  /** The entry's event and its changes; null for an entry this platform did not write. */
-  async read(fields: Buffer[]): Promise<ReadEvent | null> {
-    return (await this.readMany([fields]))[0];
-  }
-
   /**
    * Several entries at once: the snapshots not in memory are read in one call per partition.
    * Null for an entry this platform did not write.
