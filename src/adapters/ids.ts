@@ -24,6 +24,12 @@ export function randomId(bytes: number): string {
   return pool.toString('base64url', at, at + bytes);
 }
 
+/** `n` random bytes (a copy), from the pool. */
+export function pooledRandomBytes(n: number): Buffer {
+  const at = take(n);
+  return Buffer.from(pool.subarray(at, at + n));
+}
+
 /** ulid's PRNG contract: a float in [0, 1), here from the pooled cryptographic bytes. */
 const prng = () => pool.readUInt32LE(take(4)) / 0x100000000;
 const ulid = monotonicFactory(prng);

@@ -225,18 +225,10 @@ export function parseStreamId(id: string): { ms: number; seq: number } {
 
 export const streamIdOf = (p: { ms: number; seq: number }): string => `${p.ms}-${p.seq}`;
 
-/**
- * Cursor versions: 1, every partition as three varints; 2 (written now), a partition at its
- * first event of a millisecond and not inside an entry (sequence and sub-event 0, most of them)
- * as one varint, which makes a cursor of 64 partitions about 40% shorter. Both are read: a
- * client may hold a cursor of either across an upgrade.
- */
-const CURSOR_V1 = 1;
-const CURSOR_V2 = 2;
 /** CONTRACT §13: cursors are at most this long. */
 export const MAX_CURSOR_LENGTH = 2048;
 
-/** Scratch space of encodeCursor (a cursor is encoded synchronously, so one buffer serves all). */
+/** Scratch space of encodePositions (positions are encoded synchronously, so one buffer serves all). */
 let scratch = Buffer.alloc(4096);
 
 /** Writes `n` (a safe integer, not negative) as a varint at `at`; answers the next offset. */
@@ -252,23 +244,35 @@ function putVarint(buf: Buffer, at: number, n: number): number {
 }
 
 /**
- * The opaque cursor of a position in every partition: a version byte (2), the partition count,
- * the latest time among the positions, then per partition one varint: 0 for no position, else
- * twice (its time below that latest one, plus one), plus 1 when the sequence and sub-event count
- * follow as varints (when either is not 0); in base64url. 64 partitions within a second of each
- * other take about 175 characters (version 1: about 300). (It is made for every delivery of every subscriber: written into one buffer,
- * without arrays.)
+ * Bytes the positions of `partitions` partitions are padded to: five a partition, enough for
+ * every partition at a time within 199 days of the latest (at the first event of its
+ * millisecond), or within 17 minutes with a sequence and a sub-event below 128. Positions that
+ * need more take a multiple of the partition count more. So the length of a cursor does not tell
+ * which partitions moved or when (see CursorSeal in src/gateway/change-source.ts); only on a feed with partitions idle for more
+ * than half a year could it change with a commit, by a step of one byte a partition.
  */
-export function encodeCursor(positions: readonly StreamPosition[]): string {
-  const need = 16 + positions.length * 27;
+const paddedLength = (partitions: number, used: number): number => {
+  const base = 12 + partitions * 5;
+  return used <= base ? base : base + Math.ceil((used - base) / partitions) * partitions;
+};
+
+/**
+ * A position in every partition as bytes: the partition count, the latest time among the
+ * positions, then per partition one varint: 0 for no position, else twice (its time below that
+ * latest one, plus one), plus 1 when the sequence and sub-event count follow as varints (when
+ * either is not 0); then zeros up to paddedLength. Written into one scratch buffer, valid until
+ * the next call (it is made for every event delivered, without arrays).
+ */
+export function encodePositions(positions: readonly StreamPosition[]): Buffer {
+  // At most 3 varints of 8 bytes a partition, and less than one byte a partition of padding past that.
+  const need = 16 + positions.length * 28;
   if (scratch.length < need) scratch = Buffer.alloc(need * 2);
   const buf = scratch;
   // The latest time: most partitions of a busy feed are close to it, and a partition no one
   // wrote to for long costs only its own bytes.
   let base = 0;
   for (const p of positions) if (p.ms > base) base = p.ms;
-  buf[0] = CURSOR_V2;
-  let at = putVarint(buf, 1, positions.length);
+  let at = putVarint(buf, 0, positions.length);
   at = putVarint(buf, at, base);
   for (const p of positions) {
     if (p.ms === 0) {
@@ -282,54 +286,46 @@ export function encodeCursor(positions: readonly StreamPosition[]): string {
       at = putVarint(buf, at, p.sub);
     }
   }
-  return buf.toString('base64url', 0, at);
+  const end = paddedLength(positions.length, at);
+  buf.fill(0, at, end);
+  return buf.subarray(0, end);
 }
 
-const malformed = () => new AppError('BAD_REQUEST', 'Malformed cursor', { parameter: 'since' });
+/** 400: not a cursor of this platform. */
+export const malformedCursor = (): AppError => new AppError('BAD_REQUEST', 'Malformed cursor', { parameter: 'since' });
 
-/** The positions of a cursor; 400 when it is not one of this platform's for `partitions` partitions. */
-export function decodeCursor(cursor: string, partitions: number): StreamPosition[] {
-  if (cursor.length === 0 || cursor.length > MAX_CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw malformed();
-  const buf = Buffer.from(cursor, 'base64url');
+/** The positions of encodePositions' bytes for `partitions` partitions; 400 when they are not. */
+export function decodePositions(buf: Buffer, partitions: number): StreamPosition[] {
   let at = 0;
   const varint = (): number => {
     let n = 0;
     let mul = 1;
     for (let i = 0; i < 8; i++) {
-      if (at >= buf.length) throw malformed();
+      if (at >= buf.length) throw malformedCursor();
       const byte = buf[at++];
       n += (byte & 0x7f) * mul;
       if (byte < 0x80) return n;
       mul *= 0x80;
     }
-    throw malformed();
+    throw malformedCursor();
   };
-  const version = buf[at++];
-  if (version !== CURSOR_V1 && version !== CURSOR_V2) throw malformed();
-  if (varint() !== partitions) throw malformed();
+  if (varint() !== partitions) throw malformedCursor();
   const base = varint();
   const out: StreamPosition[] = [];
   for (let p = 0; p < partitions; p++) {
-    let rel: number;
     let seq = 0;
     let sub = 0;
-    if (version === CURSOR_V1) {
-      rel = varint();
+    const v = varint();
+    const rel = Math.floor(v / 2);
+    if (v % 2 === 1) {
+      if (rel === 0) throw malformedCursor();
       seq = varint();
       sub = varint();
-      if (rel === 0 && (seq !== 0 || sub !== 0)) throw malformed();
-    } else {
-      const v = varint();
-      rel = Math.floor(v / 2);
-      if (v % 2 === 1) {
-        if (rel === 0) throw malformed();
-        seq = varint();
-        sub = varint();
-        if (seq === 0 && sub === 0) throw malformed(); // one position, one spelling
-      }
+      if (seq === 0 && sub === 0) throw malformedCursor(); // one position, one spelling
     }
-    out.push({ ms: rel === 0 ? 0 : version === CURSOR_V1 ? base + rel - 1 : base - rel + 1, seq, sub });
+    out.push({ ms: rel === 0 ? 0 : base - rel + 1, seq, sub });
   }
-  if (at !== buf.length || !out.every((p) => Number.isSafeInteger(p.ms) && p.ms >= 0)) throw malformed();
+  if (buf.length !== paddedLength(partitions, at) || buf.subarray(at).some((b) => b !== 0)) throw malformedCursor();
+  if (!out.every((p) => Number.isSafeInteger(p.ms) && p.ms >= 0)) throw malformedCursor();
   return out;
 }

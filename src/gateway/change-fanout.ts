@@ -1,7 +1,7 @@
 import type { Settings } from '../../config/settings.js';
 import type { Logger } from '../adapters/log.js';
 import { connectRedis, keys, type RedisClient } from '../adapters/redis.js';
-import { type ChangeFilter, compareIds, encodeCursor, type StreamPosition, streamIdOf } from '../content/change-events.js';
+import { type ChangeFilter, compareIds, type StreamPosition, streamIdOf } from '../content/change-events.js';
 import type { Principal } from '../content/permissions.js';
 import { sleep } from '../wait.js';
 import type { ChangeSource, Delivered, ResolvedEntry } from './change-source.js';
@@ -195,6 +195,7 @@ export class ChangeFanout {
 
   private async start(): Promise<void> {
     this.running = true;
+    await this.source.ready();
     const info = await this.source.info();
     const P = this.source.partitions;
     for (let p = 0; p < P; p++) {
@@ -264,7 +265,7 @@ export class ChangeFanout {
       const n = entry.changes.length;
       entry.cursors = entry.changes.map((_, i) => {
         this.canon[entry.p] = { ms: entry.ms, seq: entry.seq, sub: i + 1 === n ? 0 : i + 1 };
-        return encodeCursor(this.canon);
+        return this.source.cursors.encode(this.canon);
       });
       this.canon[entry.p] = { ms: entry.ms, seq: entry.seq, sub: 0 };
       const buf = this.buffers[entry.p];

@@ -1,4 +1,6 @@
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
+import { pooledRandomBytes } from '../adapters/ids.js';
 import { EventReader } from '../adapters/event-reader.js';
 import { AppError } from '../errors.js';
 import type { ContentStore } from '../adapters/content-store.js';
@@ -8,7 +10,10 @@ import {
   type ChangeEvent,
   type ChangeFilter,
   compareIds,
-  encodeCursor,
+  decodePositions,
+  encodePositions,
+  MAX_CURSOR_LENGTH,
+  malformedCursor,
   matchesFilter,
   parseStreamId,
   type StreamPosition,
@@ -65,6 +70,60 @@ export interface PageResult {
   exhausted: boolean;
 }
 
+/** The first byte of a cursor: its format. 1 and 2 held the positions in clear (before 2026-11-26). */
+const SEALED = 3;
+const NONCE_BYTES = 12;
+const TAG_BYTES = 16;
+const HEADER = Buffer.from([SEALED]);
+
+/**
+ * Cursors as clients hold them (CONTRACT §13 "opaque", §20): the positions sealed with
+ * AES-256-GCM under the platform's feed key and a random nonce, in base64url. A position moves
+ * past every event of a stream, also past those the caller may not read, so in clear it would
+ * tell when content the caller may not read changed. Sealed, a cursor tells nothing: two cursors
+ * of the same positions differ, its length does not depend on which partitions moved
+ * (encodePositions pads), and the caller cannot make one up (a cursor the platform did not write
+ * answers 400), so positions it never reached cannot be probed for a 410 either. About 480
+ * characters for 64 partitions.
+ */
+export class CursorSeal {
+  constructor(
+    private readonly key: Buffer,
+    readonly partitions: number,
+    /** Random bytes for the nonces (a pooled source: one is drawn for every event delivered). */
+    private readonly random: (n: number) => Buffer,
+  ) {
+    if (key.length !== 32) throw new Error('the cursor key must be 32 bytes');
+  }
+
+  encode(positions: readonly StreamPosition[]): string {
+    const nonce = this.random(NONCE_BYTES);
+    const cipher = createCipheriv('aes-256-gcm', this.key, nonce, { authTagLength: TAG_BYTES });
+    cipher.setAAD(HEADER);
+    const body = cipher.update(encodePositions(positions));
+    cipher.final();
+    return Buffer.concat([HEADER, nonce, body, cipher.getAuthTag()]).toString('base64url');
+  }
+
+  /** The positions of a cursor this platform wrote; 400 for anything else. */
+  decode(cursor: string): StreamPosition[] {
+    if (cursor.length === 0 || cursor.length > MAX_CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw malformedCursor();
+    const buf = Buffer.from(cursor, 'base64url');
+    // base64url ignores bits past the last whole byte: one cursor, one spelling.
+    if (buf[0] !== SEALED || buf.length < 1 + NONCE_BYTES + TAG_BYTES + 2 || buf.toString('base64url') !== cursor) throw malformedCursor();
+    const decipher = createDecipheriv('aes-256-gcm', this.key, buf.subarray(1, 1 + NONCE_BYTES), { authTagLength: TAG_BYTES });
+    decipher.setAAD(HEADER);
+    decipher.setAuthTag(buf.subarray(buf.length - TAG_BYTES));
+    let plain: Buffer;
+    try {
+      plain = Buffer.concat([decipher.update(buf.subarray(1 + NONCE_BYTES, buf.length - TAG_BYTES)), decipher.final()]);
+    } catch {
+      throw malformedCursor();
+    }
+    return decodePositions(plain, this.partitions);
+  }
+}
+
 /** 410 (41000): the stream no longer holds what follows this cursor. */
 export const cursorGone = (): AppError => new AppError('GONE', 'The cursor is older than the events kept (CHANGES_RETENTION_HOURS); start again without since');
 
@@ -98,6 +157,8 @@ const RESOLVED_ENTRIES = 50000;
 export class ChangeSource {
   private readonly events: EventReader;
   private readonly resolved = new LRUCache<string, ResolvedEntry>({ max: RESOLVED_ENTRIES });
+  private sealing?: Promise<CursorSeal>;
+  private seal?: CursorSeal;
 
   constructor(
     private readonly redis: RedisClient,
@@ -106,6 +167,32 @@ export class ChangeSource {
     private readonly reads: Reads,
   ) {
     this.events = new EventReader(store, 50000);
+  }
+
+  /**
+   * Reads the feed's cursor key (changeKeys.cursorKey: 32 random bytes, written by the first web
+   * process that needs it and read by every other, so a cursor from one gateway is good at all).
+   * Every request of the feed awaits it before it reads or writes a cursor; a failure (Redis out
+   * of reach) is tried again by the next one.
+   */
+  ready(): Promise<CursorSeal> {
+    this.sealing ??= (async () => {
+      await this.redis.set(changeKeys.cursorKey, randomBytes(32), 'NX');
+      const key = await this.redis.getBuffer(changeKeys.cursorKey);
+      if (key?.length !== 32) throw new Error(`${changeKeys.cursorKey} does not hold a key of 32 bytes`);
+      this.seal = new CursorSeal(key, this.partitions, pooledRandomBytes);
+      return this.seal;
+    })().catch((e: unknown) => {
+      this.sealing = undefined;
+      throw e;
+    });
+    return this.sealing;
+  }
+
+  /** Cursors to and from positions (once ready() resolved). */
+  get cursors(): CursorSeal {
+    if (!this.seal) throw new Error('the change feed wrote a cursor before its key was read');
+    return this.seal;
   }
 
   /**
@@ -221,7 +308,7 @@ export class ChangeSource {
       if (cursors) cursor = cursors[i];
       else {
         pos[entry.p] = { ms: entry.ms, seq: entry.seq, sub: i + 1 === entry.changes.length ? 0 : i + 1 };
-        cursor = encodeCursor(pos);
+        cursor = this.cursors.encode(pos);
       }
       entry.rests ??= [];
       let rest = entry.rests[i];

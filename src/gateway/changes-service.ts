@@ -4,7 +4,7 @@ import type { ContentStore } from '../adapters/content-store.js';
 import type { Logger } from '../adapters/log.js';
 import type { Metrics } from '../adapters/metrics.js';
 import type { RedisClient } from '../adapters/redis.js';
-import { type ChangeFilter, decodeCursor, encodeCursor, parseFilter, type StreamPosition } from '../content/change-events.js';
+import { type ChangeFilter, parseFilter, type StreamPosition } from '../content/change-events.js';
 import type { Principal, SecurityConfig } from '../content/permissions.js';
 import { AppError } from '../errors.js';
 import type { TokenService } from '../security/token-service.js';
@@ -180,7 +180,7 @@ export class ChangesService {
     if (sse && x.method === 'GET') return this.sse(x, principal, filter, positions, x.header('x-auth-token')!);
     const page = await this.source.page(principal, filter, positions, limit);
     if (page.changes.length || feed !== 'longpoll' || timeout === 0) {
-      sendPage(x, page.changes, encodeCursor(page.positions));
+      sendPage(x, page.changes, this.source.cursors.encode(page.positions));
       return;
     }
     return this.longPoll(x, principal, filter, page.positions, limit, timeout);
@@ -188,9 +188,11 @@ export class ChangesService {
 
   /** The positions a `since` names: absent, the oldest kept; `now`, after the last event; else a cursor (400, 410). */
   private async positionsOf(since: string | undefined): Promise<StreamPosition[]> {
+    // Every answer of the feed carries a cursor: the key that seals them first.
+    const cursors = await this.source.ready();
     if (since === undefined || since === '') return this.source.startPositions('oldest');
     if (since === 'now') return this.source.startPositions('now');
-    const positions = decodeCursor(since, this.d.settings.PARTITIONS);
+    const positions = cursors.decode(since);
     await this.source.checkKept(positions);
     return positions;
   }
@@ -207,7 +209,7 @@ export class ChangesService {
         clearTimeout(timer);
         sub?.close('stopped');
         const changes = got.slice(0, limit);
-        const last = changes.length ? changes[changes.length - 1].cursor : encodeCursor(sub?.positions ?? positions);
+        const last = changes.length ? changes[changes.length - 1].cursor : this.source.cursors.encode(sub?.positions ?? positions);
         sendPage(x, changes, last);
         resolve();
       };

@@ -4,8 +4,8 @@ import {
   boundariesOf,
   boundaryHolds,
   changesOf,
-  decodeCursor,
-  encodeCursor,
+  decodePositions,
+  encodePositions,
   MAX_CURSOR_LENGTH,
   matchesFilter,
   parseFilter,
@@ -13,6 +13,8 @@ import {
   timestateEvent,
 } from '../../src/content/change-events.js';
 import type { ContentEvent, Snapshot } from '../../src/content/model.js';
+import { CursorSeal } from '../../src/gateway/change-source.js';
+import { randomBytes } from 'node:crypto';
 import { AppError } from '../../src/errors.js';
 
 const snap = (over: Partial<Snapshot> = {}): Snapshot => ({
@@ -88,41 +90,79 @@ describe('change feed domain (CONTRACT §13)', () => {
     }
   });
 
-  it('cursors: round trip, URL-safe, at most 2,048 characters for 64 partitions; anything else 400', () => {
+  it('cursors: sealed, round trip, URL-safe, at most 2,048 characters for 64 partitions; anything else 400', () => {
+    const key = randomBytes(32);
+    const seal = new CursorSeal(key, 64, randomBytes);
     const positions: StreamPosition[] = Array.from({ length: 64 }, (_, p) =>
       p % 5 ? { ms: 1_790_000_000_000 + p * 997, seq: p * 3, sub: p % 3 } : { ms: 0, seq: 0, sub: 0 },
     );
-    const c = encodeCursor(positions);
+    const c = seal.encode(positions);
     expect(c).to.match(/^[A-Za-z0-9_-]+$/);
     expect(c.length).to.be.at.most(MAX_CURSOR_LENGTH);
-    expect(decodeCursor(c, 64)).to.deep.equal(positions);
-    // a cursor of 64 partitions stays short (it is written into every event): partitions at the
-    // first event of a millisecond within 8 s of the latest take two bytes each, and one that
-    // has been idle for a day costs only its own
-    const busy = Array.from({ length: 64 }, (_, p) => ({ ms: 1_790_000_000_000 + p * 127, seq: 0, sub: 0 }));
-    expect(encodeCursor(busy).length).to.be.below(190);
-    busy[7].ms -= 86_400_000;
-    expect(encodeCursor(busy).length).to.be.below(195);
-    expect(decodeCursor(encodeCursor(busy), 64)).to.deep.equal(busy);
-    // version 3 (unknown), and version 2 spelling a position of sequence and sub-event 0 the long way
-    const longWay = Buffer.from([2, 1, 5, 3, 0, 0]).toString('base64url');
-    for (const bad of ['', 'now!', c.slice(0, -3), `${c}AA`, 'A'.repeat(3000), c.replace(/^../, 'Aw'), longWay]) {
-      expect(() => decodeCursor(bad, 64), bad.slice(0, 20))
+    expect(seal.decode(c)).to.deep.equal(positions);
+    // the same positions twice: two cursors (a random nonce), each read back
+    const again = seal.encode(positions);
+    expect(again).to.not.equal(c);
+    expect(seal.decode(again)).to.deep.equal(positions);
+    // nothing of the positions in clear: no time, no partition count
+    const bytes = Buffer.from(c, 'base64url');
+    const plain = Buffer.from(encodePositions(positions));
+    for (let at = 0; at + 4 <= plain.length; at++) expect(bytes.includes(plain.subarray(at, at + 4)), `bytes ${at}..${at + 4} in clear`).to.equal(false);
+
+    const bad = [
+      '',
+      'now!',
+      c.slice(0, -3),
+      `${c}AA`,
+      'A'.repeat(3000),
+      // another spelling of the same bytes (bits past the last byte)
+      c.slice(0, -1) + String.fromCharCode(c.charCodeAt(c.length - 1) ^ 1),
+      // sealed under another key
+      new CursorSeal(randomBytes(32), 64, randomBytes).encode(positions),
+      // the formats in clear of before 2026-11-26: version 1 and version 2
+      'AQjl38GijDQAAAABAQLmBwAAAAAAsBcAAJUfAQIAAADfLgEA',
+      Buffer.from([2, 1, 5, 2]).toString('base64url'),
+    ];
+    // every byte of a good cursor changed, one at a time
+    for (let at = 0; at < bytes.length; at++) {
+      const b = Buffer.from(bytes);
+      b[at] ^= 0x20;
+      bad.push(b.toString('base64url'));
+    }
+    for (const x of bad) {
+      expect(() => seal.decode(x), x.slice(0, 20))
         .to.throw(AppError)
         .with.property('statusCode', '40000');
     }
-    expect(() => decodeCursor(c, 8)).to.throw(AppError);
+    // a cursor of another partition count
+    expect(() => new CursorSeal(key, 8, randomBytes).decode(c)).to.throw(AppError);
   });
 
-  it('cursors of version 1 (written before 2026-11-25) are still read', () => {
-    // encodeCursor of version 1 for these positions (a client may hold one across an upgrade)
-    const v1 = 'AQjl38GijDQAAAABAQLmBwAAAAAAsBcAAJUfAQIAAADfLgEA';
-    const positions = Array.from({ length: 8 }, (_, p) =>
-      p % 3 ? { ms: 1_790_000_000_000 + p * 997, seq: p % 2, sub: p % 4 === 1 ? 2 : 0 } : { ms: 0, seq: 0, sub: 0 },
-    );
-    expect(decodeCursor(v1, 8)).to.deep.equal(positions);
-    expect(decodeCursor(encodeCursor(positions), 8)).to.deep.equal(positions);
-    expect(encodeCursor(positions).length).to.be.below(v1.length);
+  it('cursors: their length does not tell which partitions moved, or how far', () => {
+    const seal = new CursorSeal(randomBytes(32), 64, randomBytes);
+    const now = 1_790_000_000_000;
+    // a feed at rest, then one where one partition (or many) moved by a second, a minute, a day
+    const rest = Array.from({ length: 64 }, (_, p) => ({ ms: now - p * 1000, seq: 0, sub: 0 }));
+    const lengths = new Set<number>();
+    for (const step of [0, 1, 1000, 60_000, 86_400_000, 90 * 86_400_000]) {
+      for (const moved of [[0], [5], [63], Array.from({ length: 32 }, (_, p) => p * 2)]) {
+        const pos = rest.map((r, p) => (moved.includes(p) ? { ms: now + step, seq: p % 7, sub: 0 } : r));
+        const c = seal.encode(pos);
+        expect(seal.decode(c)).to.deep.equal(pos);
+        lengths.add(c.length);
+      }
+    }
+    expect([...lengths]).to.have.length(1);
+    // a cursor of 64 partitions stays short enough to go with every event
+    expect([...lengths][0]).to.be.below(500);
+    // positions the padding cannot hold (every partition idle for years, deep in a busy millisecond) still round-trip
+    const far = Array.from({ length: 64 }, (_, p) => ({ ms: now - p * 3_000_000_000, seq: 100_000 + p, sub: 300 }));
+    expect(seal.decode(seal.encode(far))).to.deep.equal(far);
+    // bytes in clear: nothing past the padding, nothing but zeros in it
+    const plain = Buffer.from(encodePositions(rest));
+    expect(decodePositions(plain, 64)).to.deep.equal(rest);
+    for (const b of [Buffer.concat([plain, Buffer.from([0])]), Buffer.concat([plain.subarray(0, -1), Buffer.from([1])])])
+      expect(() => decodePositions(b, 64)).to.throw(AppError);
   });
 
   it('time-state boundaries: those ahead that change visibility; a changed one no longer holds', () => {

@@ -120,8 +120,48 @@ describe('change feed permissions (CONTRACT §13, §20)', function () {
     expect(r.status).to.equal(200);
     expect(r.json.changes).to.deep.equal([]);
     expect(Date.now() - started).to.be.greaterThanOrEqual(1150);
-    // and its cursor moved past them: a page from it holds nothing of them either
+    // and a page from its cursor holds nothing of them either
     const after = await sports.req('GET', `/changes?since=${r.json.last}`);
     expect(after.json.changes).to.deep.equal([]);
+  });
+
+  it('cursors tell nothing of content the caller may not read: the same answer whether or not it changed; a made-up cursor 400', async () => {
+    const empty = async (since: string): Promise<string> => {
+      const r = await sports.req('GET', `/changes?since=${since}`);
+      expect(r.status, r.text).to.equal(200);
+      expect(r.json.changes).to.deep.equal([]);
+      return r.json.last;
+    };
+    const start: string = (await sports.req('GET', '/changes?since=now')).json.last;
+    const quiet = await empty(start);
+    for (let i = 0; i < 20; i++) {
+      const r = await editor.create({ system: { contentType: 'article' }, aspects: {}, operations: [owners(['culture'])] });
+      expect(r.status).to.equal(201);
+    }
+    const busy = await empty(start);
+    const now: string = (await sports.req('GET', '/changes?since=now')).json.last;
+    // In clear, `busy` and `now` would name the partitions and the times of those 20 commits, and
+    // `quiet` would equal `start`. Sealed, every cursor differs and all have the same length.
+    expect(new Set([start, quiet, busy, now]).size).to.equal(4);
+    expect(new Set([start, quiet, busy, now].map((c) => c.length)).size).to.equal(1);
+    // Both go on alike: the next event the caller may read, from either.
+    const r = await editor.create({ system: { contentType: 'article' }, aspects: {}, operations: [owners(['sports'])] });
+    expect(r.status).to.equal(201);
+    const fromQuiet = await sports.req('GET', `/changes?since=${quiet}`);
+    const fromBusy = await sports.req('GET', `/changes?since=${busy}`);
+    expect(fromQuiet.json.changes.map(strip)).to.deep.equal(fromBusy.json.changes.map(strip));
+    expect(fromBusy.json.changes.map((e: FeedEvent) => e.id)).to.deep.equal([r.json.system.id]);
+    // A cursor the platform did not write answers 400, never 410 or 200, so positions cannot be
+    // probed: a changed character, and a cursor in clear (the format of before 2026-11-26) of
+    // positions far ahead, which that format answered 410.
+    const changed = busy.slice(0, 60) + (busy[60] === 'A' ? 'B' : 'A') + busy.slice(61);
+    const ahead = Buffer.concat([Buffer.from([2, 64]), Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]), Buffer.alloc(64, 2)]).toString('base64url');
+    for (const since of [changed, ahead]) {
+      for (const q of [`since=${since}`, `since=${since}&feed=longpoll&timeout=0`]) {
+        const bad = await sports.req('GET', `/changes?${q}`);
+        expect(bad.status, q).to.equal(400);
+        expect(bad.json.statusCode).to.equal('40000');
+      }
+    }
   });
 });
