@@ -9,6 +9,22 @@ import { AppError } from '../errors.js';
 // its own pixels; parallelism comes from the gateway's bound on concurrent renders instead.
 sharp.cache({ memory: 32, files: 0, items: 50 });
 sharp.concurrency(1);
+// Only the decoders of the formats renditions are made of (RENDERABLE in content/renditions.ts)
+// read uploaded data. A file's stored type comes from content sniffing, which falls back to the
+// uploader's declared type where it recognises nothing (an SVG, a PDF, a PPM); without this,
+// libvips would pick its loader from the bytes and hand such a file to librsvg, poppler or its
+// text loaders, far larger parsers than renditions need. In this process, sharp reads nothing else.
+sharp.block({ operation: ['VipsForeignLoad'] });
+sharp.unblock({
+  operation: [
+    'VipsForeignLoadJpegBuffer',
+    'VipsForeignLoadPngBuffer',
+    'VipsForeignLoadWebpBuffer',
+    'VipsForeignLoadHeifBuffer',
+    'VipsForeignLoadNsgifBuffer',
+    'VipsForeignLoadTiffBuffer',
+  ],
+});
 
 export interface RenderOptions {
   params: RenditionParams;

@@ -52,6 +52,8 @@ describe('webhooks: the SSRF guard (CONTRACT §14 "Targets")', () => {
     expect(await refusal('not a url')).to.match(/absolute http or https/);
     expect(await refusal('https://a:b@public.test/x')).to.match(/credentials/);
     expect(await refusal('https://localhost.test/x')).to.match(/loopback/);
+    // the address a name resolves to is not told (a host inside, CONTRACT §20)
+    expect(await refusal('https://localhost.test/x')).to.not.include('127.0.0.1');
     expect(await refusal('https://localhost.test/x', true)).to.equal('');
     const ok = await checkTarget('https://public.test:8443/x?y=1', false, resolve);
     expect(ok).to.deep.include({ address: '93.184.215.14', family: 4 });

@@ -125,7 +125,13 @@ export async function checkTarget(raw: string, allowPrivate: boolean, resolve: R
   if (!allowPrivate) {
     for (const a of addresses) {
       const why = forbiddenAddress(a.address);
-      if (why) throw new TargetRefused(`host ${host} resolves to a ${why} address (${a.address}); set WEBHOOK_ALLOW_PRIVATE=true to allow it`);
+      // The address only when the caller wrote it: an internal name's address is a host inside (CONTRACT §20).
+      if (why)
+        throw new TargetRefused(
+          isIP(host)
+            ? `host ${host} is a ${why} address; set WEBHOOK_ALLOW_PRIVATE=true to allow it`
+            : `host ${host} resolves to a ${why} address; set WEBHOOK_ALLOW_PRIVATE=true to allow it`,
+        );
     }
   }
   const first = addresses[0];

@@ -69,7 +69,13 @@ describe('image renditions on file delivery (CONTRACT §17)', function () {
     const pic = await s.upload('owner/pic.png', await twoColours(), 'image/png');
     const main = await s.upload('owner/main.png', await twoColours(), 'image/png');
     const text = await s.upload('owner/notes.txt', Buffer.from('not an image'), 'text/plain');
-    const version = await s.content({ 'pic.png': pic, 'main.png': main, 'notes.txt': text }, { filePath: 'main.png', focalPoint: { x: 1, y: 0.5 } });
+    // an SVG said to be a PNG (content sniffing knows no SVG, so the declared type is kept)
+    const svg = '<svg xmlns="http://www.w3.org/2000/svg" width="40" height="40"><rect width="40" height="40" fill="red"/></svg>';
+    const fake = await s.upload('owner/fake.png', Buffer.from(svg), 'image/png');
+    const version = await s.content(
+      { 'pic.png': pic, 'main.png': main, 'notes.txt': text, 'fake.png': fake },
+      { filePath: 'main.png', focalPoint: { x: 1, y: 0.5 } },
+    );
     base = `${s.delivery}/version/${version}`;
   });
   after(async () => p?.stop());
@@ -166,6 +172,11 @@ describe('image renditions on file delivery (CONTRACT §17)', function () {
     }
     const text = await s.get(`${base}/notes.txt?w=10`);
     expect(text.status).to.equal(400);
+    // only the decoders of the six image formats run: an SVG under an image type is not rendered
+    // (librsvg, an XML parser and rasteriser, is never reached by uploaded data)
+    const fake = await s.get(`${base}/fake.png?w=10`);
+    expect(fake.status, fake.body.toString()).to.equal(400);
+    expect(JSON.parse(fake.body.toString()).extraInfo.parameter).to.equal('source');
     expect((await s.get(`${base}/notes.txt`)).status, 'the raw file is still delivered').to.equal(200);
   });
 
