@@ -47,15 +47,17 @@ export class Reads {
   /**
    * Read of a workspace draft (spec's workspace permission table): when the content exists in
    * main, Read on the original; when it exists only on the workspace, Read on its type in any
-   * context the caller holds roles in.
+   * context the caller holds roles in. `original` is the content's head in main, also when it
+   * was deleted there after the draft was made: such a draft holds the original's aspects, and
+   * keeps its contexts.
    */
-  mayReadDraft(user: Principal, draft: Draft | null, head: Snapshot | null): boolean {
-    return head ? this.mayRead(user, head) : canInAnyContext(this.d.security, user, 'Read', draft!.type);
+  mayReadDraft(user: Principal, draft: Draft | null, original: Snapshot | null): boolean {
+    return original ? this.mayRead(user, original) : canInAnyContext(this.d.security, user, 'Read', draft!.type);
   }
 
   /** 403 naming Read unless `mayReadDraft`. */
-  checkDraftRead(user: Principal, draft: Draft | null, head: Snapshot | null): void {
-    if (!this.mayReadDraft(user, draft, head)) throw permissionDenied('Read', user);
+  checkDraftRead(user: Principal, draft: Draft | null, original: Snapshot | null): void {
+    if (!this.mayReadDraft(user, draft, original)) throw permissionDenied('Read', user);
   }
 
   /**

@@ -80,12 +80,12 @@ export class WorkspaceService {
     const ws = this.workspace(p);
     const drafts: Record<string, object> = {};
     const members = await this.d.store.workspaceMembers(ws);
-    const found = await Promise.all(members.map((cid) => Promise.all([this.d.store.draft(cid, ws), this.liveHead(cid)])));
+    const found = await Promise.all(members.map((cid) => Promise.all([this.d.store.draft(cid, ws), this.d.store.head(cid)])));
     // Only the drafts the caller may read are listed (CONTRACT §20: the listing is the same
     // whether or not drafts the caller may not read are on the workspace).
     members.forEach((cid, i) => {
-      const [draft, head] = found[i];
-      if (draft && this.content.reads.mayReadDraft(user, draft, head)) drafts[`${MAIN_NAMESPACE}/${cid}`] = {};
+      const [draft, original] = found[i];
+      if (draft && this.content.reads.mayReadDraft(user, draft, original)) drafts[`${MAIN_NAMESPACE}/${cid}`] = {};
     });
     x.sendJson(200, { workspaceId: ws, drafts });
   }
@@ -111,9 +111,10 @@ export class WorkspaceService {
     const user = await this.content.authenticate(x);
     const ws = this.workspace(p);
     const cid = await this.cidOf(p, ws);
-    const [draft, head] = await Promise.all([this.d.store.draft(cid, ws), this.liveHead(cid)]);
+    const [draft, original] = await Promise.all([this.d.store.draft(cid, ws), this.d.store.head(cid)]);
+    const head = original && !original.deleted ? original : null;
     if (!draft && !head) throw new AppError('NOT_FOUND', `Content ${p.ns}/${p.alias} not found`);
-    this.content.reads.checkDraftRead(user, draft, head);
+    this.content.reads.checkDraftRead(user, draft, original);
     const type = draft?.type ?? head!.type;
     const variant = this.content.variantOf(x, type);
     const fmt = formatOf(x.query.get('format'), x.header('accept'));

@@ -119,4 +119,32 @@ describe('security: reads answer the same whether or not content the caller may 
     expect(after.sports).to.deep.equal(before.sports);
     expect(after.anon).to.deep.equal(before.anon);
   });
+
+  it('a draft of culture content stays culture-only after the content is deleted in main: not listed, read, replaced or removed by the sportseditor', async () => {
+    const ws = `${T}deleted`;
+    const c = await editor.create({
+      system: { contentType: 'article' },
+      aspects: { body: { title: 'culture secret' } },
+      operations: [{ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: ['culture'] } } }],
+    });
+    expect(c.status, c.text).to.equal(201);
+    const cid = c.json.system.id as string;
+    const d = await editor.req('PUT', `/content/workspace/${ws}/alias/${cid}`, { body: { aspects: { body: { title: 'culture secret, draft' } } } });
+    expect(d.status, d.text).to.equal(200);
+    const del = await editor.req('DELETE', `/content/alias/${cid}`, { headers: { 'If-Match': c.headers.get('etag')! } });
+    expect(del.status, del.text).to.be.oneOf([200, 204]);
+    // the editor, who may read culture, still has the draft
+    expect(Object.keys((await editor.req('GET', `/content/workspace/${ws}`)).json.drafts)).to.deep.equal([cid]);
+    expect((await editor.req('GET', `/content/workspace/${ws}/alias/${cid}`)).json.aspects.body.title).to.equal('culture secret, draft');
+    // the sportseditor gets the listing of an empty workspace, and 403 on the draft itself
+    // (before this was mended: listed, read, and replaceable, as a draft of new content)
+    expect((await sports.req('GET', `/content/workspace/${ws}`)).json).to.deep.equal({ workspaceId: ws, drafts: {} });
+    const read = await sports.req('GET', `/content/workspace/${ws}/alias/${cid}`);
+    expect(read.status, read.text).to.equal(403);
+    expect(read.text).to.not.include('culture secret');
+    const put = await sports.req('PUT', `/content/workspace/${ws}/alias/${cid}`, { body: { aspects: { body: { title: 'taken over' } } } });
+    expect(put.status, put.text).to.equal(403);
+    expect((await sports.req('DELETE', `/content/workspace/${ws}/alias/${cid}`)).status).to.equal(403);
+    expect((await editor.req('GET', `/content/workspace/${ws}/alias/${cid}`)).json.aspects.body.title).to.equal('culture secret, draft');
+  });
 });

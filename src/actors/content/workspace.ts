@@ -58,12 +58,16 @@ export class Workspaces {
    * reservations the new operations no longer name are released.
    */
   async update(cmd: Extract<Cmd, { k: 'wsUpdate' }>, ctx: ActorContext): Promise<Outcome> {
-    const head = await this.liveHead(cmd.cid);
+    const original = await this.store.head(cmd.cid);
+    const head = original && !original.deleted ? original : null;
     const existing = await this.store.draft(cmd.cid, cmd.workspace);
     if (!head && !existing) throw new AppError('NOT_FOUND', `Content ${cmd.cid} not found`);
     const type = existing?.type ?? head!.type;
-    const allowed = head ? isAllowed(this.security, cmd.user, 'Update', type, contextsOf(head.meta)) : canInAnyContext(this.security, cmd.user, 'Create', type);
-    if (!allowed) throw permissionDenied(head ? 'Update' : 'Create', cmd.user);
+    // A draft made over main content keeps its contexts when that content is deleted in main.
+    const allowed = original
+      ? isAllowed(this.security, cmd.user, 'Update', type, contextsOf(original.meta))
+      : canInAnyContext(this.security, cmd.user, 'Create', type);
+    if (!allowed) throw permissionDenied(original ? 'Update' : 'Create', cmd.user);
 
     let base: Aspects;
     if (existing) base = existing.aspects;
@@ -105,9 +109,10 @@ export class Workspaces {
     const draft = await this.store.draft(cmd.cid, cmd.workspace);
     if (!draft) throw new AppError('NOT_FOUND', `No draft of ${cmd.cid} in workspace ${cmd.workspace}`);
     if (!cmd.clear) {
-      const head = await this.liveHead(cmd.cid);
-      const allowed = head
-        ? isAllowed(this.security, cmd.user, 'Create', draft.type, contextsOf(head.meta))
+      // The original decides, also when deleted in main since the draft was made.
+      const original = await this.store.head(cmd.cid);
+      const allowed = original
+        ? isAllowed(this.security, cmd.user, 'Create', draft.type, contextsOf(original.meta))
         : canInAnyContext(this.security, cmd.user, 'Create', draft.type);
       if (!allowed) throw permissionDenied('Create', cmd.user);
     }
@@ -165,11 +170,6 @@ export class Workspaces {
     const out = await this.write(cmd, ctx, next, { released: true });
     if (out !== 'lease-lost' && out.reply.ok) await this.store.releaseAlias(cmd.namespace, cmd.alias, cmd.cid, cmd.workspace);
     return out;
-  }
-
-  private async liveHead(cid: string): Promise<Snapshot | null> {
-    const head = await this.store.head(cid);
-    return head && !head.deleted ? head : null;
   }
 
   /**
