@@ -145,6 +145,19 @@ describe('security: reads answer the same whether or not content the caller may 
     const put = await sports.req('PUT', `/content/workspace/${ws}/alias/${cid}`, { body: { aspects: { body: { title: 'taken over' } } } });
     expect(put.status, put.text).to.equal(403);
     expect((await sports.req('DELETE', `/content/workspace/${ws}/alias/${cid}`)).status).to.equal(403);
+    // nor brought back to main by a promote (an update of a deleted content)
+    const promote = await sports.req('POST', `/content/workspace/${ws}/alias/${cid}/promote`);
+    expect(promote.status, promote.text).to.equal(403);
+    expect(promote.text).to.not.include('culture secret');
+    expect((await sports.req('GET', `/content/alias/${cid}`)).status).to.equal(404);
+    // An update of the deleted content: 40904 with its last revision to whoever could update it,
+    // 403 to the sportseditor, as for content that exists (it named the revisions before).
+    const etag = c.headers.get('etag')!;
+    const asEditor = await editor.req('PUT', `/content/alias/${cid}`, { headers: { 'If-Match': etag }, body: { aspects: { body: { title: 'x' } } } });
+    expect([asEditor.status, asEditor.json.statusCode]).to.deep.equal([409, '40904']);
+    const asSports = await sports.req('PUT', `/content/alias/${cid}`, { headers: { 'If-Match': etag }, body: { aspects: { body: { title: 'x' } } } });
+    expect(asSports.status, asSports.text).to.equal(403);
+    expect(asSports.text).to.not.include('revision');
     expect((await editor.req('GET', `/content/workspace/${ws}/alias/${cid}`)).json.aspects.body.title).to.equal('culture secret, draft');
   });
 });

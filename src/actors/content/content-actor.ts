@@ -156,7 +156,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
 
   /** An update in main: from the content API, or a promote of a draft that arose from an update. */
   async updateMain(cmd: Writer, ctx: ActorContext, input: UpdateInput, via: Via, promotedFrom?: string, restoredFrom?: string): Promise<Outcome> {
-    const head = await this.existing(cmd.cid, true);
+    const head = await this.existing(cmd.cid, cmd.user);
     const contexts = contextsOf(head.meta);
     this.allow(cmd.user, 'Update', head.type, contexts);
     if (input.ops.some(isViewOp)) this.allow(cmd.user, 'AssignToView', head.type, contexts);
@@ -219,7 +219,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
    * The version records which version it restored. A version the content never had: 404.
    */
   private async restore(cmd: CommandOf<'restore'>, ctx: ActorContext): Promise<Outcome> {
-    const head = await this.existing(cmd.cid, true);
+    const head = await this.existing(cmd.cid, cmd.user);
     // Update permission before the version id is even read: a caller who may not write learns
     // nothing of the content's versions (nor which content key its alias names).
     this.allow(cmd.user, 'Update', head.type, contextsOf(head.meta));
@@ -281,7 +281,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
    * (it follows its target view; the target is unchanged). Cycles are refused.
    */
   private async assignView(cmd: CommandOf<'assignView'>, ctx: ActorContext): Promise<Outcome> {
-    const head = await this.existing(cmd.cid, false);
+    const head = await this.existing(cmd.cid, null);
     this.allow(cmd.user, 'AssignToView', head.type, contextsOf(head.meta));
     this.checkIfMatch(head, cmd.ifMatch);
     const now = Math.max(this.now(), head.modified);
@@ -307,7 +307,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
 
   /** DELETE view alias: removes every version of the content from the view. */
   private async removeFromView(cmd: CommandOf<'removeFromView'>, ctx: ActorContext): Promise<Outcome> {
-    const head = await this.existing(cmd.cid, false);
+    const head = await this.existing(cmd.cid, null);
     this.allow(cmd.user, 'AssignToView', head.type, contextsOf(head.meta));
     if (!(cmd.view in head.views) && !(cmd.view in head.symbolic)) {
       return { reply: { id: cmd.id, ok: true, value: { cid: cmd.cid, rev: head.rev } }, committed: false };
@@ -332,12 +332,19 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     if (TAXONOMY_ASPECTS.some((a) => version.aspects[a])) await this.store.addTaxonomyMember(ctx.partition, cid);
   }
 
-  /** The head of existing content: 404 when it never existed, 409/40904 when it was deleted. */
-  private async existing(cid: string, forUpdate: boolean): Promise<Snapshot> {
+  /**
+   * The head of existing content: 404 when it never existed; when it was deleted, 404, or for an
+   * update (`updater`) 409/40904 with its last revision, to a caller who could update it: to any
+   * other 403, as for content that exists (Authentication 4), so its revisions stay unknown.
+   */
+  private async existing(cid: string, updater: Principal | null): Promise<Snapshot> {
     const head = await this.store.head(cid);
     if (!head) throw new AppError('NOT_FOUND', `Content ${cid} not found`);
     if (head.deleted) {
-      if (forUpdate) throw new AppError('NOT_FOUND_CONFLICT', 'The content no longer exists', { revision: head.rev });
+      if (updater) {
+        this.allow(updater, 'Update', head.type, contextsOf(head.meta));
+        throw new AppError('NOT_FOUND_CONFLICT', 'The content no longer exists', { revision: head.rev });
+      }
       throw new AppError('NOT_FOUND', `Content ${cid} not found`);
     }
     return head;
