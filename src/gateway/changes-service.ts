@@ -60,6 +60,14 @@ interface WsData {
 
 const errorBody = (e: AppError) => ({ error: e.toBody() });
 
+/** A principal's roles in every context, in one comparable string. */
+const rolesKey = (p: Principal): string =>
+  JSON.stringify(
+    Object.keys(p.contexts)
+      .sort()
+      .map((c) => [c, [...p.contexts[c]].sort()]),
+  );
+
 /**
  * The change feed over HTTP on the gateway's own uWS app: pages, long poll, server-sent events
  * (GET {base_url}/changes) and WebSocket ({base_url}/changes/ws). These are registered as their
@@ -292,7 +300,7 @@ export class ChangesService {
       const keepAlive = setInterval(() => {
         if (Date.now() - lastWrite >= SSE_IDLE_MS) write(': keep-alive\n\n');
       }, SSE_CHECK_MS);
-      const stopWatch = this.watchToken(token, () => sub.close('stopped'));
+      const stopWatch = this.watchToken(token, principal, () => sub.close('stopped'));
       void sub.run();
     });
   }
@@ -349,8 +357,11 @@ export class ChangesService {
         },
       };
       data.sub = new FeedSubscriber(this.fanout, principal, filter, positions, sink, this.d.settings.CHANGES_SUBSCRIBER_BUFFER);
-      const stopWatch = this.watchToken(first.token as string, () =>
-        this.wsFail(ws, new AppError('NOT_AUTHENTICATED', 'The token is no longer valid'), WS_CLOSE.unauthorized),
+      const stopWatch = this.watchToken(
+        first.token as string,
+        principal,
+        () => this.wsFail(ws, new AppError('NOT_AUTHENTICATED', 'The token is no longer valid'), WS_CLOSE.unauthorized),
+        () => data.sub?.close('stopped'),
       );
       const close = sink.close;
       sink.close = (reason) => {
@@ -366,14 +377,21 @@ export class ChangesService {
     }
   }
 
-  /** Calls `onInvalid` once the token is revoked or expired; answers the function that stops watching. */
-  private watchToken(token: string, onInvalid: () => void): () => void {
+  /**
+   * Calls `onInvalid` once the token is revoked or expired, and `onChanged` (by default the same)
+   * once its user's roles differ from those the stream was opened with: a stream delivers what
+   * its caller may read now, so it ends, and the client resumes from its cursor with the roles it
+   * has then. Answers the function that stops watching.
+   */
+  private watchToken(token: string, opened: Principal, onInvalid: () => void, onChanged: () => void = onInvalid): () => void {
+    const roles = rolesKey(opened);
     const timer = setInterval(() => {
       this.d.tokens.authenticate(token).then(
         (p) => {
-          if (p) return;
+          if (p && rolesKey(p) === roles) return;
           clearInterval(timer);
-          onInvalid();
+          if (p) onChanged();
+          else onInvalid();
         },
         () => undefined, // Redis failing: checked again next time
       );

@@ -70,6 +70,25 @@ describe('change feed bad input and slow subscribers (CONTRACT §13)', function 
     expect(ended.ended).to.equal(true);
   });
 
+  it("a change of the user's roles ends its open streams (WebSocket 1001, SSE closed): they deliver what the caller may read now", async () => {
+    const user = `feed${Date.now()}`;
+    await p.tokens!.createAccount(user, 'a password', { sports: ['editor'] });
+    const other = await new Client(p.base).login(user, 'a password');
+    const ws = wsSession(wsUrl, { token: other.token, since: 'now' });
+    const sse = readSse(`${p.base}/changes?since=now`, other.token!, undefined, () => false, 20000);
+    await until(async () => p.gateway!.changes.stats().subscribers === 2, 5000, 'both subscribers');
+    // the same roles written again: the streams stay open
+    await p.tokens!.createAccount(user, 'a password', { sports: ['editor'] });
+    await new Promise((r) => setTimeout(r, 7000));
+    expect(p.gateway!.changes.stats().subscribers).to.equal(2);
+    // the sports roles taken away: both end, the token stays valid
+    await p.tokens!.createAccount(user, 'a password', {});
+    const closed = await ws.closed;
+    expect(closed.code).to.equal(1001);
+    expect((await sse).ended).to.equal(true);
+    expect((await other.req('GET', '/changes?since=now')).status).to.equal(200);
+  });
+
   it('server-sent events: id, event and data records, resumed from Last-Event-ID; 401 without a token', async () => {
     expect((await c.req('GET', '/changes?feed=sse', { token: null })).status).to.equal(401);
     const since: string = (await c.req('GET', '/changes?since=now')).json.last;
