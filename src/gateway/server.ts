@@ -225,7 +225,9 @@ export class Gateway {
       await Promise.race([this.d.redis.ping(), new Promise((_, rej) => setTimeout(() => rej(new Error('timeout')), 1000))]);
       parts.redis = 'ok';
     } catch (e) {
-      parts.redis = `failing: ${(e as Error).message}`;
+      // The driver's message names the server's host and port: logged, never answered (CONTRACT §20).
+      this.d.log.warn({ err: e }, 'health: Redis does not answer');
+      parts.redis = 'failing: Redis does not answer';
     }
     parts.search = await this.searchHealth();
     parts.files = (await this.d.files.ping()) ? 'ok' : `failing: the ${this.d.files.kind} file store does not answer`;
