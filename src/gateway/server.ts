@@ -117,6 +117,9 @@ export class Gateway {
     const uploadPrefix = `/${FILE_PREFIX}/`;
     const bulkPath = `/${CONTENT_PREFIX}/${BULK_ROUTE}`;
     this.changes.mount(app);
+    // The feed's cursor key is read (or written, by the first gateway ever) now, so that no
+    // request writes it, not even a refused one; a failure is tried again by the first request.
+    void this.changes.source.ready().catch(() => undefined);
     app.any('/*', (res, req) => {
       // File uploads and bulk imports stream from the socket instead of being collected (no
       // MAX_BODY_BYTES for the whole body; a bulk line has that limit).
