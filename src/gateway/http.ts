@@ -31,6 +31,9 @@ const REASONS: Record<number, string> = {
   500: 'Internal Server Error',
   503: 'Service Unavailable',
 };
+/** How often a paused body's idle timer is re-armed (holdPaused): under uWS's 10 s, which it counts in 4-s ticks. */
+const PAUSE_KEEPALIVE_MS = 3000;
+
 const statusLine = (code: number) => `${code} ${REASONS[code] ?? 'Unknown'}`;
 
 /**
@@ -80,6 +83,10 @@ export class Exchange {
   private discarding = false;
   /** Whether uWS was told to pause the body (the upload's reader is behind). */
   private paused = false;
+  /** Keeps a paused body's connection open (holdPaused). */
+  private pauseKeeper?: NodeJS.Timeout;
+  /** The answer was ended (whole, streamed or chunked): nothing more is done with the socket. */
+  private ended = false;
   /** Fails the collected body (set while it is being collected). */
   private abortBody?: (e: Error) => void;
   /** The socket's peer address, read when first asked for. */
@@ -189,6 +196,28 @@ export class Exchange {
     }
   }
 
+  /**
+   * Keeps the connection of a paused body open for as long as its reader is behind. This uWS
+   * arms its 10-s idle timeout on resume() and does not disarm it on pause(), and only data
+   * received resets it (not data sent): a body paused for longer (a bulk import waiting for slow
+   * actors, an upload waiting for the file store) had its connection cut, with the lines taken
+   * answered to nobody. While the body is paused, a resume() and a pause() in the same tick
+   * re-arm the timer every few seconds and read nothing (the socket is not polled in between).
+   */
+  private holdPaused(): void {
+    if (this.pauseKeeper) return;
+    this.pauseKeeper = setInterval(() => {
+      if (!this.paused || this.aborted || this.discarding || this.ended) {
+        clearInterval(this.pauseKeeper);
+        this.pauseKeeper = undefined;
+        return;
+      }
+      this.res.resume();
+      this.res.pause();
+    }, PAUSE_KEEPALIVE_MS);
+    this.pauseKeeper.unref();
+  }
+
   /** The body as a Readable fed by uWS: the socket is paused while the reader is behind. */
   private streamBody(): Readable {
     const stream = new Readable({
@@ -209,6 +238,7 @@ export class Exchange {
       if (!stream.push(Buffer.from(ab.slice(0))) && !isLast && !this.paused) {
         this.paused = true;
         this.res.pause();
+        this.holdPaused();
       }
       if (isLast) {
         stream.push(null);
@@ -269,6 +299,7 @@ export class Exchange {
         else if (this.method === 'HEAD') endHead(this.res, body === undefined ? 0 : typeof body === 'string' ? Buffer.byteLength(body) : body.length);
         else this.res.end(body ?? '');
       });
+      this.ended = true;
     } catch (e) {
       // uWS refused a part (a header value that is not a string): part of the answer may be out
       // already, so the connection is closed rather than left waiting for the rest.
@@ -309,6 +340,7 @@ export class Exchange {
         if (this.method === 'HEAD') endHead(res, length);
         else res.end('');
       });
+      this.ended = true;
       return Promise.resolve();
     }
     return new Promise<void>((resolve) => {
@@ -319,6 +351,7 @@ export class Exchange {
       const finish = () => {
         if (done) return;
         done = true;
+        this.ended = true;
         stream.destroy();
         resolve();
       };
@@ -413,6 +446,7 @@ export class Exchange {
   endChunked(): void {
     if (this.aborted) return;
     this.res.cork(() => this.res.end());
+    this.ended = true;
   }
 
   sendJson(status: number, value: unknown, headers: [string, string][] = [], pretty = false): void {

@@ -101,7 +101,7 @@ describe('bulk import: streaming, memory, disconnects (CONTRACT §16)', function
     expect(Math.max(...retained) - retained[0]).to.be.below((bodyMb / 2) * 2 ** 20);
   });
 
-  it('back-pressure: while no actor answers, BULK_IN_FLIGHT commands are out and the upload stalls; then it completes', async () => {
+  it('back-pressure: while no actor answers, BULK_IN_FLIGHT commands are out and the upload stalls, longer than uWS idles a connection; then it completes', async () => {
     // Its own Redis: the command streams hold only this batch's commands.
     const redis = await startRedisServer({ appendonly: false });
     const env = { REDIS_URL: redis.url, BULK_IN_FLIGHT: '40', ACTOR_REPLY_TIMEOUT_MS: '60000' };
@@ -147,9 +147,13 @@ describe('bulk import: streaming, memory, disconnects (CONTRACT §16)', function
       expect(queued).to.equal(40);
       expect(answers).to.deep.equal([]);
       expect(pulled).to.be.below(total / 2);
-      // Actors come: every line is committed and answered.
+      // Actors come after 13 s: more than the 10 s for which uWS keeps an idle connection. The
+      // upload is paused all along and its connection stays open (Exchange.holdPaused; before,
+      // uWS cut it and the answers of the lines taken reached nobody).
+      await new Promise((r) => setTimeout(r, 13_000));
       actors = await startTestPlatform(env, ['actors']);
       const r = await done;
+      expect(r.error, 'the connection stayed open').to.equal(undefined);
       expect(r.status).to.equal(200);
       expect(answers.length).to.equal(total);
       expect(answers.every((x) => x === 201)).to.equal(true);
