@@ -120,6 +120,8 @@ export const LATEST_VIEW = 'svcLatest';
 export const mainAlias = (cid: string): string => `${MAIN_NAMESPACE}/${cid}`;
 export const versionId = (cid: string, versionKey: string): string => `c:${cid}:${versionKey}`;
 export const etagOf = (cid: string, rev: number): string => `W/"${cid}/${rev}"`;
+/** The head of content that exists in main: null when there is none or it was deleted. */
+export const liveHeadOf = (head: Snapshot | null): Snapshot | null => (head && !head.deleted ? head : null);
 
 /** Parses a `c:<cid>:<vk>` version id. */
 export function parseVersionId(id: string): { cid: string; key: string } | null {

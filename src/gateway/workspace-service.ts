@@ -1,6 +1,6 @@
 import { newCommandId, newContentKey } from '../adapters/ids.js';
 import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
-import { etagOf, MAIN_NAMESPACE, type Draft, type Snapshot, type VersionRecord } from '../content/model.js';
+import { etagOf, liveHeadOf, MAIN_NAMESPACE, type Draft, type Snapshot, type VersionRecord } from '../content/model.js';
 import type { DraftResult } from '../actors/content/workspace.js';
 import { AppError } from '../errors.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
@@ -46,8 +46,7 @@ export class WorkspaceService {
   }
 
   private async liveHead(cid: string): Promise<Snapshot | null> {
-    const head = await this.d.store.head(cid);
-    return head && !head.deleted ? head : null;
+    return liveHeadOf(await this.d.store.head(cid));
   }
 
   /** POST workspace: a draft of new content; operations pending, aliases reserved. 201. */
@@ -112,7 +111,7 @@ export class WorkspaceService {
     const ws = this.workspace(p);
     const cid = await this.cidOf(p, ws);
     const [draft, original] = await Promise.all([this.d.store.draft(cid, ws), this.d.store.head(cid)]);
-    const head = original && !original.deleted ? original : null;
+    const head = liveHeadOf(original);
     if (!draft && !head) throw new AppError('NOT_FOUND', `Content ${p.ns}/${p.alias} not found`);
     this.content.reads.checkDraftRead(user, draft, original);
     const type = draft?.type ?? head!.type;

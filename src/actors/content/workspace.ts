@@ -6,7 +6,7 @@ import { canInAnyContext, isAllowed, permissionDenied, type SecurityConfig } fro
 import type { ActorContext, Reply } from '../runtime.js';
 import type { DraftResult, MainWrites, Operation, Outcome, SubResult, Writer, WorkspaceCommand } from './commands.js';
 import { aliasExists, aliasName, freedAliases, setAliasOps, splitAlias } from '../../content/aliases.js';
-import { contextsOf, etagOf, type Aspects, type Draft, type Snapshot } from '../../content/model.js';
+import { contextsOf, etagOf, liveHeadOf, type Aspects, type Draft, type Snapshot } from '../../content/model.js';
 import { applyUpdateMode } from '../../content/update-modes.js';
 
 /**
@@ -59,7 +59,7 @@ export class Workspaces {
    */
   async update(cmd: Extract<Cmd, { k: 'wsUpdate' }>, ctx: ActorContext): Promise<Outcome> {
     const original = await this.store.head(cmd.cid);
-    const head = original && !original.deleted ? original : null;
+    const head = liveHeadOf(original);
     const existing = await this.store.draft(cmd.cid, cmd.workspace);
     if (!head && !existing) throw new AppError('NOT_FOUND', `Content ${cmd.cid} not found`);
     const type = existing?.type ?? head!.type;
