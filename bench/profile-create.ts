@@ -3,38 +3,88 @@
  * profile"). Starts a private Redis, the embedded Solr and the built platform
  * (`dist/src/main.js`, every role) under `node --cpu-prof`, sends creates (or versioned reads
  * of 1,000 seeded contents) with wrk for SECONDS, stops the platform (the profile is written at
- * its exit), and prints the CPU of each process over the load and the platform's self time
- * grouped by where the code lives (node_modules package, node internals, this repository's
- * modules), with the top functions.
- *   npm run build && node --import tsx bench/profile-create.ts [seconds, default 10] [create|read]
+ * its exit), and prints the CPU of each process over the load, the CPU per request, and the
+ * platform's self time during the load grouped by where the code lives (node_modules package,
+ * node internals, this repository's modules), with the top functions.
+ *   npm run build && node --import tsx bench/profile-create.ts [seconds, default 10] [create|read] [fleet]
+ * With `fleet` after the mode, the creates go through the fleet of the bench (src/fleet.ts: 2
+ * web, 2 actors, 1 indexer, every command through the streams) and each process is profiled:
+ *   node --import tsx bench/profile-create.ts 10 create fleet
  * The .cpuprofile stays in .cache/profile/ (open it in Chrome DevTools or speedscope for a
  * flame graph).
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { freePort, startRedisServer } from '../src/dev/redis-server.js';
 import { startSolr } from '../src/dev/solr-server.js';
+import { Fleet } from '../src/fleet.js';
 import { NODE_FLAGS } from '../src/main.js';
 import { cpuOf, login, sleep } from './lib.js';
 
 const SECONDS = Number(process.argv[2] ?? 10);
 const MODE = process.argv[3] ?? 'create';
+const FLEET = process.argv[4] === 'fleet';
 if (MODE !== 'create' && MODE !== 'read') throw new Error('the mode is create or read');
+const PARTITIONS = 64; // as in the bench
 const DIR = join('.cache', 'profile');
 rmSync(DIR, { recursive: true, force: true });
 mkdirSync(DIR, { recursive: true });
 
 const redis = await startRedisServer({});
 const solr = await startSolr({ dataDir: join(DIR, 'solr'), log: () => undefined });
-const port = await freePort();
-const logFd = openSync(join(DIR, 'platform.log'), 'a');
-const platform = spawn(process.execPath, [...NODE_FLAGS, '--cpu-prof', `--cpu-prof-dir=${DIR}`, 'dist/src/main.js'], {
-  env: { ...process.env, REDIS_URL: redis.url, SOLR_URL: solr.url, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', FILES_DIR: join(DIR, 'files') },
-  stdio: ['ignore', logFd, logFd],
+const env = { REDIS_URL: redis.url, SOLR_URL: solr.url, HOST: '127.0.0.1', LOG_LEVEL: 'warn', FILES_DIR: join(DIR, 'files'), PARTITIONS: String(PARTITIONS) };
+const profFlags = [...NODE_FLAGS, '--cpu-prof', `--cpu-prof-dir=${DIR}`];
+/** The profiled processes by name, with their pids (a profile's file name carries its pid). */
+const procs = new Map<string, ChildProcess>();
+let fleet: Fleet | undefined;
+let single: ChildProcess | undefined;
+let root: string;
+let addrs: string[] = [];
+if (FLEET) {
+  const log = join(DIR, 'fleet.log');
+  writeFileSync(log, '');
+  fleet = new Fleet({ env, basePort: 0, entry: 'dist/src/main.js', nodeFlags: profFlags, output: (n, l) => appendFileSync(log, `${n} ${l}\n`) });
+  for (let i = 0; i < 2; i++) fleet.add('web', { PORT: String(await freePort()) });
+  fleet.add('actors');
+  fleet.add('actors');
+  fleet.add('indexer');
+  await fleet.ready(60_000);
+  await actorsBalanced(2);
+  for (const p of fleet.processes) procs.set(p.name, p.child);
+  const webs = fleet.processes.filter((p) => p.url).map((p) => p.url!);
+  root = webs[0];
+  addrs = webs.map((w) => new URL(w).host);
+} else {
+  const port = await freePort();
+  const logFd = openSync(join(DIR, 'platform.log'), 'a');
+  single = spawn(process.execPath, [...profFlags, 'dist/src/main.js'], {
+    env: { ...process.env, ...env, PORT: String(port) },
+    stdio: ['ignore', logFd, logFd],
+  });
+  closeSync(logFd);
+  procs.set('platform', single);
+  root = `http://127.0.0.1:${port}`;
+}
+/** The bench's create (bench/bench.ts). */
+const createBody = JSON.stringify({
+  system: { contentType: 'article' },
+  aspects: {
+    body: {
+      _type: 'body',
+      title: 'Benchmark article',
+      lead: 'A short lead for the benchmark.',
+      text: 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua.',
+      tags: ['bench', 'wrk', 'article'],
+    },
+    byline: { _type: 'byline', author: 'Bench Writer' },
+  },
 });
-closeSync(logFd);
-const root = `http://127.0.0.1:${port}`;
+let rps = 0;
+/** The load's window on the monotonic clock, in µs: V8 stamps profiles with the same clock. */
+const window = { from: 0, to: Number.POSITIVE_INFINITY };
+const monoUs = () => Number(process.hrtime.bigint() / 1000n);
 try {
   for (let i = 0; ; i++) {
     const ok = await fetch(`${root}/health`)
@@ -55,27 +105,56 @@ try {
       env: { ...process.env, TOKEN: token, WRK_PATHS: join(seeded, 'versioned.txt') },
     });
   }
-  const pids: Record<string, number> = { platform: platform.pid!, solr: solr.pid!, redis: redis.pid };
+  const pids: Record<string, number> = { ...Object.fromEntries([...procs].map(([n, c]) => [n, c.pid!])), solr: solr.pid!, redis: redis.pid };
   const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuOf(pid)]));
   const t0 = Date.now();
-  const script = MODE === 'create' ? 'bench/create.lua' : 'bench/wrk-report.lua';
-  const wrk = spawnSync('wrk', ['-t1', '-c50', `-d${SECONDS}s`, '--latency', '-s', script, `${root}/content-service/content`], {
-    env: { ...process.env, TOKEN: token, ...(seeded ? { WRK_PATHS: join(seeded, 'versioned.txt') } : {}) },
+  window.from = monoUs();
+  const body = join(DIR, 'create.json');
+  writeFileSync(body, createBody);
+  // Against the fleet: one wrk thread per gateway (WRK_ADDRS), as the bench runs it.
+  const wrk = spawnSync('wrk', [`-t${FLEET ? 2 : 1}`, '-c50', `-d${SECONDS}s`, '--latency', '-s', 'bench/wrk-report.lua', `${root}/content-service/content`], {
+    env: {
+      ...process.env,
+      TOKEN: token,
+      ...(MODE === 'create' ? { WRK_METHOD: 'POST', WRK_BODY_FILE: body } : { WRK_PATHS: join(seeded, 'versioned.txt') }),
+      ...(FLEET ? { WRK_ADDRS: addrs.join(',') } : {}),
+    },
     encoding: 'utf8',
   });
   const secs = (Date.now() - t0) / 1000;
-  const rps = /Requests\/sec:\s+([\d.]+)/.exec(wrk.stdout)?.[1];
-  console.log(`${MODE === 'create' ? 'creates' : 'versioned reads'}: ${rps} req/s over ${SECONDS} s (wrk -t1 -c50)`);
-  console.log(
-    `CPU over the load, % of one core: ${Object.entries(pids)
-      .map(([k, pid]) => `${k} ${Math.round((cpuOf(pid) - before[k]) / secs)}%`)
-      .join(', ')}`,
-  );
+  window.to = monoUs();
+  rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(wrk.stdout)?.[1] ?? 0);
+  console.log(`${MODE === 'create' ? 'creates' : 'versioned reads'}: ${rps} req/s over ${SECONDS} s (wrk -c50${FLEET ? ', the fleet' : ''})`);
+  const used = Object.entries(pids).map(([k, pid]) => [k, (cpuOf(pid) - before[k]) / secs] as const);
+  console.log(`CPU over the load, % of one core: ${used.map(([k, c]) => `${k} ${Math.round(c)}%`).join(', ')}`);
+  const own = used.filter(([k]) => k !== 'solr' && k !== 'redis').reduce((a, [, c]) => a + c, 0);
+  // cpuOf counts clock ticks (1/100 s): % of a core over requests/s gives ms per request.
+  if (rps)
+    console.log(`platform CPU per request: ${((own / rps) * 10).toFixed(3)} ms (${used.map(([k, c]) => `${k} ${((c / rps) * 10).toFixed(3)}`).join(', ')})`);
 } finally {
-  platform.kill('SIGTERM');
-  await new Promise((r) => platform.once('exit', r));
+  if (fleet) await fleet.stopAll();
+  if (single) {
+    single.kill('SIGTERM');
+    await new Promise((r) => single!.once('exit', r));
+  }
   await solr.stop();
   await redis.stop();
+}
+
+/** Waits until `n` actor processes hold an equal share of the partitions' leases. */
+async function actorsBalanced(n: number): Promise<void> {
+  const r = new Redis(redis.url);
+  try {
+    for (const deadline = Date.now() + 30_000; Date.now() < deadline; await sleep(250)) {
+      const owners = await r.mget(Array.from({ length: PARTITIONS }, (_, p) => `lease:{${p}}`));
+      const counts = new Map<string, number>();
+      for (const o of owners) if (o) counts.set(o, (counts.get(o) ?? 0) + 1);
+      if (owners.every(Boolean) && counts.size === n && [...counts.values()].every((c) => c === PARTITIONS / n)) return;
+    }
+    console.log('the partitions were not evenly shared after 30 s');
+  } finally {
+    r.disconnect();
+  }
 }
 
 interface Node {
@@ -83,17 +162,6 @@ interface Node {
   callFrame: { functionName: string; url: string; lineNumber: number };
   hitCount?: number;
 }
-const file = readdirSync(DIR).find((f) => f.endsWith('.cpuprofile'));
-if (!file) throw new Error('no .cpuprofile written');
-const profile = JSON.parse(readFileSync(join(DIR, file), 'utf8')) as { nodes: Node[]; samples: number[]; timeDeltas: number[] };
-const self = new Map<number, number>();
-profile.samples.forEach((id, i) => {
-  self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
-});
-const byId = new Map(profile.nodes.map((n) => [n.id, n]));
-const total = [...self.values()].reduce((a, b) => a + b, 0);
-const groups = new Map<string, number>();
-const fns = new Map<string, number>();
 /** Where a frame's code lives: a package, node's internals, a module of this repository, or V8 itself. */
 const where = (url: string, name: string): string => {
   if (!url) return name.startsWith('(') ? name : '(native)';
@@ -103,17 +171,41 @@ const where = (url: string, name: string): string => {
   const own = /\/(src\/.+)\.js$/.exec(url);
   return own ? own[1] : url;
 };
-for (const [id, us] of self) {
-  const n = byId.get(id)!;
-  const g = where(n.callFrame.url, n.callFrame.functionName);
-  groups.set(g, (groups.get(g) ?? 0) + us);
-  const f = `${n.callFrame.functionName || '(anonymous)'} ${g}:${n.callFrame.lineNumber + 1}`;
-  fns.set(f, (fns.get(f) ?? 0) + us);
+
+/** Prints one profile's self time grouped by place, and its top functions. */
+function summarize(file: string, label: string): void {
+  const profile = JSON.parse(readFileSync(join(DIR, file), 'utf8')) as { nodes: Node[]; samples: number[]; timeDeltas: number[]; startTime: number };
+  const self = new Map<number, number>();
+  // Only the samples taken during the load: start-up (module loading) and shut-down are left out.
+  let at = profile.startTime;
+  profile.samples.forEach((id, i) => {
+    at += profile.timeDeltas[i] ?? 0;
+    if (at >= window.from && at <= window.to) self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
+  });
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const total = [...self.values()].reduce((a, b) => a + b, 0);
+  const groups = new Map<string, number>();
+  const fns = new Map<string, number>();
+  for (const [id, us] of self) {
+    const n = byId.get(id)!;
+    const g = where(n.callFrame.url, n.callFrame.functionName);
+    groups.set(g, (groups.get(g) ?? 0) + us);
+    const f = `${n.callFrame.functionName || '(anonymous)'} ${g}:${n.callFrame.lineNumber + 1}`;
+    fns.set(f, (fns.get(f) ?? 0) + us);
+  }
+  const pct = (us: number) => `${((us / total) * 100).toFixed(1)}%`;
+  console.log(`\n${label} self time by place (${(total / 1e6).toFixed(1)} s sampled during the load):`);
+  for (const [g, us] of [...groups].sort((a, b) => b[1] - a[1]).slice(0, 15)) console.log(`  ${pct(us).padStart(6)}  ${g}`);
+  console.log(`\n${label} top functions:`);
+  for (const [f, us] of [...fns].sort((a, b) => b[1] - a[1]).slice(0, 15)) console.log(`  ${pct(us).padStart(6)}  ${f}`);
+  console.log(`\nprofile: ${join(DIR, file)}`);
 }
-const pct = (us: number) => `${((us / total) * 100).toFixed(1)}%`;
-console.log(`\nplatform self time by place (${(total / 1e6).toFixed(1)} s sampled, the whole run):`);
-for (const [g, us] of [...groups].sort((a, b) => b[1] - a[1]).slice(0, 15)) console.log(`  ${pct(us).padStart(6)}  ${g}`);
-console.log('\ntop functions:');
-for (const [f, us] of [...fns].sort((a, b) => b[1] - a[1]).slice(0, 15)) console.log(`  ${pct(us).padStart(6)}  ${f}`);
-console.log(`\nprofile: ${join(DIR, file)}`);
+
+const files = readdirSync(DIR).filter((f) => f.endsWith('.cpuprofile'));
+if (!files.length) throw new Error('no .cpuprofile written');
+for (const [name, child] of procs) {
+  const file = files.find((f) => f.split('.').includes(String(child.pid)));
+  if (file) summarize(file, name);
+  else console.log(`\n${name}: no profile written`);
+}
 process.exit(0);
