@@ -40,7 +40,7 @@ import { Redis } from 'ioredis';
 import { freePort, startRedisServer, type RedisServerHandle } from '../src/dev/redis-server.js';
 import { startSolr, type SolrHandle } from '../src/dev/solr-server.js';
 import { Fleet } from '../src/fleet.js';
-import { PLATFORM_FLAGS, cpuOf, indexerSettled, login, round2, sleep } from './lib.js';
+import { CREATE_ENVELOPE, PLATFORM_FLAGS, cpuOf, indexerSettled, login, round2, sleep } from './lib.js';
 import type { AnyJson } from '../src/client/index.js';
 
 const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
@@ -418,22 +418,7 @@ function budget(r: Rec, text: string, checks: [boolean, string][]): Rec {
 // ---------------------------------------------------------------- the run
 
 const createBody = join(WORK, 'create.json');
-writeFileSync(
-  createBody,
-  JSON.stringify({
-    system: { contentType: 'article' },
-    aspects: {
-      body: {
-        _type: 'body',
-        title: 'Benchmark article',
-        lead: 'A short lead for the benchmark.',
-        text: 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua.',
-        tags: ['bench', 'wrk', 'article'],
-      },
-      byline: { _type: 'byline', author: 'Bench Writer' },
-    },
-  }),
-);
+writeFileSync(createBody, JSON.stringify(CREATE_ENVELOPE));
 
 const version = (cmd: string, args: string[]) => {
   const r = spawnSync(cmd, args, { encoding: 'utf8' });

@@ -16,7 +16,7 @@ import { Redis } from 'ioredis';
 import { pack } from 'msgpackr';
 import { packScriptArgs } from '../src/adapters/redis.js';
 import { CommitOutcome } from '../src/adapters/content-store.js';
-import { latencyOf, result, round2 } from './lib.js';
+import { CREATE_ENVELOPE, latencyOf, result, round2 } from './lib.js';
 
 const [url, secondsArg, concurrencyArg, partitionsArg] = process.argv.slice(2);
 if (!url) throw new Error('usage: ceiling-redis.ts <redis url> [seconds] [concurrency] [partitions]');
@@ -32,16 +32,7 @@ const commit = (redis as unknown as { commitContent: Commit }).commitContent.bin
 const OWNER = `bench:${process.pid}`;
 for (let p = 0; p < PARTITIONS; p++) await redis.set(`lease:{${p}}`, OWNER);
 
-const aspects = {
-  body: {
-    _type: 'body',
-    title: 'Benchmark article',
-    lead: 'A short lead for the benchmark.',
-    text: 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua.',
-    tags: ['bench', 'wrk', 'article'],
-  },
-  byline: { _type: 'byline', author: 'Bench Writer' },
-};
+const aspects = CREATE_ENVELOPE.aspects;
 let seq = 0;
 const id = () => `01JBENCH${process.pid.toString(36)}${(seq++).toString(36).padStart(8, '0')}`.toUpperCase();
 

@@ -13,6 +13,21 @@ import { NODE_FLAGS } from '../src/main.js';
 export const PLATFORM_FLAGS: readonly string[] =
   process.env.BENCH_NODE_FLAGS === undefined ? NODE_FLAGS : process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean);
 
+/** The article every create workload sends (the benchmark's, the profile's and the Redis ceiling's). */
+export const CREATE_ENVELOPE = {
+  system: { contentType: 'article' },
+  aspects: {
+    body: {
+      _type: 'body',
+      title: 'Benchmark article',
+      lead: 'A short lead for the benchmark.',
+      text: 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua.',
+      tags: ['bench', 'wrk', 'article'],
+    },
+    byline: { _type: 'byline', author: 'Bench Writer' },
+  },
+};
+
 /**
  * The node arguments of a platform process with `roles`, as `npm start` runs it: the built
  * dist/src/main.js with PLATFORM_FLAGS (the TypeScript source through tsx when nothing is built).

@@ -21,7 +21,7 @@ import { freePort, startRedisServer } from '../src/dev/redis-server.js';
 import { startSolr } from '../src/dev/solr-server.js';
 import { Fleet } from '../src/fleet.js';
 import { NODE_FLAGS } from '../src/main.js';
-import { cpuOf, login, sleep } from './lib.js';
+import { CREATE_ENVELOPE, cpuOf, login, sleep } from './lib.js';
 
 const SECONDS = Number(process.argv[2] ?? 10);
 const MODE = process.argv[3] ?? 'create';
@@ -67,20 +67,6 @@ if (FLEET) {
   procs.set('platform', single);
   root = `http://127.0.0.1:${port}`;
 }
-/** The bench's create (bench/bench.ts). */
-const createBody = JSON.stringify({
-  system: { contentType: 'article' },
-  aspects: {
-    body: {
-      _type: 'body',
-      title: 'Benchmark article',
-      lead: 'A short lead for the benchmark.',
-      text: 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua.',
-      tags: ['bench', 'wrk', 'article'],
-    },
-    byline: { _type: 'byline', author: 'Bench Writer' },
-  },
-});
 let rps = 0;
 /** The load's window on the monotonic clock, in µs: V8 stamps profiles with the same clock. */
 const window = { from: 0, to: Number.POSITIVE_INFINITY };
@@ -110,7 +96,7 @@ try {
   const t0 = Date.now();
   window.from = monoUs();
   const body = join(DIR, 'create.json');
-  writeFileSync(body, createBody);
+  writeFileSync(body, JSON.stringify(CREATE_ENVELOPE));
   // Against the fleet: one wrk thread per gateway (WRK_ADDRS), as the bench runs it.
   const wrk = spawnSync('wrk', [`-t${FLEET ? 2 : 1}`, '-c50', `-d${SECONDS}s`, '--latency', '-s', 'bench/wrk-report.lua', `${root}/content-service/content`], {
     env: {
