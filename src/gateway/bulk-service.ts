@@ -258,7 +258,10 @@ class ImportRun {
   private async take(n: number, buf: Buffer | null): Promise<void> {
     if (buf !== null && isBlank(buf)) return;
     this.counted++;
-    while (this.slots.length > 0 && (this.slots.length >= this.limits.window || this.bytes >= WINDOW_BYTES || this.outBlocked) && !this.x.aborted) {
+    // Also while the socket is behind with the answers, whether or not lines are in flight: a line
+    // answered at once (unreadable, too long, past BULK_MAX_LINES) leaves no slot, and a client
+    // that sends such lines without reading its answer held the gateway's memory without bound.
+    while ((this.slots.length >= this.limits.window || this.bytes >= WINDOW_BYTES || this.outBlocked) && !this.x.aborted) {
       await new Promise<void>((r) => {
         this.wake = r;
       });

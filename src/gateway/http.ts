@@ -203,6 +203,8 @@ export class Exchange {
    * actors, an upload waiting for the file store) had its connection cut, with the lines taken
    * answered to nobody. While the body is paused, a resume() and a pause() in the same tick
    * re-arm the timer every few seconds and read nothing (the socket is not polled in between).
+   * Not while an answer waits for the client to take what was written (`drained`): a client
+   * that neither sends nor reads is cut by uWS's timeout, as before, and gives its slot back.
    */
   private holdPaused(): void {
     if (this.pauseKeeper) return;
@@ -212,6 +214,7 @@ export class Exchange {
         this.pauseKeeper = undefined;
         return;
       }
+      if (this.drainWaiters.length) return;
       this.res.resume();
       this.res.pause();
     }, PAUSE_KEEPALIVE_MS);

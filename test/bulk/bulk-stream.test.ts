@@ -1,4 +1,5 @@
 import http from 'node:http';
+import net from 'node:net';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Readable } from 'node:stream';
@@ -164,6 +165,57 @@ describe('bulk import: streaming, memory, disconnects (CONTRACT §16)', function
     }
   });
 
+  it('a client that sends and never reads its answer: the gateway stops reading, holds bounded memory, and cuts the connection', async () => {
+    // Unreadable lines are answered at once (about 140 bytes for 2). The import used to wait for
+    // the socket only while lines were in flight, so it read such a body at full speed and uWS
+    // buffered every answer: 300,000 lines grew the gateway by 74 MB, and any token could take
+    // the process down (found in a security review). Any signed-in user may try: a reader here.
+    const reader = await new Client(p.base).login('reader');
+    const url = new URL(p.base);
+    const sock = net.connect({ host: url.hostname, port: Number(url.port) });
+    await new Promise<void>((r) => sock.once('connect', () => r()));
+    sock.on('error', () => undefined);
+    let wasClosed = false;
+    sock.on('close', () => {
+      wasClosed = true;
+    });
+    sock.pause(); // never reads
+    sock.write(
+      `POST ${url.pathname}/bulk HTTP/1.1\r\nHost: x\r\nX-Auth-Token: ${reader.token}\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n`,
+    );
+    const rss: number[] = [process.memoryUsage().rss];
+    const sample = setInterval(() => rss.push(process.memoryUsage().rss), 100);
+    const chunk = 'x\n'.repeat(32 * 1024); // 32,768 lines
+    const frame = `${chunk.length.toString(16)}\r\n${chunk}\r\n`;
+    let sent = 0;
+    // Up to 10,000,000 lines (20 MB, more than the socket buffers on the way hold; 1.4 GB of
+    // answers), until the gateway stops taking them for 2 s, or until it grew by 64 MB.
+    const LIMIT = 10_000_000;
+    while (sent < LIMIT && process.memoryUsage().rss - rss[0] < 64 * 2 ** 20) {
+      if (!sock.write(frame)) {
+        const drained = await Promise.race([
+          new Promise<boolean>((r) => sock.once('drain', () => r(true))),
+          new Promise<boolean>((r) => setTimeout(() => r(false), 2000)),
+        ]);
+        if (!drained) break;
+      }
+      sent += 32 * 1024;
+    }
+    // Neither sending nor reading: uWS cuts such a connection after 10 s (the paused body is not
+    // kept open while its answer waits for the client).
+    await new Promise((r) => setTimeout(r, 13_000));
+    clearInterval(sample);
+    const grown = Math.max(...rss) - rss[0];
+    // The paused socket may not have noticed yet: reading takes what is left, then the end.
+    sock.resume();
+    for (let i = 0; i < 30 && !wasClosed; i++) await new Promise((r) => setTimeout(r, 100));
+    sock.destroy();
+    console.log(`      ${sent} lines sent before the gateway stopped taking them; its process grew ${Math.round(grown / 2 ** 20)} MB`);
+    expect(sent, 'the gateway stopped reading the body').to.be.below(LIMIT);
+    expect(grown).to.be.below(32 * 2 ** 20);
+    expect(wasClosed, 'the gateway cut the connection').to.equal(true);
+  });
+
   it('a client that goes away mid-batch: every answered line committed, no half-applied line', async () => {
     const total = 3000;
     const marker = `${tag}-dc`;
@@ -172,6 +224,8 @@ describe('bulk import: streaming, memory, disconnects (CONTRACT §16)', function
       `${JSON.stringify({ op: 'create', content: { system: { contentType: type }, aspects: { body: { n: i } }, operations: [{ _type: 'svcSetAlias', namespace: marker, alias: `a${i}` }] } })}\n`;
     const url = new URL(`${p.base}/bulk`);
     const answered: { line: number; status: number; id?: string }[] = [];
+    /** What the connection did, for the failure message. */
+    const happened: string[] = [];
     await new Promise<void>((resolve) => {
       const req = http.request({
         host: url.hostname,
@@ -181,7 +235,10 @@ describe('bulk import: streaming, memory, disconnects (CONTRACT §16)', function
         agent: false,
         headers: { 'Content-Type': 'application/x-ndjson', 'Transfer-Encoding': 'chunked', 'X-Auth-Token': editor.token! },
       });
-      req.on('error', () => resolve());
+      req.on('error', (e) => {
+        happened.push(`error ${e.message} after ${answered.length} answers`);
+        resolve();
+      });
       req.on('close', () => resolve());
       let i = 0;
       const pump = () => {
@@ -190,6 +247,7 @@ describe('bulk import: streaming, memory, disconnects (CONTRACT §16)', function
         }
       };
       req.on('response', (res) => {
+        happened.push(`status ${res.statusCode}`);
         let carry = '';
         res.setEncoding('utf8');
         res.on('error', () => undefined);
@@ -207,7 +265,7 @@ describe('bulk import: streaming, memory, disconnects (CONTRACT §16)', function
       });
       pump();
     });
-    expect(answered.length).to.be.at.least(200);
+    expect(answered.length, happened.join(', ') || 'no response').to.be.at.least(200);
     expect(answered.length).to.be.below(total);
     // Every answered line is committed as answered.
     for (const a of answered.slice(0, 50)) {
