@@ -323,37 +323,64 @@ export class ChangeSource {
   }
 
   /**
-   * One page for a caller from `positions`: up to `limit` events, examining at most `budget`
-   * entries (a caller that may see little of a busy feed gets an empty page with an advanced
-   * cursor rather than a request that runs for minutes).
+   * One page for a caller from `positions`: the first `limit` events it may receive, in the order
+   * of their stream ids across partitions, examining at most about `budget` entries (a caller
+   * that may see little of a busy feed gets a short or empty page with an advanced cursor rather
+   * than a request that runs for minutes).
+   *
+   * Which events a page holds depends only on the events the caller receives, never on entries
+   * it may not read (CONTRACT §20): entries are taken in id order up to the bound below which
+   * every partition still being read has been read, so an entry it may not read never pushes
+   * one it may out of a page. The partitions are read in rounds, each partition that is running
+   * low taking its share of what the page still misses; what a round reads past the page is read
+   * again by the next page (resolved entries are cached).
    */
   async page(principal: Principal, filter: ChangeFilter, positions: StreamPosition[], limit: number, budget = 20000): Promise<PageResult> {
+    const P = this.partitions;
     const pos = positions.map((p) => ({ ...p }));
     const out: Delivered[] = [];
-    const done = new Set<number>();
+    /** Per partition: entries read and not yet taken (in id order), where its next read starts, whether it reached its end. */
+    const held: ResolvedEntry[][] = Array.from({ length: P }, () => []);
+    const from = pos.map((p) => ({ ...p }));
+    const ended = new Array<boolean>(P).fill(false);
     let scanned = 0;
-    while (out.length < limit && scanned < budget && done.size < this.partitions) {
-      const active = Array.from({ length: this.partitions }, (_, p) => p).filter((p) => !done.has(p));
-      // Each partition's share of what is missing, and no more: order is kept per partition
-      // (per content), so a page need not take the globally oldest events, and what a read takes
-      // beyond the page is read again by the next one.
-      const count = Math.max(4, Math.ceil((limit - out.length) / active.length));
-      const reads = await Promise.all(active.map((p) => this.readAfter(p, pos[p], count)));
-      const entries = reads.flat().sort(compareIds);
-      scanned += entries.length;
+    for (;;) {
+      const reading = held.map((_, p) => p).filter((p) => !ended[p]);
+      const count = Math.max(4, Math.ceil((limit - out.length) / Math.max(1, reading.length)));
+      const low = reading.filter((p) => held[p].length < count);
+      const reads = await Promise.all(low.map((p) => this.readAfter(p, from[p], count)));
+      low.forEach((p, i) => {
+        const got = reads[i];
+        scanned += got.length;
+        held[p].push(...got);
+        if (got.length) from[p] = { ms: got[got.length - 1].ms, seq: got[got.length - 1].seq, sub: 0 };
+        if (got.length < count) ended[p] = true;
+      });
+      // Every entry up to the last one read of the partition that is least far is in hand, in
+      // every partition: below it the order is the streams' own, whatever the caller may read.
+      let bound: { ms: number; seq: number } | null = null;
+      for (let p = 0; p < P; p++) {
+        if (ended[p]) continue;
+        const last = held[p][held[p].length - 1] ?? from[p];
+        if (bound === null || compareIds(last, bound) < 0) bound = last;
+      }
+      const ready: ResolvedEntry[] = [];
+      for (let p = 0; p < P; p++) {
+        let n = 0;
+        while (n < held[p].length && (bound === null || compareIds(held[p][n], bound) <= 0)) n++;
+        ready.push(...held[p].splice(0, n));
+      }
+      ready.sort((a, b) => compareIds(a, b) || a.p - b.p);
       let full = false;
-      for (const entry of entries) {
+      for (const entry of ready) {
         if (!this.consume(entry, pos, principal, filter, out, limit)) {
           full = true;
           break;
         }
       }
-      if (full) break;
-      active.forEach((p, i) => {
-        if (reads[i].length < count) done.add(p);
-      });
+      const drained = !full && held.every((h, p) => ended[p] && h.length === 0);
+      if (full || out.length >= limit || drained || scanned >= budget) return { changes: out, positions: pos, exhausted: drained };
     }
-    return { changes: out, positions: pos, exhausted: done.size === this.partitions };
   }
 }
 

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { partitionOf } from '../../src/adapters/ids.js';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { type FeedEvent, wsSession } from './feed-clients.js';
 
@@ -103,6 +104,54 @@ describe('change feed permissions (CONTRACT §13, §20)', function () {
     clearTimeout(timer);
     const overWs = (ws.messages as unknown as FeedEvent[]).filter((e) => ownersAt.has(e.id));
     expect(perContent(overWs)).to.deep.equal(perContent(expected));
+  });
+
+  it('which events a page holds does not depend on commits the caller may not read (pages of 1, 2 and 3)', async () => {
+    // Sports content A and B in two partitions, culture content C in A's. A page used to read a
+    // few entries of each partition and sort them: culture commits between A's two updates
+    // pushed A's second one out of the first page, behind B's (found in a security review).
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    const P = p.settings.PARTITIONS;
+    const partition = (id: string) => partitionOf(id.slice(id.indexOf('/') + 1), P);
+    const make = async (ctx: string[]) => {
+      const r = await editor.create({ system: { contentType: 'article' }, aspects: { body: { _type: 'body', title: 't' } }, operations: [owners(ctx)] });
+      expect(r.status, r.text).to.equal(201);
+      return { id: r.json.system.id as string, etag: r.headers.get('etag')! };
+    };
+    const touch = async (c: { id: string; etag: string }, n: number) => {
+      const u = await editor.update(c.id, { aspects: { body: { _type: 'body', title: `t${n}` } } }, c.etag);
+      expect(u.status, u.text).to.equal(200);
+      c.etag = u.headers.get('etag')!;
+      await sleep(3); // distinct stream ids across partitions: the order is the commits'
+    };
+    /** The pages a sportseditor gets, as `A@rev`/`B@rev`, with `culture` commits of C between A's two updates. */
+    const pages = async (culture: number, limit: number): Promise<string[][]> => {
+      const a = await make(['sports']);
+      let b = await make(['sports']);
+      while (partition(b.id) === partition(a.id)) b = await make(['sports']);
+      let c = await make(['culture']);
+      while (partition(c.id) !== partition(a.id)) c = await make(['culture']);
+      await sleep(5);
+      let since: string = (await sports.req('GET', '/changes?since=now')).json.last;
+      await touch(a, 1);
+      for (let i = 0; i < culture; i++) await touch(c, i);
+      await touch(a, 2);
+      await touch(b, 1);
+      await touch(a, 3);
+      const out: string[][] = [];
+      for (;;) {
+        const r = await sports.req('GET', `/changes?since=${since}&limit=${limit}`);
+        expect(r.status, r.text).to.equal(200);
+        if (!r.json.changes.length) return out;
+        out.push((r.json.changes as FeedEvent[]).map((e) => `${e.id === a.id ? 'A' : e.id === b.id ? 'B' : '?'}@${e.revision}`));
+        since = r.json.last;
+      }
+    };
+    for (const limit of [1, 2, 3]) {
+      const alone = await pages(0, limit);
+      expect(alone.flat()).to.deep.equal(['A@2', 'A@3', 'B@2', 'A@4']);
+      for (const culture of [3, 12]) expect(await pages(culture, limit), `limit ${limit}, ${culture} culture commits`).to.deep.equal(alone);
+    }
   });
 
   it('a long poll is not answered early by events the caller may not read', async () => {
