@@ -1,26 +1,14 @@
 import { WebSocket } from 'ws';
 import type { TimestateSchedule } from '../../src/actors/timestate-schedule.js';
+import type { ChangeEvent } from '../../src/client/changes.js';
 
 /**
  * Feed clients for the change-feed tests: server-sent events over fetch, and WebSocket through the
  * `ws` package (Node 20 has no WebSocket client without a flag; `ws` comes with uWebSockets.js and
  * has no types here, hence the small interface below).
  */
-export interface FeedEvent {
-  cursor: string;
-  kind: string;
-  id: string;
-  version: string;
-  revision: number;
-  contentType: string;
-  views: string[];
-  aliases: string[];
-  committer: string;
-  time: string;
-  view?: string;
-  action?: string;
-  visible?: boolean;
-}
+/** An event as a client receives it (the typed client's, CONTRACT §13). */
+export type FeedEvent = ChangeEvent;
 
 export interface WsLike {
   on(event: 'open', cb: () => void): void;
