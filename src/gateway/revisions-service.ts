@@ -5,8 +5,8 @@ import { AuditSegments } from '../adapters/audit-segments.js';
 import { newCommandId } from '../adapters/ids.js';
 import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
 import { encodeAuditCursor, parseAuditQuery } from '../content/audit.js';
-import { etagOf, parseVersionId, type Aspects, type Snapshot, type VersionRecord } from '../content/model.js';
-import { isSysadmin } from '../content/permissions.js';
+import { contextsOf, etagOf, parseVersionId, type Aspects, type Snapshot, type VersionRecord } from '../content/model.js';
+import { isAllowed, isSysadmin } from '../content/permissions.js';
 import { compareBody, compareKeys, type JsonDiff, type PatchOperation } from '../content/revisions.js';
 import { AppError } from '../errors.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
@@ -89,9 +89,13 @@ export class RevisionsService {
     const cid = await this.d.store.resolveAlias(p.ns, p.alias);
     if (cid === null) throw missing(p);
     // The file URIs the restored version maps that the caller may read; the actor refuses any other
-    // it adds. The actor decides on the version id itself, after the permission check.
+    // it adds. The actor decides on the version id itself, after the permission check; the version
+    // is looked at here only for a caller who may update the content, so the time of a 403 tells
+    // nothing of whether the version exists or how many files it maps.
     const v = parseVersionId(version);
-    const restored = v?.cid === cid ? await this.d.store.version(cid, v.key) : null;
+    const head = await this.d.heads.get(cid);
+    const mayUpdate = head !== null && !head.deleted && isAllowed(this.d.security, user, 'Update', head.type, contextsOf(head.meta));
+    const restored = mayUpdate && v?.cid === cid ? await this.d.store.version(cid, v.key) : null;
     const files = await this.content.readableFiles(user, restored?.aspects.svcFiles);
     const cmd: ContentCommand = { k: 'restore', id: newCommandId(), cid, requestId: x.requestId, user, files, ifMatch, version };
     const res = await this.d.mailbox.send<WriteResult>(cmd).finally(() => this.d.heads.drop(cid));
