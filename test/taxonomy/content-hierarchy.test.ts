@@ -149,6 +149,34 @@ describe('contentHierarchy taxonomy (spec Taxonomy resources)', function () {
     expect(self.status, self.text).to.equal(400);
   });
 
+  it("a cycle through content the writer may not read is refused without showing that content's parents", async () => {
+    // S in sports; C (culture) under an unreadable middle M (culture) under S. The sportseditor
+    // sets S under C: refused, as for anyone, but the chain would show M's and C's parent
+    // references, which only culture may read (found in a security review).
+    const owners = (o: string[]) => ({ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: o } } });
+    const make = async (title: string, ctx: string[], parent?: string) => {
+      const r = await editor.create({
+        system: { contentType: 'page' },
+        aspects: { body: { title }, svcContentHierarchy: parent ? { name: title, parent } : { name: title } },
+        operations: [owners(ctx)],
+      });
+      expect(r.status, r.text).to.equal(201);
+      return { id: r.json.system.id as string, etag: r.headers.get('etag')! };
+    };
+    const s = await make(`${T} S`, ['sports']);
+    const m = await make(`${T} M`, ['culture'], s.id);
+    const c = await make(`${T} C`, ['culture'], m.id);
+    const sports = await new Client(p.base).login('sportseditor');
+    const r = await sports.update(s.id, { aspects: { svcContentHierarchy: { name: 'S', parent: c.id } } }, s.etag, 'updateMode=merge');
+    expect(r.status, r.text).to.equal(400);
+    expect(r.json.extraInfo).to.deep.equal({ field: 'svcContentHierarchy.parent' });
+    expect(r.text).not.to.include(m.id);
+    // One who may read them all sees the chain.
+    const all = await editor.update(s.id, { aspects: { svcContentHierarchy: { name: 'S', parent: c.id } } }, s.etag, 'updateMode=merge');
+    expect(all.status, all.text).to.equal(400);
+    expect(all.json.extraInfo).to.deep.equal({ field: 'svcContentHierarchy.parent', cycle: [s.id, c.id, m.id, s.id] });
+  });
+
   it('completion on contentHierarchy.contents matches name paths of contents', async () => {
     const r = await editor.taxonomyComplete('contentHierarchy.contents', `${T} H/Sp/Ma`);
     expect(r.status, r.text).to.equal(200);

@@ -7,6 +7,7 @@ import { isAllowed, permissionDenied, type Principal, type SecurityConfig } from
 import type { ActorContext, CommandBase, CommandHandler, Reply } from '../runtime.js';
 import { applyUpdateMode } from '../../content/update-modes.js';
 import { symbolicCycle } from '../../content/views.js';
+import { mayRead } from '../../content/visibility.js';
 import { restoredAspects, versionKeyOf } from '../../content/revisions.js';
 import type { LifecycleHook, Via } from './lifecycle-hooks.js';
 import { Workspaces } from './workspace.js';
@@ -125,7 +126,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     this.allow(cmd.user, 'Create', input.type, contexts);
     if (input.ops.some(isViewOp)) this.allow(cmd.user, 'AssignToView', input.type, contexts);
     checkFileReferences(input.aspects.svcFiles, undefined, cmd.files);
-    await checkTaxonomyAspects(this.store, cmd.cid, input.aspects);
+    await checkTaxonomyAspects(this.store, cmd.cid, input.aspects, (h) => mayRead(this.security, cmd.user, h));
     const hook = { cid: cmd.cid, type: input.type, userId: cmd.user.userId, via, partition: ctx.partition };
     for (const h of this.hooks) await h.beforeCreate?.({ ...hook, aspects: input.aspects });
 
@@ -195,6 +196,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
       this.store,
       cmd.cid,
       Object.fromEntries(Object.keys(input.aspects).flatMap((k) => (version.aspects[k] ? [[k, version.aspects[k]]] : []))),
+      (h) => mayRead(this.security, cmd.user, h),
     );
     const viewEvents = applyOperations(snapshot, vk, input.ops, cmd.user.userId, now);
     // CONTRACT §20 "Owners": a write that moves the content needs Update where it goes too

@@ -1,6 +1,6 @@
 import type { ContentStore } from '../../adapters/content-store.js';
 import { AppError } from '../../errors.js';
-import { MAIN_NAMESPACE, TAXONOMY_NAMESPACE, mainAlias, type Aspect, type Aspects, type Json } from '../../content/model.js';
+import { MAIN_NAMESPACE, TAXONOMY_NAMESPACE, mainAlias, type Aspect, type Aspects, type Json, type Snapshot } from '../../content/model.js';
 import { CONTENT_HIERARCHY_ASPECT, CONTENT_HIERARCHY_DIMENSION, str } from '../../content/taxonomy.js';
 
 /**
@@ -46,7 +46,7 @@ export async function entityHasContent(store: ContentStore, dimension: string, i
  * Two writes racing to close one cycle through different contents can both pass; readers
  * never show entities on a cycle, so such a pair is hidden, not looped over.
  */
-export async function checkTaxonomyAspects(store: ContentStore, cid: string, aspects: Aspects): Promise<void> {
+export async function checkTaxonomyAspects(store: ContentStore, cid: string, aspects: Aspects, mayRead: (head: Snapshot) => boolean): Promise<void> {
   const categorization = aspects.svcCategorization;
   if (categorization !== undefined) {
     const at = childrenOmittedAt(categorization, 'svcCategorization', 0);
@@ -55,18 +55,29 @@ export async function checkTaxonomyAspects(store: ContentStore, cid: string, asp
   }
   const entity = aspects.svcEntityDefinition;
   if (entity && typeof entity.parent === 'string') {
-    await refuseParentCycle(store, cid, str(entity.id), entity.parent, 'svcEntityDefinition', (ref) => store.resolveAlias(TAXONOMY_NAMESPACE, ref));
+    // Entity definitions are public (the taxonomy structure): the chain is shown.
+    await refuseParentCycle(
+      store,
+      cid,
+      str(entity.id),
+      entity.parent,
+      'svcEntityDefinition',
+      (ref) => store.resolveAlias(TAXONOMY_NAMESPACE, ref),
+      () => true,
+    );
   }
   const node = aspects[CONTENT_HIERARCHY_ASPECT];
   if (node && typeof node.parent === 'string') {
-    await refuseParentCycle(store, cid, mainAlias(cid), node.parent, CONTENT_HIERARCHY_ASPECT, (ref) => resolveContentRef(store, ref));
+    await refuseParentCycle(store, cid, mainAlias(cid), node.parent, CONTENT_HIERARCHY_ASPECT, (ref) => resolveContentRef(store, ref), mayRead);
   }
 }
 
 /**
  * Follows `parent` references from `first` through the stored contents that hold them (their
  * current `aspect`), and refuses the write when the chain comes back to this content (`cid`,
- * named `self` in references). Stops at a root, an unknown parent or a cycle elsewhere.
+ * named `self` in references). Stops at a root, an unknown parent or a cycle elsewhere. The
+ * refusal shows the chain only when the writer may read every content on it: the parents of
+ * contents it may not read are theirs to know (found in a security review).
  */
 async function refuseParentCycle(
   store: ContentStore,
@@ -75,31 +86,30 @@ async function refuseParentCycle(
   first: string,
   aspect: string,
   holderOf: (ref: string) => Promise<string | null>,
+  mayRead: (head: Snapshot) => boolean,
 ): Promise<void> {
   const field = `${aspect}.parent`;
   const chain = [self];
   const seen = new Set<string>([cid]);
+  let hidden = false;
+  const refuse = () =>
+    hidden
+      ? new AppError('BAD_REQUEST', `${field} makes a cycle through content you may not read`, { field })
+      : new AppError('BAD_REQUEST', `${field} makes a cycle: ${chain.join(' -> ')}`, { field, cycle: chain });
   let parent: string | null = first;
   while (parent !== null) {
     chain.push(parent);
-    if (parent === self) throw cycle(field, chain);
+    if (parent === self) throw refuse();
     const holder = await holderOf(parent);
-    if (holder === cid || chain.length > MAX_CHAIN) throw cycle(field, chain);
+    if (holder === cid || chain.length > MAX_CHAIN) throw refuse();
     if (holder === null || seen.has(holder)) return; // a root's unknown parent, or a cycle elsewhere
     seen.add(holder);
-    const up = await currentAspect(store, holder, aspect);
+    const head = await store.head(holder);
+    if (!head || head.deleted) return;
+    if (!mayRead(head)) hidden = true;
+    const up = (await store.version(holder, head.head))?.aspects[aspect];
     parent = up && typeof up.parent === 'string' ? up.parent : null;
   }
-}
-
-function cycle(field: string, chain: string[]): AppError {
-  return new AppError('BAD_REQUEST', `${field} makes a cycle: ${chain.join(' -> ')}`, { field, cycle: chain });
-}
-
-async function currentAspect(store: ContentStore, cid: string, name: string): Promise<Aspect | undefined> {
-  const head = await store.head(cid);
-  if (!head || head.deleted) return undefined;
-  return (await store.version(cid, head.head))?.aspects[name];
 }
 
 /** The path of the first `childrenOmitted` key in a categorization, or null. */
