@@ -34,9 +34,29 @@ describe('webhooks: the SSRF guard (CONTRACT §14 "Targets")', () => {
       '::127.0.0.1',
       '64:ff9b::7f00:1',
       'ff02::1',
+      // found in a security review: local-use NAT64, 6to4 of a private address, Teredo, documentation, discard
+      '64:ff9b:1::a00:1',
+      '2002:c0a8:101::1',
+      '2002:7f00:1::',
+      '2001:0:4136:e378:8000:63bf:3fff:fdd2',
+      '2001:db8::1',
+      '100::1',
     ];
+    refused.push('192.0.2.1', '198.51.100.7', '203.0.113.255', '192.88.99.1');
     for (const ip of [...refused, ...refused6]) expect(forbiddenAddress(ip), ip).to.be.a('string');
-    for (const ip of ['8.8.8.8', '172.15.255.255', '172.32.0.0', '192.169.0.1', '11.0.0.1', '2606:4700::1111', '::ffff:8.8.8.8', '64:ff9b::808:808'])
+    for (const ip of [
+      '8.8.8.8',
+      '172.15.255.255',
+      '172.32.0.0',
+      '192.169.0.1',
+      '11.0.0.1',
+      '2606:4700::1111',
+      '::ffff:8.8.8.8',
+      '64:ff9b::808:808',
+      '2002:808:808::1',
+      '2001:4860::8888',
+      '203.0.114.1',
+    ])
       expect(forbiddenAddress(ip), ip).to.equal(null);
   });
 

@@ -31,8 +31,12 @@ const V4_RANGES: [string, number, string][] = [
   ['169.254.0.0', 16, 'link-local'],
   ['172.16.0.0', 12, 'private'],
   ['192.0.0.0', 24, 'IETF protocol assignments'],
+  ['192.0.2.0', 24, 'documentation'],
+  ['192.88.99.0', 24, 'reserved (6to4 relay)'],
   ['192.168.0.0', 16, 'private'],
   ['198.18.0.0', 15, 'benchmarking'],
+  ['198.51.100.0', 24, 'documentation'],
+  ['203.0.113.0', 24, 'documentation'],
   ['224.0.0.0', 4, 'multicast'],
   ['240.0.0.0', 4, 'reserved'],
 ];
@@ -68,14 +72,23 @@ function v6Reason(ip: string): string | null {
   const g = ipv6Groups(ip);
   if (g.every((x) => x === 0)) return 'unspecified';
   if (g.slice(0, 7).every((x) => x === 0) && g[7] === 1) return 'loopback';
-  // IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d) and NAT64 (64:ff9b::a.b.c.d) carry an IPv4 address: judge that one.
+  // IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d), NAT64 (64:ff9b::a.b.c.d) and
+  // 6to4 (2002:aabb:ccdd::) carry an IPv4 address: judge that one.
   const embedded =
     (g.slice(0, 5).every((x) => x === 0) && (g[5] === 0xffff || g[5] === 0)) || (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0));
-  if (embedded) {
-    const v4 = `${g[6] >> 8}.${g[6] & 0xff}.${g[7] >> 8}.${g[7] & 0xff}`;
+  const sixToFour = g[0] === 0x2002;
+  if (embedded || sixToFour) {
+    const [hi, lo] = sixToFour ? [g[1], g[2]] : [g[6], g[7]];
+    const v4 = `${hi >> 8}.${hi & 0xff}.${lo >> 8}.${lo & 0xff}`;
     const r = v4Reason(v4);
     return r ? `${r} (IPv4 ${v4} inside IPv6)` : null;
   }
+  // Local-use NAT64 (64:ff9b:1::/48) translates to whatever the site chose; Teredo (2001::/32)
+  // tunnels to an IPv4 host; neither says where it ends up.
+  if (g[0] === 0x64 && g[1] === 0xff9b && g[2] === 1) return 'local-use NAT64';
+  if (g[0] === 0x2001 && g[1] === 0) return 'Teredo tunnel';
+  if (g[0] === 0x2001 && g[1] === 0xdb8) return 'documentation';
+  if (g[0] === 0x100 && g.slice(1, 4).every((x) => x === 0)) return 'discard-only';
   if ((g[0] & 0xfe00) === 0xfc00) return 'private (unique local)';
   if ((g[0] & 0xffc0) === 0xfe80) return 'link-local';
   if ((g[0] & 0xffc0) === 0xfec0) return 'site-local';
