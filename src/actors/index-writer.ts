@@ -14,13 +14,17 @@ const DEAD_LETTER_MAXLEN = 10_000;
  * refused content is alone; its documents are then sent one by one, and each one refused is set
  * aside: a dead letter in `indexer-dead:{p}` (content id, version, the engine's reason, time),
  * the content in `indexer:refused` (what `/health` and `indexer_refused_contents` count) and an
- * error log line naming all three. The content's entry in `indexer:refused` goes when its
- * documents are next taken (a later version, a re-index, its deletion). Any other failure (a
- * 5xx, the engine unreachable) is thrown: an outage, which the caller retries with back-off.
+ * error log line naming all three. A refused document is removed from the index (with its
+ * block): the one the index held under its id was made from an earlier state of the content
+ * (a change of views, owners, hidden or time state keeps the version's id), and searches must
+ * not go on finding the content as it was before that change. It is not found until it is
+ * indexed again. The content's entry in `indexer:refused` goes when its documents are next
+ * taken (a later version, a re-index, its deletion). Any other failure (a 5xx, the engine
+ * unreachable) is thrown: an outage, which the caller retries with back-off.
  */
 export class IndexWriter {
   constructor(
-    private readonly engine: Pick<SolrEngine, 'replace' | 'add'>,
+    private readonly engine: Pick<SolrEngine, 'replace' | 'add' | 'remove'>,
     private readonly redis: RedisClient,
     private readonly partitions: number,
     private readonly log: Logger,
@@ -63,11 +67,16 @@ export class IndexWriter {
       await this.redis.hdel(keys.indexerRefused, cid);
       return;
     }
+    // Fail closed: what the index held under these ids shows the content's earlier state.
+    await this.engine.remove(refused.map((r) => r.version));
     const deadLetters = keys.indexerDeadLetter(partitionOf(cid, this.partitions));
     const time = new Date().toISOString();
     for (const { version, reason } of refused) {
       await this.redis.xadd(deadLetters, 'MAXLEN', '~', DEAD_LETTER_MAXLEN, '*', 'cid', cid, 'version', version, 'reason', reason, 'time', time);
-      this.log.error({ cid, version, reason, deadLetters }, 'the search engine refused a document; set aside, the others are indexed');
+      this.log.error(
+        { cid, version, reason, deadLetters },
+        'the search engine refused a document; set aside and removed from the index, the others are indexed',
+      );
     }
     await this.redis.hset(keys.indexerRefused, cid, JSON.stringify({ versions: refused.map((r) => r.version), reason: refused[0].reason, time }));
   }

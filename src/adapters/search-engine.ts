@@ -120,6 +120,11 @@ export class SolrEngine {
     }
   }
 
+  /** Deletes documents (each with its block, a root's id removes its children) by id. */
+  async remove(ids: string[]): Promise<void> {
+    if (ids.length) await this.update({ delete: ids }, { commitWithin: String(this.commitWithinMs) });
+  }
+
   /** Deletes what the index holds for these contents that is not among their documents now. */
   private async deleteStale(contents: ContentDocs[]): Promise<void> {
     const wanted = new Set(contents.flatMap((c) => c.docs.flatMap((d) => idsOfBlock(d))));

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Json } from './model.js';
+import { dateRange } from './variants.js';
 import {
   checkSearchDocument,
   contentFields,
@@ -265,5 +266,21 @@ describe('search documents (spec Categorization and search index documents, CONT
       ])
         expect(isDateRange(bad), bad).to.equal(false);
     });
+  });
+});
+
+describe('time-state windows in the index (dateRange)', () => {
+  const at = (s: string) => Date.parse(s);
+  it('writes open ends as the years 0000 and 9999', () => {
+    expect(dateRange()).to.equal('[0000 TO 9999]');
+    expect(dateRange(at('2026-01-01T00:00:00Z'))).to.equal('[2026-01-01T00:00:00.000Z TO 9999]');
+  });
+  it('never writes what the engine refuses: an end before its start, or a year outside 0000-9999', () => {
+    // A refused document left the content's earlier document (views, owners, hidden) in the index.
+    const never = '[0000-01-01T00:00:00.000Z TO 0000-01-01T00:00:00.000Z]';
+    expect(dateRange(at('2030-01-01T00:00:00Z'), at('2020-01-01T00:00:00Z'))).to.equal(never);
+    expect(dateRange(at('2030-01-01T00:00:00Z'), at('2030-01-01T00:00:00Z'))).to.equal(never);
+    expect(dateRange(at('+010000-01-01T00:00:00Z'))).to.equal('[9999-12-31T23:59:59.999Z TO 9999]');
+    expect(dateRange(undefined, at('-000100-01-01T00:00:00Z'))).to.equal('[0000 TO 0000-01-01T00:00:00.000Z]');
   });
 });

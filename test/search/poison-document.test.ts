@@ -6,6 +6,8 @@ import { ContentStore } from '../../src/adapters/content-store.js';
 import { newCommandId, newContentKey, partitionOf } from '../../src/adapters/ids.js';
 import { keys } from '../../src/adapters/redis.js';
 import { Mailbox } from '../../src/actors/mailbox.js';
+import { IndexWriter } from '../../src/actors/index-writer.js';
+import { SolrEngine } from '../../src/adapters/search-engine.js';
 import type { ContentCommand } from '../../src/actors/content/content-actor.js';
 import { startPlatform } from '../../src/main.js';
 import { Client } from '../support/platform.js';
@@ -290,6 +292,50 @@ describe("search documents: the indexer's fields, the write-time schema check, d
       for (const m of text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))) sum += Number(m[1]);
       return sum;
     };
+
+    it('hiding content after a writer gave a view a window that can never hold reaches the index (a refused document used to keep the content public)', async () => {
+      // The engine refuses a date range whose end is before its start. svcTimeState is the
+      // writer's, and such a window made every later re-index of the content refused, so the
+      // index kept the document from before: here public after it left svcPublic (found in a
+      // security review).
+      const c = await editor.create({ system: { contentType: `${T}t` }, aspects: { body: { title: 't' }, svcSolrDocument: { headline_s: `${T} takedown` } } });
+      expect(c.status, c.text).to.equal(201);
+      const id: string = c.json.system.id;
+      const version: string = c.json.system.version;
+      const onPublic = await editor.putView('svcPublic', { version }, c.headers.get('etag')!);
+      expect(onPublic.status, onPublic.text).to.equal(200);
+      await eventually(async () => expect(await anonIds(`headline_s:"${T} takedown"`)).to.deep.equal([version]), 10_000);
+      // Any view of the writer's, with onTime after offTime.
+      const onX = await editor.putView(`${T}x`, { version }, onPublic.headers.get('etag')!);
+      expect(onX.status, onX.text).to.equal(200);
+      const window = {
+        _type: 'svcContentMetadata',
+        aspects: { svcTimeState: { views: { [`${T}x`]: { onTime: '2030-01-01T00:00:00Z', offTime: '2020-01-01T00:00:00Z' } } } },
+      };
+      const inverted = await editor.update(id, { aspects: {}, operations: [window] }, onX.headers.get('etag')!);
+      expect(inverted.status, inverted.text).to.equal(200);
+      // The takedown: hidden.
+      const hide = { _type: 'svcContentMetadata', aspects: { svcContentState: { hidden: true } } };
+      const off = await editor.update(id, { aspects: {}, operations: [hide] }, inverted.headers.get('etag')!);
+      expect(off.status, off.text).to.equal(200);
+      await eventually(async () => expect(await anonIds(`headline_s:"${T} takedown"`)).to.deep.equal([]), 10_000);
+      expect(await solrCount(`id:"${version}" AND svc_contentstate_hidden_b:false`)).to.equal(0);
+      expect(await p.redis.hexists(keys.indexerRefused, id.split('/')[1])).to.equal(0);
+    });
+
+    it('a document the engine refuses is removed from the index, not left as it was (fail closed)', async () => {
+      const writer = new IndexWriter(new SolrEngine(solr, 'content'), p.redis, p.settings.PARTITIONS, pino({ level: 'silent' }));
+      const cid = newContentKey();
+      const id = `c:${cid}:v1`;
+      const doc = { id, root: id, svc_type_s: `${T}f`, svc_views_ss: ['svcLatest', 'svcPublic'], svc_contentstate_hidden_b: false, headline_s: `${T} closed` };
+      await writer.write([{ cid, firstRevision: true, docs: [doc] }]);
+      await eventually(async () => expect(await solrCount(`id:"${id}"`)).to.equal(1), 10_000);
+      // The same version re-indexed (a metadata change), in a shape the engine refuses.
+      await writer.write([{ cid, docs: [{ ...doc, svc_contentstate_hidden_b: true, x_drange: '[2030-01-01T00:00:00Z TO 2020-01-01T00:00:00Z]' }] }]);
+      await eventually(async () => expect(await solrCount(`id:"${id}"`)).to.equal(0), 10_000);
+      expect(await p.redis.hexists(keys.indexerRefused, cid)).to.equal(1);
+      await p.redis.hdel(keys.indexerRefused, cid);
+    });
 
     it("1,000 creates with one the engine refuses among them: the 999 are searchable, the one is a dead letter with the engine's reason, counted, and /health says search is degraded until it is indexed", async () => {
       const type = `${T}p`;
