@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { Aspects, Snapshot } from './model.js';
 import type { Principal, SecurityConfig } from './permissions.js';
-import { mayRead, mayReadVersion, onViewFilter, publicVersionKeys, readFilter, visibilityFilter, type VisibilityRules } from './visibility.js';
+import { mayRead, mayReadVersion, onViewFilter, publicUntil, publicVersionKeys, readFilter, visibilityFilter, type VisibilityRules } from './visibility.js';
 
 const security: SecurityConfig = {
   roles: {
@@ -131,5 +131,19 @@ describe('visibility: who may see a content version (CONTRACT §9, §20)', () =>
     expect(mayRead(security, user({ culture: ['reader'] }), ofSports)).to.equal(false);
     expect(mayRead(security, user({ __global__: ['unknown'] }), snapshot())).to.equal(false);
     expect(mayRead(security, reader, snapshot({ meta: { svcSecurityContext: { owners: ['__global__'] } } }))).to.equal(true);
+  });
+});
+
+describe('visibility: how long a public delivery may be kept (publicUntil)', () => {
+  const windows = (w: Record<string, { offTime?: string }>) => ({ svcTimeState: { views: w } });
+  it('until the latest offTime of the public views that hold the version; null when one has none', () => {
+    const both = { svcPublic: 'v1', web: 'v1' };
+    expect(publicUntil(snapshot({ views: both }), rules.publicViews, 'v1', NOW)).to.equal(null);
+    expect(publicUntil(snapshot({ views: both, meta: windows({ svcPublic: { offTime: iso(NOW + hour) } }) }), rules.publicViews, 'v1', NOW)).to.equal(null);
+    const offs = windows({ svcPublic: { offTime: iso(NOW + hour) }, web: { offTime: iso(NOW + 2 * hour) } });
+    expect(publicUntil(snapshot({ views: both, meta: offs }), rules.publicViews, 'v1', NOW)).to.equal(NOW + 2 * hour);
+    // a view that holds another version, or whose window has closed, does not count
+    expect(publicUntil(snapshot({ views: { svcPublic: 'v1', web: 'v2' }, meta: offs }), rules.publicViews, 'v1', NOW)).to.equal(NOW + hour);
+    expect(publicUntil(snapshot({ views: both, meta: offs }), rules.publicViews, 'v1', NOW + 1.5 * hour)).to.equal(NOW + 2 * hour);
   });
 });

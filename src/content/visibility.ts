@@ -1,7 +1,7 @@
 import { escapePhrase, escapeTerm } from './search-document.js';
 import { contextsOf, type Snapshot } from './model.js';
 import { fieldSafe } from './variants.js';
-import { versionOnView } from './views.js';
+import { timeWindow, versionOnView } from './views.js';
 import { GLOBAL_CONTEXT, WILDCARD, isAllowed, type Principal, type SecurityConfig } from './permissions.js';
 
 /**
@@ -21,6 +21,23 @@ export interface VisibilityRules {
 export function publicVersionKeys(head: Snapshot, publicViews: readonly string[], now: number): string[] {
   if (head.deleted || head.meta.svcContentState?.hidden === true) return [];
   return publicViews.map((v) => versionOnView(head, v, now)).filter((k): k is string => k !== null);
+}
+
+/**
+ * Until when version `versionKey` stays on a public view by its time state, as seen at `now`:
+ * the latest `offTime` of the public views that hold it now (epoch ms), or null when one of them
+ * has none. What shared caches may keep it for (a takedown by hiding, a view change or a delete
+ * cannot be foreseen; README, PUBLIC_CACHE_MAX_AGE).
+ */
+export function publicUntil(head: Snapshot, publicViews: readonly string[], versionKey: string, now: number): number | null {
+  let until = Number.NEGATIVE_INFINITY;
+  for (const v of publicViews) {
+    if (versionOnView(head, v, now) !== versionKey) continue;
+    const off = timeWindow(head, v).off;
+    if (off === undefined) return null;
+    until = Math.max(until, off);
+  }
+  return until;
 }
 
 /** Read permission on a content, by its type and the contexts of its owners: what a token may see of it. */

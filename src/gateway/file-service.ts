@@ -236,7 +236,7 @@ export class FileDeliveryService {
     if (fileUri === undefined) throw new AppError('NOT_FOUND', `The content has no file at ${path}`);
     const fileKey = fileKeyOfUri(fileUri);
     if (!fileKey) throw new AppError('NOT_FOUND', `The content maps ${path} to ${fileUri}, which is not a file address`);
-    const cacheControl = this.cacheControlOf(byVersion, x.header('x-auth-token') === undefined);
+    const cacheControl = this.cacheControlOf(byVersion, x.header('x-auth-token') === undefined, head, key);
     if (rendition) {
       const source = await this.d.files.stat(fileKey);
       if (!source) throw fileNotFound();
@@ -263,14 +263,18 @@ export class FileDeliveryService {
   /**
    * A version never changes, an alias may move: versions may be kept, aliases revalidated.
    * With PUBLIC_CACHE_MAX_AGE set, a version read without a token (so one on a public view:
-   * `checkVersionDelivery` let it through) may be kept by shared caches too. Anything read with
-   * a token stays private, even content that is public: a shared cache must never hold an
-   * answer that was decided for a user.
+   * `checkVersionDelivery` let it through) may be kept by shared caches too, no longer than its
+   * time state keeps it public: a delivery whose `offTime` is near is kept until then at most
+   * (and is not `immutable`). Anything read with a token stays private, even content that is
+   * public: a shared cache must never hold an answer that was decided for a user.
    */
-  private cacheControlOf(byVersion: boolean, tokenless: boolean): string {
+  private cacheControlOf(byVersion: boolean, tokenless: boolean, head: Snapshot, key: string): string {
     const maxAge = this.d.settings.PUBLIC_CACHE_MAX_AGE;
     if (!byVersion) return ALIAS_CACHE_CONTROL;
-    return maxAge !== undefined && tokenless ? `public, max-age=${maxAge}, immutable` : FILE_CACHE_CONTROL;
+    if (maxAge === undefined || !tokenless) return FILE_CACHE_CONTROL;
+    const lifetime = this.reads.publicLifetime(head, key, maxAge);
+    if (lifetime === maxAge) return `public, max-age=${maxAge}, immutable`;
+    return lifetime > 0 ? `public, max-age=${lifetime}` : 'no-store';
   }
 
   private async headOf(cid: string): Promise<Snapshot> {

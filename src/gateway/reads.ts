@@ -1,7 +1,7 @@
 import type { Settings } from '../../config/settings.js';
 import type { Draft, Snapshot } from '../content/model.js';
 import { canInAnyContext, permissionDenied, type Principal, type SecurityConfig } from '../content/permissions.js';
-import { mayRead, mayReadVersion, onViewFilter, publicVersionKeys, visibilityFilter, type VisibilityRules } from '../content/visibility.js';
+import { mayRead, mayReadVersion, onViewFilter, publicUntil, publicVersionKeys, visibilityFilter, type VisibilityRules } from '../content/visibility.js';
 import { AppError } from '../errors.js';
 
 export interface ReadsDeps {
@@ -100,6 +100,14 @@ export class Reads {
   }
 
   /** Versions on a public view now (inside its time state), none for hidden content. */
+  /** Seconds a shared cache may keep a public delivery of this version, at most `max` (see publicUntil); 0 when it is not public. */
+  publicLifetime(head: Snapshot, versionKey: string, max: number): number {
+    const now = this.d.clock();
+    if (!this.publicVersions(head).includes(versionKey)) return 0;
+    const until = publicUntil(head, this.rules.publicViews, versionKey, now);
+    return until === null ? max : Math.max(0, Math.min(max, Math.floor((until - now) / 1000)));
+  }
+
   private publicVersions(head: Snapshot): string[] {
     return publicVersionKeys(head, this.rules.publicViews, this.d.clock());
   }

@@ -14,6 +14,7 @@ describe('public caching of delivery, opt-in (PUBLIC_CACHE_MAX_AGE)', function (
   let editor: Client;
   let pubVersion: string;
   let privVersion: string;
+  let make: (views: string[], offTime?: number) => Promise<string>;
 
   before(async () => {
     p = await startTestPlatform({ PUBLIC_CACHE_MAX_AGE: '600' });
@@ -21,15 +22,18 @@ describe('public caching of delivery, opt-in (PUBLIC_CACHE_MAX_AGE)', function (
     const png = await sharp({ create: { width: 40, height: 30, channels: 3, background: '#3a6' } })
       .png()
       .toBuffer();
-    const make = async (views: string[]) => {
+    make = async (views: string[], offTime?: number) => {
       const up = await editor.upload('content/owner/pic.png', png, 'image/png');
       expect(up.status, up.text).to.equal(201);
       const c = await editor.create({
         system: { contentType: 'article' },
         aspects: { body: { title: 'cached' }, svcFiles: { files: { 'pic.png': { fileUri: up.json.URI, filePath: 'pic.png' } } } },
         operations: [
-          { _type: 'svcSetAlias', namespace: 'pubcache', alias: views.length ? 'pub' : 'priv' },
+          { _type: 'svcSetAlias', namespace: 'pubcache', alias: offTime ? 'timed' : views.length ? 'pub' : 'priv' },
           ...(views.length ? [{ _type: 'svcAssignToViews', views }] : []),
+          ...(offTime
+            ? [{ _type: 'svcContentMetadata', aspects: { svcTimeState: { views: { svcPublic: { offTime: new Date(offTime).toISOString() } } } } }]
+            : []),
         ],
       });
       expect(c.status, c.text).to.equal(201);
@@ -37,6 +41,19 @@ describe('public caching of delivery, opt-in (PUBLIC_CACHE_MAX_AGE)', function (
     };
     pubVersion = await make(['svcPublic']);
     privVersion = await make([]);
+  });
+
+  it('no longer than the time state keeps it public: max-age ends at the offTime, not immutable (files and renditions)', async () => {
+    // A shared cache kept such an answer for PUBLIC_CACHE_MAX_AGE whatever the offTime, and
+    // served the bytes after the platform itself answered 401 (found in a security review).
+    const timed = await make(['svcPublic'], Date.now() + 60_000);
+    for (const path of [`version/${timed}/pic.png`, `version/${timed}/pic.png?w=20&fm=webp`]) {
+      const [status, ...rest] = (await cc(path)).split(' ');
+      const header = rest.join(' ');
+      expect(status, path).to.equal('200');
+      const maxAge = Number(/^public, max-age=(\d+)$/.exec(header)?.[1]);
+      expect(maxAge, header).to.be.within(50, 60);
+    }
   });
   after(async () => p?.stop());
 
