@@ -208,9 +208,9 @@ const delivery = (summary: string, description: string): OperationDoc => ({
   query: renditionQuery,
   headers: { Range: str('One byte range, `bytes=a-b`'), 'If-None-Match': ifNoneMatch, Accept: str('Chooses the rendition format with `fm=auto`') },
   responses: {
-    200: bytes('The file, or its rendition', ['ETag', 'Cache-Control', 'Accept-Ranges']),
-    206: bytes('The range asked for', ['ETag', 'Cache-Control', 'Content-Range', 'Accept-Ranges']),
-    304: notModified(['ETag', 'Cache-Control']),
+    200: bytes('The file, or its rendition', ['ETag', 'Cache-Control', 'Accept-Ranges', 'Vary']),
+    206: bytes('The range asked for', ['ETag', 'Cache-Control', 'Content-Range', 'Accept-Ranges', 'Vary']),
+    304: notModified(['ETag', 'Cache-Control', 'Vary']),
     403: err('The caller lacks Read on the content, or a rendition without a valid sig'),
     404: err('No such content, version, path or file, or the main image asked for as a raw file'),
     416: E[416],

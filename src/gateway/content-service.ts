@@ -35,6 +35,8 @@ import type { ReindexScope } from '../actors/reindex-session.js';
 
 export const CONTENT_PREFIX = 'content-service';
 const VERSIONED_CACHE_CONTROL = 'private, no-transform, proxy-revalidate, max-age=31536000';
+/** A versioned read is kept a year, privately, for the token it was decided for only (a browser shared by two users). */
+const VARY_ACCEPT_TOKEN: [string, string] = ['Vary', 'Accept, X-Auth-Token'];
 
 type ReadKind = 'content' | 'metadata' | 'history';
 
@@ -355,8 +357,8 @@ export class ContentService implements ContentEndpoints {
       entry = {
         snap,
         etag,
-        headers200: [['Content-Type', 'application/json'], ['ETag', etag], ['Cache-Control', VERSIONED_CACHE_CONTROL], VARY_ACCEPT],
-        headers304: [['ETag', etag], ['Cache-Control', VERSIONED_CACHE_CONTROL], VARY_ACCEPT],
+        headers200: [['Content-Type', 'application/json'], ['ETag', etag], ['Cache-Control', VERSIONED_CACHE_CONTROL], VARY_ACCEPT_TOKEN],
+        headers304: [['ETag', etag], ['Cache-Control', VERSIONED_CACHE_CONTROL], VARY_ACCEPT_TOKEN],
         bodies: new Map(),
       };
       this.revisions.set(key, entry);

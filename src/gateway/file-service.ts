@@ -237,6 +237,9 @@ export class FileDeliveryService {
     const fileKey = fileKeyOfUri(fileUri);
     if (!fileKey) throw new AppError('NOT_FOUND', `The content maps ${path} to ${fileUri}, which is not a file address`);
     const cacheControl = this.cacheControlOf(byVersion, x.header('x-auth-token') === undefined, head, key);
+    // An answer decided for a token is kept (privately) for that token only: a browser shared by
+    // two users must not hand one the other's files from its cache.
+    const vary = ['X-Auth-Token'];
     if (rendition) {
       const source = await this.d.files.stat(fileKey);
       if (!source) throw fileNotFound();
@@ -250,13 +253,14 @@ export class FileDeliveryService {
         cacheControl,
         info: made,
         contentType: () => MIME_OF_FORMAT[format],
-        headers: params.fm === 'auto' ? [['Vary', 'Accept']] : [],
+        headers: [['Vary', [...vary, ...(params.fm === 'auto' ? ['Accept'] : [])].join(', ')]],
       });
       return;
     }
     await sendFile(x, this.d.files, fileKey, {
       cacheControl,
       contentType: (info) => deliveryContentType(info.mimeType, path),
+      headers: [['Vary', vary.join(', ')]],
     });
   }
 

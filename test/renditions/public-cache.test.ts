@@ -74,5 +74,9 @@ describe('public caching of delivery, opt-in (PUBLIC_CACHE_MAX_AGE)', function (
     expect(await cc('alias/pubcache/pub/pic.png')).to.equal('200 private, no-transform, no-cache');
     expect(await cc(`version/${privVersion}/pic.png`, editor.token!)).to.equal('200 private, no-transform, max-age=31536000');
     expect((await cc(`version/${privVersion}/pic.png`)).split(' ')[0]).to.equal('401');
+    // kept privately for the token it was decided for only (a browser two users share)
+    const r = await fetch(`${p.url}/file-delivery-service/version/${privVersion}/pic.png`, { headers: { 'X-Auth-Token': editor.token! } });
+    await r.arrayBuffer();
+    expect(r.headers.get('vary')).to.equal('X-Auth-Token');
   });
 });
