@@ -191,7 +191,7 @@ export class ChangesService {
       sendPage(x, page.changes, this.source.cursors.encode(page.positions));
       return;
     }
-    return this.longPoll(x, principal, filter, page.positions, limit, timeout);
+    return this.longPoll(x, principal, filter, page.positions, limit, timeout, x.header('x-auth-token')!);
   }
 
   /** The positions a `since` names: absent, the oldest kept; `now`, after the last event; else a cursor (400, 410). */
@@ -205,22 +205,45 @@ export class ChangesService {
     return positions;
   }
 
-  /** Waits for the first matching event (or the timeout) and answers a page of what came. */
-  private longPoll(x: Exchange, principal: Principal, filter: ChangeFilter, positions: StreamPosition[], limit: number, timeout: number): Promise<void> {
+  /**
+   * Waits for the first matching event (or the timeout) and answers a page of what came. A token
+   * revoked meanwhile answers 401; roles changed meanwhile, an empty page from where the poll
+   * started (what came was chosen for the roles of before: the client polls again).
+   */
+  private longPoll(
+    x: Exchange,
+    principal: Principal,
+    filter: ChangeFilter,
+    positions: StreamPosition[],
+    limit: number,
+    timeout: number,
+    token: string,
+  ): Promise<void> {
     return new Promise<void>((resolve) => {
       const got: Delivered[] = [];
       let answered = false;
       let sub: FeedSubscriber | undefined;
-      const answer = () => {
+      const finish = (send: () => void) => {
         if (answered) return;
         answered = true;
         clearTimeout(timer);
+        stopWatch();
         sub?.close('stopped');
-        const changes = got.slice(0, limit);
-        const last = changes.length ? changes[changes.length - 1].cursor : this.source.cursors.encode(sub?.positions ?? positions);
-        sendPage(x, changes, last);
+        send();
         resolve();
       };
+      const answer = () =>
+        finish(() => {
+          const changes = got.slice(0, limit);
+          const last = changes.length ? changes[changes.length - 1].cursor : this.source.cursors.encode(sub?.positions ?? positions);
+          sendPage(x, changes, last);
+        });
+      const stopWatch = this.watchToken(
+        token,
+        principal,
+        () => finish(() => x.sendError(new AppError('NOT_AUTHENTICATED', 'The token was revoked or expired'))),
+        () => finish(() => sendPage(x, [], this.source.cursors.encode(positions))),
+      );
       const timer = setTimeout(answer, timeout);
       const sink: FeedSink = {
         write: (batch) => {
@@ -236,6 +259,7 @@ export class ChangesService {
         x.aborted = true;
         answered = true;
         clearTimeout(timer);
+        stopWatch();
         sub?.close('stopped');
         resolve();
       });
@@ -385,19 +409,28 @@ export class ChangesService {
    */
   private watchToken(token: string, opened: Principal, onInvalid: () => void, onChanged: () => void = onInvalid): () => void {
     const roles = rolesKey(opened);
-    const timer = setInterval(() => {
+    let done = false;
+    const stop = () => {
+      done = true;
+      clearInterval(timer);
+      unlisten();
+    };
+    const check = () => {
       this.d.tokens.authenticate(token).then(
         (p) => {
-          if (p && rolesKey(p) === roles) return;
-          clearInterval(timer);
+          if (done || (p && rolesKey(p) === roles)) return;
+          stop();
           if (p) onChanged();
           else onInvalid();
         },
         () => undefined, // Redis failing: checked again next time
       );
-    }, TOKEN_RECHECK_MS);
+    };
+    // Roles are checked every few seconds; a revocation at once (the token service tells of it).
+    const timer = setInterval(check, TOKEN_RECHECK_MS);
     timer.unref();
-    return () => clearInterval(timer);
+    const unlisten = this.d.tokens.onRevocation(check);
+    return stop;
   }
 
   /** Sends `{"error": {...}}`, then closes with `code`. */

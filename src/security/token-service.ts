@@ -179,6 +179,8 @@ export class TokenService {
    * lookup that raced one does not cache the token.
    */
   private revokeEpoch = 0;
+  /** Told of every revocation this process hears of (open feed streams check their token at once). */
+  private readonly revocationListeners = new Set<() => void>();
   private client: NodeRedisClient | null = null;
   private accounts: Repository<AccountEntity> | null = null;
   private tokens: Repository<TokenEntity> | null = null;
@@ -248,6 +250,17 @@ export class TokenService {
     this.revokeEpoch++;
     this.inflight.clear();
     if (token !== undefined) this.cache.delete(token);
+    for (const f of this.revocationListeners) f();
+  }
+
+  /**
+   * Calls `f` after every revocation this process hears of (its own, or another process's by the
+   * feed), without saying which token: whoever holds one checks it. Answers the function that
+   * stops the calls.
+   */
+  onRevocation(f: () => void): () => void {
+    this.revocationListeners.add(f);
+    return () => this.revocationListeners.delete(f);
   }
 
   /**
