@@ -99,15 +99,15 @@ export class Reads {
     return fqs;
   }
 
-  /** Versions on a public view now (inside its time state), none for hidden content. */
   /** Seconds a shared cache may keep a public delivery of this version, at most `max` (see publicUntil); 0 when it is not public. */
   publicLifetime(head: Snapshot, versionKey: string, max: number): number {
     const now = this.d.clock();
-    if (!this.publicVersions(head).includes(versionKey)) return 0;
+    if (!publicVersionKeys(head, this.rules.publicViews, now).includes(versionKey)) return 0;
     const until = publicUntil(head, this.rules.publicViews, versionKey, now);
     return until === null ? max : Math.max(0, Math.min(max, Math.floor((until - now) / 1000)));
   }
 
+  /** Versions on a public view now (inside its time state), none for hidden content. */
   private publicVersions(head: Snapshot): string[] {
     return publicVersionKeys(head, this.rules.publicViews, this.d.clock());
   }
