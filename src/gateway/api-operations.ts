@@ -192,9 +192,9 @@ const fileRead: OperationDoc = {
   auth: 'required',
   headers: { Range: str('One byte range, `bytes=a-b`'), 'If-None-Match': ifNoneMatch },
   responses: {
-    200: bytes('The file; Content-Type sniffed from the data', ['ETag', 'Cache-Control', 'Accept-Ranges']),
-    206: bytes('The range asked for', ['ETag', 'Cache-Control', 'Content-Range', 'Accept-Ranges']),
-    304: notModified(['ETag', 'Cache-Control']),
+    200: bytes('The file; Content-Type sniffed from the data', ['ETag', 'Cache-Control', 'Accept-Ranges', 'Vary']),
+    206: bytes('The range asked for', ['ETag', 'Cache-Control', 'Content-Range', 'Accept-Ranges', 'Vary']),
+    304: notModified(['ETag', 'Cache-Control', 'Vary']),
     403: E[403],
     404: err('No such file, or another user’s tmp file'),
     416: E[416],

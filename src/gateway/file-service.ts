@@ -114,7 +114,8 @@ export class FileService {
         const user = await this.authenticate(x);
         const key = this.keyOf(segs.slice(1));
         const info = await this.access(user, key, 'read');
-        return sendFile(x, this.d.files, key, { cacheControl: FILE_CACHE_CONTROL, info: info ?? undefined });
+        // Kept by the browser for a year, decided for this token: another user's token must not be answered from it.
+        return sendFile(x, this.d.files, key, { cacheControl: FILE_CACHE_CONTROL, info: info ?? undefined, headers: [['Vary', 'X-Auth-Token']] });
       }
       case 'DELETE': {
         await x.noBody();

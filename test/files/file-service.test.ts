@@ -205,6 +205,8 @@ describe('file service (spec "File service", CONTRACT §8)', () => {
       expect(r.headers.get('etag')).to.match(/^"[0-9A-Z]{26}"$/);
       expect(r.headers.get('accept-ranges')).to.equal('bytes');
       expect(r.headers.get('x-content-type-options')).to.equal('nosniff');
+      // Kept privately for a year, decided for this token: a browser shared by two users must ask again for the other.
+      expect(r.headers.get('vary')).to.equal('X-Auth-Token');
     });
 
     it('an uploaded HTML page is served sandboxed: scripts in it never run with the platform origin', async () => {
@@ -229,6 +231,7 @@ describe('file service (spec "File service", CONTRACT §8)', () => {
     it('ranges: 206 with Content-Range, suffix ranges, 416 past the end; several ranges answer the whole file', async () => {
       const r = await download(location, { Range: 'bytes=10-19' });
       expect(r.status).to.equal(206);
+      expect(r.headers.get('vary')).to.equal('X-Auth-Token');
       expect(r.headers.get('content-range')).to.equal(`bytes 10-19/${data.length}`);
       expect(r.body.equals(data.subarray(10, 20))).to.equal(true);
       const suffix = await download(location, { Range: 'bytes=-100' });
@@ -249,6 +252,7 @@ describe('file service (spec "File service", CONTRACT §8)', () => {
       const r = await download(location, { 'If-None-Match': etag });
       expect(r.status).to.equal(304);
       expect(r.body.length).to.equal(0);
+      expect(r.headers.get('vary')).to.equal('X-Auth-Token');
     });
 
     it('reads need a token (401)', async () => {
