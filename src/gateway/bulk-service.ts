@@ -65,7 +65,25 @@ export class BulkService {
       maxLineBytes: this.d.settings.MAX_BODY_BYTES,
       log: (err) => this.d.log.error({ err, requestId: x.requestId }, 'bulk line failed'),
     });
-    if (await run.consume(x.bodyStream())) x.endChunked();
+    // An import may stay open for hours: each line acts as its caller is when it runs, as its
+    // single request would. A revoked or expired token answers the lines after it 401; changed
+    // roles apply to the lines after the change.
+    const token = x.header('x-auth-token')!;
+    let unwatch = (): void => undefined;
+    const watch = (opened: Principal): void => {
+      unwatch = this.d.tokens.watch(token, opened, (now) => {
+        run.actAs(now);
+        if (now) watch(now);
+      });
+    };
+    watch(user);
+    let complete: boolean;
+    try {
+      complete = await run.consume(x.bodyStream());
+    } finally {
+      unwatch();
+    }
+    if (complete) x.endChunked();
     else if (!x.aborted) {
       // The status line is out: the client must see a cut answer, never a complete-looking one.
       x.discardBody();
@@ -85,6 +103,12 @@ export class BulkService {
     // Each chunk written is whole lines; a writer waits while the socket is behind.
     let next = 0;
     let stop = false;
+    // The lines are chosen for the caller's roles: once the token is revoked or expired, or the
+    // roles change, the export is cut (never ended as if complete); the client starts again.
+    const unwatch = this.d.tokens.watch(x.header('x-auth-token')!, user, () => {
+      stop = true;
+      if (!x.aborted) x.res.close();
+    });
     const scanner = async () => {
       for (let p = next++; p < this.d.settings.PARTITIONS && !x.aborted && !stop; p = next++) {
         for (const type of types ?? [undefined]) {
@@ -105,6 +129,8 @@ export class BulkService {
       }),
     );
     const failed = (await Promise.allSettled(scanners)).find((r) => r.status === 'rejected');
+    unwatch();
+    if (x.aborted) return;
     if (failed) {
       // The status line is out: a client must see a cut stream, never a complete-looking export.
       this.d.log.error({ err: failed.reason, requestId: x.requestId }, 'export failed');
@@ -193,9 +219,15 @@ class ImportRun {
   constructor(
     private readonly x: Exchange,
     private readonly writes: ContentWrites,
-    private readonly user: Principal,
+    /** The caller as they are now; null once the token was revoked or expired. */
+    private user: Principal | null,
     private readonly limits: ImportLimits,
   ) {}
+
+  /** The caller's token now names `now` (other roles), or nothing (null): lines not yet run act so. */
+  actAs(now: Principal | null): void {
+    this.user = now;
+  }
 
   /**
    * Reads the whole body; resolves when every line taken is answered (or the client went away):
@@ -270,6 +302,7 @@ class ImportRun {
     const slot: Slot = { n, bytes: buf?.length ?? 0, text: null };
     this.slots.push(slot);
     this.bytes += slot.bytes;
+    if (!this.user) return this.answer(slot, errorAnswer(revoked())); // as its single request: the token first
     if (buf === null) return this.answer(slot, errorAnswer(new AppError('PAYLOAD_TOO_LARGE', `Line longer than ${this.limits.maxLineBytes} bytes`)));
     if (this.counted > this.limits.maxLines) {
       return this.answer(
@@ -285,8 +318,7 @@ class ImportRun {
     }
     const names = namesOf(line);
     const before = names.map((k) => this.tails.get(k)).filter((t): t is Promise<void> => t !== undefined);
-    const w: WriteContext = { user: this.user, requestId: `${this.x.requestId}:${n}`, via: 'bulk' };
-    const run = before.length ? Promise.all(before).then(() => this.apply(w, line)) : this.apply(w, line);
+    const run = before.length ? Promise.all(before).then(() => this.apply(n, line)) : this.apply(n, line);
     const done = run.then(
       (a) => this.answer(slot, a),
       (e: unknown) => this.answer(slot, errorAnswer(errorOf(e, this.limits.log))),
@@ -297,8 +329,10 @@ class ImportRun {
     });
   }
 
-  /** The line as its single request: create, update (unsafe without ifMatch) or delete. */
-  private async apply(w: WriteContext, line: Line): Promise<Record<string, unknown>> {
+  /** The line as its single request, sent now: create, update (unsafe without ifMatch) or delete. */
+  private async apply(n: number, line: Line): Promise<Record<string, unknown>> {
+    if (!this.user) throw revoked();
+    const w: WriteContext = { user: this.user, requestId: `${this.x.requestId}:${n}`, via: 'bulk' };
     if (line.op === 'create') return writeAnswer(201, await this.writes.create(w, line.content));
     const ref = refOf(line.id);
     if (line.op === 'update') {
@@ -341,6 +375,8 @@ class ImportRun {
     w?.();
   }
 }
+
+const revoked = (): AppError => new AppError('NOT_AUTHENTICATED', 'The token was revoked or expired: this line was not applied');
 
 const isBlank = (b: Buffer): boolean => {
   for (const c of b) if (c !== 0x20 && c !== 0x09 && c !== 0x0d) return false;

@@ -41,8 +41,6 @@ const SSE_IDLE_MS = 9_000;
 const SSE_CHECK_MS = 5_000;
 /** A WebSocket must send its first message within this. */
 const WS_FIRST_MESSAGE_MS = 10_000;
-/** How often an open stream's token is checked again (a revoked or expired token ends the stream). */
-const TOKEN_RECHECK_MS = 5000;
 /** Bytes a WebSocket may hold unsent before its subscriber counts as behind. */
 const WS_HIGH_WATER = 256 * 1024;
 /** WebSocket close codes: a bad token, a bad first message, an expired cursor, a subscriber that did not read. */
@@ -59,14 +57,6 @@ interface WsData {
 }
 
 const errorBody = (e: AppError) => ({ error: e.toBody() });
-
-/** A principal's roles in every context, in one comparable string. */
-const rolesKey = (p: Principal): string =>
-  JSON.stringify(
-    Object.keys(p.contexts)
-      .sort()
-      .map((c) => [c, [...p.contexts[c]].sort()]),
-  );
 
 /**
  * The change feed over HTTP on the gateway's own uWS app: pages, long poll, server-sent events
@@ -408,29 +398,7 @@ export class ChangesService {
    * has then. Answers the function that stops watching.
    */
   private watchToken(token: string, opened: Principal, onInvalid: () => void, onChanged: () => void = onInvalid): () => void {
-    const roles = rolesKey(opened);
-    let done = false;
-    const stop = () => {
-      done = true;
-      clearInterval(timer);
-      unlisten();
-    };
-    const check = () => {
-      this.d.tokens.authenticate(token).then(
-        (p) => {
-          if (done || (p && rolesKey(p) === roles)) return;
-          stop();
-          if (p) onChanged();
-          else onInvalid();
-        },
-        () => undefined, // Redis failing: checked again next time
-      );
-    };
-    // Roles are checked every few seconds; a revocation at once (the token service tells of it).
-    const timer = setInterval(check, TOKEN_RECHECK_MS);
-    timer.unref();
-    const unlisten = this.d.tokens.onRevocation(check);
-    return stop;
+    return this.d.tokens.watch(token, opened, (now) => (now ? onChanged() : onInvalid()));
   }
 
   /** Sends `{"error": {...}}`, then closes with `code`. */

@@ -32,6 +32,17 @@ import { loadSecurityConfig, type SecurityConfigWithUsers } from './security-con
  */
 
 /** The spec's Token response. Times are epoch milliseconds as strings of digits. */
+/** How often the token of a request that stays open is checked again (TokenService.watch). */
+export const TOKEN_RECHECK_MS = 5000;
+
+/** A principal's roles in every context, in one comparable string. */
+const rolesKey = (p: Principal): string =>
+  JSON.stringify(
+    Object.keys(p.contexts)
+      .sort()
+      .map((c) => [c, [...p.contexts[c]].sort()]),
+  );
+
 export interface TokenResponse {
   token: string;
   userId: string;
@@ -261,6 +272,38 @@ export class TokenService {
   onRevocation(f: () => void): () => void {
     this.revocationListeners.add(f);
     return () => this.revocationListeners.delete(f);
+  }
+
+  /**
+   * Watches the token of a request that stays open (a change-feed stream, a bulk import, an
+   * export): calls `changed` once, with null when the token was revoked or expired, or with the
+   * principal it names now when its user's roles differ from `opened`'s. Such a request acts for
+   * its caller as the caller is now, never as they were when it opened. Checked at once after a
+   * revocation this process hears of, and every TOKEN_RECHECK_MS (role changes, expiry). Answers
+   * the function that stops watching.
+   */
+  watch(token: string, opened: Principal, changed: (now: Principal | null) => void): () => void {
+    const roles = rolesKey(opened);
+    let done = false;
+    const stop = () => {
+      done = true;
+      clearInterval(timer);
+      unlisten();
+    };
+    const check = () => {
+      this.authenticate(token).then(
+        (p) => {
+          if (done || (p && rolesKey(p) === roles)) return;
+          stop();
+          changed(p);
+        },
+        () => undefined, // Redis failing: checked again next time
+      );
+    };
+    const timer = setInterval(check, TOKEN_RECHECK_MS);
+    timer.unref();
+    const unlisten = this.onRevocation(check);
+    return stop;
   }
 
   /**

@@ -1,6 +1,7 @@
+import { PassThrough } from 'node:stream';
 import { expect } from 'chai';
 import { Client, article, startTestPlatform } from '../support/platform.js';
-import { eventually } from '../support/wait.js';
+import { eventually, until } from '../support/wait.js';
 import { bulk, type AnswerLine } from './ndjson.js';
 
 type P = Awaited<ReturnType<typeof startTestPlatform>>;
@@ -214,6 +215,76 @@ describe('bulk import: each line as its single request (CONTRACT §16)', functio
     const r415 = await bulk(p.base, sports.token!, body, { contentType: 'application/json' });
     expect(r415.status).to.equal(415);
     expect((await sysadmin.readContent(`bk/${tag}-unauth`)).status).to.equal(404);
+  });
+
+  it('an open import acts as its caller is when each line runs: roles taken away answer 403, a revoked token 401, and nothing after is applied', async () => {
+    const user = `bk${tag}`;
+    await p.tokens!.createAccount(user, 'a password', { sports: ['editor'] });
+    const c = await new Client(p.base).login(user, 'a password');
+    const body = new PassThrough();
+    const answers: AnswerLine[] = [];
+    const run = bulk(p.base, c.token!, body, { onAnswer: (a) => void answers.push(a) });
+    // uWS cuts a request whose body comes slower than 16 KB/s for 10 s (its slow-client guard):
+    // blank lines, which are not answered, keep this slow import above that (README, bulk import).
+    const blank = `${' '.repeat(4096)}\n`;
+    let n = 0;
+    const pump = setInterval(() => {
+      body.write(blank);
+      n++;
+    }, 100);
+    const send = (name: string) => {
+      n++;
+      body.write(line({ op: 'create', content: { ...article(name), operations: [sportsOwned, setAlias(`${tag}-w${n}`)] } }));
+      return n;
+    };
+    const lines: number[] = [];
+    const sendLine = (name: string) => {
+      const k = send(name);
+      lines.push(k);
+      return k;
+    };
+    const answerOf = (k: number) => answers.find((a) => a.line === k);
+    /** Sends a line every 200 ms until one answers `status`: the lines before it may be answered either way. */
+    const sendUntil = async (status: number) => {
+      let found = 0;
+      await until(
+        async () => {
+          const sent = sendLine('line');
+          await until(async () => answerOf(sent) !== undefined, 10000, `the answer of line ${sent}`);
+          if (answerOf(sent)!.status === status) found = sent;
+          else await new Promise((r) => setTimeout(r, 200));
+          return found > 0;
+        },
+        20000,
+        `a line answered ${status}`,
+      );
+      return found;
+    };
+    expect(await sendUntil(201)).to.equal(lines[0]);
+    // The sports roles taken away (the token stays valid): the lines after are the caller's now.
+    await p.tokens!.createAccount(user, 'a password', {});
+    const denied = await sendUntil(403);
+    const afterDenied = sendLine('after the roles went');
+    await until(async () => answerOf(afterDenied) !== undefined, 10000, 'the answer');
+    expect(answerOf(afterDenied)!.status).to.equal(403);
+    // The token revoked: every line after answers 401, as its single request would.
+    expect((await c.req('DELETE', '/security/token')).status).to.equal(204);
+    const revoked = await sendUntil(401);
+    sendLine('after the revocation');
+    clearInterval(pump);
+    body.end();
+    const r = await run;
+    expect(r.status, r.error?.message).to.equal(200);
+    expect(r.error).to.equal(undefined);
+    expect(answers.map((a) => a.line)).to.deep.equal(lines);
+    expect(answers.at(-1)!.status).to.equal(401);
+    expect(answerOf(revoked)!.error!.statusCode).to.equal('40100');
+    // Nothing answered 403 or 401 was applied.
+    for (const a of answers) {
+      const read = await sysadmin.readContent(`bk/${tag}-w${a.line}`);
+      expect(read.status, `line ${a.line} answered ${a.status}`).to.equal(a.status === 201 ? 200 : 404);
+    }
+    expect(denied).to.be.greaterThan(lines[0]);
   });
 
   it('the OpenAPI document describes both operations as NDJSON', async () => {

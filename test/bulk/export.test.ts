@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import http from 'node:http';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +9,7 @@ import fc from 'fast-check';
 import { type RedisServerHandle, startRedisServer } from '../../src/dev/redis-server.js';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { bulkImport, exportContents } from '../../src/client/bulk.js';
+import { bulk } from './ndjson.js';
 
 const run = promisify(execFile);
 type P = Awaited<ReturnType<typeof startTestPlatform>>;
@@ -198,5 +200,40 @@ describe('bulk export (CONTRACT §16)', function () {
     const read = await new Client(b.base).login('sportseditor').then((c) => c.readContent('news/round-trip'));
     expect(read.status).to.equal(200);
     expect(read.json.aspects!.teaser).to.deep.equal({ _type: 'teaser', text: 't' });
+  });
+
+  it('an export whose token is revoked while it is open is cut, never ended as if complete', async () => {
+    // About 48 MB of lines: more than the socket's buffers hold while the client does not read.
+    const N = 3000;
+    const title = 'x'.repeat(16 * 1024);
+    const lines = Array.from(
+      { length: N },
+      (_, i) =>
+        `${JSON.stringify({ op: 'create', content: { system: { contentType: 'cutexport' }, aspects: { body: { _type: 'body', title: `${i}${title}` } } } })}\n`,
+    );
+    const imported = await bulk(a.base, sysadmin.token!, lines);
+    expect(imported.answers.filter((l) => l.status === 201)).to.have.length(N);
+    const reader = await new Client(a.base).login('reader');
+    const url = new URL(`${a.base}/export?types=cutexport`);
+    const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
+      http
+        .get({ host: url.hostname, port: url.port, path: `${url.pathname}${url.search}`, headers: { 'X-Auth-Token': reader.token! }, agent: false }, resolve)
+        .on('error', reject);
+    });
+    expect(res.statusCode).to.equal(200);
+    res.pause();
+    expect((await reader.req('DELETE', '/security/token')).status).to.equal(204);
+    let got = 0;
+    const ended = await new Promise<string>((resolve) => {
+      res.on('data', (b: Buffer) => {
+        for (const c of b) if (c === 10) got++;
+      });
+      res.on('end', () => resolve('end'));
+      res.on('error', () => resolve('cut'));
+      res.on('aborted', () => resolve('cut'));
+      res.resume();
+    });
+    expect(ended, `${got} of ${N} lines`).to.equal('cut');
+    expect(got).to.be.lessThan(N);
   });
 });
