@@ -169,7 +169,7 @@ describe('taxonomy read model (spec "Taxonomy service", CONTRACT §10)', () => {
     const m = buildTaxonomyModel(DEFS);
     const levels = [['s']];
     const matches = definedCompletions(m, 'dimension.Tag', levels, all);
-    addIndexedCompletions(m, 'dimension.Tag', levels, matches, ['Sport', 'Sailing', 'Arts/Sculpture', 'Tennis']);
+    addIndexedCompletions(m, 'dimension.Tag', levels, matches, ['Sport', 'Sailing', 'Arts/Sculpture', 'Tennis'], all);
     expect(matches.map((c) => c.path.join('/'))).to.deep.equal(['Sport', 'Sailing', 'Arts/Sculpture']);
     const dim = m.byId.get('dimension.Tag');
     if (dim?.kind !== 'dimension') throw new Error('no dimension');
@@ -188,9 +188,24 @@ describe('taxonomy read model (spec "Taxonomy service", CONTRACT §10)', () => {
     expect(completionOf(m, dim, matches.slice(0, 1), (e) => e.id === 'tag.sport').entities[0].childrenOmitted, 'only children the caller sees count').to.equal(
       false,
     );
+    // An entity the caller does not see is as if it did not exist: the same indexed path is
+    // completed as for a model without it (left out, it told that the entity exists).
+    const noSport = (e: TaxonomyNode) => e.id !== 'tag.sport';
+    const without = buildTaxonomyModel(DEFS.filter((d) => !['tag.sport', 'tag.tennis', 'tag.football'].includes(d.id)));
+    for (const [model, sees] of [
+      [m, noSport],
+      [without, all],
+    ] as const) {
+      const hidden = definedCompletions(model, 'dimension.Tag', levels, sees);
+      addIndexedCompletions(model, 'dimension.Tag', levels, hidden, ['Sport', 'Sailing'], sees);
+      expect(
+        completionOf(model, dim, hidden, sees).entities.map((e) => e.id),
+        'the same with and without the hidden entity',
+      ).to.deep.equal(['Sport', 'Sailing']);
+    }
     const many = Array.from({ length: MAX_COMPLETIONS + 5 }, (_, i) => `S${i}`);
     const capped = definedCompletions(m, 'dimension.Tag', levels, all);
-    addIndexedCompletions(m, 'dimension.Tag', levels, capped, many);
+    addIndexedCompletions(m, 'dimension.Tag', levels, capped, many, all);
     expect(capped).to.have.length(MAX_COMPLETIONS);
   });
 });

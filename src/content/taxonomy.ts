@@ -324,11 +324,18 @@ export function definedCompletions(model: TaxonomyModel, dimId: string, levels: 
 
 /**
  * Adds to `matches` the name paths found in the index (already filtered for the caller) that
- * match the levels and are no defined entity's path, up to MAX_COMPLETIONS in all.
+ * match the levels and are no path of a defined entity the caller sees, up to MAX_COMPLETIONS in
+ * all. An entity the caller does not see is as if it did not exist (CONTRACT §20): a path of the
+ * index that equals its path is completed like any other (left out, it told that such an entity
+ * exists: anyone could test names by tagging content of their own).
  */
-export function addIndexedCompletions(model: TaxonomyModel, dimId: string, levels: string[][], matches: Candidate[], indexedPaths: string[]): void {
+export function addIndexedCompletions(model: TaxonomyModel, dimId: string, levels: string[][], matches: Candidate[], indexedPaths: string[], sees: Sees): void {
   if (matches.length >= MAX_COMPLETIONS) return;
-  const known = new Set(candidatesOf(model, dimId).map((c) => c.path.join('/')));
+  const known = new Set(
+    candidatesOf(model, dimId)
+      .filter((c) => seenWithAncestors(model, c.entity!, sees))
+      .map((c) => c.path.join('/')),
+  );
   for (const path of indexedPaths) {
     if (known.has(path)) continue;
     const c = candidate(path.split('/'));

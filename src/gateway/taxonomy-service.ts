@@ -121,7 +121,7 @@ export class TaxonomyService {
     const matches = definedCompletions(model, dim.id, levels, sees);
     // An enumerable dimension has all its entities defined; only the others are looked up in the index.
     if (this.d.engine && !dim.enumerable && matches.length < MAX_COMPLETIONS) {
-      addIndexedCompletions(model, dim.id, levels, matches, await this.indexedPaths(dim.id, levels.flat(), user));
+      addIndexedCompletions(model, dim.id, levels, matches, await this.indexedPaths(dim.id, levels.flat(), user), sees);
     }
     x.sendJson(200, completionOf(model, dim, matches, sees));
   }
