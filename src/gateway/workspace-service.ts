@@ -1,6 +1,7 @@
 import { newCommandId, newContentKey } from '../adapters/ids.js';
 import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
-import { etagOf, liveHeadOf, MAIN_NAMESPACE, type Draft, type Snapshot, type VersionRecord } from '../content/model.js';
+import { contextsOf, etagOf, liveHeadOf, MAIN_NAMESPACE, type Draft, type Snapshot, type VersionRecord } from '../content/model.js';
+import { isAllowed } from '../content/permissions.js';
 import type { DraftResult } from '../actors/content/workspace.js';
 import { AppError } from '../errors.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
@@ -184,8 +185,12 @@ export class WorkspaceService {
     const ws = this.workspace(p);
     const fmt = formatOf(x.query.get('format'), x.header('accept')); // refused before anything is written
     const cid = await this.cidOf(p, ws);
-    // Promote writes main as the promoter: the draft's files are checked for the promoter.
-    const files = await this.content.readableFiles(user, (await this.d.store.draft(cid, ws))?.aspects.svcFiles);
+    // Promote writes main as the promoter: the draft's files are checked for the promoter. The
+    // draft is looked at here only for a caller who may update the content in main (the actor
+    // answers the others 403 before it looks either), so the time of a 403 tells nothing of it.
+    const original = await this.d.store.head(cid);
+    const mayPromote = original === null || isAllowed(this.d.security, user, 'Update', original.type, contextsOf(original.meta));
+    const files = await this.content.readableFiles(user, mayPromote ? (await this.d.store.draft(cid, ws))?.aspects.svcFiles : undefined);
     const res = await this.d.mailbox
       .send<WriteResult, ContentCommand>({ k: 'wsPromote', id: newCommandId(), cid, user, files, workspace: ws })
       .finally(() => this.d.heads.drop(cid));

@@ -120,6 +120,39 @@ describe('security: reads answer the same whether or not content the caller may 
     expect(after.anon).to.deep.equal(before.anon);
   });
 
+  it('removing or promoting a draft of content the caller may not update answers the same whether or not the draft exists, and names no content key', async () => {
+    const c = await editor.create({
+      system: { contentType: 'article' },
+      aspects: { body: { title: 'culture, drafted' } },
+      operations: [
+        { _type: 'svcSetAlias', namespace: T, alias: 'culture-drafted' },
+        { _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: ['culture'] } } },
+      ],
+    });
+    expect(c.status, c.text).to.equal(201);
+    const cid = (c.json.system.id as string).split('/')[1];
+    const [withDraft, without] = [`${T}drafted`, `${T}undrafted`];
+    const d = await editor.req('PUT', `/content/workspace/${withDraft}/alias/${T}/culture-drafted`, {
+      body: { aspects: { body: { title: 'culture draft' } } },
+    });
+    expect(d.status, d.text).to.equal(200);
+    const answer = async (ws: string) => {
+      const out: string[] = [];
+      for (const [method, path] of [
+        ['DELETE', `/content/workspace/${ws}/alias/${T}/culture-drafted`],
+        ['POST', `/content/workspace/${ws}/alias/${T}/culture-drafted/promote`],
+      ]) {
+        const r = await sports.req(method, path);
+        expect(r.text).to.not.include(cid);
+        out.push(JSON.stringify({ method, status: r.status, body: r.text.split(ws).join('<ws>') }));
+      }
+      return out;
+    };
+    expect(await answer(withDraft)).to.deep.equal(await answer(without));
+    // the draft is still there for the editor
+    expect((await editor.req('GET', `/content/workspace/${withDraft}/alias/${T}/culture-drafted`)).json.aspects.body.title).to.equal('culture draft');
+  });
+
   it('a draft of culture content stays culture-only after the content is deleted in main: not listed, read, replaced or removed by the sportseditor', async () => {
     const ws = `${T}deleted`;
     const c = await editor.create({

@@ -106,16 +106,13 @@ export class Workspaces {
 
   /** Draft delete: only the workspace is affected, no conflict check; its reservations are released. */
   async remove(cmd: Extract<Cmd, { k: 'wsDelete' }>, ctx: ActorContext): Promise<Outcome> {
+    // The original decides, also when deleted in main since the draft was made; it is asked before
+    // the draft, so a caller without the permission gets the same 403 whether or not a draft exists.
+    const original = cmd.clear ? null : await this.store.head(cmd.cid);
+    if (original && !isAllowed(this.security, cmd.user, 'Create', original.type, contextsOf(original.meta))) throw permissionDenied('Create', cmd.user);
     const draft = await this.store.draft(cmd.cid, cmd.workspace);
-    if (!draft) throw new AppError('NOT_FOUND', `No draft of ${cmd.cid} in workspace ${cmd.workspace}`);
-    if (!cmd.clear) {
-      // The original decides, also when deleted in main since the draft was made.
-      const original = await this.store.head(cmd.cid);
-      const allowed = original
-        ? isAllowed(this.security, cmd.user, 'Create', draft.type, contextsOf(original.meta))
-        : canInAnyContext(this.security, cmd.user, 'Create', draft.type);
-      if (!allowed) throw permissionDenied('Create', cmd.user);
-    }
+    if (!draft) throw noDraft(cmd.workspace);
+    if (!cmd.clear && !original && !canInAnyContext(this.security, cmd.user, 'Create', draft.type)) throw permissionDenied('Create', cmd.user);
     const out = await this.write(cmd, ctx, null, { removed: true });
     if (out !== 'lease-lost' && out.reply.ok) {
       await this.release(cmd.cid, cmd.workspace, draft.reserved);
@@ -131,8 +128,12 @@ export class Workspaces {
    * and the draft stays). The main commit removes the draft in the same atomic step.
    */
   async promote(cmd: Extract<Cmd, { k: 'wsPromote' }>, ctx: ActorContext): Promise<Outcome> {
+    // Content in main is updated by the promote: a caller who may not update it gets the update's
+    // 403 before the draft is looked at (the same answer whether or not a draft exists).
+    const original = await this.store.head(cmd.cid);
+    if (original && !isAllowed(this.security, cmd.user, 'Update', original.type, contextsOf(original.meta))) throw permissionDenied('Update', cmd.user);
     const draft = await this.store.draft(cmd.cid, cmd.workspace);
-    if (!draft) throw new AppError('NOT_FOUND', `No draft of ${cmd.cid} in workspace ${cmd.workspace}`);
+    if (!draft) throw noDraft(cmd.workspace);
     const ops = draft.ops as Operation[];
     const out = draft.fromCreate
       ? await this.main.createMain(cmd, ctx, { type: draft.type, aspects: draft.aspects, ops }, 'promote', cmd.workspace)
@@ -220,3 +221,6 @@ export class Workspaces {
     return outcome === CommitOutcome.Committed ? { reply, committed: true } : 'lease-lost';
   }
 }
+
+/** 404 for a draft that is not there; it names no content key (the caller named the content by alias). */
+const noDraft = (workspace: string): AppError => new AppError('NOT_FOUND', `No draft of this content in workspace ${workspace}`);
