@@ -51,6 +51,10 @@ export class SearchService {
     if (!this.d.engine)
       throw new AppError('UNAVAILABLE', 'No search engine is configured (set SOLR_URL, or install Java and Maven for the embedded Solr)', {}, 30);
     if (!/^[A-Za-z0-9_.-]{1,128}$/.test(p.collection)) throw new AppError('BAD_REQUEST', 'Invalid collection name');
+    // Only the platform's collection: the filters are written for its documents, and another
+    // collection of a shared engine (read in full through a global reader's filter) must answer
+    // as one that does not exist, so the proxy tells nothing of what else the engine holds.
+    if (p.collection !== this.d.settings.SOLR_COLLECTION) throw new AppError('NOT_FOUND', `The search engine has no collection ${p.collection}`);
     const request = checkSearchParams(await this.params(x));
     const user = await this.d.tokens.caller(x.header('x-auth-token'));
     const now = this.d.clock();

@@ -1,9 +1,12 @@
+import { cpSync } from 'node:fs';
+import { join } from 'node:path';
 import { expect } from 'chai';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { loadSettings } from '../../config/settings.js';
 import { startPlatform } from '../../src/main.js';
 import { freePort } from '../../src/dev/redis-server.js';
+import { repoPath } from '../../src/repo-files.js';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { ensureTestSolr } from '../support/solr.js';
 import { eventually } from '../support/wait.js';
@@ -502,6 +505,31 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
           await down.stop();
         }
       });
+    });
+
+    it('only the platform collection is searched: another collection of the same engine answers as one that does not exist', async () => {
+      // A second core on the engine, holding a document nobody's filters were written for.
+      const solr = await ensureTestSolr();
+      const home = ((await (await fetch(`${solr}/admin/info/system?wt=json`)).json()) as { solr_home: string }).solr_home;
+      const name = `other${T}`;
+      cpSync(repoPath('tools', 'solr', 'configsets', 'content', 'conf'), join(home, name, 'conf'), { recursive: true });
+      const made = await fetch(`${solr}/admin/cores?action=CREATE&name=${name}&instanceDir=${encodeURIComponent(join(home, name))}&wt=json`);
+      expect(made.status, await made.text()).to.equal(200);
+      try {
+        const added = await fetch(`${solr}/${name}/update?commit=true`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json' },
+          body: '[{"id":"not-platform-content","root":"not-platform-content"}]',
+        });
+        expect(added.status, await added.text()).to.equal(200);
+        const other = await reader.req('GET', `${p.search}/${name}/select?q=*:*`);
+        const none = await reader.req('GET', `${p.search}/no_such_collection/select?q=*:*`);
+        expect(other.text).to.not.include('not-platform-content');
+        expect([other.status, other.text.split(name).join('<name>')]).to.deep.equal([none.status, none.text.split('no_such_collection').join('<name>')]);
+        expect(none.status).to.equal(404);
+      } finally {
+        await fetch(`${solr}/admin/cores?action=UNLOAD&core=${name}&deleteInstanceDir=true`);
+      }
     });
 
     it('sysadmin sees everything, reader everything readable, on the same data', async () => {
