@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import http from 'node:http';
+import net from 'node:net';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -236,4 +237,70 @@ describe('bulk export (CONTRACT §16)', function () {
     expect(ended, `${got} of ${N} lines`).to.equal('cut');
     expect(got).to.be.lessThan(N);
   });
+
+  it('the HTTP chunks of an export are the same whether or not content the caller may not read exists (property)', async () => {
+    // One partition, so content the caller may not read shares the catalog scan with its own.
+    const redis = await startRedisServer({ appendonly: false });
+    const c = await startTestPlatform({ REDIS_URL: redis.url, PARTITIONS: '1' });
+    try {
+      const editor = await new Client(c.base).login('editor');
+      const own = await new Client(c.base).login('sportseditor');
+      const type = 'chunked';
+      const lineOf = (owner: string, i: number) =>
+        `${JSON.stringify({ op: 'create', content: { system: { contentType: type }, aspects: { body: { _type: 'body', title: `${owner} ${i}` } }, operations: [owners([owner])] } })}\n`;
+      const made = await bulk(
+        c.base,
+        own.token!,
+        Array.from({ length: 20 }, (_, i) => lineOf('sports', i)),
+      );
+      expect(made.answers.filter((l) => l.status === 201)).to.have.length(20);
+      const before = await exportChunks(c.base, own.token!, `types=${type}`);
+      const hidden = await bulk(
+        c.base,
+        editor.token!,
+        Array.from({ length: 1500 }, (_, i) => lineOf('culture', i)),
+      );
+      expect(hidden.answers.filter((l) => l.status === 201)).to.have.length(1500);
+      const after = await exportChunks(c.base, own.token!, `types=${type}`);
+      expect(after.lines).to.equal(20);
+      expect(after.sizes).to.deep.equal(before.sizes);
+      // Lines span chunks: every chunk but the last is 64 KiB, and every line arrives whole.
+      const all = await exportChunks(c.base, editor.token!, `types=${type}`);
+      expect(all.sizes.length).to.be.greaterThan(2);
+      expect(all.sizes.slice(0, -1).every((n) => n === 65536)).to.equal(true);
+      expect(all.lines).to.equal(1520);
+    } finally {
+      await c.stop();
+      await redis.stop();
+    }
+  });
 });
+
+/** GET /export over a raw socket: the sizes of its HTTP chunks, as sent, and its line count. */
+async function exportChunks(base: string, token: string, query: string): Promise<{ sizes: number[]; lines: number }> {
+  const url = new URL(`${base}/export?${query}`);
+  const raw = await new Promise<Buffer>((resolve, reject) => {
+    const parts: Buffer[] = [];
+    const s = net.connect(Number(url.port), url.hostname, () => {
+      s.write(`GET ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\nX-Auth-Token: ${token}\r\nConnection: close\r\n\r\n`);
+    });
+    s.on('data', (b: Buffer) => parts.push(b));
+    s.on('end', () => resolve(Buffer.concat(parts)));
+    s.on('error', reject);
+  });
+  let at = raw.indexOf('\r\n\r\n') + 4;
+  expect(raw.subarray(0, at).toString()).to.match(/^HTTP\/1\.1 200[\s\S]*transfer-encoding: chunked/i);
+  const sizes: number[] = [];
+  const body: Buffer[] = [];
+  for (;;) {
+    const eol = raw.indexOf('\r\n', at);
+    const size = Number.parseInt(raw.subarray(at, eol).toString(), 16);
+    if (size === 0) break;
+    sizes.push(size);
+    body.push(raw.subarray(eol + 2, eol + 2 + size));
+    at = eol + 2 + size + 2;
+  }
+  const lines = Buffer.concat(body).toString().split('\n').filter(Boolean);
+  for (const l of lines) expect(JSON.parse(l)).to.have.property('id');
+  return { sizes, lines: lines.length };
+}
