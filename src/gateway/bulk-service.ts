@@ -115,6 +115,7 @@ export class BulkService {
     const scanner = async () => {
       for (let p = next++; p < this.d.settings.PARTITIONS && !x.aborted && !stop; p = next++) {
         for (const type of types ?? [undefined]) {
+          if (x.aborted || stop) return;
           let cursor = '0';
           do {
             const [after, cids] = await this.d.store.scanCatalog(p, cursor, EXPORT_BATCH, type);

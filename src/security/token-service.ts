@@ -295,7 +295,11 @@ export class TokenService {
         (p) => {
           if (done || (p && rolesKey(p) === roles)) return;
           stop();
-          changed(p);
+          try {
+            changed(p);
+          } catch (e) {
+            this.log('error', `a request watching its token failed to end: ${String(e)}`);
+          }
         },
         () => undefined, // Redis failing: checked again next time
       );
@@ -527,6 +531,9 @@ export class TokenService {
     if (token.length === 0 || token.length > MAX_TOKEN_CHARS) return;
     const id = sha256(token);
     await this.withRedis(() => this.repo('tokens').remove(id));
+    // Again now that it is gone: a lookup between the first forget and the delete (an open
+    // stream's or import's check, TokenService.watch) found it valid and cached it.
+    this.forget(token);
     await this.withRedis(() => this.feed.publish(id));
   }
 

@@ -232,16 +232,12 @@ describe('bulk import: each line as its single request (CONTRACT §16)', functio
       body.write(blank);
       n++;
     }, 100);
-    const send = (name: string) => {
-      n++;
-      body.write(line({ op: 'create', content: { ...article(name), operations: [sportsOwned, setAlias(`${tag}-w${n}`)] } }));
-      return n;
-    };
     const lines: number[] = [];
     const sendLine = (name: string) => {
-      const k = send(name);
-      lines.push(k);
-      return k;
+      n++;
+      body.write(line({ op: 'create', content: { ...article(name), operations: [sportsOwned, setAlias(`${tag}-w${n}`)] } }));
+      lines.push(n);
+      return n;
     };
     const answerOf = (k: number) => answers.find((a) => a.line === k);
     /** Sends a line every 200 ms until one answers `status`: the lines before it may be answered either way. */
@@ -260,19 +256,24 @@ describe('bulk import: each line as its single request (CONTRACT §16)', functio
       );
       return found;
     };
-    expect(await sendUntil(201)).to.equal(lines[0]);
-    // The sports roles taken away (the token stays valid): the lines after are the caller's now.
-    await p.tokens!.createAccount(user, 'a password', {});
-    const denied = await sendUntil(403);
-    const afterDenied = sendLine('after the roles went');
-    await until(async () => answerOf(afterDenied) !== undefined, 10000, 'the answer');
-    expect(answerOf(afterDenied)!.status).to.equal(403);
-    // The token revoked: every line after answers 401, as its single request would.
-    expect((await c.req('DELETE', '/security/token')).status).to.equal(204);
-    const revoked = await sendUntil(401);
-    sendLine('after the revocation');
-    clearInterval(pump);
-    body.end();
+    let denied = 0;
+    let revoked = 0;
+    try {
+      expect(await sendUntil(201)).to.equal(lines[0]);
+      // The sports roles taken away (the token stays valid): the lines after are the caller's now.
+      await p.tokens!.createAccount(user, 'a password', {});
+      denied = await sendUntil(403);
+      const afterDenied = sendLine('after the roles went');
+      await until(async () => answerOf(afterDenied) !== undefined, 10000, 'the answer');
+      expect(answerOf(afterDenied)!.status).to.equal(403);
+      // The token revoked: every line after answers 401, as its single request would.
+      expect((await c.req('DELETE', '/security/token')).status).to.equal(204);
+      revoked = await sendUntil(401);
+      sendLine('after the revocation');
+    } finally {
+      clearInterval(pump);
+      body.end();
+    }
     const r = await run;
     expect(r.status, r.error?.message).to.equal(200);
     expect(r.error).to.equal(undefined);
