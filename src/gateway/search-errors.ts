@@ -44,6 +44,9 @@ export function scrubEngineMessage(msg: string): string {
   return out.trim();
 }
 
+/** The message of a 404 for a collection: the engine's own, and the proxy's for any collection but SOLR_COLLECTION, are one answer. */
+export const noCollection = (collection: string): string => `The search engine has no collection ${collection}`;
+
 /** The proxy's answer to an engine answer that is not a success. */
 export function engineErrorAnswer(collection: string, res: EngineAnswer): { status: number; body: Record<string, unknown> } {
   const status = res.status;
@@ -57,7 +60,7 @@ export function engineErrorAnswer(collection: string, res: EngineAnswer): { stat
     }
   }
   if (!parsed || typeof parsed.error !== 'object' || parsed.error === null) {
-    const message = status === 404 ? `The search engine has no collection ${collection}` : `The search engine answered ${status}`;
+    const message = status === 404 ? noCollection(collection) : `The search engine answered ${status}`;
     return { status, body: { message, statusCode, extraInfo: {} } };
   }
   const msg = typeof parsed.error.msg === 'string' && parsed.error.msg ? scrubEngineMessage(parsed.error.msg) : `The search engine answered ${status}`;

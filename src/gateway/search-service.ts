@@ -12,7 +12,7 @@ import type { Exchange } from './http.js';
 import { Reads } from './reads.js';
 import { Router, type Params } from './router.js';
 import { checkSearchParams } from './search-params.js';
-import { engineErrorAnswer } from './search-errors.js';
+import { engineErrorAnswer, noCollection } from './search-errors.js';
 import { composeVariant } from './variant-reads.js';
 
 export const SEARCH_PREFIX = 'search-service';
@@ -54,7 +54,7 @@ export class SearchService {
     // Only the platform's collection: the filters are written for its documents, and another
     // collection of a shared engine (read in full through a global reader's filter) must answer
     // as one that does not exist, so the proxy tells nothing of what else the engine holds.
-    if (p.collection !== this.d.settings.SOLR_COLLECTION) throw new AppError('NOT_FOUND', `The search engine has no collection ${p.collection}`);
+    if (p.collection !== this.d.settings.SOLR_COLLECTION) throw new AppError('NOT_FOUND', noCollection(p.collection));
     const request = checkSearchParams(await this.params(x));
     const user = await this.d.tokens.caller(x.header('x-auth-token'));
     const now = this.d.clock();
