@@ -6,7 +6,7 @@ import type { Logger } from '../adapters/log.js';
 import type { Settings } from '../../config/settings.js';
 import { AppError } from '../errors.js';
 import { recordedReply, type CommandBase, type Reply } from './runtime.js';
-import { readOrRetry, type ReadRetry } from './stream-reads.js';
+import { ConsumedTrimmer, readOrRetry, type ReadRetry } from './stream-reads.js';
 
 const REPLY_TTL_MS = 300000;
 
@@ -145,6 +145,7 @@ export class Mailbox {
 
   private async readReplies(): Promise<void> {
     let last = '0-0';
+    const trimmer = new ConsumedTrimmer(this.redis, this.replyStream);
     const retry: ReadRetry = { running: () => this.running, warn: (e) => this.log.warn({ err: e }, 'reply read failed, retrying'), retryMs: 200 };
     while (this.running) {
       const res = await readOrRetry(() => this.reader.xreadBuffer('COUNT', 1000, 'BLOCK', 2000, 'STREAMS', this.replyStream, last), retry);
@@ -154,7 +155,7 @@ export class Mailbox {
         if (fields[1]) this.deliver(fields[1]);
       }
       // Replies read are not needed again; keep the stream short.
-      this.redis.xtrim(this.replyStream, 'MINID', last).catch(() => undefined);
+      trimmer.consumed(last, res[0][1].length);
     }
   }
 }

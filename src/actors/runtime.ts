@@ -8,7 +8,7 @@ import type { Logger } from '../adapters/log.js';
 import type { Settings } from '../../config/settings.js';
 import { AppError, type WireError } from '../errors.js';
 import { sleep } from '../wait.js';
-import { readGroup, readOrRetry, type ReadRetry } from './stream-reads.js';
+import { ConsumedTrimmer, readGroup, readOrRetry, type ReadRetry } from './stream-reads.js';
 
 /** Every command names its content and a command id; the gateway adds where to reply. */
 export interface CommandBase {
@@ -203,6 +203,7 @@ class PartitionLoop<C extends CommandBase> {
   private readonly attempts = new Map<string, number>();
   /** The tail of each content's chain: its commands run one after another, in arrival order. */
   private readonly tails = new Map<string, Promise<unknown>>();
+  private readonly trimmer: ConsumedTrimmer;
 
   constructor(
     readonly partition: number,
@@ -213,6 +214,7 @@ class PartitionLoop<C extends CommandBase> {
     private readonly log: Logger,
   ) {
     this.conn = connectRedis(settings, { blocking: true, name: `actor-p${partition}`, log });
+    this.trimmer = new ConsumedTrimmer(redis, keys.commands(partition));
   }
 
   start(): void {
@@ -386,10 +388,7 @@ class PartitionLoop<C extends CommandBase> {
         );
       }),
     );
-    if (this.running) {
-      const last = items[items.length - 1].entryId;
-      this.redis.xtrim(this.stream, 'MINID', last).catch(() => undefined);
-    }
+    if (this.running) this.trimmer.consumed(items[items.length - 1].entryId, items.length);
   }
 
   private async processOne(entryId: string, raw: Buffer | undefined, cmd: C | undefined, recorded: Buffer | null): Promise<void> {

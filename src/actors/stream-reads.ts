@@ -38,3 +38,34 @@ export function readGroup(
 ): Promise<unknown> {
   return conn.xreadgroupBuffer('GROUP', q.group, q.consumer, 'COUNT', q.count, 'BLOCK', q.blockMs, 'STREAMS', ...q.streams, ...q.ids);
 }
+
+/**
+ * Keeps a stream whose entries are consumed short, without an XTRIM per read: `consumed(id)`
+ * trims up to `id` (MINID, so `id` itself stays) once a second has passed or 1,000 entries
+ * were consumed since the last trim. Under load a read takes one entry, so trimming after each
+ * cost one Redis command per command or reply (issue 23); a partition's command stream or a
+ * gateway's reply stream now holds at most a second's or 1,000 consumed entries more. A trimmed
+ * entry is never needed again: its command was processed (or its reply handed over) before
+ * `consumed` was called.
+ */
+export class ConsumedTrimmer {
+  static readonly TRIM_EVERY_MS = 1000;
+  static readonly TRIM_EVERY_ENTRIES = 1000;
+  private lastAt = 0;
+  private since = 0;
+
+  constructor(
+    private readonly redis: Pick<RedisClient, 'xtrim'>,
+    private readonly stream: string,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  consumed(lastId: string, entries: number): void {
+    this.since += entries;
+    const t = this.now();
+    if (this.since < ConsumedTrimmer.TRIM_EVERY_ENTRIES && t - this.lastAt < ConsumedTrimmer.TRIM_EVERY_MS) return;
+    this.lastAt = t;
+    this.since = 0;
+    this.redis.xtrim(this.stream, 'MINID', lastId).catch(() => undefined);
+  }
+}
