@@ -10,6 +10,9 @@
  * With `fleet` after the mode, the creates go through the fleet of the bench (src/fleet.ts: 2
  * web, 2 actors, 1 indexer, every command through the streams) and each process is profiled:
  *   node --import tsx bench/profile-create.ts 10 create fleet
+ * With `bulk` as the mode, one bulk import of PROFILE_BULK_N (50,000) creates with Solr paused,
+ * as `npm run bench` runs it (the seconds are ignored):
+ *   node --import tsx bench/profile-create.ts 0 bulk
  * The .cpuprofile stays in .cache/profile/ (open it in Chrome DevTools or speedscope for a
  * flame graph).
  */
@@ -26,7 +29,9 @@ import { CREATE_ENVELOPE, cpuOf, login, sleep } from './lib.js';
 const SECONDS = Number(process.argv[2] ?? 10);
 const MODE = process.argv[3] ?? 'create';
 const FLEET = process.argv[4] === 'fleet';
-if (MODE !== 'create' && MODE !== 'read') throw new Error('the mode is create or read');
+if (MODE !== 'create' && MODE !== 'read' && MODE !== 'bulk') throw new Error('the mode is create, read or bulk');
+/** Lines of the bulk import in `bulk` mode (one POST /bulk of creates, bench/bulk.ts, Solr paused as in the bench). */
+const BULK_LINES = Number(process.env.PROFILE_BULK_N ?? 50000);
 const PARTITIONS = 64; // as in the bench
 const DIR = join('.cache', 'profile');
 rmSync(DIR, { recursive: true, force: true });
@@ -97,20 +102,48 @@ try {
   window.from = monoUs();
   const body = join(DIR, 'create.json');
   writeFileSync(body, JSON.stringify(CREATE_ENVELOPE));
+  if (MODE === 'bulk') {
+    process.kill(solr.pid!, 'SIGSTOP');
+    const run = spawnSync(
+      '/usr/bin/time',
+      [
+        '-f',
+        'loadgen CPU: %U s user, %S s system, %e s',
+        process.execPath,
+        '--import',
+        'tsx',
+        'bench/bulk.ts',
+        root,
+        'import',
+        String(BULK_LINES),
+        'bulkprofile',
+      ],
+      { encoding: 'utf8' },
+    );
+    console.log(run.stderr.trim().split('\n').at(-1));
+    process.kill(solr.pid!, 'SIGCONT');
+    const res = JSON.parse(/RESULT (.*)/.exec(run.stdout)?.[1] ?? '{}') as { linesPerSecond?: number };
+    if (!res.linesPerSecond) throw new Error(`the bulk import failed: ${run.stdout} ${run.stderr}`);
+    rps = res.linesPerSecond;
+  }
   // Against the fleet: one wrk thread per gateway (WRK_ADDRS), as the bench runs it.
-  const wrk = spawnSync('wrk', [`-t${FLEET ? 2 : 1}`, '-c50', `-d${SECONDS}s`, '--latency', '-s', 'bench/wrk-report.lua', `${root}/content-service/content`], {
-    env: {
-      ...process.env,
-      TOKEN: token,
-      ...(MODE === 'create' ? { WRK_METHOD: 'POST', WRK_BODY_FILE: body } : { WRK_PATHS: join(seeded, 'versioned.txt') }),
-      ...(FLEET ? { WRK_ADDRS: addrs.join(',') } : {}),
-    },
-    encoding: 'utf8',
-  });
+  const wrk =
+    MODE === 'bulk'
+      ? undefined
+      : spawnSync('wrk', [`-t${FLEET ? 2 : 1}`, '-c50', `-d${SECONDS}s`, '--latency', '-s', 'bench/wrk-report.lua', `${root}/content-service/content`], {
+          env: {
+            ...process.env,
+            TOKEN: token,
+            ...(MODE === 'create' ? { WRK_METHOD: 'POST', WRK_BODY_FILE: body } : { WRK_PATHS: join(seeded, 'versioned.txt') }),
+            ...(FLEET ? { WRK_ADDRS: addrs.join(',') } : {}),
+          },
+          encoding: 'utf8',
+        });
   const secs = (Date.now() - t0) / 1000;
   window.to = monoUs();
-  rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(wrk.stdout)?.[1] ?? 0);
-  console.log(`${MODE === 'create' ? 'creates' : 'versioned reads'}: ${rps} req/s over ${SECONDS} s (wrk -c50${FLEET ? ', the fleet' : ''})`);
+  if (wrk) rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(wrk.stdout)?.[1] ?? 0);
+  if (MODE === 'bulk') console.log(`bulk creates: ${rps} lines/s (${BULK_LINES} lines, one request, Solr paused)`);
+  else console.log(`${MODE === 'create' ? 'creates' : 'versioned reads'}: ${rps} req/s over ${SECONDS} s (wrk -c50${FLEET ? ', the fleet' : ''})`);
   const used = Object.entries(pids).map(([k, pid]) => [k, (cpuOf(pid) - before[k]) / secs] as const);
   console.log(`CPU over the load, % of one core: ${used.map(([k, c]) => `${k} ${Math.round(c)}%`).join(', ')}`);
   const own = used.filter(([k]) => k !== 'solr' && k !== 'redis').reduce((a, [, c]) => a + c, 0);

@@ -257,6 +257,9 @@ class ImportRun {
   private outBlocked = false;
   /** Waiting for the last line taken to be answered (end of the body). */
   private idle: (() => void) | null = null;
+  /** Answers taken in order and not yet written, and whether a flush is scheduled. */
+  private out = '';
+  private flushing = false;
 
   constructor(
     private readonly x: Exchange,
@@ -387,27 +390,42 @@ class ImportRun {
     return { status: 204, id: mainAlias(cid) };
   }
 
-  /** Records a line's answer and writes every answer now complete in input order. */
+  /**
+   * Records a line's answer and takes every answer now complete, in input order, for the next
+   * write. Lines answered in the same turn of the event loop (one Redis reply completes many)
+   * go out in one write (`flush`, on setImmediate): a write per line was a socket write (a
+   * system call) per line. The last answer of the lines taken is written at once.
+   */
   private answer(slot: Slot, a: Record<string, unknown>): void {
     slot.text = `${JSON.stringify({ line: slot.n, ...a })}\n`;
-    let out = '';
     while (this.slots.length && this.slots[0].text !== null) {
       const s = this.slots.shift()!;
-      out += s.text;
+      this.out += s.text;
       this.bytes -= s.bytes;
     }
+    this.resume();
+    if (!this.slots.length) {
+      this.flush();
+      const idle = this.idle;
+      this.idle = null;
+      idle?.();
+    } else if (this.out && !this.flushing) {
+      this.flushing = true;
+      setImmediate(() => this.flush());
+    }
+  }
+
+  /** Writes the answers taken; while the socket is behind, no more lines are taken (outBlocked). */
+  private flush(): void {
+    this.flushing = false;
+    const out = this.out;
+    this.out = '';
     if (out && !this.x.writeChunk(out) && !this.outBlocked) {
       this.outBlocked = true;
       void this.x.drained().then(() => {
         this.outBlocked = false;
         this.resume();
       });
-    }
-    this.resume();
-    if (!this.slots.length) {
-      const idle = this.idle;
-      this.idle = null;
-      idle?.();
     }
   }
 
