@@ -12,6 +12,13 @@ export interface RevocationListener {
   log(level: 'warn' | 'error', msg: string): void;
 }
 
+/**
+ * Published in place of a token's digest when an account changed (password, deletion,
+ * re-creation): every process forgets every cached token, since their generations are checked
+ * again (TokenService). Not a SHA-256 in hex, so never a token's digest.
+ */
+export const ACCOUNT_CHANGED = 'account-changed';
+
 /** How long a revocation waits for every process to confirm it has forgotten the token. */
 export const CONFIRM_WAIT_MS = 1000;
 

@@ -12,7 +12,7 @@ import { repoPath } from '../repo-files.js';
 import { hashPassword, verifyPassword } from './passwords.js';
 import { authorizationInfo, type AuthorizationInfo, type Principal } from '../content/permissions.js';
 import { limitedAddress } from './client-address.js';
-import { RevocationFeed } from './revocation-feed.js';
+import { ACCOUNT_CHANGED, RevocationFeed } from './revocation-feed.js';
 import { loadSecurityConfig, type SecurityConfigWithUsers } from './security-config.js';
 
 /**
@@ -90,13 +90,31 @@ interface AccountEntity extends Entity {
   passwordHash: string;
   /** JSON of Record<context, role[]>. */
   contexts: string;
+  /**
+   * Random, new with every create and password change of the account: a token is valid only
+   * while its `generation` is the account's (accountGeneration). Absent on accounts stored before.
+   */
+  generation?: string;
 }
 
 interface TokenEntity extends Entity {
   token: string;
   userId: string;
   expireTime: number;
+  /** The account's generation when the token was issued; NO_ACCOUNT for a user without one. Absent on tokens issued before. */
+  generation?: string;
 }
+
+/** The generation of a user who has no account (a token from an external identity provider). */
+const NO_ACCOUNT = '-';
+/**
+ * What a token of this user must carry to be valid now. A password change, a deletion or a
+ * re-creation of the account changes it, so every token issued before ends at once, in every
+ * process (the revocation feed's ACCOUNT_CHANGED clears their caches). An account and a token
+ * stored before generations existed both read '' and match until the account changes.
+ */
+const accountGeneration = (account: AccountEntity | null): string => (account ? (account.generation ?? '') : NO_ACCOUNT);
+const newGeneration = (): string => randomBytes(12).toString('base64url');
 
 interface CachedToken {
   principal: Principal;
@@ -219,12 +237,12 @@ export class TokenService {
     this.cacheMs = Math.max(0, Math.min(opts.cacheMs ?? 2000, 2000));
     this.accountSchema = new Schema<AccountEntity>(
       `${this.prefix}account`,
-      { username: { type: 'string' }, passwordHash: { type: 'string' }, contexts: { type: 'string' } },
+      { username: { type: 'string' }, passwordHash: { type: 'string' }, contexts: { type: 'string' }, generation: { type: 'string' } },
       { dataStructure: 'HASH' },
     );
     this.tokenSchema = new Schema<TokenEntity>(
       `${this.prefix}token`,
-      { token: { type: 'string' }, userId: { type: 'string' }, expireTime: { type: 'number' } },
+      { token: { type: 'string' }, userId: { type: 'string' }, expireTime: { type: 'number' }, generation: { type: 'string' } },
       { dataStructure: 'HASH' },
     );
     this.cache = new LRUCache<string, CachedToken>({
@@ -236,6 +254,11 @@ export class TokenService {
       this.prefix,
       {
         revoked: (digest) => {
+          if (digest === ACCOUNT_CHANGED) {
+            this.cache.clear();
+            this.forget();
+            return;
+          }
           const token = this.byDigest.get(digest);
           if (token !== undefined) this.forget(token);
           else this.forget();
@@ -451,7 +474,7 @@ export class TokenService {
       await this.endAttempt(taken, attempt, failed ? 'failed' : 'forgiven');
     }
     if (failed) throw new AppError('NOT_AUTHENTICATED', BAD_CREDENTIALS);
-    return this.issueToken(username);
+    return this.issueToken(username, accountGeneration(await this.fetchAccount(username)));
   }
 
   /**
@@ -477,11 +500,16 @@ export class TokenService {
     ).catch((e: unknown) => this.logRedisError(`token store: ${(e as Error).message}`)); // left pending, it counts as failed after LOGIN_PENDING_MS
   }
 
-  /** A new token for `username`, while `token` is valid and was issued to `username`. */
+  /**
+   * A new token for `username`, while `token` is valid and was issued to `username` in the
+   * account's present generation (not before a password change, deletion or re-creation).
+   */
   async renew(username: string, token: string): Promise<TokenResponse> {
     const rec = await this.fetchToken(token);
     if (!rec || rec.userId !== username) throw new AppError('NOT_AUTHENTICATED', BAD_TOKEN);
-    return this.issueToken(username);
+    const generation = accountGeneration(await this.fetchAccount(username));
+    if (rec.generation !== generation) throw new AppError('NOT_AUTHENTICATED', BAD_TOKEN);
+    return this.issueToken(username, generation);
   }
 
   /**
@@ -519,7 +547,7 @@ export class TokenService {
     if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > MAX_FIELD) {
       throw new AppError('NOT_AUTHENTICATED', BAD_TOKEN);
     }
-    return this.issueToken(payload.sub);
+    return this.issueToken(payload.sub, accountGeneration(await this.fetchAccount(payload.sub)));
   }
 
   /**
@@ -587,24 +615,37 @@ export class TokenService {
 
   // ---- accounts --------------------------------------------------------------------------
 
-  /** Creates or replaces an account. */
+  /** Creates or replaces an account; the tokens of an account it replaces end (a new generation). */
   async createAccount(username: string, password: string, contexts: Record<string, string[]>): Promise<void> {
     field.parse(username);
     contextsSchema.parse(contexts);
     await this.saveAccount(username, await hashPassword(password), contexts);
+    await this.accountChanged();
   }
 
-  /** Sets a new password of an existing account; 404 when there is none. */
+  /** Sets a new password of an existing account, and ends its tokens; 404 when there is none. */
   async setPassword(username: string, password: string): Promise<void> {
     const account = await this.fetchAccount(username);
     if (!account) throw new AppError('NOT_FOUND', `No account ${username}`);
     const contexts = this.parseContexts(username, account.contexts);
     await this.saveAccount(username, await hashPassword(password), contexts);
+    await this.accountChanged();
   }
 
-  /** Removes an account (its tokens stay valid until they expire or are revoked). */
+  /** Removes an account, and ends its tokens. */
   async deleteAccount(username: string): Promise<void> {
     await this.withRedis(() => this.repo('accounts').remove(username));
+    await this.accountChanged();
+  }
+
+  /**
+   * After an account's generation changed: every process drops the tokens it holds valid and
+   * checks its open streams, imports and exports again (they end for the account's old tokens).
+   */
+  private async accountChanged(): Promise<void> {
+    this.cache.clear();
+    this.forget();
+    await this.withRedis(() => this.feed.publish(ACCOUNT_CHANGED));
   }
 
   /** Redis key of a token (for operations and tests). */
@@ -618,7 +659,9 @@ export class TokenService {
     const epoch = this.revokeEpoch;
     const rec = await this.fetchToken(token);
     if (!rec) return null;
-    const principal = await this.principalFor(rec.userId);
+    const account = await this.fetchAccount(rec.userId);
+    if (rec.generation !== accountGeneration(account)) return null;
+    const principal = freezePrincipal(rec.userId, account ? this.parseContexts(rec.userId, account.contexts) : {});
     const left = rec.expireTime - Date.now();
     if (left <= 0) return null;
     if (epoch === this.revokeEpoch && this.cacheMs > 0 && this.feed.up) {
@@ -629,7 +672,7 @@ export class TokenService {
     return principal;
   }
 
-  private async issueToken(userId: string): Promise<TokenResponse> {
+  private async issueToken(userId: string, generation: string): Promise<TokenResponse> {
     const token = randomBytes(32).toString('base64url');
     const ttl = this.settings.TOKEN_TTL_SECONDS;
     const issued = Date.now();
@@ -637,7 +680,7 @@ export class TokenService {
     const id = sha256(token);
     const repo = this.repo('tokens');
     await this.withRedis(async () => {
-      await repo.save(id, { token: id, userId, expireTime });
+      await repo.save(id, { token: id, userId, expireTime, generation });
       // redis-om's save is UNLINK + HSET, so the TTL can only be set afterwards. Should that
       // fail, take the token back rather than leave a key that never expires.
       try {
@@ -656,13 +699,13 @@ export class TokenService {
   }
 
   /** The token's record while valid; null when unknown or expired. */
-  private async fetchToken(token: string): Promise<{ userId: string; expireTime: number } | null> {
+  private async fetchToken(token: string): Promise<{ userId: string; expireTime: number; generation: string } | null> {
     if (token.length === 0 || token.length > MAX_TOKEN_CHARS) return null;
     const e = await this.withRedis(() => this.repo('tokens').fetch(sha256(token)));
     // redis-om answers a missing key with an entity that has only its id: check the fields.
     if (typeof e.userId !== 'string' || typeof e.expireTime !== 'number' || !Number.isFinite(e.expireTime)) return null;
     if (e.expireTime <= Date.now()) return null;
-    return { userId: e.userId, expireTime: e.expireTime };
+    return { userId: e.userId, expireTime: e.expireTime, generation: typeof e.generation === 'string' ? e.generation : '' };
   }
 
   private async fetchAccount(username: string): Promise<AccountEntity | null> {
@@ -671,7 +714,8 @@ export class TokenService {
   }
 
   private async saveAccount(username: string, passwordHash: string, contexts: Record<string, string[]>): Promise<void> {
-    await this.withRedis(() => this.repo('accounts').save(username, { username, passwordHash, contexts: JSON.stringify(contexts) }));
+    const generation = newGeneration();
+    await this.withRedis(() => this.repo('accounts').save(username, { username, passwordHash, contexts: JSON.stringify(contexts), generation }));
   }
 
   private parseContexts(userId: string, json: string | undefined): Record<string, string[]> {

@@ -301,6 +301,63 @@ describe('security: token service (spec Token response, CONTRACT §3-4)', functi
     });
   });
 
+  describe("an account's change ends its tokens (password, deletion, re-creation)", () => {
+    let n = 0;
+    /** A new account of its own, with a token cached in `svc` and in another process. */
+    const withToken = async (contexts: Record<string, string[]> = { [GLOBAL_CONTEXT]: ['reader'] }) => {
+      const name = `changing-${process.pid}-${++n}`;
+      await svc.createAccount(name, 'a-password', contexts);
+      const other = make().svc;
+      await other.start();
+      const t = await svc.login(name, 'a-password');
+      expect((await svc.authenticate(t.token))?.userId).to.equal(name);
+      expect((await other.authenticate(t.token))?.userId, 'cached in the other process').to.equal(name);
+      return { name, other, token: t.token };
+    };
+
+    it('a new password: every token issued before answers 401 at once in every process, and cannot be renewed', async () => {
+      const { name, other, token } = await withToken();
+      await svc.setPassword(name, 'another-password');
+      expect(await svc.authenticate(token)).to.equal(null);
+      expect(await other.authenticate(token), 'the other process, no wait').to.equal(null);
+      expect((await appError(svc.renew(name, token))).http).to.equal(401);
+      const fresh = await svc.login(name, 'another-password');
+      expect((await other.authenticate(fresh.token))?.userId).to.equal(name);
+      expect((await svc.renew(name, fresh.token)).userId).to.equal(name);
+    });
+
+    it('a deleted account: its tokens answer 401 and cannot be renewed', async () => {
+      const { name, other, token } = await withToken();
+      await svc.deleteAccount(name);
+      expect(await svc.authenticate(token)).to.equal(null);
+      expect(await other.authenticate(token)).to.equal(null);
+      expect((await appError(svc.renew(name, token))).http).to.equal(401);
+    });
+
+    it("an account created again under the same name never inherits the old account's tokens (nor its new roles)", async () => {
+      const { name, other, token } = await withToken();
+      await svc.deleteAccount(name);
+      await svc.createAccount(name, 'a-password', { [GLOBAL_CONTEXT]: ['sysadmin'] });
+      expect(await svc.authenticate(token)).to.equal(null);
+      expect(await other.authenticate(token)).to.equal(null);
+      expect((await appError(svc.renew(name, token))).http).to.equal(401);
+    });
+
+    it('an account and a token stored before generations existed stay valid until the account changes', async () => {
+      const { name, token } = await withToken();
+      const accountKey = `${sharedPrefix}account:${name}`;
+      const tokenKey = svc.keyOfToken(token);
+      expect(await raw.hExists(accountKey, 'generation'), 'the account has a generation').to.equal(true);
+      await raw.hDel(accountKey, 'generation');
+      await raw.hDel(tokenKey, 'generation');
+      const fresh = make().svc;
+      await fresh.start();
+      expect((await fresh.authenticate(token))?.userId).to.equal(name);
+      await svc.deleteAccount(name);
+      expect(await fresh.authenticate(token)).to.equal(null);
+    });
+  });
+
   describe('revocation (CONTRACT §20 "Tokens")', () => {
     it('takes effect at once in the revoking process', async () => {
       const t = await svc.login('editor', 'editor');
