@@ -60,6 +60,8 @@ export class BulkService {
     if (type !== NDJSON && type !== 'application/jsonl') {
       throw new AppError('UNSUPPORTED_MEDIA_TYPE', `A bulk import is sent as ${NDJSON}, one operation a line`);
     }
+    // Before the status line: an exchange without a streamed body fails here as a plain error (500), never mid-answer.
+    const body = x.bodyStream();
     x.beginChunked(200, [['Content-Type', NDJSON]]);
     const run = new ImportRun(x, this.c.writes, user, {
       maxLines: this.d.settings.BULK_MAX_LINES,
@@ -81,7 +83,7 @@ export class BulkService {
     watch(user);
     let complete: boolean;
     try {
-      complete = await run.consume(x.bodyStream());
+      complete = await run.consume(body);
     } finally {
       unwatch();
     }

@@ -459,6 +459,13 @@ export class Exchange {
   /** The one place an error becomes an HTTP answer: the spec's error body and status. */
   sendError(e: unknown, log?: (err: unknown) => void): void {
     const err = errorOf(e, log);
+    if (this.responded && !this.ended && !this.aborted) {
+      // A streamed or chunked answer failed part-way: its status line is out, so the client is
+      // cut off rather than left waiting for an end that never comes.
+      this.aborted = true;
+      this.res.close();
+      return;
+    }
     const headers: [string, string][] = [];
     if (err.retryAfter !== undefined) headers.push(['Retry-After', String(err.retryAfter)]);
     if (err.code === 'METHOD_NOT_ALLOWED' && Array.isArray(err.extraInfo.allow)) headers.push(['Allow', err.extraInfo.allow.join(', ')]);

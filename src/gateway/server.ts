@@ -114,8 +114,6 @@ export class Gateway {
     this.heads.start();
     if (this.d.engine) this.schemaLearning = learnIndexSchema(this.d.engine, this.d.log);
     const app = uWS.App();
-    const uploadPrefix = `/${FILE_PREFIX}/`;
-    const bulkPath = `/${CONTENT_PREFIX}/${BULK_ROUTE}`;
     this.changes.mount(app);
     // The feed's cursor key is read (or written, by the first gateway ever) now, so that no
     // request writes it, not even a refused one; a failure is tried again by the first request.
@@ -123,7 +121,7 @@ export class Gateway {
     app.any('/*', (res, req) => {
       // File uploads and bulk imports stream from the socket instead of being collected (no
       // MAX_BODY_BYTES for the whole body; a bulk line has that limit).
-      const streamed = req.getMethod() === 'post' && (req.getUrl().startsWith(uploadPrefix) || req.getUrl() === bulkPath);
+      const streamed = req.getMethod() === 'post' && streamsBody(req.getUrl());
       this.dispatch(new Exchange(res, req, this.d.settings.MAX_BODY_BYTES, streamed));
     });
     return new Promise((resolve, reject) => {
@@ -255,4 +253,20 @@ export class Gateway {
 /** 405 (with Allow: GET) for any method but GET and HEAD. */
 function getOnly(x: Exchange): void {
   if (x.method !== 'GET' && x.method !== 'HEAD') throw new AppError('METHOD_NOT_ALLOWED', 'Use GET', { allow: ['GET'] });
+}
+
+/**
+ * Whether a POST to `url` streams its body (file uploads, bulk imports), decided on the decoded
+ * path as routing decides (`/content-service/%62ulk` is the bulk route too: decided on the raw
+ * URL, such a request found a collected body where the import wanted a stream, and hung). A path
+ * that does not decode streams nothing: it answers 400 before any body is read.
+ */
+export function streamsBody(url: string): boolean {
+  let segs: string[];
+  try {
+    segs = segmentsOf(url);
+  } catch {
+    return false;
+  }
+  return (segs[0] === FILE_PREFIX && segs.length > 1) || (segs[0] === CONTENT_PREFIX && segs[1] === BULK_ROUTE);
 }

@@ -217,6 +217,35 @@ describe('bulk import: each line as its single request (CONTRACT §16)', functio
     expect((await sysadmin.readContent(`bk/${tag}-unauth`)).status).to.equal(404);
   });
 
+  it('a percent-encoded path to the import or the upload is served as the plain one: never a hung answer or a 500', async () => {
+    for (const [i, path] of ['/content-service/%62ulk', '/%63ontent-service/bul%6B'].entries()) {
+      const body = `${line({ op: 'create', content: { ...article('encoded path'), operations: [setAlias(`${tag}-encoded-${i}`)] } })}\n`;
+      const r = await fetch(`${p.url}${path}`, {
+        method: 'POST',
+        headers: { 'X-Auth-Token': sysadmin.token!, 'Content-Type': 'application/x-ndjson' },
+        body,
+        signal: AbortSignal.timeout(20_000),
+      });
+      expect(r.status, path).to.equal(200);
+      const answers = (await r.text())
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { status: number });
+      expect(
+        answers.map((a) => a.status),
+        path,
+      ).to.deep.equal([201]);
+      expect((await sysadmin.readContent(`bk/${tag}-encoded-${i}`)).status, path).to.equal(200);
+    }
+    const up = await fetch(`${p.url}/%66ile-service/file/tmp/sportseditor/encoded.txt`, {
+      method: 'POST',
+      headers: { 'X-Auth-Token': sports.token!, 'Content-Type': 'text/plain' },
+      body: 'hello',
+      signal: AbortSignal.timeout(20_000),
+    });
+    expect(up.status, await up.text()).to.equal(201);
+  });
+
   it('an open import acts as its caller is when each line runs: roles taken away answer 403, a revoked token 401, and nothing after is applied', async () => {
     const user = `bk${tag}`;
     await p.tokens!.createAccount(user, 'a password', { sports: ['editor'] });
