@@ -615,11 +615,17 @@ export class TokenService {
 
   // ---- accounts --------------------------------------------------------------------------
 
-  /** Creates or replaces an account; the tokens of an account it replaces end (a new generation). */
+  /**
+   * Creates or replaces an account. Replacing it with the same password changes its roles only:
+   * its tokens stay valid and act with the new roles (in every process at once). Any other
+   * password, or an account created anew (after a deletion), ends every token issued before.
+   */
   async createAccount(username: string, password: string, contexts: Record<string, string[]>): Promise<void> {
     field.parse(username);
     contextsSchema.parse(contexts);
-    await this.saveAccount(username, await hashPassword(password), contexts);
+    const existing = await this.fetchAccount(username);
+    const samePassword = existing !== null && (await verifyPassword(password, existing.passwordHash));
+    await this.saveAccount(username, await hashPassword(password), contexts, samePassword ? (existing.generation ?? '') : newGeneration());
     await this.accountChanged();
   }
 
@@ -639,8 +645,9 @@ export class TokenService {
   }
 
   /**
-   * After an account's generation changed: every process drops the tokens it holds valid and
-   * checks its open streams, imports and exports again (they end for the account's old tokens).
+   * After an account changed: every process drops the tokens it holds valid and checks its open
+   * streams, imports and exports again (they end for tokens of an old generation, and act with
+   * the new roles otherwise).
    */
   private async accountChanged(): Promise<void> {
     this.cache.clear();
@@ -713,8 +720,7 @@ export class TokenService {
     return typeof e.passwordHash === 'string' && typeof e.username === 'string' ? e : null;
   }
 
-  private async saveAccount(username: string, passwordHash: string, contexts: Record<string, string[]>): Promise<void> {
-    const generation = newGeneration();
+  private async saveAccount(username: string, passwordHash: string, contexts: Record<string, string[]>, generation = newGeneration()): Promise<void> {
     await this.withRedis(() => this.repo('accounts').save(username, { username, passwordHash, contexts: JSON.stringify(contexts), generation }));
   }
 

@@ -326,6 +326,14 @@ describe('security: token service (spec Token response, CONTRACT §3-4)', functi
       expect((await svc.renew(name, fresh.token)).userId).to.equal(name);
     });
 
+    it('the account written again with the same password changes its roles only: its tokens stay valid and act with the new roles in every process at once', async () => {
+      const { name, other, token } = await withToken();
+      await svc.createAccount(name, 'a-password', { [GLOBAL_CONTEXT]: ['editor'] });
+      expect((await other.authenticate(token))?.contexts).to.deep.equal({ [GLOBAL_CONTEXT]: ['editor'] });
+      await svc.createAccount(name, 'a-new-password', { [GLOBAL_CONTEXT]: ['editor'] });
+      expect(await other.authenticate(token), 'another password: a new generation').to.equal(null);
+    });
+
     it('a deleted account: its tokens answer 401 and cannot be renewed', async () => {
       const { name, other, token } = await withToken();
       await svc.deleteAccount(name);
