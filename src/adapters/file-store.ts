@@ -320,8 +320,24 @@ export function meterBody(body: Readable, opts: PutOptions): { meter: UploadMete
   };
 }
 
-/** A media type as a Content-Type header gives it, without parameters checks beyond shape. */
-const MEDIA_TYPE = /^[\w!#$&^.+-]+\/[\w!#$&^.+-]+(\s*;.*)?$/;
+/** A media type as a Content-Type header gives it: `type/subtype`, then any parameters. */
+const MEDIA_TYPE = /^([\w!#$&^.+-]+\/[\w!#$&^.+-]+)\s*(;.*)?$/;
+const CHARSET = /;\s*charset\s*=\s*"?([\w.:-]+)"?\s*(?:;|$)/i;
+
+/**
+ * The declared type of a file as it is kept and served: `type/subtype` and its charset, nothing
+ * else; null for anything else. A comma is refused: browsers read a list-valued Content-Type
+ * by its last entry, so `text/plain;,text/html` was kept as given, served as text/plain to the
+ * platform's attachment rule (isMarkup) and rendered as HTML by the browser.
+ */
+export function keptMediaType(declared: string | undefined): string | null {
+  const d = declared?.trim();
+  if (!d || d.includes(',') || CONTROL.test(d)) return null;
+  const m = MEDIA_TYPE.exec(d);
+  if (!m) return null;
+  const charset = m[2] ? CHARSET.exec(m[2])?.[1] : undefined;
+  return charset ? `${m[1]}; charset=${charset}` : m[1];
+}
 
 /** The data's type from its first bytes, else the declared type, else application/octet-stream. */
 export async function sniffMimeType(head: Uint8Array, declared?: string): Promise<string> {
@@ -333,8 +349,7 @@ export async function sniffMimeType(head: Uint8Array, declared?: string): Promis
       /* a truncated sample of a container format: fall back to the declared type */
     }
   }
-  const d = declared?.trim();
-  return d && MEDIA_TYPE.test(d) && !CONTROL.test(d) ? d : 'application/octet-stream';
+  return keptMediaType(declared) ?? 'application/octet-stream';
 }
 
 /** Validates a range against a file's length: the inclusive bounds, or BAD_REQUEST. */

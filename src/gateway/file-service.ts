@@ -3,7 +3,7 @@ import mime from 'mime-types';
 import type { Settings } from '../../config/settings.js';
 import type { ContentStore } from '../adapters/content-store.js';
 import type { RedisClient } from '../adapters/redis.js';
-import { fileKeyOf, fileUriOf, type FileKey, type FileStore, type StoredFile } from '../adapters/file-store.js';
+import { fileKeyOf, fileUriOf, keptMediaType, type FileKey, type FileStore, type StoredFile } from '../adapters/file-store.js';
 import { parseVersionId, type Aspect, type Snapshot, type VersionRecord } from '../content/model.js';
 import { focalOfContent, MIME_OF_FORMAT, type NamedRenditions, resolveFormat } from '../content/renditions.js';
 import type { Variants } from '../content/variants.js';
@@ -342,7 +342,8 @@ const SNIFFED = new Set<string>(supportedMimeTypes);
  */
 export function deliveryContentType(stored: string, path: string): string {
   if (SNIFFED.has(stored)) return stored;
-  return mime.contentType(path.slice(path.lastIndexOf('/') + 1)) || stored;
+  // A type kept before keptMediaType (a list, parameters) is served as it would be kept now.
+  return mime.contentType(path.slice(path.lastIndexOf('/') + 1)) || (keptMediaType(stored) ?? 'application/octet-stream');
 }
 
 /**

@@ -257,6 +257,32 @@ for (const kind of ['disk', 's3'] as const) {
         }
         expect((await editor.deliver({ version: c.json.system.version }, 'plain.txt')).headers.get('content-disposition')).to.equal(null);
       });
+
+      it('a list-valued Content-Type is never kept: a page declared `text/plain;,text/html` is not rendered as HTML', async () => {
+        const entries: Record<string, { fileUri: string; filePath: string }> = {};
+        for (const [name, type] of [
+          ['listed', 'text/plain;,text/html'],
+          ['listed-svg', 'image/png;,image/svg+xml'],
+          ['params', 'text/plain; format=flowed; charset=utf-8'],
+        ]) {
+          const r = await upload(editor, `tmp/editor/${name}`, '<!doctype html><title>x</title><script>alert(1)</script>', type);
+          expect(r.status, r.text).to.equal(201);
+          entries[name] = { fileUri: r.json.URI, filePath: name };
+          const got = await get(editor, r.headers.get('location')!.slice(files.length + 1));
+          const served = got.headers.get('content-type') ?? '';
+          expect(served, name).not.to.include(',');
+          expect(served.split(';')[0], name).to.be.oneOf(['application/octet-stream', 'text/plain']);
+        }
+        const c = await editor.create({ system: { contentType: TYPE }, aspects: { svcFiles: { files: entries } } });
+        expect(c.status, c.text).to.equal(201);
+        for (const name of Object.keys(entries)) {
+          const d = await editor.deliver({ version: c.json.system.version }, name);
+          expect(d.status, name).to.equal(200);
+          expect(d.headers.get('content-type') ?? '', name).not.to.include(',');
+        }
+        const params = await editor.deliver({ version: c.json.system.version }, 'params');
+        expect(params.headers.get('content-type'), 'type and charset kept, other parameters not').to.equal('text/plain; charset=utf-8');
+      });
     });
   });
 }
