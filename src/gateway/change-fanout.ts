@@ -99,6 +99,11 @@ export class FeedSubscriber {
     return this.blocked && Date.now() - this.blockedSince > this.fanout.stallMs;
   }
 
+  /** The client took some of what its sink holds: it is still behind, but not stalled. */
+  progressed(): void {
+    if (this.blocked) this.blockedSince = Date.now();
+  }
+
   private setBlocked(blocked: boolean): void {
     if (blocked && !this.blocked) this.blockedSince = Date.now();
     this.blocked = blocked;

@@ -54,6 +54,8 @@ interface WsData {
   gone: boolean;
   sub?: FeedSubscriber;
   timer?: NodeJS.Timeout;
+  /** The socket drained: sends what the sink still holds, then lets the subscriber write again. */
+  drained?: () => void;
 }
 
 const errorBody = (e: AppError) => ({ error: e.toBody() });
@@ -91,8 +93,10 @@ export class ChangesService {
       maxPayloadLength: 64 * 1024,
       idleTimeout: 120,
       sendPingsAutomatically: true,
-      // The subscriber stops writing at WS_HIGH_WATER; this is only the outer bound.
+      // The sink sends nothing once WS_HIGH_WATER is buffered; this is only the outer bound. A
+      // message past it would be dropped (send answers 2): the socket is closed instead.
       maxBackpressure: 16 * 1024 * 1024,
+      closeOnBackpressureLimit: 1,
       upgrade: (res, req, context) => {
         res.upgrade<WsData>(
           { started: false, closed: false, gone: false },
@@ -119,7 +123,7 @@ export class ChangesService {
       },
       drain: (ws) => {
         const data = ws.getUserData();
-        if (ws.getBufferedAmount() < WS_HIGH_WATER) data.sub?.writable();
+        if (!data.closed) data.drained?.();
       },
       close: (ws) => {
         const data = ws.getUserData();
@@ -347,15 +351,50 @@ export class ChangesService {
       await this.fanout.ensureStarted();
       const positions = await this.positionsOf(first.since as string | undefined);
       if (data.closed) return;
+      /**
+       * Events taken from the subscriber but not sent yet: at most the one batch the last write
+       * got (the subscriber queues, within its bound, until the sink is writable again).
+       */
+      let pending: Delivered[] = [];
+      /**
+       * Sends pending events one by one while the socket holds less than WS_HIGH_WATER (so uWS
+       * never has to drop one, CONTRACT §13); the rest waits for `drain`. True when all went and
+       * the socket takes more. A message uWS dropped all the same (2) ends the socket as a
+       * subscriber that did not read: the client resumes from the last event it received.
+       */
+      const flush = (): boolean => {
+        let sent = 0;
+        let dropped = false;
+        ws.cork(() => {
+          while (sent < pending.length && ws.getBufferedAmount() < WS_HIGH_WATER) {
+            if (ws.send(pending[sent].json(), false) === 2) {
+              dropped = true;
+              break;
+            }
+            sent++;
+          }
+        });
+        pending = sent === pending.length ? [] : pending.slice(sent);
+        if (dropped) {
+          pending = [];
+          data.sub?.close('slow');
+          return true;
+        }
+        return !pending.length && ws.getBufferedAmount() < WS_HIGH_WATER;
+      };
+      data.drained = () => {
+        if (flush()) data.sub?.writable();
+        // The client took bytes: it is behind, not stalled.
+        else data.sub?.progressed();
+      };
       const sink: FeedSink = {
         write: (batch) => {
           if (data.closed) return true;
-          ws.cork(() => {
-            for (const e of batch) ws.send(e.json(), false);
-          });
-          return ws.getBufferedAmount() < WS_HIGH_WATER;
+          pending = pending.length ? pending.concat(batch) : batch.slice();
+          return flush();
         },
         close: (reason) => {
+          pending = [];
           if (data.closed) return;
           if (reason === 'slow')
             this.wsFail(
