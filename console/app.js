@@ -755,18 +755,29 @@ async function renderWebhooks(el, summary) {
 // ---- routing ----
 
 /**
- * Past its renew time (half way to expiry, CONTRACT §4) the token is exchanged for a new one,
- * `{username, token}`, so a console left open keeps working; the old token stays valid until it expires.
+ * Past its renew time (half way to expiry, CONTRACT §4: milliseconds since the epoch, as digits)
+ * the token is exchanged for a new one, `{username, token}`, so a console left open keeps
+ * working; the old token is then revoked, so that signing out ends the only token the console
+ * ever held. One renewal at a time.
  */
-async function renewIfDue() {
-  if (!session?.renewTime || Date.parse(session.renewTime) > Date.now()) return;
-  try {
-    const r = await api('POST', `${CONTENT}/security/token`, { body: { username: session.userId, token: session.token } });
-    session = { token: r.json.token, userId: r.json.userId, renewTime: r.json.renewTime };
-    sessionStorage.setItem(SESSION_KEY, JSON.stringify(session));
-  } catch {
-    // an expired token is met by the next call's 401
-  }
+let renewing = null;
+function renewIfDue() {
+  const due = Number(session?.renewTime);
+  if (renewing || !Number.isFinite(due) || due > Date.now()) return renewing;
+  const old = session.token;
+  renewing = (async () => {
+    try {
+      const r = await api('POST', `${CONTENT}/security/token`, { body: { username: session.userId, token: old } });
+      session = { token: r.json.token, userId: r.json.userId, renewTime: r.json.renewTime };
+      sessionStorage.setItem(SESSION_KEY, JSON.stringify(session));
+      await fetch(`${CONTENT}/security/token`, { method: 'DELETE', headers: { 'X-Auth-Token': old }, cache: 'no-store' }).catch(() => undefined);
+    } catch {
+      // an expired token is met by the next call's 401
+    } finally {
+      renewing = null;
+    }
+  })();
+  return renewing;
 }
 
 function render(message) {

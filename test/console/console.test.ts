@@ -179,6 +179,40 @@ describe('web console in a real browser (CONTRACT §19)', function () {
     });
   });
 
+  describe('the session', () => {
+    it('holds one token: navigating renews nothing before the renew time; past it one renewal revokes the old token; signing out leaves no token valid', async () => {
+      const page = await signIn('editor');
+      const issued: string[] = [];
+      page.on('request', (r) => {
+        if (r.method() === 'POST' && r.url().endsWith('/security/token')) issued.push(r.url());
+      });
+      const tokenNow = () => page.evaluate(() => JSON.parse(sessionStorage.getItem('console.session') ?? '{}').token as string);
+      const valid = async (token: string) => (await new Client(p.base, token).req('GET', '/changes?since=now')).status === 200;
+      for (const hash of ['#/search', '#/workspaces', '#/search', '#/audit']) {
+        await page.evaluate((h) => {
+          location.hash = h;
+        }, hash);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(issued, 'no token issued before the renew time (it was one a page)').to.deep.equal([]);
+      const first = await tokenNow();
+      // Past the renew time (milliseconds since the epoch, CONTRACT §4): the next page renews once.
+      await page.evaluate(() => {
+        const s = JSON.parse(sessionStorage.getItem('console.session') ?? '{}');
+        sessionStorage.setItem('console.session', JSON.stringify({ ...s, renewTime: String(Date.now() - 1000) }));
+      });
+      await page.reload();
+      await page.waitForFunction((t) => JSON.parse(sessionStorage.getItem('console.session') ?? '{}').token !== t, {}, first);
+      const second = await tokenNow();
+      await eventually(async () => expect(await valid(first), 'the renewed token is revoked').to.equal(false));
+      expect(await valid(second)).to.equal(true);
+      expect(issued).to.have.length(1);
+      await page.click('#signout');
+      await page.waitForSelector('#username');
+      expect(await valid(second), 'signed out').to.equal(false);
+    });
+  });
+
   describe('as editor', () => {
     let page: Page;
     before(async () => {
