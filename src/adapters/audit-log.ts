@@ -12,6 +12,9 @@ const LISTING_MS = 60_000;
 
 type Entry = { pos: AuditPosition; event: ContentEvent };
 
+/** The XREVRANGE end just below a stream id (exclusive); null below `0-0`, where no id is (Redis refuses `(0-0`). */
+const below = (id: string): string | null => (/^0+-0+$/.test(id) ? null : `(${id}`);
+
 /** One partition's side of a query: entries read and not yet answered, and where to read on. */
 interface Reader {
   p: number;
@@ -48,16 +51,19 @@ export class AuditLog {
   }
 
   private async queryAt(q: AuditQuery, flushed: number): Promise<{ entries: AuditEntryBody[]; next: AuditPosition | null }> {
+    // Stream ids are unsigned: a `to` before 1970 matches nothing, a `from` before it bounds nothing.
+    if (q.to !== undefined && q.to < 0) return { entries: [], next: null };
     const parts = q.cid !== undefined ? [partitionOf(q.cid, this.partitions)] : Array.from({ length: this.partitions }, (_, p) => p);
     // Entries before `flushed` left Redis for segments (some may still wait for their trim: not read twice).
-    const tailFrom = Math.max(q.from ?? 0, flushed);
+    const tailFrom = Math.max(q.from ?? 0, flushed, 0);
     const start = tailFrom === 0 ? '-' : `${tailFrom}-0`;
     const top = q.to === undefined ? '+' : `${q.to}-18446744073709551615`;
     const readers: Reader[] = parts.map((p) => {
       const a = q.after;
       // Newest first by (id, partition): after (id, p), a lower partition may still hold that same id.
-      const end = a === undefined ? top : a.p > p ? a.id : `(${a.id}`;
-      return { p, buf: [], end, done: false };
+      const end = a === undefined ? top : a.p > p ? a.id : below(a.id);
+      // Nothing is below `0-0`: that partition is done.
+      return { p, buf: [], end: end ?? '', done: end === null };
     });
     const batch = Math.min(1000, Math.max(50, q.limit + 1));
     const out: Entry[] = [];
@@ -116,7 +122,11 @@ export class AuditLog {
     while (!r.buf.length && !r.done) {
       const rows = (await this.redis.xrevrangeBuffer(keys.auditLog(r.p), r.end, start, 'COUNT', batch)) as [Buffer, Buffer[]][];
       if (rows.length < batch) r.done = true;
-      if (rows.length) r.end = `(${rows[rows.length - 1][0].toString()}`;
+      if (rows.length) {
+        const end = below(rows[rows.length - 1][0].toString());
+        r.end = end ?? '';
+        if (end === null) r.done = true;
+      }
       for (const [id, fields] of rows) {
         const i = fields.findIndex((f, n) => n % 2 === 0 && f.toString() === 'e');
         if (i < 0) continue;

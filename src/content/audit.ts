@@ -86,10 +86,15 @@ export function comparePositions(a: AuditPosition, b: AuditPosition): number {
 /** The opaque cursor of a position: URL-safe. */
 export const encodeAuditCursor = (pos: AuditPosition): string => Buffer.from(`${pos.p}:${pos.id}`).toString('base64url');
 
-/** A cursor back to its position; 400 when it is not one this platform made. */
+/**
+ * A cursor back to its position; 400 when it is not one this platform made. Stream ids are
+ * canonical (no leading zeros) and never `0-0` (Redis gives no entry that id, and XREVRANGE
+ * refuses `(0-0` as an exclusive end), so a cursor naming such an id was not made here.
+ */
 export function decodeAuditCursor(c: string, partitions: number): AuditPosition {
-  const m = /^(\d{1,5}):(\d{1,15}-\d{1,15})$/.exec(/^[A-Za-z0-9_-]{1,64}$/.test(c) ? Buffer.from(c, 'base64url').toString() : '');
-  if (!m || Number(m[1]) >= partitions) throw new AppError('BAD_REQUEST', 'cursor is not a cursor of this audit trail', { parameter: 'cursor' });
+  const m = /^(\d{1,5}):((?:0|[1-9]\d{0,14})-(?:0|[1-9]\d{0,14}))$/.exec(/^[A-Za-z0-9_-]{1,64}$/.test(c) ? Buffer.from(c, 'base64url').toString() : '');
+  if (!m || Number(m[1]) >= partitions || m[2] === '0-0')
+    throw new AppError('BAD_REQUEST', 'cursor is not a cursor of this audit trail', { parameter: 'cursor' });
   return { p: Number(m[1]), id: m[2] };
 }
 
@@ -114,5 +119,7 @@ export function parseAuditQuery(get: (name: string) => string | null, partitions
   if (content !== undefined && !/^[^/]+\/.+$/.test(content)) throw bad('content', 'content must be <namespace>/<alias>');
   const user = get('user') || undefined;
   const c = get('cursor');
-  return { content, user, from, to, limit, after: c ? decodeAuditCursor(c, partitions) : undefined };
+  // Entries are timed from 1970 on (stream ids are unsigned): a `from` before that bounds nothing;
+  // a `to` before it is kept and matches nothing (AuditLog answers an empty page).
+  return { content, user, from: from !== undefined && from < 0 ? undefined : from, to, limit, after: c ? decodeAuditCursor(c, partitions) : undefined };
 }

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { applyPatch } from 'rfc6902';
+import { AuditLog } from '../../src/adapters/audit-log.js';
 import { Client, article, startTestPlatform } from '../support/platform.js';
 
 type P = Awaited<ReturnType<typeof startTestPlatform>>;
@@ -262,6 +263,44 @@ describe('revisions: compare, restore, audit (CONTRACT §15)', function () {
       expect((await audit('content=news/never-set-alias-x')).json).to.deep.equal({ entries: [], next: null });
       // The copier's lag is a metric, like the indexer's.
       expect((await sysadmin.metrics()).text).to.match(/audit_lag\{partition="0"\} \d+/);
+    });
+
+    it('dates before 1970 and cursors at 0-0 answer an empty page, no lower bound or 400, never 500', async () => {
+      const c = await threeVersions();
+      await entriesOf(c.id, 3);
+      const of = encodeURIComponent(c.id);
+      for (const t of ['1969-12-31T23:59:59.999Z', '0001-01-01T00:00:00Z']) {
+        const at = encodeURIComponent(t);
+        // A `to` before 1970 can match nothing (stream ids are unsigned): an empty page.
+        for (const q of [`to=${at}`, `content=${of}&to=${at}`, `from=${at}&to=${at}`]) {
+          const r = await audit(q);
+          expect(r.status, `${q}: ${r.text}`).to.equal(200);
+          expect(r.json, q).to.deep.equal({ entries: [], next: null });
+        }
+        // A `from` before 1970 bounds nothing.
+        const r = await audit(`content=${of}&from=${at}`);
+        expect(r.status, `from=${t}: ${r.text}`).to.equal(200);
+        expect(r.json.entries.map((e: Entry) => e.revision)).to.deep.equal([3, 2, 1]);
+        expect((await audit(`user=editor&from=${at}&limit=1`)).status, `from=${t}, every partition`).to.equal(200);
+      }
+      // Cursors at `0-0` (XREVRANGE refuses `(0-0`) or with a non-canonical id: this trail never made them.
+      const cursor = (s: string) => Buffer.from(s).toString('base64url');
+      for (const q of ['cursor=MDowLTA', 'cursor=MzowLTA', `content=${of}&cursor=MzowLTA`, `cursor=${cursor('1:00-0')}`, `cursor=${cursor('2:0-00')}`]) {
+        const r = await audit(q);
+        expect(r.status, `${q}: ${r.text}`).to.equal(400);
+        expect(r.json.extraInfo.parameter, q).to.equal('cursor');
+      }
+      // The log itself, whatever its caller: a position at 0-0 leaves every partition done.
+      const log = new AuditLog(p.redis, p.settings.PARTITIONS);
+      for (const after of [
+        { id: '0-0', p: 0 },
+        { id: '0-0', p: 3 },
+        { id: '0-0', p: p.settings.PARTITIONS - 1 },
+      ]) {
+        expect(await log.query({ limit: 10, after }), `after ${after.p}:0-0`).to.deep.equal({ entries: [], next: null });
+      }
+      expect(await log.query({ limit: 10, to: -1 })).to.deep.equal({ entries: [], next: null });
+      expect((await log.query({ limit: 1, from: Date.parse('0001-01-01T00:00:00Z') })).entries).to.have.length(1);
     });
   });
 });
