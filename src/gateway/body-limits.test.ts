@@ -37,6 +37,15 @@ describe('body limits: what a JSON body may hold to be stored as sent', () => {
     expect(refusal({ a: 'pair \ud83d\ude00', b: '\ufffd', proto: { constructor: 1, prototype: 2 } })).to.equal(null);
   });
 
+  it('no number beyond a double (JSON.parse makes 1e309 Infinity), 400 naming where', () => {
+    expect(refusal(JSON.parse('1e309'))?.extraInfo.path).to.equal('(the body)');
+    expect(refusal(JSON.parse('{"big":1e309}'))?.extraInfo.path).to.equal('big');
+    expect(refusal(JSON.parse('{"a":{"b":[0,1,-1e400]}}'))?.extraInfo.path).to.equal('a.b.2');
+    expect(refusal(JSON.parse('[[1e999]]'))?.extraInfo.path).to.equal('0.0');
+    expect(refusal({ nan: Number.NaN })?.http).to.equal(400);
+    expect(refusal(JSON.parse('{"max":1.7976931348623157e308,"min":-1.7976931348623157e308,"tiny":5e-324,"under":1e-400}'))).to.equal(null);
+  });
+
   it('large arrays and strings pass (MAX_BODY_BYTES bounds them)', () => {
     expect(refusal({ a: new Array(1_000_000).fill(1), s: 'x'.repeat(1 << 20) })).to.equal(null);
   });

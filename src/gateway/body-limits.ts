@@ -10,6 +10,7 @@ import { MAX_BODY_DEPTH } from './schemas.js';
  *   the platform store, render and index within what it was built and measured for;
  * - no key `__proto__`: msgpackr reads it back as `__proto_`;
  * - no lone UTF-16 surrogate in a string or key: UTF-8 cannot hold it, it comes back as U+FFFD;
+ * - no number beyond a double (`1e309` parses to Infinity): JSON cannot hold it, it comes back as null;
  * - nesting up to MAX_BODY_DEPTH (64) levels (schemas.ts; msgpackr itself overflows the stack at a
  *   few thousand).
  * Arrays and strings have 32-bit sizes in MessagePack: MAX_BODY_BYTES bounds them long before.
@@ -29,6 +30,10 @@ const spell = (w: Where | null): string => {
   return path.length > 200 ? `${path.slice(0, 200)}...` : path || '(the body)';
 };
 
+/** A number JSON.parse made Infinity (`1e309`): stored, it would read back as null. */
+const notFinite = (where: Where | null) =>
+  new AppError('BAD_REQUEST', `A number at ${spell(where)} is beyond what can be stored (at most about 1.8e308)`, { path: spell(where) });
+
 const wellFormed = (s: string): boolean => (s as unknown as { isWellFormed(): boolean }).isWellFormed();
 
 /** Throws 413 or 400 (naming where) when `body` holds what the platform cannot store as sent. */
@@ -40,12 +45,17 @@ export function checkStorable(body: unknown): void {
       if (!wellFormed(value)) throw new AppError('BAD_REQUEST', `A string at ${spell(where)} holds a lone UTF-16 surrogate`, { path: spell(where) });
       continue;
     }
+    if (typeof value === 'number') {
+      if (!Number.isFinite(value)) throw notFinite(where);
+      continue;
+    }
     if (value === null || typeof value !== 'object') continue;
     if (depth > MAX_BODY_DEPTH) throw new AppError('BAD_REQUEST', `Body nested deeper than ${MAX_BODY_DEPTH} levels`, { path: spell(where) });
     if (Array.isArray(value)) {
       for (let i = value.length - 1; i >= 0; i--) {
         const item: unknown = value[i];
         if (typeof item === 'string' || (item !== null && typeof item === 'object')) stack.push([item, { up: where, key: String(i) }, depth + 1]);
+        else if (typeof item === 'number' && !Number.isFinite(item)) throw notFinite({ up: where, key: String(i) });
       }
       continue;
     }
@@ -63,6 +73,7 @@ export function checkStorable(body: unknown): void {
       if (!wellFormed(key)) throw new AppError('BAD_REQUEST', `A key at ${spell(where)} holds a lone UTF-16 surrogate`, { path: spell(where) });
       const item = (value as Record<string, unknown>)[key];
       if (typeof item === 'string' || (item !== null && typeof item === 'object')) stack.push([item, here, depth + 1]);
+      else if (typeof item === 'number' && !Number.isFinite(item)) throw notFinite(here);
     }
   }
 }

@@ -506,11 +506,23 @@ export function segmentsOf(path: string): string[] {
   });
 }
 
-/** A JSON body (or one NDJSON line): 400 when it does not parse, 400 or 413 when it could not be stored. */
+/** parseJsonBody's decoder: throws on invalid UTF-8; a BOM is kept (and refused by JSON.parse, as before). */
+const UTF8_STRICT = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * A JSON body (or one NDJSON line): 400 when it is not UTF-8 or does not parse (invalid UTF-8
+ * would otherwise be stored as U+FFFD), 400 or 413 when it could not be stored.
+ */
 export function parseJsonBody(buf: Buffer): unknown {
+  let text: string;
+  try {
+    text = UTF8_STRICT.decode(buf);
+  } catch {
+    throw new AppError('BAD_REQUEST', 'Malformed JSON: the body is not valid UTF-8');
+  }
   let value: unknown;
   try {
-    value = JSON.parse(buf.toString('utf8'));
+    value = JSON.parse(text);
   } catch (e) {
     throw new AppError('BAD_REQUEST', `Malformed JSON: ${(e as Error).message}`);
   }

@@ -137,6 +137,59 @@ describe('gateway: bodies the platform cannot store answer 400 or 413 before any
     expect(after.json).to.deep.equal(before.json);
   });
 
+  const rawEnvelope = (alias: string, fields: string) =>
+    Buffer.from(
+      `{"system":{"contentType":"article"},"operations":[{"_type":"svcSetAlias","namespace":"limits","alias":"${alias}"}],"aspects":{"body":{"_type":"body",${fields}}}}`,
+    );
+  /** Bodies as bytes on the wire: JSON.stringify can make neither of them. */
+  const RAW: [string, string | null, (alias: string) => Buffer][] = [
+    [
+      'invalid UTF-8 (a raw 0xE9) in a string',
+      null,
+      (alias) =>
+        Buffer.concat([
+          Buffer.from(`{"system":{"contentType":"article"},"operations":[{"_type":"svcSetAlias","namespace":"limits","alias":"${alias}"}],`),
+          Buffer.from('"aspects":{"body":{"_type":"body","title":"caf'),
+          Buffer.from([0xe9]),
+          Buffer.from('"}}}'),
+        ]),
+    ],
+    ['a number beyond a double (1e309)', 'aspects.body.big', (alias) => rawEnvelope(alias, '"big":1e309')],
+    ['a negative number beyond a double in an array', 'aspects.body.list.1', (alias) => rawEnvelope(alias, '"list":[1,-1e400,2]')],
+  ];
+  const json = { 'Content-Type': 'application/json' };
+
+  it('invalid UTF-8 and numbers beyond a double → 400 naming where, on create, update and draft; nothing stored, no dead letter', async () => {
+    const before = await editor.readContent(id);
+    for (const [what, path, body] of RAW) {
+      const alias = `r${Math.random().toString(36).slice(2)}`;
+      const [dead, count] = [await deadLetters(), await contents()];
+      const r = await editor.req('POST', '/content', { raw: body(alias), headers: json });
+      expect(r.status, `create, ${what}: ${r.text.slice(0, 300)}`).to.equal(400);
+      expect(r.json.statusCode).to.equal('40000');
+      if (path) expect(r.json.extraInfo.path, what).to.equal(path);
+      else expect(r.json.message, what).to.match(/UTF-8/);
+      expect((await editor.read(`/content/alias/limits/${alias}`)).status, `${what}: read back`).to.equal(404);
+      expect(await contents(), what).to.equal(count);
+      const u = await editor.req('PUT', `/content/alias/${id}`, { raw: body(`u${alias}`), headers: { ...json, 'If-Match': etag } });
+      expect(u.status, `update, ${what}: ${u.text.slice(0, 200)}`).to.equal(400);
+      const w = await editor.req('PUT', `/content/workspace/limits/alias/${id}`, { raw: body(`w${alias}`), headers: json });
+      expect(w.status, `draft, ${what}: ${w.text.slice(0, 200)}`).to.equal(400);
+      expect(await deadLetters(), what).to.equal(dead);
+    }
+    const after = await editor.readContent(id);
+    expect(after.headers.get('etag')).to.equal(etag);
+    expect(after.json).to.deep.equal(before.json);
+    // Control: valid UTF-8 and the largest doubles are stored and read back as sent.
+    const ok = await editor.req('POST', '/content', {
+      raw: rawEnvelope(`ok${Date.now()}`, '"title":"café","big":1e308,"list":[-1.7976931348623157e308]'),
+      headers: json,
+    });
+    expect(ok.status, ok.text.slice(0, 300)).to.equal(201);
+    const back = await editor.readContent(ok.json.system.id);
+    expect(back.json.aspects!.body).to.deep.equal({ _type: 'body', title: 'café', big: 1e308, list: [-1.7976931348623157e308] });
+  });
+
   it('the largest bodies that can be stored are stored as sent and read back the same (control)', async () => {
     const stored: [string, Record<string, unknown>][] = [
       ['65,000 keys in one aspect', { _type: 'body', ...keys(64999) }],
