@@ -81,14 +81,34 @@ export class ChangesRefusedError extends Error {
   }
 }
 
+/** Waits `ms`, or until `signal` aborts; the abort listener goes when the wait ends, so retries add none. */
 const sleep = (ms: number, signal?: AbortSignal) =>
   new Promise<void>((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => {
+    if (signal?.aborted) return resolve();
+    const onAbort = () => {
       clearTimeout(t);
       resolve();
-    });
+    };
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
   });
+
+/** The longest wait setTimeout takes (a longer one fires at once). */
+const MAX_WAIT_MS = 2 ** 31 - 1;
+
+/**
+ * A `Retry-After` (RFC 9110 §10.2.3) in ms: delta-seconds or an HTTP-date (one in the past is 0);
+ * 0 when absent or unreadable, so the normal back-off applies.
+ */
+function retryAfterMs(value: string | null, now = Date.now()): number {
+  const v = value?.trim();
+  if (!v) return 0;
+  const ms = /^\d+$/.test(v) ? Number(v) * 1000 : Date.parse(v) - now;
+  return Number.isFinite(ms) ? Math.min(MAX_WAIT_MS, Math.max(0, ms)) : 0;
+}
 
 /**
  * Every event of the feed from `opts.since`, for ever (until `signal` aborts or the loop breaks).
@@ -122,7 +142,7 @@ export async function* changes(base: string, token: string | ChangesOptions['tok
       continue;
     }
     if (res.status === 429 || res.status >= 500) {
-      await backOff(new Error(`${res.status} ${text}`), Number(res.headers.get('retry-after') ?? 0) * 1000);
+      await backOff(new Error(`${res.status} ${text}`), retryAfterMs(res.headers.get('retry-after')));
       continue;
     }
     if (res.status !== 200) throw new ChangesRefusedError(res.status, text);

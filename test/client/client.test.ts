@@ -1,4 +1,7 @@
 import { expect } from 'chai';
+import { getEventListeners } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { changes } from '../../src/client/changes.js';
 import { bulkImport, exportContents } from '../../src/client/bulk.js';
 import { PlatformClient } from '../../src/client/index.js';
@@ -193,6 +196,53 @@ describe('typed client (src/client)', () => {
       if (e.id !== created.json.system.id) continue;
       expect(e.kind).to.equal('create');
       stop.abort();
+    }
+  });
+
+  it('the change feed waits out a 503 with Retry-After as an HTTP date or seconds, and leaves no abort listener per retry', async () => {
+    let retryAfter = '';
+    let hits = 0;
+    const server = createServer((_req, res) => {
+      hits++;
+      res.writeHead(503, { 'Content-Type': 'application/json', 'Retry-After': retryAfter });
+      res.end('{"message":"Service unavailable","statusCode":"50300","extraInfo":{}}');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/content-service`;
+    /** Follows the feed for `ms`: the requests made, the waits asked, the abort listeners at each retry. */
+    const follow = async (value: string, ms: number) => {
+      [retryAfter, hits] = [value, 0];
+      const stop = new AbortController();
+      const waits: number[] = [];
+      const listeners: number[] = [];
+      const timer = setTimeout(() => stop.abort(), ms);
+      const onRetry = (_e: unknown, wait: number) => {
+        waits.push(wait);
+        listeners.push(getEventListeners(stop.signal, 'abort').length);
+        // A tight loop: stop it here rather than after thousands of requests.
+        if (waits.length >= 50) stop.abort();
+      };
+      for await (const _ of changes(base, 'token', { signal: stop.signal, onRetry })) expect.fail('a 503 hands out no event');
+      clearTimeout(timer);
+      return { hits, waits, listeners };
+    };
+    try {
+      // A date in the past is a wait of 0: the normal back-off (200, 400, 800 ms) applies.
+      const past = await follow('Wed, 21 Oct 2015 07:28:00 GMT', 1000);
+      expect(past.waits.slice(0, 3), 'past date').to.deep.equal([200, 400, 800].slice(0, past.waits.length));
+      expect(past.hits, 'past date: requests in 1 s').to.be.within(2, 4);
+      // A date ahead is waited out (HTTP dates are to the second).
+      const ahead = await follow(new Date(Date.now() + 3000).toUTCString(), 1000);
+      expect(ahead.hits, 'date ahead: requests in 1 s').to.equal(1);
+      expect(ahead.waits[0], 'date ahead').to.be.within(1000, 3000);
+      // Delta-seconds as before; and each retry leaves no listener of its own on the signal (fetch's
+      // own, one per request at most until collected, are all that may stay).
+      const seconds = await follow('0', 1600);
+      expect(seconds.waits, 'Retry-After: 0').to.deep.equal([200, 400, 800, 1600].slice(0, seconds.waits.length));
+      for (const [i, n] of seconds.listeners.entries()) expect(n, `abort listeners at retry ${i + 1}`).to.be.at.most(i + 1);
+      expect((await follow('1', 500)).waits, 'Retry-After: 1').to.deep.equal([1000]);
+    } finally {
+      server.close();
     }
   });
 
