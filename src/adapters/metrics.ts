@@ -111,6 +111,8 @@ export class Metrics {
     inFlight: () => number,
   ) {
     collectDefaultMetrics({ register: this.registry });
+    // /metrics answers without a token: no server version in it (SECURITY.md threat model).
+    this.registry.removeSingleMetric('nodejs_version_info');
     const answered = this.answered;
     new Counter({
       name: 'http_requests_total',

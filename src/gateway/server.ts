@@ -77,6 +77,8 @@ export class Gateway {
   private active = 0;
   /** GET /health requests among `active`: they are answered even while the gateway sheds load. */
   private healthInFlight = 0;
+  /** The health check under way, shared by the health requests that come meanwhile. */
+  private healthCheck?: Promise<{ status: number; body: Record<string, string> }>;
   private readonly content: ContentService;
   private readonly search: SearchService;
   private readonly fileService: FileService;
@@ -221,6 +223,17 @@ export class Gateway {
    */
   private async health(x: Exchange): Promise<void> {
     getOnly(x);
+    // One check at a time: health requests take no slot of MAX_IN_FLIGHT, so a flood of them
+    // must not become a flood of pings to Redis, the engine and the file store. Requests that
+    // come while a check runs share its answer.
+    this.healthCheck ??= this.checkHealth().finally(() => {
+      this.healthCheck = undefined;
+    });
+    const { status, body } = await this.healthCheck;
+    x.sendJson(status, body);
+  }
+
+  private async checkHealth(): Promise<{ status: number; body: Record<string, string> }> {
     const parts: Record<string, string> = {};
     try {
       await Promise.race([this.d.redis.ping(), new Promise((_, rej) => setTimeout(() => rej(new Error('timeout')), 1000))]);
@@ -234,7 +247,7 @@ export class Gateway {
     parts.files = (await this.d.files.ping()) ? 'ok' : `failing: the ${this.d.files.kind} file store does not answer`;
     parts.actorsInFlight = String(this.d.mailbox.inFlight);
     const ok = parts.redis === 'ok' && !parts.search.startsWith('failing') && !parts.files.startsWith('failing');
-    x.sendJson(ok ? 200 : 503, { status: !ok ? 'unavailable' : parts.search.startsWith('degraded') ? 'degraded' : 'ok', ...parts });
+    return { status: ok ? 200 : 503, body: { status: !ok ? 'unavailable' : parts.search.startsWith('degraded') ? 'degraded' : 'ok', ...parts } };
   }
 
   /**

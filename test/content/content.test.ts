@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { Redis } from 'ioredis';
 import { Client, article, startTestPlatform } from '../support/platform.js';
 
 type P = Awaited<ReturnType<typeof startTestPlatform>>;
@@ -486,6 +487,9 @@ describe('content service: content (spec Endpoints/Content, CONTRACT §5, §11, 
       expect(r.text).to.match(/actor_queue_depth\{partition="0"\} \d+/);
       // other tests of the run may have dead-lettered commands in any partition: the gauge is there
       expect(r.text).to.match(/actor_dead_letters\{partition="0"\} \d+/);
+      // Answered without a token: no server version (the threat model's "anyone on the network").
+      expect(r.text).not.to.include('nodejs_version_info');
+      expect(r.text).not.to.include(process.version);
     });
 
     it('every response carries X-Request-Id: the client one when sane, a new one otherwise', async () => {
@@ -514,6 +518,20 @@ describe('content service: content (spec Endpoints/Content, CONTRACT §5, §11, 
       expect(r.status).to.equal(200);
       expect(r.json.status).to.equal('ok');
       expect(r.headers.get('svc-api-version')).to.match(/^\d/);
+    });
+
+    it('health requests that come together share one check: a flood of them is not a flood of pings to the backends', async () => {
+      const redis = new Redis(process.env.REDIS_URL!);
+      try {
+        const pings = async () => Number(/^cmdstat_ping:calls=(\d+)/m.exec(await redis.info('commandstats'))?.[1] ?? 0);
+        const before = await pings();
+        const answers = await Promise.all(Array.from({ length: 40 }, () => fetch(`${p.url}/health`).then((r) => r.json() as Promise<{ status: string }>)));
+        expect(answers.every((a) => a.status === 'ok')).to.equal(true);
+        // The gateway's one ping per check, plus this client's INFO: far fewer than 40.
+        expect((await pings()) - before).to.be.below(20);
+      } finally {
+        redis.disconnect();
+      }
     });
   });
 });
