@@ -25,8 +25,10 @@ export class EventReader {
   constructor(
     private readonly store: Pick<ContentStore, 'snapshotsOf'>,
     max: number,
+    /** Bound on the kept snapshots' size (snapshotBytes): a few huge ones must not fill the heap. */
+    maxBytes = 128 * 2 ** 20,
   ) {
-    this.snapshots = new LRUCache<string, Snapshot>({ max });
+    this.snapshots = new LRUCache<string, Snapshot>({ max, maxSize: maxBytes, sizeCalculation: snapshotBytes });
   }
 
   /**
@@ -79,4 +81,16 @@ function eventOf(fields: Buffer[]): StoredEvent | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * About what a decoded snapshot takes in memory: its aliases and metadata aspects are what grow
+ * (an editor may give a content thousands of aliases or a large metadata aspect), the rest is
+ * small. Strings count two bytes a character. At least 1 (LRUCache refuses 0).
+ */
+export function snapshotBytes(s: Snapshot): number {
+  let n = 1024;
+  for (const a of s.aliases) n += 2 * a.length + 64;
+  n += 2 * JSON.stringify(s.meta).length;
+  return n;
 }

@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { pooledRandomBytes } from '../adapters/ids.js';
-import { EventReader } from '../adapters/event-reader.js';
+import { EventReader, snapshotBytes } from '../adapters/event-reader.js';
 import { AppError } from '../errors.js';
 import type { ContentStore } from '../adapters/content-store.js';
 import { keys, type RedisClient } from '../adapters/redis.js';
@@ -148,6 +148,12 @@ const ZERO = { ms: 0, seq: 0 };
  * the pages that follow live delivery. About 1 KB each beside its snapshot.
  */
 const RESOLVED_ENTRIES = 50000;
+/**
+ * And their size: an entry holds its events (each with the content's aliases), their JSON and
+ * cursors, about three times its snapshot (snapshotBytes); a few thousand events of content with
+ * thousands of aliases must not fill the heap (a count alone allowed gigabytes).
+ */
+const RESOLVED_BYTES = 256 * 2 ** 20;
 
 /**
  * Reads the partitions' event streams for the change feed: entries resolved against the revision
@@ -156,7 +162,11 @@ const RESOLVED_ENTRIES = 50000;
  */
 export class ChangeSource {
   private readonly events: EventReader;
-  private readonly resolved = new LRUCache<string, ResolvedEntry>({ max: RESOLVED_ENTRIES });
+  private readonly resolved = new LRUCache<string, ResolvedEntry>({
+    max: RESOLVED_ENTRIES,
+    maxSize: RESOLVED_BYTES,
+    sizeCalculation: (e) => 1024 + e.changes.length * 1024 + (e.at ? 3 * snapshotBytes(e.at) : 0),
+  });
   private sealing?: Promise<CursorSeal>;
   private seal?: CursorSeal;
 
