@@ -164,7 +164,11 @@ export class ChangesService {
   private async serve(x: Exchange, lastEventId: string): Promise<void> {
     if (x.method !== 'GET' && x.method !== 'HEAD') throw new AppError('METHOD_NOT_ALLOWED', 'Use GET', { allow: ['GET'] });
     const principal = await this.d.tokens.required(x.header('x-auth-token'));
-    for (const name of x.query.keys()) if (!PARAMS.has(name)) throw new AppError('BAD_REQUEST', `Unknown parameter ${name}`, { parameter: name });
+    for (const name of x.query.keys()) {
+      if (!PARAMS.has(name)) throw new AppError('BAD_REQUEST', `Unknown parameter ${name}`, { parameter: name });
+      // Each is single-valued: `kinds=create&kinds=bogus` took the first and dropped the second unseen.
+      if (x.query.getAll(name).length > 1) throw new AppError('BAD_REQUEST', `Parameter ${name} given more than once`, { parameter: name });
+    }
     const filter = parseFilter({
       types: x.query.get('types') ?? undefined,
       views: x.query.get('views') ?? undefined,

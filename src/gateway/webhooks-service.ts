@@ -67,7 +67,8 @@ export class WebhooksService {
     await this.sysadmin(x);
     const raw = x.query.get('limit');
     const { min, max } = DELIVERIES_LIMIT;
-    const limit = raw === null ? DELIVERIES_LIMIT.default : Number(raw);
+    // Digits only, as the feed's limit: Number() took `1e3`, `0x10` and ` 5`.
+    const limit = raw === null ? DELIVERIES_LIMIT.default : /^\d{1,9}$/.test(raw) ? Number(raw) : Number.NaN;
     if (!Number.isInteger(limit) || limit < min || limit > max)
       throw new AppError('BAD_REQUEST', `limit must be an integer from ${min} to ${max}`, { parameter: 'limit' });
     x.sendJson(200, { deliveries: await this.hooks.deliveries(p.id, x.query.get('status'), limit) });

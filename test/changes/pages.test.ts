@@ -14,7 +14,20 @@ describe('change feed pages (CONTRACT §13)', () => {
 
   it('answers 401 without a token, 400 for bad parameters and cursors', async () => {
     expect((await c.req('GET', '/changes', { token: null })).status).to.equal(401);
-    for (const q of ['kinds=created', 'limit=0', 'limit=1001', 'feed=poll', 'since=!!', 'since=AAAA', 'bogus=1', 'types=a%20b', 'timeout=70000']) {
+    for (const q of [
+      'kinds=created',
+      'limit=0',
+      'limit=1001',
+      'feed=poll',
+      'since=!!',
+      'since=AAAA',
+      'bogus=1',
+      'types=a%20b',
+      'timeout=70000',
+      'kinds=create&kinds=bogus',
+      'since=now&since=x',
+      'limit=5&limit=6',
+    ]) {
       const r = await c.req('GET', `/changes?${q}`);
       expect(r.status, `${q}: ${r.text}`).to.equal(400);
       expect(r.json.statusCode).to.equal('40000');

@@ -73,6 +73,9 @@ describe('webhooks: management and targets (CONTRACT §14)', function () {
     expect(u.text).to.not.include('secret');
     expect((await admin.req('GET', `/webhooks/${id}/deliveries`)).json).to.deep.equal({ deliveries: [] });
     expect((await admin.req('GET', `/webhooks/${id}/deliveries?status=nope`)).status).to.equal(400);
+    for (const limit of ['1e3', '0x10', '%205', '10.0', '0'])
+      expect((await admin.req('GET', `/webhooks/${id}/deliveries?limit=${limit}`)).status, limit).to.equal(400);
+    expect((await admin.req('GET', `/webhooks/${id}/deliveries?limit=10`)).status).to.equal(200);
     expect((await admin.req('DELETE', `/webhooks/${id}`)).status).to.equal(204);
     expect((await admin.req('GET', `/webhooks/${id}`)).status).to.equal(404);
     expect((await admin.req('DELETE', `/webhooks/${id}`)).status).to.equal(404);
