@@ -45,6 +45,8 @@ const WS_FIRST_MESSAGE_MS = 10_000;
 const WS_HIGH_WATER = 256 * 1024;
 /** WebSocket close codes: a bad token, a bad first message, an expired cursor, a subscriber that did not read. */
 export const WS_CLOSE = { unauthorized: 4401, badRequest: 4400, gone: 4410, tooSlow: 4429 } as const;
+/** The longest first message of a WebSocket subscriber (a token, a cursor and three lists). */
+const FIRST_MESSAGE_MAX = 64 * 1024;
 
 interface WsData {
   started: boolean;
@@ -90,7 +92,9 @@ export class ChangesService {
     app.any(CHANGES_PATH, (res, req) => this.http(res, req));
     app.ws<WsData>(CHANGES_WS_PATH, {
       compression: 0,
-      maxPayloadLength: 64 * 1024,
+      // Larger than a first message may be (FIRST_MESSAGE_MAX), so that a longer one is answered
+      // 4400 with an error message rather than cut by uWS (1006, no reason).
+      maxPayloadLength: 1024 * 1024,
       idleTimeout: 120,
       sendPingsAutomatically: true,
       // The sink sends nothing once WS_HIGH_WATER is buffered; this is only the outer bound. A
@@ -117,6 +121,10 @@ export class ChangesService {
         if (data.started) return; // the client has nothing more to say
         data.started = true;
         clearTimeout(data.timer);
+        if (message.byteLength > FIRST_MESSAGE_MAX) {
+          this.wsFail(ws, new AppError('BAD_REQUEST', `The first message must be at most ${FIRST_MESSAGE_MAX / 1024} KB`), WS_CLOSE.badRequest);
+          return;
+        }
         // uWS reuses the message's memory after this callback: copy it.
         const text = Buffer.from(message.slice(0)).toString('utf8');
         void this.wsStart(ws, text, isBinary);

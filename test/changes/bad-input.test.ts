@@ -42,6 +42,7 @@ describe('change feed bad input and slow subscribers (CONTRACT §13)', function 
       { token: c.token, since: '!!' },
       { token: c.token, extra: 1 },
       { token: c.token, types: 'a b' },
+      { token: c.token, pad: 'x'.repeat(70 * 1024) },
     ]) {
       const bad = await closeOf(first);
       expect(bad.code, JSON.stringify(first)).to.equal(4400);
