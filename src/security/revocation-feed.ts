@@ -148,7 +148,8 @@ export class RevocationFeed {
       const message = `${nonce} ${digest}`;
       const reached = 'masters' in pub ? await pub.sPublish(this.channel, message) : await pub.publish(this.channel, message);
       wait.needed = reached;
-      if (wait.got >= wait.needed) return;
+      // A process not subscribed (accounts-cli) hears no confirmation: it tells and goes on.
+      if (wait.got >= wait.needed || !this.up) return;
       const late = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), CONFIRM_WAIT_MS)));
       if ((await Promise.race([confirmed, late])) === 'late') {
         this.listener.log(

@@ -464,8 +464,9 @@ export class TokenService {
       taken.push(key);
     }
     let failed = false;
+    let account: AccountEntity | null = null;
     try {
-      const account = await this.fetchAccount(username);
+      account = await this.fetchAccount(username);
       // Always run scrypt (against a dummy hash for an unknown user) so timing tells nothing.
       const ok = await verifyPassword(password, account?.passwordHash);
       failed = !ok || !account;
@@ -473,8 +474,10 @@ export class TokenService {
       // A store failure (503) is no failed login.
       await this.endAttempt(taken, attempt, failed ? 'failed' : 'forgiven');
     }
-    if (failed) throw new AppError('NOT_AUTHENTICATED', BAD_CREDENTIALS);
-    return this.issueToken(username, accountGeneration(await this.fetchAccount(username)));
+    if (failed || !account) throw new AppError('NOT_AUTHENTICATED', BAD_CREDENTIALS);
+    // The generation of the account whose password was checked: read again, a password changed
+    // meanwhile would give the old password's login a token of the new generation.
+    return this.issueToken(username, accountGeneration(account));
   }
 
   /**

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHook } from 'node:async_hooks';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, scryptSync } from 'node:crypto';
 import net from 'node:net';
 import { expect } from 'chai';
 import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
@@ -332,6 +332,21 @@ describe('security: token service (spec Token response, CONTRACT §3-4)', functi
       expect((await other.authenticate(token))?.contexts).to.deep.equal({ [GLOBAL_CONTEXT]: ['editor'] });
       await svc.createAccount(name, 'a-new-password', { [GLOBAL_CONTEXT]: ['editor'] });
       expect(await other.authenticate(token), 'another password: a new generation').to.equal(null);
+    });
+
+    it('a login whose password was checked before a password change gets a token of the old generation (it ends with the change)', async () => {
+      const { name } = await withToken();
+      const accountKey = `${sharedPrefix}account:${name}`;
+      // A hash of a high cost (N = 2^18: about a second to check), so that the change's write
+      // surely lands while the login checks the password.
+      const salt = randomBytes(16);
+      const slow = scryptSync('a-password', salt, 32, { N: 2 ** 18, r: 8, p: 1, maxmem: 512 * 2 ** 20 });
+      await raw.hSet(accountKey, 'passwordHash', `scrypt$${2 ** 18}$8$1$${salt.toString('base64')}$${slow.toString('base64')}`);
+      const login = svc.login(name, 'a-password');
+      await sleep(150);
+      await raw.hSet(accountKey, 'generation', 'changed-meanwhile');
+      const t = await login;
+      expect(await svc.authenticate(t.token)).to.equal(null);
     });
 
     it('a deleted account: its tokens answer 401 and cannot be renewed', async () => {
