@@ -236,7 +236,7 @@ export class Gateway {
   private async checkHealth(): Promise<{ status: number; body: Record<string, string> }> {
     const parts: Record<string, string> = {};
     try {
-      await Promise.race([this.d.redis.ping(), new Promise((_, rej) => setTimeout(() => rej(new Error('timeout')), 1000))]);
+      await Promise.race([this.d.redis.ping(), new Promise((_, rej) => setTimeout(() => rej(new Error('timeout')), HEALTH_PART_MS))]);
       parts.redis = 'ok';
     } catch (e) {
       // The driver's message names the server's host and port: logged, never answered (CONTRACT §20).
@@ -244,7 +244,7 @@ export class Gateway {
       parts.redis = 'failing: Redis does not answer';
     }
     parts.search = await this.searchHealth();
-    parts.files = (await this.d.files.ping()) ? 'ok' : `failing: the ${this.d.files.kind} file store does not answer`;
+    parts.files = (await within(this.d.files.ping(), HEALTH_PART_MS, false)) ? 'ok' : `failing: the ${this.d.files.kind} file store does not answer`;
     parts.actorsInFlight = String(this.d.mailbox.inFlight);
     const ok = parts.redis === 'ok' && !parts.search.startsWith('failing') && !parts.files.startsWith('failing');
     return { status: ok ? 200 : 503, body: { status: !ok ? 'unavailable' : parts.search.startsWith('degraded') ? 'degraded' : 'ok', ...parts } };
@@ -257,10 +257,30 @@ export class Gateway {
    */
   private async searchHealth(): Promise<string> {
     if (!this.d.engine) return 'not configured';
-    if (!(await this.d.engine.ping())) return 'failing: the search engine does not answer';
-    const refused = await this.d.redis.hlen(keys.indexerRefused).catch(() => 0); // Redis failing is the redis part's
+    if (!(await within(this.d.engine.ping(), HEALTH_PART_MS, false))) return 'failing: the search engine does not answer';
+    // Redis failing is the redis part's.
+    const refused = await within(
+      this.d.redis.hlen(keys.indexerRefused).catch(() => 0),
+      HEALTH_PART_MS,
+      0,
+    );
     return refused ? `degraded: ${refused} content${refused === 1 ? '' : 's'} refused by the search engine (dead letters in indexer-dead:{p})` : 'ok';
   }
+}
+
+/**
+ * How long each part of a health check may take: a backend that accepts a connection and never
+ * answers (a hung JVM) is failing, and a check shared by every health request must end.
+ */
+const HEALTH_PART_MS = 1000;
+
+/** `p`, or `fallback` once `ms` passed without an answer. */
+function within<T>(p: Promise<T>, ms: number, fallback: T): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<T>((resolve) => {
+    timer = setTimeout(() => resolve(fallback), ms);
+  });
+  return Promise.race([p.catch(() => fallback), late]).finally(() => clearTimeout(timer));
 }
 
 /** 405 (with Allow: GET) for any method but GET and HEAD. */
