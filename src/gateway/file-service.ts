@@ -54,7 +54,7 @@ export function fileInfoOf(f: StoredFile) {
     creationTime: f.creationTime,
     modifiedTime: f.modifiedTime,
     accessTime: f.accessTime,
-    mimeType: f.mimeType,
+    mimeType: keptMediaType(f.mimeType) ?? 'application/octet-stream',
     originalPath: f.originalPath,
   };
 }
@@ -372,7 +372,8 @@ export async function sendFile(
   // browser to the type given, the sandbox policy keeps an uploaded HTML or SVG page from
   // running scripts as the platform (stored XSS reaching tokens and the API), and markup is
   // downloaded, never rendered inline. Media ignore both.
-  const contentType = opts.contentType ? opts.contentType(info) : info.mimeType;
+  // A type kept before keptMediaType (a list, parameters) is served as it would be kept now.
+  const contentType = opts.contentType ? opts.contentType(info) : (keptMediaType(info.mimeType) ?? 'application/octet-stream');
   headers.push(['Content-Type', contentType], ['X-Content-Type-Options', 'nosniff'], ['Content-Security-Policy', 'sandbox']);
   if (isMarkup(contentType)) headers.push(['Content-Disposition', 'attachment']);
   if (range) {
