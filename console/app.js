@@ -112,12 +112,15 @@ function signedOut(message) {
   render(message);
 }
 
+/** Signing out revokes every token this tab held (the current one and those it renewed). */
 async function signOut() {
-  try {
-    await api('DELETE', `${CONTENT}/security/token`);
-  } catch {
-    // already gone
-  }
+  await renewing;
+  const held = session ? [session.token, ...(session.held ?? [])] : [];
+  await Promise.all(
+    held.map((token) =>
+      fetch(`${CONTENT}/security/token`, { method: 'DELETE', headers: { 'X-Auth-Token': token }, cache: 'no-store' }).catch(() => undefined),
+    ),
+  );
   signedOut('Signed out.');
 }
 
@@ -757,20 +760,26 @@ async function renderWebhooks(el, summary) {
 /**
  * Past its renew time (half way to expiry, CONTRACT §4: milliseconds since the epoch, as digits)
  * the token is exchanged for a new one, `{username, token}`, so a console left open keeps
- * working; the old token is then revoked, so that signing out ends the only token the console
- * ever held. One renewal at a time.
+ * working. The old one stays valid until it expires (a live feed or another tab may still use
+ * it), and is kept in `held` so that signing out revokes it too. One renewal at a time.
  */
 let renewing = null;
 function renewIfDue() {
   const due = Number(session?.renewTime);
   if (renewing || !Number.isFinite(due) || due > Date.now()) return renewing;
-  const old = session.token;
+  const old = session;
   renewing = (async () => {
     try {
-      const r = await api('POST', `${CONTENT}/security/token`, { body: { username: session.userId, token: old } });
-      session = { token: r.json.token, userId: r.json.userId, renewTime: r.json.renewTime };
+      const r = await api('POST', `${CONTENT}/security/token`, { body: { username: old.userId, token: old.token } });
+      // Signed out meanwhile: the new token is not kept, it is revoked.
+      if (session !== old) {
+        await fetch(`${CONTENT}/security/token`, { method: 'DELETE', headers: { 'X-Auth-Token': r.json.token }, cache: 'no-store' }).catch(() => undefined);
+        return;
+      }
+      // Tokens expire after a day: those renewed more than a day ago need no revoking.
+      const held = [old.token, ...(old.held ?? [])].slice(0, 8);
+      session = { token: r.json.token, userId: r.json.userId, renewTime: r.json.renewTime, held };
       sessionStorage.setItem(SESSION_KEY, JSON.stringify(session));
-      await fetch(`${CONTENT}/security/token`, { method: 'DELETE', headers: { 'X-Auth-Token': old }, cache: 'no-store' }).catch(() => undefined);
     } catch {
       // an expired token is met by the next call's 401
     } finally {

@@ -180,7 +180,7 @@ describe('web console in a real browser (CONTRACT §19)', function () {
   });
 
   describe('the session', () => {
-    it('holds one token: navigating renews nothing before the renew time; past it one renewal revokes the old token; signing out leaves no token valid', async () => {
+    it('renews only past the renew time, once; signing out revokes every token the tab held', async () => {
       const page = await signIn('editor');
       const issued: string[] = [];
       page.on('request', (r) => {
@@ -204,12 +204,14 @@ describe('web console in a real browser (CONTRACT §19)', function () {
       await page.reload();
       await page.waitForFunction((t) => JSON.parse(sessionStorage.getItem('console.session') ?? '{}').token !== t, {}, first);
       const second = await tokenNow();
-      await eventually(async () => expect(await valid(first), 'the renewed token is revoked').to.equal(false));
+      // The old token stays valid until it expires (a live feed or another tab may still use it).
+      expect(await valid(first)).to.equal(true);
       expect(await valid(second)).to.equal(true);
       expect(issued).to.have.length(1);
       await page.click('#signout');
       await page.waitForSelector('#username');
-      expect(await valid(second), 'signed out').to.equal(false);
+      expect(await valid(second), 'signed out: the current token').to.equal(false);
+      expect(await valid(first), 'signed out: the token it renewed').to.equal(false);
     });
   });
 
