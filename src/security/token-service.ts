@@ -111,7 +111,9 @@ const NO_ACCOUNT = '-';
  * What a token of this user must carry to be valid now. A password change, a deletion or a
  * re-creation of the account changes it, so every token issued before ends at once, in every
  * process (the revocation feed's ACCOUNT_CHANGED clears their caches). An account and a token
- * stored before generations existed both read '' and match until the account changes.
+ * stored before generations existed both read '' and match until the account changes; a token
+ * stored before for a user without an account reads '' too, which NO_ACCOUNT never matches: it
+ * ends at the upgrade (SECURITY.md).
  */
 const accountGeneration = (account: AccountEntity | null): string => (account ? (account.generation ?? '') : NO_ACCOUNT);
 const newGeneration = (): string => randomBytes(12).toString('base64url');
