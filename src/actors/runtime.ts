@@ -214,7 +214,8 @@ class PartitionLoop<C extends CommandBase> {
     private readonly log: Logger,
   ) {
     this.conn = connectRedis(settings, { blocking: true, name: `actor-p${partition}`, log });
-    this.trimmer = new ConsumedTrimmer(redis, keys.commands(partition));
+    // Never past a pending command (one a previous owner took and did not run): it is reclaimed.
+    this.trimmer = new ConsumedTrimmer(redis, keys.commands(partition), Date.now, () => oldestPending(redis, keys.commands(partition)));
   }
 
   start(): void {
@@ -327,18 +328,31 @@ class PartitionLoop<C extends CommandBase> {
       retryMs: 200,
     };
     const query = { group: ACTOR_GROUP, consumer: this.owner, count: this.settings.ACTOR_BATCH, blockMs: BLOCK_MS, streams: [this.stream], ids: ['>'] };
+    let reclaimed = Date.now();
     while (this.running) {
       const res = await readOrRetry(() => readGroup(this.conn, query), retry);
       if (res !== 'failed' && res?.[0][1].length) await this.processBatch(res[0][1]);
+      // A previous owner whose blocked read Redis served after this one took the partition (it
+      // had not yet seen its lease go) holds commands it will never run: take them once they
+      // have waited a lease. Between batches, so this loop runs them like any other.
+      if (this.running && Date.now() - reclaimed >= this.settings.LEASE_MS / 2) {
+        reclaimed = Date.now();
+        await this.recover(this.settings.LEASE_MS).catch((e: unknown) =>
+          this.log.warn({ err: e, partition: this.partition }, 'reclaiming stranded commands failed'),
+        );
+      }
     }
   }
 
-  /** Takes over the pending commands of a previous owner and replays them, oldest first. */
-  private async recover(): Promise<void> {
+  /**
+   * Takes over the pending commands of other consumers idle for at least `minIdleMs` (0: all of
+   * a previous owner's, when the partition is taken) and replays them, oldest first.
+   */
+  private async recover(minIdleMs = 0): Promise<void> {
     let cursor = '0-0';
     let recovered = 0;
     do {
-      const [next, entries] = await autoclaim(this.redis, this.stream, ACTOR_GROUP, this.owner, 0, cursor, this.settings.ACTOR_BATCH);
+      const [next, entries] = await autoclaim(this.redis, this.stream, ACTOR_GROUP, this.owner, minIdleMs, cursor, this.settings.ACTOR_BATCH);
       cursor = next.toString();
       const live = entries.filter((e) => e?.[1]);
       if (live.length) {
@@ -438,4 +452,10 @@ class PartitionLoop<C extends CommandBase> {
 function fieldOf(fields: Buffer[], name: string): Buffer | undefined {
   for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i].toString() === name) return fields[i + 1];
   return undefined;
+}
+
+/** The id of the oldest entry of the actors' group not yet acknowledged, or null. */
+async function oldestPending(redis: RedisClient, stream: string): Promise<string | null> {
+  const summary = (await redis.xpending(stream, ACTOR_GROUP)) as [number, string | null, string | null, unknown];
+  return summary[0] > 0 ? summary[1] : null;
 }

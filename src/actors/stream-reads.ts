@@ -58,6 +58,8 @@ export class ConsumedTrimmer {
     private readonly redis: Pick<RedisClient, 'xtrim'>,
     private readonly stream: string,
     private readonly now: () => number = Date.now,
+    /** The oldest entry that must stay (a pending one), if any: the trim never goes past it. */
+    private readonly floor?: () => Promise<string | null>,
   ) {}
 
   consumed(lastId: string, entries: number): void {
@@ -66,6 +68,19 @@ export class ConsumedTrimmer {
     if (this.since < ConsumedTrimmer.TRIM_EVERY_ENTRIES && t - this.lastAt < ConsumedTrimmer.TRIM_EVERY_MS) return;
     this.lastAt = t;
     this.since = 0;
-    this.redis.xtrim(this.stream, 'MINID', lastId).catch(() => undefined);
+    if (!this.floor) {
+      this.redis.xtrim(this.stream, 'MINID', lastId).catch(() => undefined);
+      return;
+    }
+    this.floor()
+      .then((kept) => this.redis.xtrim(this.stream, 'MINID', kept !== null && compareStreamIds(kept, lastId) < 0 ? kept : lastId))
+      .catch(() => undefined);
   }
+}
+
+/** Orders two stream ids (`<ms>-<seq>`). */
+export function compareStreamIds(a: string, b: string): number {
+  const [am, as] = a.split('-');
+  const [bm, bs] = b.split('-');
+  return Number(am) - Number(bm) || Number(as ?? 0) - Number(bs ?? 0);
 }

@@ -123,6 +123,39 @@ describe('actor runtime (ARCHITECTURE principles 1-3)', function () {
       expect(await pendingCount(redis, partitionOf(cid, P))).to.equal(0);
     });
 
+    it('a command a stale owner read after the partition was taken is reclaimed once it waited a lease, and the trims behind later commands keep it meanwhile', async () => {
+      const p = 2;
+      const stream = `cmd:{${p}}`;
+      await startHost();
+      await waitFor(async () => ((await redis.get(`lease:{${p}}`)) ? true : null), 10000, 'the partition taken');
+      // The owner's loop is past its first recovery once it answered a command.
+      const first = create(keyOn(p), replyStream(), 'first');
+      await append(first, first.cid);
+      await replies(first.replyTo!, 1);
+      const to = replyStream();
+      const stranded = create(keyOn(p), to, 'stranded');
+      // A previous owner's read that Redis served after this owner took the partition: in one
+      // transaction, so the running owner's blocked read never sees the entry.
+      const tx = (await redis
+        .multi()
+        .xadd(stream, '*', 'm', pack(stranded))
+        .xreadgroup('GROUP', 'actors', 'ghost', 'COUNT', 1, 'STREAMS', stream, '>')
+        .exec())!;
+      const strandedId = tx[0][1] as string;
+      // Later commands of the partition: the owner runs them and trims behind them.
+      for (let i = 0; i < 3; i++) {
+        const later = create(keyOn(p), to, `later ${i}`);
+        await append(later, later.cid);
+        await replies(to, i + 1);
+      }
+      expect((await redis.xrange(stream, strandedId, strandedId)).length, 'the stranded command is still in the stream').to.equal(1);
+      const got = await replies(to, 4);
+      const r = got.find((x) => x.id === stranded.id);
+      expect(r?.ok, JSON.stringify(r)).to.equal(true);
+      expect((await store.head(stranded.cid))!.rev).to.equal(1);
+      await waitFor(async () => ((await pendingCount(redis, p)) === 0 ? true : null), 10000, 'nothing pending');
+    });
+
     it('the pending commands of a dead owner are reclaimed (XAUTOCLAIM) and run once; a copy of one it had committed answers the recorded reply', async () => {
       const p = 1;
       const stream = `cmd:{${p}}`;
