@@ -117,9 +117,7 @@ async function signOut() {
   await renewing;
   const held = session ? [session.token, ...(session.held ?? [])] : [];
   await Promise.all(
-    held.map((token) =>
-      fetch(`${CONTENT}/security/token`, { method: 'DELETE', headers: { 'X-Auth-Token': token }, cache: 'no-store' }).catch(() => undefined),
-    ),
+    held.map((token) => fetch(`${CONTENT}/security/token`, { method: 'DELETE', headers: { 'X-Auth-Token': token }, cache: 'no-store' }).catch(() => undefined)),
   );
   signedOut('Signed out.');
 }
