@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { pack, unpack } from '../adapters/codec.js';
 import { keys, ACTOR_GROUP, connectRedis, type RedisClient } from '../adapters/redis.js';
-import { autoclaim, ensureGroup, type StreamEntry } from '../adapters/redis-streams.js';
+import { ensureGroup, type StreamEntry } from '../adapters/redis-streams.js';
 import { partitionOf } from '../adapters/ids.js';
 import type { Logger } from '../adapters/log.js';
 import type { Settings } from '../../config/settings.js';
@@ -352,7 +352,18 @@ class PartitionLoop<C extends CommandBase> {
     let cursor = '0-0';
     let recovered = 0;
     do {
-      const [next, entries] = await autoclaim(this.redis, this.stream, ACTOR_GROUP, this.owner, minIdleMs, cursor, this.settings.ACTOR_BATCH);
+      const claimed = (await this.redis.claimIfOwnerBuffer(
+        keys.lease(this.partition),
+        this.stream,
+        this.owner,
+        ACTOR_GROUP,
+        minIdleMs,
+        cursor,
+        this.settings.ACTOR_BATCH,
+      )) as [Buffer, StreamEntry[]] | null;
+      // The lease went: the tick gives the partition up.
+      if (!claimed) break;
+      const [next, entries] = claimed;
       cursor = next.toString();
       const live = entries.filter((e) => e?.[1]);
       if (live.length) {

@@ -67,6 +67,8 @@ export type RedisClient = (Redis | Cluster) & ScriptCommands;
 export interface ScriptCommands {
   commitContent(...keysThenArgs: [...keys: string[], args: Buffer]): Promise<[number, number?]>;
   renewLease(key: string, owner: string, ms: number): Promise<number>;
+  /** XAUTOCLAIM of `stream` by `owner` while it holds `lease`: its answer, or null otherwise. */
+  claimIfOwnerBuffer(lease: string, stream: string, owner: string, group: string, minIdleMs: number, start: string, count: number): Promise<unknown>;
   releaseLease(key: string, owner: string): Promise<number>;
   reserveAlias(key: string, cid: string, workspace: string): Promise<number>;
   commitDraft(...keysThenArgs: [...keys: string[], args: Buffer]): Promise<[number]>;

@@ -1,6 +1,8 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
-import { ConsumedTrimmer } from '../../src/actors/stream-reads.js';
+import { ConsumedTrimmer, compareStreamIds } from '../../src/actors/stream-reads.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * The command and reply streams are trimmed behind their reader at most every second or 1,000
@@ -53,5 +55,32 @@ describe('ConsumedTrimmer: consumed stream entries are trimmed in batches, never
     await settled();
     expect(await redis.xlen(stream), 'the 1,000th entry: trimmed, the last consumed kept').to.equal(1);
     expect((await redis.xrange(stream, '-', '+'))[0][0]).to.equal(more[999]);
+  });
+
+  it('never trims past its floor (a pending entry), and trims to the last consumed when the floor is above it or absent', async () => {
+    await redis.del(stream);
+    const ids = await add(6);
+    let floor: string | null = ids[1];
+    let now = 5_000_000;
+    const trimmer = new ConsumedTrimmer(
+      redis,
+      stream,
+      () => now,
+      async () => floor,
+    );
+    trimmer.consumed(ids[4], 5);
+    await sleep(50);
+    expect((await redis.xrange(stream, '-', '+'))[0][0], 'kept from the pending entry on').to.equal(ids[1]);
+    floor = null;
+    now += 1000;
+    trimmer.consumed(ids[5], 1);
+    await sleep(50);
+    expect((await redis.xrange(stream, '-', '+'))[0][0], 'nothing pending: to the last consumed').to.equal(ids[5]);
+  });
+
+  it('orders stream ids by time, then sequence', () => {
+    expect(compareStreamIds('1700000000000-2', '1700000000000-10')).to.be.below(0);
+    expect(compareStreamIds('1700000000001-0', '1700000000000-10')).to.be.above(0);
+    expect(compareStreamIds('5-5', '5-5')).to.equal(0);
   });
 });
