@@ -84,14 +84,25 @@ export class SolrEngine {
   }
 
   /** Is the collection answering? */
-  async ping(): Promise<boolean> {
-    try {
-      const r = await this.client.ping();
-      return r?.status === 'OK';
-    } catch {
-      return false;
-    }
+  /**
+   * Whether the engine answers its ping handler. One ping at a time: solr-node's request has no
+   * timeout, so an engine that accepts and never answers holds one request, never one more per
+   * health check (the caller bounds its wait, /health's `within`).
+   */
+  ping(): Promise<boolean> {
+    this.pinging ??= this.client
+      .ping()
+      .then(
+        (r) => r?.status === 'OK',
+        () => false,
+      )
+      .finally(() => {
+        this.pinging = undefined;
+      });
+    return this.pinging;
   }
+
+  private pinging?: Promise<boolean>;
 
   /**
    * Makes the index hold exactly `docs` for each content: the documents the index holds for

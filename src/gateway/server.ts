@@ -235,14 +235,19 @@ export class Gateway {
 
   private async checkHealth(): Promise<{ status: number; body: Record<string, string> }> {
     const parts: Record<string, string> = {};
-    try {
-      await Promise.race([this.d.redis.ping(), new Promise((_, rej) => setTimeout(() => rej(new Error('timeout')), HEALTH_PART_MS))]);
-      parts.redis = 'ok';
-    } catch (e) {
-      // The driver's message names the server's host and port: logged, never answered (CONTRACT §20).
-      this.d.log.warn({ err: e }, 'health: Redis does not answer');
-      parts.redis = 'failing: Redis does not answer';
-    }
+    const redisUp = await within(
+      this.d.redis.ping().then(
+        () => true,
+        (e: unknown) => {
+          // The driver's message names the server's host and port: logged, never answered (CONTRACT §20).
+          this.d.log.warn({ err: e }, 'health: Redis does not answer');
+          return false;
+        },
+      ),
+      HEALTH_PART_MS,
+      false,
+    );
+    parts.redis = redisUp ? 'ok' : 'failing: Redis does not answer';
     parts.search = await this.searchHealth();
     parts.files = (await within(this.d.files.ping(), HEALTH_PART_MS, false)) ? 'ok' : `failing: the ${this.d.files.kind} file store does not answer`;
     parts.actorsInFlight = String(this.d.mailbox.inFlight);

@@ -30,10 +30,11 @@ describe('health with a search engine that never answers', function () {
     silent?.close();
   });
 
-  it('answers 503 naming the engine within seconds, to requests together and one after the other', async () => {
+  it('answers 503 naming the engine within seconds, to requests together and one after the other, with one ping held open at most', async () => {
     // Twice: the first check's end must not leave the next one waiting. A request that hangs is cut
     // at 15 s and fails the test.
-    for (let round = 0; round < 2; round++) {
+    const open: number[] = [];
+    for (let round = 0; round < 4; round++) {
       const answers = await Promise.all(
         Array.from({ length: 5 }, () =>
           fetch(`${p.url}/health`, { signal: AbortSignal.timeout(15_000) }).then(async (r) => ({
@@ -47,6 +48,9 @@ describe('health with a search engine that never answers', function () {
         expect(a.body.search).to.equal('failing: the search engine does not answer');
         expect(a.body.redis).to.equal('ok');
       }
+      open.push(sockets.size);
     }
+    // The hung ping is reused, not repeated: no socket more per check.
+    expect(open[3], open.join(', ')).to.equal(open[1]);
   });
 });
