@@ -148,8 +148,9 @@ export class RevocationFeed {
       const message = `${nonce} ${digest}`;
       const reached = 'masters' in pub ? await pub.sPublish(this.channel, message) : await pub.publish(this.channel, message);
       wait.needed = reached;
-      // A process not subscribed (accounts-cli) hears no confirmation: it tells and goes on.
-      if (wait.got >= wait.needed || !this.up) return;
+      // A process that never subscribed (accounts-cli) hears no confirmation: it tells and goes
+      // on. One whose subscription is only down for now waits, as before.
+      if (wait.got >= wait.needed || (this.sub === null && this.cluster === null)) return;
       const late = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), CONFIRM_WAIT_MS)));
       if ((await Promise.race([confirmed, late])) === 'late') {
         this.listener.log(
