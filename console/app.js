@@ -115,7 +115,11 @@ function signedOut(message) {
 /** Signing out revokes every token this tab held (the current one and those it renewed). */
 async function signOut() {
   await renewing;
-  const held = session ? [session.token, ...(session.held ?? [])] : [];
+  // Signed out at once: a page shown while the tokens are revoked starts no renewal.
+  const s = session;
+  session = null;
+  sessionStorage.removeItem(SESSION_KEY);
+  const held = s ? [s.token, ...(s.held ?? [])] : [];
   await Promise.all(
     held.map((token) => fetch(`${CONTENT}/security/token`, { method: 'DELETE', headers: { 'X-Auth-Token': token }, cache: 'no-store' }).catch(() => undefined)),
   );
