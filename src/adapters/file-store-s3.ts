@@ -119,10 +119,22 @@ export class S3FileStore implements FileStore {
     await this.setLifecycleRule();
   }
 
+  /**
+   * Whether the bucket answers, within a second. One request at a time: a store that accepts and
+   * never answers holds one request, never one more per health check.
+   */
   async ping(): Promise<boolean> {
+    this.pinging ??= this.client
+      .bucketExists(this.bucket)
+      .catch(() => false)
+      .finally(() => {
+        this.pinging = undefined;
+      });
     const timeout = new Promise<boolean>((done) => setTimeout(() => done(false), 1000).unref());
-    return Promise.race([this.client.bucketExists(this.bucket).catch(() => false), timeout]);
+    return Promise.race([this.pinging, timeout]);
   }
+
+  private pinging?: Promise<boolean>;
 
   /** Expires `tmp/` objects after the TTL rounded up to whole days (S3 counts in days). */
   private async setLifecycleRule(): Promise<void> {
