@@ -1,5 +1,6 @@
 import type { RedisClient } from '../adapters/redis.js';
 import type { StreamEntry } from '../adapters/redis-streams.js';
+import { compareIds, parseStreamId } from '../content/change-events.js';
 import { sleep } from '../wait.js';
 
 /** What XREAD and XREADGROUP answer in Buffer form: the entries read, per stream; null when the block timed out. */
@@ -73,14 +74,7 @@ export class ConsumedTrimmer {
       return;
     }
     this.floor()
-      .then((kept) => this.redis.xtrim(this.stream, 'MINID', kept !== null && compareStreamIds(kept, lastId) < 0 ? kept : lastId))
+      .then((kept) => this.redis.xtrim(this.stream, 'MINID', kept !== null && compareIds(parseStreamId(kept), parseStreamId(lastId)) < 0 ? kept : lastId))
       .catch(() => undefined);
   }
-}
-
-/** Orders two stream ids (`<ms>-<seq>`). */
-export function compareStreamIds(a: string, b: string): number {
-  const [am, as] = a.split('-');
-  const [bm, bs] = b.split('-');
-  return Number(am) - Number(bm) || Number(as ?? 0) - Number(bs ?? 0);
 }

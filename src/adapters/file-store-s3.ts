@@ -120,18 +120,17 @@ export class S3FileStore implements FileStore {
   }
 
   /**
-   * Whether the bucket answers, within a second. One request at a time: a store that accepts and
-   * never answers holds one request, never one more per health check.
+   * Whether the bucket answers. One request at a time: a store that accepts and never answers
+   * holds one request, never one more per health check (/health bounds its wait, `within`).
    */
-  async ping(): Promise<boolean> {
+  ping(): Promise<boolean> {
     this.pinging ??= this.client
       .bucketExists(this.bucket)
       .catch(() => false)
       .finally(() => {
         this.pinging = undefined;
       });
-    const timeout = new Promise<boolean>((done) => setTimeout(() => done(false), 1000).unref());
-    return Promise.race([this.pinging, timeout]);
+    return this.pinging;
   }
 
   private pinging?: Promise<boolean>;

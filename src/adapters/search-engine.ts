@@ -83,7 +83,6 @@ export class SolrEngine {
     if (credentials) this.auth = `Basic ${Buffer.from(`${credentials.username}:${credentials.password}`).toString('base64')}`;
   }
 
-  /** Is the collection answering? */
   /**
    * Whether the engine answers its ping handler. One ping at a time: solr-node's request has no
    * timeout, so an engine that accepts and never answers holds one request, never one more per

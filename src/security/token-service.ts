@@ -609,7 +609,11 @@ export class TokenService {
 
   /** The principal of a user id: the account's contexts, or no roles without an account. */
   async principalFor(userId: string): Promise<Principal> {
-    const account = await this.fetchAccount(userId);
+    return this.principalOf(userId, await this.fetchAccount(userId));
+  }
+
+  /** The principal of a user with this account: its contexts, or no roles without one. */
+  private principalOf(userId: string, account: AccountEntity | null): Principal {
     return freezePrincipal(userId, account ? this.parseContexts(userId, account.contexts) : {});
   }
 
@@ -673,7 +677,7 @@ export class TokenService {
     if (!rec) return null;
     const account = await this.fetchAccount(rec.userId);
     if (rec.generation !== accountGeneration(account)) return null;
-    const principal = freezePrincipal(rec.userId, account ? this.parseContexts(rec.userId, account.contexts) : {});
+    const principal = this.principalOf(rec.userId, account);
     const left = rec.expireTime - Date.now();
     if (left <= 0) return null;
     if (epoch === this.revokeEpoch && this.cacheMs > 0 && this.feed.up) {
