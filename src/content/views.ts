@@ -9,12 +9,17 @@ import { LATEST_VIEW, type Snapshot } from './model.js';
 /** Longest chain of symbolic views followed before giving up. */
 const MAX_HOPS = 16;
 
+/** A view's entry in one of a snapshot's maps: own keys only, so `constructor` is a view name like any other. */
+function own<T>(map: Record<string, T>, view: string): T | undefined {
+  return Object.hasOwn(map, view) ? map[view] : undefined;
+}
+
 /** The version key a view resolves to (symbolic views followed), or null when not on it. */
 export function resolveView(snapshot: Snapshot, view: string): string | null {
   let v = view;
   for (let hops = 0; hops < MAX_HOPS; hops++) {
-    const target = snapshot.symbolic[v];
-    if (target === undefined) return snapshot.views[v] ?? null;
+    const target = own(snapshot.symbolic, v);
+    if (target === undefined) return own(snapshot.views, v) ?? null;
     v = target;
   }
   return null;
@@ -25,7 +30,7 @@ export function symbolicCycle(snapshot: Snapshot, view: string, target: string):
   let v: string | undefined = target;
   for (let hops = 0; v !== undefined && hops <= MAX_HOPS; hops++) {
     if (v === view) return true;
-    v = snapshot.symbolic[v];
+    v = own(snapshot.symbolic, v);
   }
   return v !== undefined;
 }
@@ -49,7 +54,7 @@ export interface TimeWindow {
 export function timeWindow(snapshot: Snapshot, view: string): TimeWindow {
   const views = snapshot.meta.svcTimeState?.views;
   if (!views || typeof views !== 'object' || Array.isArray(views)) return {};
-  const entry = (views as Record<string, unknown>)[view];
+  const entry = own(views as Record<string, unknown>, view);
   if (!entry || typeof entry !== 'object') return {};
   const { onTime, offTime } = entry as { onTime?: unknown; offTime?: unknown };
   const ms = (v: unknown) => (typeof v === 'string' && !Number.isNaN(Date.parse(v)) ? Date.parse(v) : undefined);

@@ -30,7 +30,7 @@ import { Reads } from './reads.js';
 import { variantAspects } from './variant-reads.js';
 import { SYSTEM_VIEWS, resolveView, versionOnView } from '../content/views.js';
 import { INDEXING_VARIANT } from '../content/variants.js';
-import { checkAlias, isSafeName, parseViewBody, requiredIfMatch, typeSchema, updateModeOf } from './schemas.js';
+import { checkAlias, isSafeName, MAP_KEY_RESERVED, parseViewBody, requiredIfMatch, typeSchema, updateModeOf } from './schemas.js';
 import type { ReindexScope } from '../actors/reindex-session.js';
 
 export const CONTENT_PREFIX = 'content-service';
@@ -274,6 +274,7 @@ export class ContentService implements ContentEndpoints {
 
   private assignableView(view: string): string {
     this.viewName(view);
+    if (MAP_KEY_RESERVED.has(view)) throw new AppError('BAD_REQUEST', `View name '${view}' is reserved`);
     if (SYSTEM_VIEWS.includes(view)) throw new AppError('BAD_REQUEST', `View ${view} is maintained by the system`);
     return view;
   }

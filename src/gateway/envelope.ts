@@ -133,20 +133,26 @@ export function draftEnvelope(draft: Draft, head: Snapshot | null, status: Statu
 
 /** The metadata response (content type `_contentInfo`) of a content at a revision. */
 export function metadataEnvelope(snapshot: Snapshot, viewEvents: ViewEvent[]): Record<string, unknown> {
-  const aliases: Record<string, unknown> = { _type: 'MAP::LIST::string', [MAIN_NAMESPACE]: [snapshot.cid] };
+  // Maps keyed by names: built as Maps (so `constructor` is a name like any other), written after
+  // the `_type` marker, which no namespace or view may be (schemas.ts MAP_KEY_RESERVED).
+  const byNamespace = new Map<string, string[]>([[MAIN_NAMESPACE, [snapshot.cid]]]);
   for (const full of snapshot.aliases) {
     const i = full.indexOf('/');
     const ns = full.slice(0, i);
-    aliases[ns] ??= [];
-    (aliases[ns] as string[]).push(full.slice(i + 1));
+    const list = byNamespace.get(ns);
+    if (list) list.push(full.slice(i + 1));
+    else byNamespace.set(ns, [full.slice(i + 1)]);
   }
-  const views: Record<string, unknown> = { _type: 'MAP::svcViewInfoEntry' };
+  const byView = new Map<string, unknown[]>();
   for (const e of viewEvents) {
     if (e.rev > snapshot.rev) continue;
-    views[e.view] ??= { _type: 'svcViewInfoEntry', history: [] };
-    const entry = views[e.view] as { history: unknown[] };
-    entry.history.push({ _type: 'svcViewEvent', userId: e.userId, version: e.version, revision: e.rev, timestamp: iso(e.ts) });
+    const event = { _type: 'svcViewEvent', userId: e.userId, version: e.version, revision: e.rev, timestamp: iso(e.ts) };
+    const history = byView.get(e.view);
+    if (history) history.push(event);
+    else byView.set(e.view, [event]);
   }
+  const aliases = markedMap('MAP::LIST::string', byNamespace, (list) => list);
+  const views = markedMap('MAP::svcViewInfoEntry', byView, (history) => ({ _type: 'svcViewInfoEntry', history }));
   const meta: Record<string, unknown> = {};
   for (const [name, a] of Object.entries(snapshot.meta)) meta[name] = { ...a, _type: a._type ?? name };
   return {
@@ -167,6 +173,13 @@ export function metadataEnvelope(snapshot: Snapshot, viewEvents: ViewEvent[]): R
     },
     status: STATUS_OK,
   };
+}
+
+/** A typed map of the answers (`{_type, name: value, ...}`) from names; a name `_type` or `__proto__` cannot be one of its keys and is left out. */
+function markedMap<T>(type: string, entries: Map<string, T>, value: (t: T) => unknown): Record<string, unknown> {
+  const out: Record<string, unknown> = { _type: type };
+  for (const [name, t] of entries) if (name !== '_type' && name !== '__proto__') out[name] = value(t);
+  return out;
 }
 
 /** The history response of a content at a revision: each version once, with its first revision. */

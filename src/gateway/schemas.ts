@@ -27,9 +27,19 @@ export function isSafeName(s: string): boolean {
   return s.length >= 1 && s.length <= NAME_MAX && SAFE.test(s) && noDotDot(s);
 }
 
+/**
+ * Names that become keys of the maps of svcAliases and svcViewInfo (alias namespaces, views):
+ * `_type` is those maps' marker, and a key `__proto__` does not survive the codec (body-limits.ts).
+ * Refused where such a name is written; a read of one finds nothing.
+ */
+export const MAP_KEY_RESERVED: ReadonlySet<string> = new Set(['_type', '__proto__']);
+const storedAsKey = (what: string) => nameSchema(what).refine((n) => !MAP_KEY_RESERVED.has(n), `${what} must not be _type or __proto__`);
+
 export const namespaceSchema = nameSchema('namespace');
 export const aliasSchema = nameSchema('alias');
 export const viewSchema = nameSchema('view');
+const storedNamespaceSchema = storedAsKey('namespace');
+const storedViewSchema = storedAsKey('view');
 export const typeSchema = nameSchema('content type');
 const aspectNameSchema = nameSchema('aspect name');
 
@@ -54,13 +64,13 @@ const aspectSchema = z.looseObject({ _type: z.string().max(256).optional() });
 const operationSchema = z.discriminatedUnion('_type', [
   z.object({
     _type: z.literal('svcSetAlias'),
-    namespace: namespaceSchema.refine((n) => n !== MAIN_NAMESPACE, `namespace ${MAIN_NAMESPACE} is reserved for main aliases`),
+    namespace: storedNamespaceSchema.refine((n) => n !== MAIN_NAMESPACE, `namespace ${MAIN_NAMESPACE} is reserved for main aliases`),
     alias: aliasSchema,
   }),
-  z.object({ _type: z.literal('svcAssignToViews'), views: z.array(viewSchema).min(1).max(100) }),
+  z.object({ _type: z.literal('svcAssignToViews'), views: z.array(storedViewSchema).min(1).max(100) }),
   z.object({
     _type: z.literal('svcAssignToSymbolicViews'),
-    views: z.array(viewSchema).min(1).max(100),
+    views: z.array(storedViewSchema).min(1).max(100),
     targetView: z.string().regex(/^@/, 'targetView must start with @').pipe(z.string().max(257)),
   }),
   z.object({ _type: z.literal('svcContentMetadata'), aspects: z.record(aspectNameSchema, aspectSchema) }),

@@ -113,6 +113,59 @@ describe('content service: views, time state, variants (spec Views, CONTRACT §6
       expect((await editor.read(`${path(a.id)}/history`)).json.versions).to.have.length(2);
     });
 
+    it('names of Object.prototype are plain view names and namespaces; _type (the marker of the svcViewInfo and svcAliases maps) and __proto__ are refused (400)', async () => {
+      for (const name of ['constructor', 'toString', 'hasOwnProperty', 'valueOf']) {
+        const { id, v1, v2, etag } = await twoVersions();
+        // not on the view: 404 on a view read, not a version found on the prototype
+        expect((await reader.req('GET', viewPath(name, id))).status, `${name}: not on it`).to.equal(404);
+        const put = await editor.req('PUT', `/view/${name}`, { body: { version: v1 }, headers: { 'If-Match': etag } });
+        expect(put.status, `${name}: PUT view`).to.equal(200);
+        expect((await reader.read(viewPath(name, id))).json.system.version, `${name}: view read`).to.equal(v1);
+        const u = await editor.req('PUT', path(id), {
+          body: {
+            ...article('v3'),
+            operations: [
+              { _type: 'svcSetAlias', namespace: name, alias: `a-${id.split('/')[1]}` },
+              { _type: 'svcAssignToSymbolicViews', views: [`${name}-sym`], targetView: `@${name}` },
+            ],
+          },
+          headers: { 'If-Match': put.headers.get('etag')! },
+        });
+        expect(u.status, `${name}: update with alias and symbolic view`).to.equal(200);
+        expect((await reader.read(`/content/alias/${name}/a-${id.split('/')[1]}`)).json.system.id, `${name}: alias read`).to.equal(id);
+        expect((await reader.read(viewPath(`${name}-sym`, id))).json.system.version, `${name}: symbolic view read`).to.equal(v1);
+        const m = await reader.read(`${path(id)}/metadata`);
+        expect(m.status, `${name}: metadata`).to.equal(200);
+        const views = m.json.aspects.svcViewInfo.views;
+        expect(Object.hasOwn(views, name) && views[name].history.map((e: { version: string }) => e.version), `${name}: svcViewInfo`).to.deep.equal([v1]);
+        const aliases = m.json.aspects.svcAliases.aliases;
+        expect(Object.hasOwn(aliases, name) && aliases[name], `${name}: svcAliases`).to.deep.equal([`a-${id.split('/')[1]}`]);
+        const h = await reader.read(`${path(id)}/history`);
+        expect(h.json.versions.find((v: { version: string }) => v.version === v1).views, `${name}: history`).to.include(name);
+        expect(h.json.versions.map((v: { version: string }) => v.version)).to.include(v2);
+        const off = await editor.req('DELETE', `/view/${name}/alias/${id}`);
+        expect(off.status, `${name}: off the view`).to.equal(204);
+        expect((await reader.req('GET', viewPath(name, id))).status, `${name}: off the view, view read`).to.equal(404);
+      }
+      const { id, v1, etag } = await twoVersions();
+      for (const name of ['_type', '__proto__']) {
+        const refusedBodies = [
+          { ...article('x'), operations: [{ _type: 'svcAssignToViews', views: [name] }] },
+          { ...article('x'), operations: [{ _type: 'svcAssignToSymbolicViews', views: [name], targetView: '@svcPublic' }] },
+          { ...article('x'), operations: [{ _type: 'svcSetAlias', namespace: name, alias: 'x' }] },
+        ];
+        for (const body of refusedBodies) {
+          expect((await editor.req('PUT', path(id), { body, headers: { 'If-Match': etag } })).status, JSON.stringify(body.operations)).to.equal(400);
+          expect((await editor.req('POST', '/content', { body })).status, JSON.stringify(body.operations)).to.equal(400);
+        }
+        expect((await editor.req('PUT', `/view/${name}`, { body: { version: v1 }, headers: { 'If-Match': etag } })).status, name).to.equal(400);
+        expect((await reader.req('GET', viewPath(name, id))).status, `${name}: view read`).to.equal(404);
+        expect((await reader.req('GET', `/content/alias/${name}/x`)).status, `${name}: alias read`).to.equal(404);
+      }
+      expect((await reader.read(`${path(id)}/history`)).json.versions).to.have.length(2);
+      expect((await reader.read(`${path(id)}/metadata`)).json.aspects.svcViewInfo.views._type).to.equal('MAP::svcViewInfoEntry');
+    });
+
     it('reader may not assign views (403)', async () => {
       const { v1, etag } = await twoVersions();
       expect((await reader.req('PUT', '/view/svcPublic', { body: { version: v1 }, headers: { 'If-Match': etag } })).status).to.equal(403);

@@ -311,7 +311,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
   private async removeFromView(cmd: CommandOf<'removeFromView'>, ctx: ActorContext): Promise<Outcome> {
     const head = await this.existing(cmd.cid, null);
     this.allow(cmd.user, 'AssignToView', head.type, contextsOf(head.meta));
-    if (!(cmd.view in head.views) && !(cmd.view in head.symbolic)) {
+    if (!Object.hasOwn(head.views, cmd.view) && !Object.hasOwn(head.symbolic, cmd.view)) {
       return { reply: { id: cmd.id, ok: true, value: { cid: cmd.cid, rev: head.rev } }, committed: false };
     }
     const now = Math.max(this.now(), head.modified);
