@@ -33,6 +33,11 @@ const REASONS: Record<number, string> = {
 };
 /** How often a paused body's idle timer is re-armed (holdPaused): under uWS's 10 s, which it counts in 4-s ticks. */
 const PAUSE_KEEPALIVE_MS = 3000;
+/**
+ * How long a chunked answer may wait for a client that takes none of it before the connection
+ * is cut (`drained`): the length of uWS's own idle timeout, which pausing the body turns off.
+ */
+const STALLED_ANSWER_MS = 10_000;
 
 const statusLine = (code: number) => `${code} ${REASONS[code] ?? 'Unknown'}`;
 
@@ -93,6 +98,8 @@ export class Exchange {
   private peer?: string;
   /** Waiting for the socket to take a chunked answer's backlog (`drained`). */
   private drainWaiters: (() => void)[] = [];
+  /** Cuts a connection whose client took none of the answer for STALLED_ANSWER_MS (`drained`). */
+  private stallTimer?: NodeJS.Timeout;
 
   /**
    * `streamed`: the body is not collected but handed out as a stream (`bodyStream`), read with
@@ -120,7 +127,7 @@ export class Exchange {
       // A body that will never be complete: the handler waiting for it must end (it holds an
       // in-flight slot of the gateway until it does).
       this.abortBody?.(new AppError('BAD_REQUEST', 'The client went away before the body was complete'));
-      for (const f of this.drainWaiters.splice(0)) f();
+      this.releaseDrainWaiters();
     });
     // The body must be subscribed to now, before the handler goes async.
     if (streamed) this.upload = this.streamBody();
@@ -238,10 +245,14 @@ export class Exchange {
     this.res.onData((ab, isLast) => {
       if (this.discarding || stream.destroyed) return;
       // uWS reuses the chunk's memory after the callback: copy it.
-      if (!stream.push(Buffer.from(ab.slice(0))) && !isLast && !this.paused) {
-        this.paused = true;
+      if (!stream.push(Buffer.from(ab.slice(0))) && !isLast) {
+        // Also when already paused: data while paused means uWS reads on (a write that finds
+        // the socket behind arms reading again), so pause again rather than take the body in.
         this.res.pause();
-        this.holdPaused();
+        if (!this.paused) {
+          this.paused = true;
+          this.holdPaused();
+        }
       }
       if (isLast) {
         stream.push(null);
@@ -416,7 +427,7 @@ export class Exchange {
     this.responded = true;
     this.status = status;
     this.res.onWritable(() => {
-      for (const f of this.drainWaiters.splice(0)) f();
+      this.releaseDrainWaiters();
       return true;
     });
     this.res.cork(() => {
@@ -439,10 +450,28 @@ export class Exchange {
     return ok;
   }
 
-  /** Resolves once the socket took what was written (or the client went away). */
+  /**
+   * Resolves once the socket took what was written, or the client went away. A client that
+   * takes none of it for STALLED_ANSWER_MS is cut: uWS's idle timer cannot be relied on here,
+   * as pausing and resuming the body (streamBody, holdPaused) turn it off and on.
+   */
   drained(): Promise<void> {
     if (this.aborted) return Promise.resolve();
+    this.stallTimer ??= setTimeout(() => {
+      this.stallTimer = undefined;
+      if (!this.aborted && this.drainWaiters.length) {
+        this.aborted = true;
+        this.res.close();
+        this.releaseDrainWaiters();
+      }
+    }, STALLED_ANSWER_MS).unref();
     return new Promise((resolve) => this.drainWaiters.push(resolve));
+  }
+
+  private releaseDrainWaiters(): void {
+    clearTimeout(this.stallTimer);
+    this.stallTimer = undefined;
+    for (const f of this.drainWaiters.splice(0)) f();
   }
 
   /** Ends a chunked answer. */
