@@ -13,6 +13,8 @@
  * With `bulk` as the mode, one bulk import of PROFILE_BULK_N (50,000) creates with Solr paused,
  * as `npm run bench` runs it (the seconds are ignored):
  *   node --import tsx bench/profile-create.ts 0 bulk
+ * With `export`, that import is made first (not profiled), then one export of its type is:
+ *   node --import tsx bench/profile-create.ts 0 export
  * The .cpuprofile stays in .cache/profile/ (open it in Chrome DevTools or speedscope for a
  * flame graph).
  */
@@ -24,12 +26,12 @@ import { freePort, startRedisServer } from '../src/dev/redis-server.js';
 import { startSolr } from '../src/dev/solr-server.js';
 import { Fleet } from '../src/fleet.js';
 import { NODE_FLAGS } from '../src/main.js';
-import { CREATE_ENVELOPE, cpuOf, login, sleep } from './lib.js';
+import { CREATE_ENVELOPE, cpuOf, indexerSettled, login, sleep } from './lib.js';
 
 const SECONDS = Number(process.argv[2] ?? 10);
 const MODE = process.argv[3] ?? 'create';
 const FLEET = process.argv[4] === 'fleet';
-if (MODE !== 'create' && MODE !== 'read' && MODE !== 'bulk') throw new Error('the mode is create, read or bulk');
+if (MODE !== 'create' && MODE !== 'read' && MODE !== 'bulk' && MODE !== 'export') throw new Error('the mode is create, read, bulk or export');
 /** Lines of the bulk import in `bulk` mode (one POST /bulk of creates, bench/bulk.ts, Solr paused as in the bench). */
 const BULK_LINES = Number(process.env.PROFILE_BULK_N ?? 50000);
 const PARTITIONS = 64; // as in the bench
@@ -96,14 +98,7 @@ try {
       env: { ...process.env, TOKEN: token, WRK_PATHS: join(seeded, 'versioned.txt') },
     });
   }
-  const pids: Record<string, number> = { ...Object.fromEntries([...procs].map(([n, c]) => [n, c.pid!])), solr: solr.pid!, redis: redis.pid };
-  const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuOf(pid)]));
-  const t0 = Date.now();
-  window.from = monoUs();
-  const body = join(DIR, 'create.json');
-  writeFileSync(body, JSON.stringify(CREATE_ENVELOPE));
-  if (MODE === 'bulk') {
-    process.kill(solr.pid!, 'SIGSTOP');
+  const bulkRun = (what: 'import' | 'export') => {
     const run = spawnSync(
       '/usr/bin/time',
       [
@@ -114,21 +109,39 @@ try {
         'tsx',
         'bench/bulk.ts',
         root,
-        'import',
-        String(BULK_LINES),
+        what,
+        ...(what === 'import' ? [String(BULK_LINES)] : []),
         'bulkprofile',
       ],
       { encoding: 'utf8' },
     );
     console.log(run.stderr.trim().split('\n').at(-1));
-    process.kill(solr.pid!, 'SIGCONT');
-    const res = JSON.parse(/RESULT (.*)/.exec(run.stdout)?.[1] ?? '{}') as { linesPerSecond?: number };
-    if (!res.linesPerSecond) throw new Error(`the bulk import failed: ${run.stdout} ${run.stderr}`);
-    rps = res.linesPerSecond;
+    const res = JSON.parse(/RESULT (.*)/.exec(run.stdout)?.[1] ?? '{}') as { linesPerSecond?: number; contentsPerSecond?: number };
+    const rate = res.linesPerSecond ?? res.contentsPerSecond;
+    if (!rate) throw new Error(`the bulk ${what} failed: ${run.stdout} ${run.stderr}`);
+    return rate;
+  };
+  if (MODE === 'export') {
+    bulkRun('import');
+    await indexerSettled(redis.url, PARTITIONS, 300_000); // the export alone, as the bench measures it
   }
+  const pids: Record<string, number> = { ...Object.fromEntries([...procs].map(([n, c]) => [n, c.pid!])), solr: solr.pid!, redis: redis.pid };
+  const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuOf(pid)]));
+  const t0 = Date.now();
+  window.from = monoUs();
+  const body = join(DIR, 'create.json');
+  writeFileSync(body, JSON.stringify(CREATE_ENVELOPE));
+  if (MODE === 'bulk') {
+    process.kill(solr.pid!, 'SIGSTOP');
+    try {
+      rps = bulkRun('import');
+    } finally {
+      process.kill(solr.pid!, 'SIGCONT');
+    }
+  } else if (MODE === 'export') rps = bulkRun('export');
   // Against the fleet: one wrk thread per gateway (WRK_ADDRS), as the bench runs it.
   const wrk =
-    MODE === 'bulk'
+    MODE === 'bulk' || MODE === 'export'
       ? undefined
       : spawnSync('wrk', [`-t${FLEET ? 2 : 1}`, '-c50', `-d${SECONDS}s`, '--latency', '-s', 'bench/wrk-report.lua', `${root}/content-service/content`], {
           env: {
@@ -143,6 +156,7 @@ try {
   window.to = monoUs();
   if (wrk) rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(wrk.stdout)?.[1] ?? 0);
   if (MODE === 'bulk') console.log(`bulk creates: ${rps} lines/s (${BULK_LINES} lines, one request, Solr paused)`);
+  else if (MODE === 'export') console.log(`export: ${rps} contents/s (${BULK_LINES} contents, one request)`);
   else console.log(`${MODE === 'create' ? 'creates' : 'versioned reads'}: ${rps} req/s over ${SECONDS} s (wrk -c50${FLEET ? ', the fleet' : ''})`);
   const used = Object.entries(pids).map(([k, pid]) => [k, (cpuOf(pid) - before[k]) / secs] as const);
   console.log(`CPU over the load, % of one core: ${used.map(([k, c]) => `${k} ${Math.round(c)}%`).join(', ')}`);

@@ -5,7 +5,7 @@
  * every decision is taken here.
  */
 import { AppError } from '../errors.js';
-import { type ContentEvent, mainAlias, type Snapshot, versionId } from './model.js';
+import { type ContentEvent, isoTime, mainAlias, type Snapshot, versionId } from './model.js';
 import { inTimeWindow, resolveView, timeWindow, viewNames } from './views.js';
 
 /**
@@ -59,7 +59,6 @@ export interface EventSnapshots {
 export const needsPrevious = (e: StoredEvent): boolean => e.kind === 'views' || e.kind === 'deleted';
 
 const aliasesOf = (s: Snapshot): string[] => [mainAlias(s.cid), ...s.aliases];
-const iso = (ms: number) => new Date(ms).toISOString();
 
 /**
  * The feed events of one stored event, in order: none, one, or (a commit that changed several
@@ -78,7 +77,7 @@ export function changesOf(e: StoredEvent, snaps: EventSnapshots): ChangeEvent[] 
     views: viewNames(at),
     aliases: aliasesOf(at),
     committer: at.committer,
-    time: iso(at.modified),
+    time: isoTime(at.modified),
   };
   const out = kindsOf(e, at, snaps.before, base);
   for (const c of out) c.version = versionId(e.cid, c.version);
@@ -109,7 +108,7 @@ function kindsOf(e: StoredEvent, at: Snapshot, before: Snapshot | null, base: Om
     }
     case 'timestate':
       return [
-        { kind: 'timestate', ...base, version: resolveView(at, e.view) ?? at.head, committer: e.userId, time: iso(e.ts), view: e.view, visible: e.visible },
+        { kind: 'timestate', ...base, version: resolveView(at, e.view) ?? at.head, committer: e.userId, time: isoTime(e.ts), view: e.view, visible: e.visible },
       ];
     default:
       // A kind this reader does not know (written by a newer platform): nothing to tell.

@@ -161,3 +161,33 @@ export function ifMatchHolds(ifMatch: string, cid: string, rev: number): boolean
     .map((t) => t.trim())
     .some((t) => t === '*' || t === want || t === `W/${want}`);
 }
+
+const DAY_MS = 86_400_000;
+/** Years 0000-9999: where toISOString writes four digits (outside, it writes ±YYYYYY). */
+const ISO_FOUR_DIGIT_YEARS = [-62_167_219_200_000, 253_402_300_800_000] as const;
+let isoDay = Number.NaN;
+let isoDayText = '';
+const two = (n: number) => (n < 10 ? `0${n}` : `${n}`);
+const three = (n: number) => (n < 10 ? `00${n}` : n < 100 ? `0${n}` : `${n}`);
+
+/**
+ * `new Date(ms).toISOString()`, the form of every time the platform answers (creationTime,
+ * modificationTime, feed events, search documents). The day's text is kept from the call
+ * before: exports, feed pages and indexing format many times of one day, and toISOString was
+ * a twentieth of an export's CPU.
+ */
+export function isoTime(ms: number): string {
+  if (!Number.isInteger(ms) || ms < ISO_FOUR_DIGIT_YEARS[0] || ms >= ISO_FOUR_DIGIT_YEARS[1]) return new Date(ms).toISOString();
+  const day = Math.floor(ms / DAY_MS) * DAY_MS;
+  if (day !== isoDay) {
+    isoDayText = new Date(day).toISOString().slice(0, 11);
+    isoDay = day;
+  }
+  let rest = ms - day;
+  const h = Math.floor(rest / 3_600_000);
+  rest -= h * 3_600_000;
+  const m = Math.floor(rest / 60_000);
+  rest -= m * 60_000;
+  const s = Math.floor(rest / 1000);
+  return `${isoDayText}${two(h)}:${two(m)}:${two(s)}.${three(rest - s * 1000)}Z`;
+}

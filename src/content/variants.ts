@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { contextsOf, versionId, type Aspect, type Aspects, type Json, type Snapshot, type VersionRecord } from './model.js';
+import { contextsOf, isoTime, versionId, type Aspect, type Aspects, type Json, type Snapshot, type VersionRecord } from './model.js';
 import { timeWindow, viewsOfVersion } from './views.js';
 import { taxonomyRepresentation } from './taxonomy.js';
 import { contentFields, searchBlock } from './search-document.js';
@@ -82,7 +82,6 @@ export class Variants {
   }
 }
 
-const iso = (ms: number) => new Date(ms).toISOString();
 /** A name as a part of an index field name: anything but letters, digits, `_` and `-` becomes `_`. */
 export const fieldSafe = (s: string) => s.replace(/[^A-Za-z0-9_-]/g, '_');
 
@@ -99,7 +98,7 @@ export function dateRange(on?: number, off?: number): string {
   // offTime, as inTimeWindow reads it) becomes one in the year 0000, which no search by a date
   // of ours reaches; years beyond the bounds are taken to them.
   if (on !== undefined && off !== undefined && on >= off) return NEVER;
-  return `[${on === undefined ? '0000' : iso(clampYear(on))} TO ${off === undefined ? '9999' : iso(clampYear(off))}]`;
+  return `[${on === undefined ? '0000' : isoTime(clampYear(on))} TO ${off === undefined ? '9999' : isoTime(clampYear(off))}]`;
 }
 
 /** The window that holds at no time of ours (see dateRange). */
@@ -160,7 +159,7 @@ export const indexingStandard: Composer = (aspects, { snapshot, version }) => {
     root: vid,
     version: snapshot.rev,
     svc_type_s: version.type,
-    svc_modificationTime_dt: iso(version.created),
+    svc_modificationTime_dt: isoTime(version.created),
     svc_views_ss: views,
     svc_security_context_ss: contextsOf(snapshot.meta),
     svc_timestate__drange: views.map((v) => {

@@ -122,8 +122,7 @@ export class BulkService {
           do {
             const [after, cids] = await this.d.store.scanCatalog(p, cursor, EXPORT_BATCH, type);
             cursor = after;
-            const text = await this.exportLines(user, p, cids, types, views);
-            if (text && !out.write(text)) await x.drained();
+            if (!(await this.exportLines(out, user, p, cids, types, views))) await x.drained();
           } while (cursor !== '0' && !x.aborted && !stop);
         }
       }
@@ -147,9 +146,19 @@ export class BulkService {
     x.endChunked();
   }
 
-  /** The export lines of some contents: those the caller may read, of the types and on the views asked for. */
-  private async exportLines(user: Principal, partition: number, cids: string[], types: string[] | null, views: string[] | null): Promise<string> {
-    if (!cids.length) return '';
+  /**
+   * Writes the export lines of some contents: those the caller may read, of the types and on the
+   * views asked for. False when the socket is behind (wait for `drained`).
+   */
+  private async exportLines(
+    out: ExportChunks,
+    user: Principal,
+    partition: number,
+    cids: string[],
+    types: string[] | null,
+    views: string[] | null,
+  ): Promise<boolean> {
+    if (!cids.length) return true;
     const heads = await this.d.store.headsIn(partition, cids);
     const kept = heads.filter(
       (h): h is Snapshot =>
@@ -163,12 +172,12 @@ export class BulkService {
       partition,
       kept.map((h) => [h.cid, h.head]),
     );
-    let out = '';
+    let ok = true;
     kept.forEach((h, i) => {
       const version = versions[i];
       if (!version) return; // deleted meanwhile (versions go with their content)
       const onViews = [...Object.keys(h.views), ...Object.keys(h.symbolic)].filter((v) => resolveView(h, v) === h.head).sort();
-      out += `${JSON.stringify({
+      const line = `${JSON.stringify({
         id: mainAlias(h.cid),
         version: versionId(h.cid, h.head),
         aliases: [mainAlias(h.cid), ...h.aliases],
@@ -176,8 +185,9 @@ export class BulkService {
         metadata: h.meta,
         content: contentEnvelope(h, version),
       })}\n`;
+      ok = out.write(line) && ok;
     });
-    return out;
+    return ok;
   }
 }
 
@@ -187,33 +197,43 @@ export class BulkService {
  * scan met content the caller may not read; these follow only the bytes the caller receives.
  */
 class ExportChunks {
-  private parts: Buffer[] = [];
+  /** The chunk being filled: lines are encoded straight into it, with no copy of their own. */
+  private chunk: Buffer;
   private held = 0;
 
   constructor(
     private readonly x: Exchange,
     private readonly size: number,
-  ) {}
+  ) {
+    this.chunk = Buffer.allocUnsafe(size);
+  }
 
-  /** Adds lines; false when the socket is behind (wait for `drained`). */
+  /** Adds text (whole lines); false when the socket is behind (wait for `drained`). */
   write(text: string): boolean {
-    const b = Buffer.from(text);
-    this.parts.push(b);
-    this.held += b.length;
-    if (this.held < this.size) return true;
-    const all = Buffer.concat(this.parts);
+    // UTF-8 takes at most 3 bytes per UTF-16 unit: text that surely fits is encoded in place.
+    if (this.held + text.length * 3 <= this.size) {
+      this.held += this.chunk.write(text, this.held);
+      return true;
+    }
+    const bytes = Buffer.from(text);
     let ok = true;
-    let at = 0;
-    for (; all.length - at >= this.size; at += this.size) ok = this.x.writeChunk(all.subarray(at, at + this.size)) && ok;
-    this.parts = at < all.length ? [Buffer.from(all.subarray(at))] : [];
-    this.held = all.length - at;
+    for (let at = 0; at < bytes.length; ) {
+      const n = Math.min(this.size - this.held, bytes.length - at);
+      bytes.copy(this.chunk, this.held, at, at + n);
+      this.held += n;
+      at += n;
+      if (this.held === this.size) {
+        ok = this.x.writeChunk(this.chunk) && ok;
+        this.chunk = Buffer.allocUnsafe(this.size); // uWS may still hold the one written
+        this.held = 0;
+      }
+    }
     return ok;
   }
 
   /** Writes what is held (the last, shorter chunk). */
   flush(): void {
-    if (this.held) this.x.writeChunk(Buffer.concat(this.parts));
-    this.parts = [];
+    if (this.held) this.x.writeChunk(this.chunk.subarray(0, this.held));
     this.held = 0;
   }
 }

@@ -1,6 +1,7 @@
 import {
   draftVersionId,
   etagOf,
+  isoTime,
   mainAlias,
   versionId,
   MAIN_NAMESPACE,
@@ -27,8 +28,6 @@ export interface Status {
 export const STATUS_OK: Status = { message: 'OK', statusCode: '20000', extraInfo: {} };
 export const STATUS_CREATED: Status = { message: 'CREATED', statusCode: '20100', extraInfo: {} };
 export const partialCreated = (subResults: SubResult[]): Status => ({ message: 'PARTIAL_CREATED', statusCode: '20107', extraInfo: {}, subResults });
-
-const iso = (ms: number) => new Date(ms).toISOString();
 
 /** The response formats of the `format` query parameter and their `Accept` equivalents. */
 export const FORMATS = ['json', 'json+pretty', 'json+allTypes'] as const;
@@ -96,7 +95,8 @@ function withAllTypes(v: Json): Json {
 /** The aspects map of a response: it carries the content type, each aspect its own type. */
 function aspectsOut(type: string, aspects: Aspects): Record<string, unknown> {
   const out: Record<string, unknown> = { _type: type };
-  for (const [name, a] of Object.entries(aspects)) out[name] = { ...a, _type: a._type ?? name };
+  // An aspect that names its type is answered as stored (the same JSON as a copy, without the copy).
+  for (const [name, a] of Object.entries(aspects)) out[name] = a._type === undefined ? { ...a, _type: name } : a;
   return out;
 }
 
@@ -106,8 +106,8 @@ export function contentEnvelope(snapshot: Snapshot, version: VersionRecord, stat
     system: {
       id: mainAlias(snapshot.cid),
       version: versionId(snapshot.cid, version.key),
-      creationTime: iso(snapshot.created),
-      modificationTime: iso(version.created),
+      creationTime: isoTime(snapshot.created),
+      modificationTime: isoTime(version.created),
       contentType: version.type,
     },
     aspects: aspectsOut(version.type, version.aspects),
@@ -121,8 +121,8 @@ export function draftEnvelope(draft: Draft, head: Snapshot | null, status: Statu
     system: {
       id: mainAlias(draft.cid),
       version: draftVersionId(draft.cid, draft.workspace),
-      creationTime: iso(head && !head.deleted ? head.created : draft.created),
-      modificationTime: iso(draft.modified),
+      creationTime: isoTime(head && !head.deleted ? head.created : draft.created),
+      modificationTime: isoTime(draft.modified),
       contentType: draft.type,
     },
     aspects: aspectsOut(draft.type, aspects),
@@ -146,7 +146,7 @@ export function metadataEnvelope(snapshot: Snapshot, viewEvents: ViewEvent[]): R
   const byView = new Map<string, unknown[]>();
   for (const e of viewEvents) {
     if (e.rev > snapshot.rev) continue;
-    const event = { _type: 'svcViewEvent', userId: e.userId, version: e.version, revision: e.rev, timestamp: iso(e.ts) };
+    const event = { _type: 'svcViewEvent', userId: e.userId, version: e.version, revision: e.rev, timestamp: isoTime(e.ts) };
     const history = byView.get(e.view);
     if (history) history.push(event);
     else byView.set(e.view, [event]);
@@ -159,8 +159,8 @@ export function metadataEnvelope(snapshot: Snapshot, viewEvents: ViewEvent[]): R
     system: {
       id: mainAlias(snapshot.cid),
       version: versionId(snapshot.cid, snapshot.head),
-      creationTime: iso(snapshot.created),
-      modificationTime: iso(snapshot.modified),
+      creationTime: isoTime(snapshot.created),
+      modificationTime: isoTime(snapshot.modified),
       contentType: '_contentInfo',
     },
     aspects: {

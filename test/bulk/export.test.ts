@@ -274,10 +274,37 @@ describe('bulk export (CONTRACT §16)', function () {
       await redis.stop();
     }
   });
+
+  it('lines of 2-, 3- and 4-byte characters arrive whole across the chunks', async () => {
+    const redis = await startRedisServer({ appendonly: false });
+    const c = await startTestPlatform({ REDIS_URL: redis.url, PARTITIONS: '2' });
+    try {
+      const editor = await new Client(c.base).login('editor');
+      const type = 'utf8';
+      // About 1.8 KB of UTF-8 per title, in 1.1 K UTF-16 units: chunks end inside characters.
+      const title = (i: number) => `${'é€😀'.repeat(150 + (i % 7))} ${i}`;
+      const lineOf = (i: number) =>
+        `${JSON.stringify({ op: 'create', content: { system: { contentType: type }, aspects: { body: { _type: 'body', title: title(i) } } } })}\n`;
+      const made = await bulk(
+        c.base,
+        editor.token!,
+        Array.from({ length: 200 }, (_, i) => lineOf(i)),
+      );
+      expect(made.answers.filter((l) => l.status === 201)).to.have.length(200);
+      const all = await exportChunks(c.base, editor.token!, `types=${type}`);
+      expect(all.sizes.length).to.be.greaterThan(4);
+      expect(all.sizes.slice(0, -1).every((n) => n === 65536)).to.equal(true);
+      const titles = all.parsed.map((l) => (l.content.aspects.body as { title: string }).title).sort();
+      expect(titles).to.deep.equal(Array.from({ length: 200 }, (_, i) => title(i)).sort());
+    } finally {
+      await c.stop();
+      await redis.stop();
+    }
+  });
 });
 
 /** GET /export over a raw socket: the sizes of its HTTP chunks, as sent, and its line count. */
-async function exportChunks(base: string, token: string, query: string): Promise<{ sizes: number[]; lines: number }> {
+async function exportChunks(base: string, token: string, query: string): Promise<{ sizes: number[]; lines: number; parsed: Line[] }> {
   const url = new URL(`${base}/export?${query}`);
   const raw = await new Promise<Buffer>((resolve, reject) => {
     const parts: Buffer[] = [];
@@ -301,6 +328,7 @@ async function exportChunks(base: string, token: string, query: string): Promise
     at = eol + 2 + size + 2;
   }
   const lines = Buffer.concat(body).toString().split('\n').filter(Boolean);
-  for (const l of lines) expect(JSON.parse(l)).to.have.property('id');
-  return { sizes, lines: lines.length };
+  const parsed = lines.map((l) => JSON.parse(l) as Line);
+  for (const l of parsed) expect(l).to.have.property('id');
+  return { sizes, lines: lines.length, parsed };
 }
