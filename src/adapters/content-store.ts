@@ -85,8 +85,13 @@ export class ContentStore {
    * the partition's keys, which share its hash tag, so this holds on Redis Cluster too); null where none.
    */
   async headsIn(partition: number, cids: string[]): Promise<(Snapshot | null)[]> {
+    return (await this.storedHeadsIn(partition, cids)).map((buf) => (buf ? unpack<Snapshot>(buf) : null));
+  }
+
+  /** headsIn as stored (msgpack), for a reader that decodes them elsewhere (the export's renderer). */
+  async storedHeadsIn(partition: number, cids: string[]): Promise<(Buffer | null)[]> {
     if (!cids.length) return [];
-    return (await this.hgetEach(cids.map((cid) => [keys.content(partition, cid), 's']))).map((buf) => (buf ? unpack<Snapshot>(buf) : null));
+    return this.hgetEach(cids.map((cid) => [keys.content(partition, cid), 's']));
   }
 
   /**
@@ -94,14 +99,14 @@ export class ContentStore {
    * headsIn); one the archiver moved is read from the archive; null where none.
    */
   async versionsIn(partition: number, wanted: [string, string][]): Promise<(VersionRecord | null)[]> {
+    return (await this.storedVersionsIn(partition, wanted)).map((buf) => (buf ? unpack<VersionRecord>(buf) : null));
+  }
+
+  /** versionsIn as stored (msgpack), for a reader that decodes them elsewhere (the export's renderer). */
+  async storedVersionsIn(partition: number, wanted: [string, string][]): Promise<(Buffer | null)[]> {
     if (!wanted.length) return [];
     const found = await this.hgetEach(wanted.map(([cid, key]) => [keys.versions(partition, cid), key]));
-    return Promise.all(
-      found.map(async (buf, i) => {
-        const b = buf ?? (await this.archive.version(partition, wanted[i][0], wanted[i][1]));
-        return b ? unpack<VersionRecord>(b) : null;
-      }),
-    );
+    return Promise.all(found.map(async (buf, i) => buf ?? (await this.archive.version(partition, wanted[i][0], wanted[i][1]))));
   }
 
   /** One field of each of several hashes of one partition (`[key, field]`), in one script call. */

@@ -1,13 +1,15 @@
 import type { Readable } from 'node:stream';
 import { z } from 'zod';
 import type { WriteResult } from '../actors/content/content-actor.js';
-import { etagOf, mainAlias, versionId, type Snapshot } from '../content/model.js';
+import { unpack } from '../adapters/codec.js';
+import { etagOf, mainAlias, type Snapshot, versionId } from '../content/model.js';
 import type { Principal } from '../content/permissions.js';
 import { resolveView } from '../content/views.js';
 import { AppError } from '../errors.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
 import type { AliasRef, ContentWrites, WriteContext } from './content-writes.js';
-import { contentEnvelope, partialCreated } from './envelope.js';
+import { partialCreated } from './envelope.js';
+import { exportRenderer } from './export-render.js';
 import { errorOf, type Exchange, parseJsonBody } from './http.js';
 import { invalid, typeSchema, updateModeOf, viewSchema } from './schemas.js';
 
@@ -159,35 +161,26 @@ export class BulkService {
     views: string[] | null,
   ): Promise<boolean> {
     if (!cids.length) return true;
-    const heads = await this.d.store.headsIn(partition, cids);
-    const kept = heads.filter(
-      (h): h is Snapshot =>
-        h !== null &&
+    const stored = await this.d.store.storedHeadsIn(partition, cids);
+    const kept: { h: Snapshot; stored: Buffer }[] = [];
+    for (const buf of stored) {
+      if (!buf) continue;
+      const h = unpack<Snapshot>(buf);
+      if (
         !h.deleted &&
         (types === null || types.includes(h.type)) &&
         (views === null || views.some((v) => resolveView(h, v) !== null)) &&
-        this.c.reads.mayRead(user, h),
-    );
-    const versions = await this.d.store.versionsIn(
+        this.c.reads.mayRead(user, h)
+      )
+        kept.push({ h, stored: buf });
+    }
+    const versions = await this.d.store.storedVersionsIn(
       partition,
-      kept.map((h) => [h.cid, h.head]),
+      kept.map(({ h }) => [h.cid, h.head]),
     );
-    let ok = true;
-    kept.forEach((h, i) => {
-      const version = versions[i];
-      if (!version) return; // deleted meanwhile (versions go with their content)
-      const onViews = [...Object.keys(h.views), ...Object.keys(h.symbolic)].filter((v) => resolveView(h, v) === h.head).sort();
-      const line = `${JSON.stringify({
-        id: mainAlias(h.cid),
-        version: versionId(h.cid, h.head),
-        aliases: [mainAlias(h.cid), ...h.aliases],
-        views: onViews,
-        metadata: h.meta,
-        content: contentEnvelope(h, version),
-      })}\n`;
-      ok = out.write(line) && ok;
-    });
-    return ok;
+    // Versions go with their content: one deleted meanwhile has none, and is left out.
+    const contents = kept.flatMap((k, i) => (versions[i] ? [[k.stored, versions[i]] as [Buffer, Buffer]] : []));
+    return out.write(await exportRenderer.render(contents));
   }
 }
 
@@ -197,7 +190,7 @@ export class BulkService {
  * scan met content the caller may not read; these follow only the bytes the caller receives.
  */
 class ExportChunks {
-  /** The chunk being filled: lines are encoded straight into it, with no copy of their own. */
+  /** The chunk being filled. */
   private chunk: Buffer;
   private held = 0;
 
@@ -208,14 +201,8 @@ class ExportChunks {
     this.chunk = Buffer.allocUnsafe(size);
   }
 
-  /** Adds text (whole lines); false when the socket is behind (wait for `drained`). */
-  write(text: string): boolean {
-    // UTF-8 takes at most 3 bytes per UTF-16 unit: text that surely fits is encoded in place.
-    if (this.held + text.length * 3 <= this.size) {
-      this.held += this.chunk.write(text, this.held);
-      return true;
-    }
-    const bytes = Buffer.from(text);
+  /** Adds whole lines (UTF-8); false when the socket is behind (wait for `drained`). */
+  write(bytes: Buffer): boolean {
     let ok = true;
     for (let at = 0; at < bytes.length; ) {
       const n = Math.min(this.size - this.held, bytes.length - at);
