@@ -47,24 +47,30 @@ const all: Sees = () => true;
 
 describe('taxonomy read model (spec "Taxonomy service", CONTRACT §10)', () => {
   it('definitionOf reads the definition aspects through their svcTaxonomy representation', () => {
-    expect(definitionOf({ svcTaxonomyDefinition: { id: 't', name: 'T', dimensions: ['d', 1] } })).to.deep.equal({
+    const held = ['_taxonomy/t', '_taxonomy/d', '_taxonomy/e'];
+    expect(definitionOf({ svcTaxonomyDefinition: { id: 't', name: 'T', dimensions: ['d', 1] } }, held)).to.deep.equal({
       kind: 'taxonomy',
       id: 't',
       name: 'T',
       dimensions: ['d'],
     });
-    expect(definitionOf({ svcDimensionDefinition: { id: 'd', name: 'D', enumerable: 'yes', localizations: { sv: 'X', n: 1 } } })).to.deep.equal({
+    expect(definitionOf({ svcDimensionDefinition: { id: 'd', name: 'D', enumerable: 'yes', localizations: { sv: 'X', n: 1 } } }, held)).to.deep.equal({
       kind: 'dimension',
       id: 'd',
       name: 'D',
       enumerable: false,
       localizations: { sv: 'X' },
     });
-    expect(definitionOf({ svcEntityDefinition: { id: 'e', name: 'E', parent: 'd', attributes: { a: 'b' } } })).to.deep.equal(
+    expect(definitionOf({ svcEntityDefinition: { id: 'e', name: 'E', parent: 'd', attributes: { a: 'b' } } }, held)).to.deep.equal(
       entity('e', 'E', 'd', { attributes: { a: 'b' } }),
     );
-    expect(definitionOf({ svcEntityDefinition: { id: 'e', parent: 7 } }), 'a parent that is no string').to.have.property('parent', null);
-    expect(definitionOf({ body: { title: 'x' } })).to.equal(null);
+    expect(definitionOf({ svcEntityDefinition: { id: 'e', parent: 7 } }, held), 'a parent that is no string').to.have.property('parent', null);
+    expect(definitionOf({ body: { title: 'x' } }, held)).to.equal(null);
+    // only in the content that holds its alias `_taxonomy/<id>`
+    const d = { svcDimensionDefinition: { id: 'd', name: 'D' } };
+    expect(definitionOf(d, [])).to.equal(null);
+    expect(definitionOf(d, ['web/d', '_taxonomy/dd', '_taxonomy/x'])).to.equal(null);
+    expect(definitionOf(d, ['_taxonomy/d'])).to.have.property('id', 'd');
   });
 
   it('hierarchyNodeOf: the main alias as id (and as name by default), the content type as an attribute, the head kept for visibility', () => {

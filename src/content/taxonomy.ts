@@ -1,5 +1,5 @@
 import { AppError } from '../errors.js';
-import { mainAlias, type Aspect, type Aspects, type Json, type Snapshot } from './model.js';
+import { mainAlias, TAXONOMY_NAMESPACE, type Aspect, type Aspects, type Json, type Snapshot } from './model.js';
 
 /**
  * The taxonomy rules of the spec ("Taxonomy resources", "Categorization"; CONTRACT §10) that
@@ -118,8 +118,18 @@ export interface Candidate {
   entity?: EntityDef;
 }
 
-/** The definition a content's aspects hold (through its svcTaxonomy representation); null when none. */
-export function definitionOf(aspects: Aspects): TaxonomyNode | null {
+/**
+ * The definition a content's aspects hold (through its svcTaxonomy representation), when the
+ * content also holds its alias `_taxonomy/<id>` (spec: each definition has an alias in
+ * `_taxonomy`); null otherwise. An alias names one content, so an id has one definition, and a
+ * writer cannot rename, move or hide a definition by putting its id in content of its own.
+ */
+export function definitionOf(aspects: Aspects, aliases: readonly string[]): TaxonomyNode | null {
+  const def = definitionIn(aspects);
+  return def && aliases.includes(`${TAXONOMY_NAMESPACE}/${def.id}`) ? def : null;
+}
+
+function definitionIn(aspects: Aspects): TaxonomyNode | null {
   const rep = taxonomyRepresentation(aspects);
   if (!rep) return null;
   if (rep.svcTaxonomy)

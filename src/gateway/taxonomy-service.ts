@@ -235,6 +235,6 @@ export class TaxonomyService {
       }
       return hierarchyNodeOf(cid, head, type, node, parent);
     }
-    return definitionOf(aspects);
+    return definitionOf(aspects, head.aliases);
   }
 }

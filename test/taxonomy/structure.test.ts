@@ -155,6 +155,45 @@ describe('taxonomy structure (spec Taxonomy service, CONTRACT §10)', function (
     expect((await structure(`/${id('politics')}`)).json.entities).to.deep.equal([]);
   });
 
+  it('a definition counts only in the content holding its `_taxonomy/<id>` alias: the same id in another content changes nothing (a sportseditor cannot rename or move what it does not own)', async () => {
+    const sports = await new Client(p.base).login('sportseditor');
+    await define('svcDimensionDefinitionContent', { id: id('owned'), name: 'Owned', enumerable: true, localizations: { en: 'Owned' } });
+    await define('svcEntityDefinitionContent', { id: id('owned-e'), name: 'Owned entity', localizations: {}, parent: id('owned') });
+    const expected = {
+      id: id('owned'),
+      name: 'Owned',
+      localizations: { en: 'Owned' },
+      enumerable: true,
+      childrenOmitted: false,
+      entities: [{ id: id('owned-e'), name: 'Owned entity', localizations: {}, attributes: {}, entities: [], childrenOmitted: false }],
+    };
+    await eventually(async () => expect((await structure(`/${id('owned')}`)).json).to.deep.include(expected), 10_000);
+    const sportsOwned = [{ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: ['sports'] } } }];
+    for (const aspects of [
+      { svcDimensionDefinition: { id: id('owned'), name: 'HIJACKED', enumerable: false, localizations: { en: 'pwned' } } },
+      { svcEntityDefinition: { id: id('owned-e'), name: 'Moved away', localizations: {}, parent: id('tags') } },
+      { svcTaxonomyDefinition: { id: id('news'), name: 'Rewritten', dimensions: [id('owned')] } },
+    ]) {
+      const r = await sports.create({ system: { contentType: 'article' }, aspects: { body: { title: 'x' }, ...aspects }, operations: sportsOwned });
+      expect(r.status, r.text).to.equal(201);
+    }
+    // Asking for the alias too: it names one content already, so the create is partial (20107) and the alias stays the owner's.
+    const taken = await sports.create({
+      system: { contentType: 'article' },
+      aspects: { svcDimensionDefinition: { id: id('owned'), name: 'HIJACKED' } },
+      operations: [...sportsOwned, { _type: 'svcSetAlias', namespace: '_taxonomy', alias: id('owned') }],
+    });
+    expect([taken.status, taken.json.status?.statusCode], taken.text).to.deep.equal([201, '20107']);
+    // A later change of the model (a new definition) is read after those writes: it must show the owner's definitions.
+    await define('svcEntityDefinitionContent', { id: id('owned-later'), name: 'Later', localizations: {}, parent: id('tags') });
+    await eventually(async () => expect((await structure(`/${id('owned-later')}`)).status).to.equal(200), 10_000);
+    expect((await structure(`/${id('owned')}`)).json).to.deep.include(expected);
+    expect((await structure(`/${id('owned-e')}`)).json.name).to.equal('Owned entity');
+    const news = (await structure(`/${id('news')}`)).json;
+    expect(news.name).to.equal('News');
+    expect(news.dimensions.map((d: { id: string }) => d.id)).to.deep.equal([id('sections'), id('tags')]);
+  });
+
   it('unknown ids answer 404, other methods 405, a bad depth 400', async () => {
     const r = await structure('/nothing-here');
     expect(r.status).to.equal(404);
