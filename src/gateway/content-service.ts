@@ -264,7 +264,8 @@ export class ContentService implements ContentEndpoints {
   /** DELETE view alias: every version of the content off the view; 204 with the new ETag. */
   private async removeFromView(x: Exchange, p: Params): Promise<void> {
     const user = await this.authenticate(x);
-    const view = this.assignableView(p.view);
+    // A reserved name may still be taken off (a view stored before such names were refused).
+    const view = this.assignableView(p.view, false);
     const cid = await this.cidOf(p);
     const res = await this.d.mailbox
       .send<{ cid: string; rev: number }, ContentCommand>({ k: 'removeFromView', id: newCommandId(), cid, user, view })
@@ -272,9 +273,9 @@ export class ContentService implements ContentEndpoints {
     x.send(204, [['ETag', etagOf(res.cid, res.rev)]]);
   }
 
-  private assignableView(view: string): string {
+  private assignableView(view: string, assigning = true): string {
     this.viewName(view);
-    if (MAP_KEY_RESERVED.has(view)) throw new AppError('BAD_REQUEST', `View name '${view}' is reserved`);
+    if (assigning && MAP_KEY_RESERVED.has(view)) throw new AppError('BAD_REQUEST', `View name '${view}' is reserved`);
     if (SYSTEM_VIEWS.includes(view)) throw new AppError('BAD_REQUEST', `View ${view} is maintained by the system`);
     return view;
   }

@@ -154,7 +154,7 @@ export function metadataEnvelope(snapshot: Snapshot, viewEvents: ViewEvent[]): R
   const aliases = markedMap('MAP::LIST::string', byNamespace, (list) => list);
   const views = markedMap('MAP::svcViewInfoEntry', byView, (history) => ({ _type: 'svcViewInfoEntry', history }));
   const meta: Record<string, unknown> = {};
-  for (const [name, a] of Object.entries(snapshot.meta)) meta[name] = { ...a, _type: a._type ?? name };
+  for (const [name, a] of Object.entries(snapshot.meta)) if (!MAP_KEYS_UNANSWERED.has(name)) meta[name] = { ...a, _type: a._type ?? name };
   return {
     system: {
       id: mainAlias(snapshot.cid),
@@ -175,10 +175,13 @@ export function metadataEnvelope(snapshot: Snapshot, viewEvents: ViewEvent[]): R
   };
 }
 
-/** A typed map of the answers (`{_type, name: value, ...}`) from names; a name `_type` or `__proto__` cannot be one of its keys and is left out. */
+/** Names that cannot be keys of a typed map of the answers (stored before they were refused, schemas.ts MAP_KEY_RESERVED): left out. */
+const MAP_KEYS_UNANSWERED: ReadonlySet<string> = new Set(['_type', '__proto__']);
+
+/** A typed map of the answers (`{_type, name: value, ...}`) from names. */
 function markedMap<T>(type: string, entries: Map<string, T>, value: (t: T) => unknown): Record<string, unknown> {
   const out: Record<string, unknown> = { _type: type };
-  for (const [name, t] of entries) if (name !== '_type' && name !== '__proto__') out[name] = value(t);
+  for (const [name, t] of entries) if (!MAP_KEYS_UNANSWERED.has(name)) out[name] = value(t);
   return out;
 }
 

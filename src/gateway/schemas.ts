@@ -28,9 +28,10 @@ export function isSafeName(s: string): boolean {
 }
 
 /**
- * Names that become keys of the maps of svcAliases and svcViewInfo (alias namespaces, views):
- * `_type` is those maps' marker, and a key `__proto__` does not survive the codec (body-limits.ts).
- * Refused where such a name is written; a read of one finds nothing.
+ * Names that become keys of the maps of the metadata answer (alias namespaces in svcAliases,
+ * views in svcViewInfo, metadata aspects in its aspects): `_type` is those maps' marker, and a
+ * key `__proto__` does not survive the codec (body-limits.ts). Refused where such a name is
+ * written; a read of one finds nothing.
  */
 export const MAP_KEY_RESERVED: ReadonlySet<string> = new Set(['_type', '__proto__']);
 const storedAsKey = (what: string) => nameSchema(what).refine((n) => !MAP_KEY_RESERVED.has(n), `${what} must not be _type or __proto__`);
@@ -73,7 +74,7 @@ const operationSchema = z.discriminatedUnion('_type', [
     views: z.array(storedViewSchema).min(1).max(100),
     targetView: z.string().regex(/^@/, 'targetView must start with @').pipe(z.string().max(257)),
   }),
-  z.object({ _type: z.literal('svcContentMetadata'), aspects: z.record(aspectNameSchema, aspectSchema) }),
+  z.object({ _type: z.literal('svcContentMetadata'), aspects: z.record(storedAsKey('metadata aspect name'), aspectSchema) }),
 ]);
 
 export const envelopeSchema = z.object({
