@@ -113,8 +113,11 @@ export class WorkspaceService {
     const cid = await this.cidOf(p, ws);
     const [draft, original] = await Promise.all([this.d.store.draft(cid, ws), this.d.store.head(cid)]);
     const head = liveHeadOf(original);
-    if (!draft && !head) throw new AppError('NOT_FOUND', `Content ${p.ns}/${p.alias} not found`);
-    this.content.reads.checkDraftRead(user, draft, original);
+    // Read is decided before the 404: on the original when the content is (or was) in main, so
+    // a caller who may not read it gets the same 403 whether or not this workspace holds a draft
+    // of it (also once it is deleted in main); on the draft's type when only the draft exists.
+    if (original || draft) this.content.reads.checkDraftRead(user, draft, original);
+    if (!draft && !head) throw new AppError('NOT_FOUND', `No draft of this content in workspace ${ws}, and none in main`);
     const type = draft?.type ?? head!.type;
     const variant = this.content.variantOf(x, type);
     const fmt = formatOf(x.query.get('format'), x.header('accept'));

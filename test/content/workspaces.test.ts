@@ -368,6 +368,57 @@ describe('content service: workspaces (spec Workspace, draft and alias reservati
       expect((await sports.req('DELETE', wsPath(ws, c.json.system.id))).status).to.equal(403);
       expect((await editor.req('DELETE', wsPath(ws, c.json.system.id))).status).to.equal(204);
     });
+
+    it('the answers of the sportseditor are the same whether or not a workspace holds a draft of deleted content it may not read (GET and PUT)', async () => {
+      // culture content with a draft on one workspace, then deleted in main
+      const c = await editor.create({
+        ...article('culture only'),
+        operations: [{ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: ['culture'] } } }],
+      });
+      expect(c.status, c.text).to.equal(201);
+      const id: string = c.json.system.id;
+      const key = id.split('/')[1];
+      const [withDraft, without] = [wsName(), wsName()];
+      const d = await editor.req('PUT', wsPath(withDraft, id), { body: { aspects: { body: { title: 'culture draft' } } } });
+      expect(d.status, d.text).to.equal(200);
+      const del = await editor.req('DELETE', `/content/alias/${id}`, { headers: { 'If-Match': c.headers.get('etag')! } });
+      expect(del.status, del.text).to.be.oneOf([200, 204]);
+
+      // every request the sportseditor may send to the draft's path: reads and updates in every form
+      const requests: [string, string, object | undefined][] = [
+        ['GET', '', undefined],
+        ['GET', '?variant=teaser', undefined],
+        ['GET', '?format=json', undefined],
+        ['PUT', '', { aspects: { body: { title: 'taken over' } } }],
+        ['PUT', '?updateMode=replace', { aspects: { body: { title: 'taken over' } } }],
+        ['PUT', '?updateMode=update', { aspects: {}, operations: [{ _type: 'svcAssignToViews', views: ['desk'] }] }],
+      ];
+      const answers = async (ws: string): Promise<string[]> => {
+        const out: string[] = [];
+        for (const [method, query, body] of requests) {
+          const r = await sports.req(method, `${wsPath(ws, id)}${query}`, body ? { body } : {});
+          out.push(JSON.stringify({ method, query, status: r.status, body: r.text.split(ws).join('<ws>') }));
+        }
+        return out;
+      };
+      const [a, b] = [await answers(withDraft), await answers(without)];
+      expect(a).to.deep.equal(b);
+      for (const s of a) {
+        expect(JSON.parse(s).status, s).to.equal(403);
+        expect(s, 'names neither the content key nor the draft').to.not.include(key).and.not.include('culture');
+      }
+
+      // a caller who may read the content keeps the spec's answers: the draft, and 404 where there is none
+      const read = await editor.req('GET', wsPath(withDraft, id));
+      expect(read.status, read.text).to.equal(200);
+      expect(read.json.aspects.body.title, 'the sportseditor changed nothing').to.equal('culture draft');
+      const none = await editor.req('GET', wsPath(without, id));
+      expect(none.status, none.text).to.equal(404);
+      const put = await editor.req('PUT', wsPath(without, id), { body: { aspects: {} } });
+      expect(put.status, put.text).to.equal(404);
+      expect((await editor.req('PUT', wsPath(withDraft, id), { body: { aspects: { body: { title: 'culture draft 2' } } } })).status).to.equal(200);
+      expect((await editor.req('GET', `/content/workspace/${without}`)).json.drafts).to.deep.equal({});
+    });
   });
 
   describe('promote under concurrent main writes', () => {

@@ -58,16 +58,17 @@ export class Workspaces {
    * reservations the new operations no longer name are released.
    */
   async update(cmd: Extract<Cmd, { k: 'wsUpdate' }>, ctx: ActorContext): Promise<Outcome> {
+    // Content in main decides, also when deleted there since the draft was made (a draft made over
+    // it keeps its contexts). It is asked before the draft is looked at, so a caller who may not
+    // update it gets the same 403 whether or not this workspace holds a draft of it.
     const original = await this.store.head(cmd.cid);
+    if (original && !isAllowed(this.security, cmd.user, 'Update', original.type, contextsOf(original.meta))) throw permissionDenied('Update', cmd.user);
     const head = liveHeadOf(original);
     const existing = await this.store.draft(cmd.cid, cmd.workspace);
-    if (!head && !existing) throw new AppError('NOT_FOUND', `Content ${cmd.cid} not found`);
+    if (!head && !existing) throw noContent(cmd.workspace);
     const type = existing?.type ?? head!.type;
-    // A draft made over main content keeps its contexts when that content is deleted in main.
-    const allowed = original
-      ? isAllowed(this.security, cmd.user, 'Update', type, contextsOf(original.meta))
-      : canInAnyContext(this.security, cmd.user, 'Create', type);
-    if (!allowed) throw permissionDenied(original ? 'Update' : 'Create', cmd.user);
+    // Content only on the workspace: Create on its type in any context.
+    if (!original && !canInAnyContext(this.security, cmd.user, 'Create', type)) throw permissionDenied('Create', cmd.user);
 
     let base: Aspects;
     if (existing) base = existing.aspects;
@@ -224,3 +225,6 @@ export class Workspaces {
 
 /** 404 for a draft that is not there; it names no content key (the caller named the content by alias). */
 const noDraft = (workspace: string): AppError => new AppError('NOT_FOUND', `No draft of this content in workspace ${workspace}`);
+
+/** 404 for content neither in main nor on the workspace; it names no content key either. */
+const noContent = (workspace: string): AppError => new AppError('NOT_FOUND', `No draft of this content in workspace ${workspace}, and none in main`);
