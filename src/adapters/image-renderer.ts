@@ -51,42 +51,65 @@ export async function imageSize(input: Buffer, maxPixels: number): Promise<{ wid
 }
 
 /**
+ * The largest width or height a rendition may resize its source to. A cover resize scales the
+ * source until it covers the box, so a 4096×4096 cover of a 1×30000 image is 4096×122,880,000
+ * pixels: sharp refuses a side above 100,000,000 by throwing synchronously, and libvips fails
+ * on output coordinates far below that (2^25 with libvips 8.18; VIPS_MAX_COORD, 10,000,000 in
+ * earlier versions, is the bound that holds with any of them). Such a rendition is refused (422,
+ * as a source over the pixel bound) before sharp is called.
+ */
+export const MAX_RESIZE_DIMENSION = 10_000_000;
+
+/**
  * Renders one rendition of `input` (the whole source in memory: images are bounded by the pixel
  * limit, checked from the header before decoding). EXIF orientation is applied, metadata dropped.
  */
 export async function renderImage(input: Buffer, o: RenderOptions): Promise<Buffer> {
   const { width, height } = await imageSize(input, o.maxPixels);
   const p = o.params;
-  // limitInputPixels holds even if the header lied about the size.
-  let img = sharp(input, { limitInputPixels: o.maxPixels, failOn: 'error' }).rotate();
-  if (p.w !== undefined || p.h !== undefined) {
-    if (p.fit === 'cover' && p.focal && p.w !== undefined && p.h !== undefined) {
-      const c = focalCrop(width, height, p.w, p.h, p.focal);
-      img = img.resize(c.resizeWidth, c.resizeHeight, { fit: 'fill' }).extract({ left: c.left, top: c.top, width: p.w, height: p.h });
-    } else {
-      img = img.resize({ width: p.w, height: p.h, fit: p.fit, withoutEnlargement: p.fit === 'inside' });
-    }
-  }
-  const quality = p.q;
-  switch (o.format) {
-    case 'jpeg':
-      img = img.jpeg({ quality, mozjpeg: true });
-      break;
-    case 'png':
-      img = img.png(quality !== undefined ? { quality, palette: quality < 100 } : {});
-      break;
-    case 'webp':
-      // Effort 2 of 6: about a third less encoding time than the default for a few percent in size,
-      // which keeps a first render of a 12-megapixel photo near the issue's 300 ms.
-      img = img.webp({ quality, effort: 2 });
-      break;
-    case 'avif':
-      img = img.avif({ quality, effort: 2 });
-      break;
-  }
+  // A cover resize (with or without a focal point) scales the source to cover the box first:
+  // the same size focalCrop computes, and sharp's cover resize too.
+  const box = p.fit === 'cover' && p.w !== undefined && p.h !== undefined ? { w: p.w, h: p.h } : undefined;
+  const crop = box && focalCrop(width, height, box.w, box.h, p.focal ?? [0.5, 0.5]);
+  if (box && crop && (crop.resizeWidth > MAX_RESIZE_DIMENSION || crop.resizeHeight > MAX_RESIZE_DIMENSION))
+    throw new AppError(
+      'UNPROCESSABLE',
+      `A ${box.w}×${box.h} cover of this image would resize it beyond ${MAX_RESIZE_DIMENSION} pixels a side: no rendition is made of it`,
+      {
+        maxResizeDimension: MAX_RESIZE_DIMENSION,
+      },
+    );
   try {
+    // limitInputPixels holds even if the header lied about the size.
+    let img = sharp(input, { limitInputPixels: o.maxPixels, failOn: 'error' }).rotate();
+    if (p.w !== undefined || p.h !== undefined) {
+      if (box && crop && p.focal) {
+        img = img.resize(crop.resizeWidth, crop.resizeHeight, { fit: 'fill' }).extract({ left: crop.left, top: crop.top, width: box.w, height: box.h });
+      } else {
+        img = img.resize({ width: p.w, height: p.h, fit: p.fit, withoutEnlargement: p.fit === 'inside' });
+      }
+    }
+    const quality = p.q;
+    switch (o.format) {
+      case 'jpeg':
+        img = img.jpeg({ quality, mozjpeg: true });
+        break;
+      case 'png':
+        img = img.png(quality !== undefined ? { quality, palette: quality < 100 } : {});
+        break;
+      case 'webp':
+        // Effort 2 of 6: about a third less encoding time than the default for a few percent in size,
+        // which keeps a first render of a 12-megapixel photo near the issue's 300 ms.
+        img = img.webp({ quality, effort: 2 });
+        break;
+      case 'avif':
+        img = img.avif({ quality, effort: 2 });
+        break;
+    }
     return await img.toBuffer();
   } catch (e) {
+    // Building the pipeline is inside this try too: a parameter sharp refuses synchronously
+    // is the same client error as a source libvips cannot decode, never a 500.
     if (e instanceof Error && /pixel limit/i.test(e.message))
       throw new AppError('UNPROCESSABLE', `The image has more than ${o.maxPixels} pixels`, { maxPixels: o.maxPixels });
     throw new AppError('BAD_REQUEST', 'The image could not be decoded', { parameter: 'source' });

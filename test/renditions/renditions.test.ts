@@ -1,5 +1,8 @@
 import { expect } from 'chai';
 import sharp from 'sharp';
+import { renderImage } from '../../src/adapters/image-renderer.js';
+import type { Format, RenditionParams } from '../../src/content/renditions.js';
+import { AppError } from '../../src/errors.js';
 import type { FileDeliveryService } from '../../src/gateway/file-service.js';
 import { signRendition } from '../../src/gateway/renditions.js';
 import { Client, startTestPlatform } from '../support/platform.js';
@@ -29,6 +32,22 @@ async function centrePixel(img: Buffer): Promise<{ r: number; g: number; b: numb
   const { data, info } = await sharp(img).removeAlpha().raw().toBuffer({ resolveWithObject: true });
   const i = (Math.floor(info.height / 2) * info.width + Math.floor(info.width / 2)) * 3;
   return { r: data[i], g: data[i + 1], b: data[i + 2] };
+}
+
+/** A `width`×`height` grey PNG (a 1×30000 one is 30k pixels: far under any pixel bound). */
+async function grey(width: number, height: number): Promise<Buffer> {
+  return sharp({ create: { width, height, channels: 3, background: '#888' } })
+    .png()
+    .toBuffer();
+}
+
+/** A refusal in the platform's JSON error format, never a 5xx. */
+function expectJsonRefusal(r: { status: number; body: Buffer }, status: number, what: string): void {
+  expect(r.status, `${what}: ${r.body.toString()}`).to.equal(status);
+  const body = JSON.parse(r.body.toString());
+  expect(body.statusCode, what).to.equal(`${status}00`);
+  expect(body.message, what).to.be.a('string');
+  expect(body.extraInfo, what).to.be.an('object');
 }
 
 async function setup(overrides: Record<string, string> = {}) {
@@ -180,6 +199,36 @@ describe('image renditions on file delivery (CONTRACT §17)', function () {
     expect((await s.get(`${base}/notes.txt`)).status, 'the raw file is still delivered').to.equal(200);
   });
 
+  it("extreme aspect ratios: a cover resize beyond libvips' coordinates answers 422 JSON, never 500", async () => {
+    const tall = await s.upload('owner/tall.png', await grey(1, 30000), 'image/png');
+    const wide = await s.upload('owner/wide.png', await grey(30000, 1), 'image/png');
+    const tallish = await s.upload('owner/tallish.png', await grey(1, 20000), 'image/png');
+    const fine = await s.upload('owner/fine.png', await grey(1, 2000), 'image/png');
+    const v = `${s.delivery}/version/${await s.content({ 'tall.png': tall, 'wide.png': wide, 'tallish.png': tallish, 'fine.png': fine })}`;
+    // focalCrop scales 1×30000 to 4096×122,880,000: above sharp's own bound (a synchronous throw,
+    // a 500 before), and 1×20000 to 4096×81,920,000 (refused by libvips inside toBuffer, a 400).
+    for (const q of [
+      'tall.png?w=4096&h=4096&fit=cover&focal=0.5,0.5',
+      'wide.png?w=4096&h=4096&fit=cover&focal=0.5,0.5',
+      'tallish.png?w=4096&h=4096&fit=cover&focal=0,1',
+      'tall.png?w=4096&h=4096&fit=cover',
+      'wide.png?w=4096&h=4096&fit=cover',
+    ])
+      expectJsonRefusal(await s.get(`${v}/${q}`), 422, q);
+    // the controls: the same sizes without cover, and a cover resize within the bound, still render
+    for (const [q, w, h] of [
+      ['tall.png?w=4096&h=4096', 1, 4096],
+      ['wide.png?w=4096&h=4096', 4096, 1],
+      ['tall.png?w=4096&h=4096&fit=contain', 4096, 4096],
+      ['fine.png?w=4096&h=4096&fit=cover&focal=0.5,0.5', 4096, 4096],
+    ] as const) {
+      const r = await s.get(`${v}/${q}`);
+      expect(r.status, `${q}: ${r.body.toString()}`).to.equal(200);
+      const m = await meta(r.body);
+      expect([m.width, m.height], q).to.deep.equal([w, h]);
+    }
+  });
+
   it('a rendition is kept: the same ETag each time, 304, ranges, no second render', async () => {
     const url = `${base}/pic.png?w=77&fm=jpeg`;
     const first = await s.get(url);
@@ -212,6 +261,46 @@ describe('image renditions on file delivery (CONTRACT §17)', function () {
     // The rendition store's spaces are its own: a file address names the user store only.
     const store = await s.renditions().store();
     expect(store).to.not.equal(p.files);
+  });
+});
+
+describe('renderImage: cover resizes bounded, sharp refusals are client errors', function () {
+  this.timeout(60_000);
+  const render = (input: Buffer, params: RenditionParams, format: Format = 'png') => renderImage(input, { params, format, maxPixels: 50_000_000 });
+  async function refusal(p: Promise<unknown>): Promise<AppError> {
+    const e = await p.then(
+      () => expect.fail('rendered'),
+      (x: unknown) => x,
+    );
+    expect(e, String(e)).to.be.instanceOf(AppError);
+    return e as AppError;
+  }
+
+  it('a cover resize within 10,000,000 pixels a side renders; one pixel of source more is 422 before sharp runs', async () => {
+    // 1×2441 covers 4096×4096 at 4096×9,998,336; 1×2442 at 4096×10,002,432
+    const within = await render(await grey(1, 2441), { fit: 'cover', w: 4096, h: 4096, focal: [0.5, 0.5] });
+    expect((await sharp(within).metadata()).height).to.equal(4096);
+    const beyond = await grey(1, 2442);
+    for (const params of [
+      { fit: 'cover', w: 4096, h: 4096, focal: [0.5, 0.5] },
+      { fit: 'cover', w: 4096, h: 4096 },
+    ] as RenditionParams[]) {
+      const e = await refusal(render(beyond, params));
+      expect([e.http, e.statusCode], JSON.stringify(params)).to.deep.equal([422, '42200']);
+      expect(e.extraInfo).to.deep.equal({ maxResizeDimension: 10_000_000 });
+    }
+  });
+
+  it('a parameter sharp refuses while the pipeline is built (a synchronous throw) is a 400, not a 500', async () => {
+    // Not reachable through the query (w, h and q are checked there): the pipeline's own guard.
+    const src = await grey(4, 4);
+    for (const [params, format] of [
+      [{ fit: 'fill', w: 200_000_000, h: 2 }, 'png'],
+      [{ fit: 'inside', w: 2, q: 0 }, 'jpeg'],
+    ] as [RenditionParams, Format][]) {
+      const e = await refusal(render(src, params, format));
+      expect([e.http, e.extraInfo.parameter], JSON.stringify(params)).to.deep.equal([400, 'source']);
+    }
   });
 });
 
@@ -257,6 +346,15 @@ describe('rendition abuse guards (CONTRACT §17)', function () {
     expect(r.status).to.equal(422);
     expect(JSON.parse(r.body.toString()).statusCode).to.equal('42200');
     expect((await s.get(`${base}/huge.png`)).status, 'the raw file is still delivered').to.equal(200);
+  });
+
+  it('a named cover rendition of a very tall main image with a focal point: 422 JSON, never 500', async () => {
+    // teaser is 640×360 cover: 1×160000 scales to 640×102,400,000 (a 500 before)
+    const tall = await s.upload('owner/tall-main.png', await grey(1, 160000), 'image/png');
+    const version = await s.content({ 'tall-main.png': tall }, { filePath: 'tall-main.png', focalPoint: { x: 0.5, y: 0.3 } });
+    expectJsonRefusal(await s.get(`${s.delivery}/version/${version}/tall-main.png?rendition=teaser`), 422, 'teaser');
+    const article = await s.get(`${s.delivery}/version/${version}/tall-main.png?rendition=article`);
+    expect(article.status, 'an inside rendition of the same image renders').to.equal(200);
   });
 
   it('renders past the bound answer 503 with Retry-After', async () => {
