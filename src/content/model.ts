@@ -116,6 +116,13 @@ export const MAIN_NAMESPACE = 'contentid';
 /** The namespace of taxonomy definitions (`_taxonomy/<id>`). */
 export const TAXONOMY_NAMESPACE = '_taxonomy';
 export const LATEST_VIEW = 'svcLatest';
+/**
+ * Names that become keys of the maps of the metadata answer (alias namespaces in svcAliases,
+ * views in svcViewInfo, metadata aspects in its aspects) and may not be `_type`, those maps'
+ * marker, or `__proto__`, which does not survive the codec. The gateway refuses them in
+ * requests; the actor in operations it replays (a draft saved before they were refused).
+ */
+export const MAP_KEY_RESERVED: ReadonlySet<string> = new Set(['_type', '__proto__']);
 
 export const mainAlias = (cid: string): string => `${MAIN_NAMESPACE}/${cid}`;
 export const versionId = (cid: string, versionKey: string): string => `c:${cid}:${versionKey}`;

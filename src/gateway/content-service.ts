@@ -1,7 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import { newCommandId } from '../adapters/ids.js';
 import type { ContentCommand } from '../actors/content/content-actor.js';
-import { etagOf, parseVersionId, MAIN_NAMESPACE, type Aspect, type Snapshot } from '../content/model.js';
+import { etagOf, parseVersionId, MAIN_NAMESPACE, MAP_KEY_RESERVED, type Aspect, type Snapshot } from '../content/model.js';
 import { AppError } from '../errors.js';
 import { ContentWrites, explainConflict, type AliasRef } from './content-writes.js';
 import { isSysadmin, type Principal } from '../content/permissions.js';
@@ -30,7 +30,7 @@ import { Reads } from './reads.js';
 import { variantAspects } from './variant-reads.js';
 import { SYSTEM_VIEWS, resolveView, versionOnView } from '../content/views.js';
 import { INDEXING_VARIANT } from '../content/variants.js';
-import { checkAlias, isSafeName, MAP_KEY_RESERVED, parseViewBody, requiredIfMatch, typeSchema, updateModeOf } from './schemas.js';
+import { checkAlias, isSafeName, parseViewBody, requiredIfMatch, typeSchema, updateModeOf } from './schemas.js';
 import type { ReindexScope } from '../actors/reindex-session.js';
 
 export const CONTENT_PREFIX = 'content-service';

@@ -134,7 +134,7 @@ export function draftEnvelope(draft: Draft, head: Snapshot | null, status: Statu
 /** The metadata response (content type `_contentInfo`) of a content at a revision. */
 export function metadataEnvelope(snapshot: Snapshot, viewEvents: ViewEvent[]): Record<string, unknown> {
   // Maps keyed by names: built as Maps (so `constructor` is a name like any other), written after
-  // the `_type` marker, which no namespace or view may be (schemas.ts MAP_KEY_RESERVED).
+  // the `_type` marker, which no namespace or view may be (model.ts MAP_KEY_RESERVED).
   const byNamespace = new Map<string, string[]>([[MAIN_NAMESPACE, [snapshot.cid]]]);
   for (const full of snapshot.aliases) {
     const i = full.indexOf('/');
@@ -175,7 +175,7 @@ export function metadataEnvelope(snapshot: Snapshot, viewEvents: ViewEvent[]): R
   };
 }
 
-/** Names that cannot be keys of a typed map of the answers (stored before they were refused, schemas.ts MAP_KEY_RESERVED): left out. */
+/** Names that cannot be keys of a typed map of the answers (stored before they were refused, model.ts MAP_KEY_RESERVED): left out. */
 const MAP_KEYS_UNANSWERED: ReadonlySet<string> = new Set(['_type', '__proto__']);
 
 /** A typed map of the answers (`{_type, name: value, ...}`) from names. */

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { AppError } from '../errors.js';
 import { UPDATE_MODES } from '../content/update-modes.js';
-import { IF_MATCH_FORM, ifMatchWellFormed, MAIN_NAMESPACE, type Aspect, type Aspects } from '../content/model.js';
+import { IF_MATCH_FORM, ifMatchWellFormed, MAIN_NAMESPACE, MAP_KEY_RESERVED, type Aspect, type Aspects } from '../content/model.js';
 import type { Operation } from '../actors/content/content-actor.js';
 import { checkSearchDocument } from '../content/search-document.js';
 import { indexSchema } from '../adapters/index-schema.js';
@@ -27,13 +27,7 @@ export function isSafeName(s: string): boolean {
   return s.length >= 1 && s.length <= NAME_MAX && SAFE.test(s) && noDotDot(s);
 }
 
-/**
- * Names that become keys of the maps of the metadata answer (alias namespaces in svcAliases,
- * views in svcViewInfo, metadata aspects in its aspects): `_type` is those maps' marker, and a
- * key `__proto__` does not survive the codec (body-limits.ts). Refused where such a name is
- * written; a read of one finds nothing.
- */
-export const MAP_KEY_RESERVED: ReadonlySet<string> = new Set(['_type', '__proto__']);
+/** Names refused where a view, alias namespace or metadata aspect is written (model.ts MAP_KEY_RESERVED); a read of one finds nothing. */
 const storedAsKey = (what: string) => nameSchema(what).refine((n) => !MAP_KEY_RESERVED.has(n), `${what} must not be _type or __proto__`);
 
 export const namespaceSchema = nameSchema('namespace');

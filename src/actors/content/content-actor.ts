@@ -32,6 +32,7 @@ import { aliasExists, aliasName, freedAliases, setAliasOps, splitAlias } from '.
 import { checkTaxonomyAspects } from './taxonomy-references.js';
 import {
   LATEST_VIEW,
+  MAP_KEY_RESERVED,
   contextsOf,
   etagOf,
   ifMatchHolds,
@@ -491,11 +492,31 @@ function metadataOf(ops: Operation[]): Aspects {
 }
 
 /**
+ * 400 for a view, alias namespace or metadata aspect named `_type` or `__proto__`, as the gateway
+ * answers such a request: here for operations replayed from a draft saved before it did, which
+ * a promote would otherwise commit.
+ */
+function refuseReservedNames(ops: Operation[]): void {
+  for (const op of ops) {
+    const names =
+      op._type === 'svcAssignToViews' || op._type === 'svcAssignToSymbolicViews'
+        ? op.views
+        : op._type === 'svcSetAlias'
+          ? [op.namespace]
+          : op._type === 'svcContentMetadata'
+            ? Object.keys(op.aspects)
+            : [];
+    for (const name of names) if (MAP_KEY_RESERVED.has(name)) throw new AppError('BAD_REQUEST', `${op._type}: the name ${name} is reserved`);
+  }
+}
+
+/**
  * Applies the view and metadata operations of a new version to the snapshot: the version goes
  * on svcLatest and on each view named; symbolic views follow their target; metadata aspects
  * replace the stored ones. Returns the view events to record in svcViewInfo.
  */
 export function applyOperations(snapshot: Snapshot, versionKey: string, ops: Operation[], userId: string, now: number): ViewEvent[] {
+  refuseReservedNames(ops);
   const vid = versionId(snapshot.cid, versionKey);
   const events: ViewEvent[] = [];
   const assign = (view: string) => {
