@@ -196,6 +196,8 @@ describe('gateway: bodies the platform cannot store answer 400 or 413 before any
       ['nesting of 64 levels', { _type: 'body', x: nested(61) }],
       ['a 1,000,000-element array', { _type: 'body', x: Array.from({ length: 1_000_000 }, (_, i) => i % 7) }],
       ['surrogate pairs and U+FFFD', { _type: 'body', title: 'emoji \ud83d\ude00 and \ufffd' }],
+      // msgpackr took an object with its own `constructor` for a class instance and called a truthy `toJSON` (500 after queueing)
+      ['keys constructor and toJSON', { _type: 'body', constructor: 1, toJSON: 'x', deep: [{ constructor: {}, toJSON: { a: 1 } }] }],
     ];
     for (const [what, aspect] of stored) {
       const r = await editor.create({ system: { contentType: 'article' }, aspects: { body: aspect } });
