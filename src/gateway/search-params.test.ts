@@ -210,6 +210,25 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
     }
   });
 
+  it("refuses Solr's _version_ everywhere (its low bits count index operations of the same millisecond, content the caller may not read included)", () => {
+    for (const name of ['q', 'fq', 'facet.query']) {
+      for (const value of ['_version_:[0 TO *]', 'x AND _version_:1', '\\_version\\_:1', '\\u005fversion\\u005f:1', '(_VERSION_:1)']) {
+        expect(refusal([[name, value]])?.parameter, `${name}=${value}`).to.equal(name);
+      }
+      expect(refusal([[name, 'my_version_s:1 AND _version_s:2']]), name).to.equal(null);
+    }
+    for (const [name, value] of [
+      ['fl', '_version_'],
+      ['fl', 'id,_version_'],
+      ['sort', '_version_ asc'],
+      ['facet.field', '_version_'],
+      ['stats.field', '_version_'],
+      ['group.field', '_version_'],
+    ]) {
+      expect(refusal([[name, value]])?.parameter, `${name}=${value}`).to.equal(name);
+    }
+  });
+
   it('refuses fuzzy terms in q, fq and facet.query (their expansion reads the whole index); phrase proximity stays', () => {
     for (const name of ['q', 'fq', 'facet.query']) {
       for (const value of ['foo~', 'title_s:abc~2', 'a AND b~0.5', '"x" y~', 'a\\"~1'])

@@ -65,8 +65,13 @@ const INT32_MAX = 2_147_483_647;
 
 /** A field name as the schema's fields and dynamic fields have them. */
 const FIELD_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,255}$/;
-/** Names that look like fields but are not: magic fields (nested and function queries) and Lucene's document number. */
-const PSEUDO_FIELDS = new Set(['_query_', '_val_', '_docid_']);
+/**
+ * Names that look like fields but are not a caller's to use: magic fields (nested and function
+ * queries), Lucene's document number, and Solr's `_version_`, whose low bits count the index
+ * operations of the same millisecond, those of content the caller may not read included (its
+ * documents also leave it out of `*`: useDocValuesAsStored="false" in the schema).
+ */
+const PSEUDO_FIELDS = new Set(['_query_', '_val_', '_docid_', '_version_']);
 
 /**
  * The text a query parser sees once it has read escapes: unicode escapes (`\u005f`) decoded,
@@ -86,6 +91,8 @@ export function unescapedForParser(value: string): string {
 const LOCAL_PARAMS = /\{\s*!/;
 /** The magic fields of the lucene and edismax parsers, as whole field names (`my_val_s` is a field). */
 const MAGIC_FIELDS = /(^|[^A-Za-z0-9_])_(query|val)_(?![A-Za-z0-9_])/i;
+/** Solr's `_version_` (PSEUDO_FIELDS), as a whole field name in query text. */
+const VERSION_FIELD = /(^|[^A-Za-z0-9_])_version_(?![A-Za-z0-9_])/i;
 
 /** Solr's parameter macros: `${name}` or `${name:default}` is replaced by another parameter's value before any check of ours would see it. */
 const MACRO = /\$\s*\{/;
@@ -102,7 +109,9 @@ function checkAnyValue(value: string): void {
 }
 
 const query: Rule = (v) => {
-  if (MAGIC_FIELDS.test(unescapedForParser(v))) refuse('the magic fields _query_ and _val_ (nested and function queries) are not allowed');
+  const unescaped = unescapedForParser(v);
+  if (MAGIC_FIELDS.test(unescaped)) refuse('the magic fields _query_ and _val_ (nested and function queries) are not allowed');
+  if (VERSION_FIELD.test(unescaped)) refuse("'_version_' is the engine's own field and cannot be searched");
   if (hasFuzzyTerm(v))
     refuse(
       'fuzzy terms (term~) are not allowed: they expand to the closest terms of the whole index, so content the caller may not read could change which documents match',

@@ -74,6 +74,17 @@ describe('full-text search by default: the catch-all text field (issue 22)', fun
     expect(ids(await select(reader, { q: `"polls closed" AND ${W}` }))).to.deep.equal([election.version]);
   });
 
+  it("documents never carry Solr's _version_ (its low bits count index operations of content the caller may not read)", async () => {
+    for (const fl of [undefined, '*', '_*', '*,score']) {
+      const r = await select(reader, { q: W, ...(fl ? { fl } : {}) });
+      expect(r.status, r.text).to.equal(200);
+      const docs = r.json.response.docs as Record<string, unknown>[];
+      expect(docs.length, String(fl)).to.be.greaterThan(0);
+      expect(docs.filter((d) => '_version_' in d).length, `fl=${fl}`).to.equal(0);
+    }
+    expect((await select(reader, { q: W, fl: '_version_' })).status).to.equal(400);
+  });
+
   it('a fielded query still works, and so does edismax with qf on the catch-all field', async () => {
     const r = await select(reader, { q: `svc_type_s:article AND svc_text:${W} AND id:"${election.version}"` });
     expect(r.status, r.text).to.equal(200);
