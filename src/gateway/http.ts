@@ -204,14 +204,14 @@ export class Exchange {
   }
 
   /**
-   * Keeps the connection of a paused body open for as long as its reader is behind. This uWS
-   * arms its 10-s idle timeout on resume() and does not disarm it on pause(), and only data
-   * received resets it (not data sent): a body paused for longer (a bulk import waiting for slow
-   * actors, an upload waiting for the file store) had its connection cut, with the lines taken
-   * answered to nobody. While the body is paused, a resume() and a pause() in the same tick
-   * re-arm the timer every few seconds and read nothing (the socket is not polled in between).
-   * Not while an answer waits for the client to take what was written (`drained`): a client
-   * that neither sends nor reads is cut by uWS's timeout, as before, and gives its slot back.
+   * Keeps the connection of a paused body open for as long as its reader is behind. uWS arms its
+   * 10-s idle timeout on resume() and again after each data callback and each write that finds
+   * the socket behind: a body paused for longer (a bulk import waiting for slow actors, an upload
+   * waiting for the file store) had its connection cut, with the lines taken answered to nobody.
+   * While the body is paused, a resume() and a pause() in the same tick re-arm the timer every
+   * few seconds and read nothing (the socket is not polled in between). Not while an answer
+   * waits for the client to take what was written (`drained`): a client that neither sends nor
+   * reads is cut by the answer's stall timer (STALLED_ANSWER_MS) and gives its slot back.
    */
   private holdPaused(): void {
     if (this.pauseKeeper) return;
@@ -459,7 +459,9 @@ export class Exchange {
     if (this.aborted) return Promise.resolve();
     this.stallTimer ??= setTimeout(() => {
       this.stallTimer = undefined;
-      if (!this.aborted && this.drainWaiters.length) {
+      // Not once the answer is ended: uWS then forgets the response, and closing it would hit
+      // a freed response or the next request on a keep-alive connection.
+      if (!this.aborted && !this.ended && this.drainWaiters.length) {
         this.aborted = true;
         this.res.close();
         this.releaseDrainWaiters();
@@ -479,6 +481,8 @@ export class Exchange {
     if (this.aborted) return;
     this.res.cork(() => this.res.end());
     this.ended = true;
+    // uWS calls neither onWritable nor onAborted for an ended response: whoever waits is let go.
+    this.releaseDrainWaiters();
   }
 
   sendJson(status: number, value: unknown, headers: [string, string][] = [], pretty = false): void {
