@@ -61,6 +61,38 @@ export async function imageSize(input: Buffer, maxPixels: number): Promise<{ wid
 export const MAX_RESIZE_DIMENSION = 10_000_000;
 
 /**
+ * The size sharp resizes the source to (`resize*`) and the size of the rendition, for the
+ * parameters given; null when nothing is resized. A box given by one side scales the other in
+ * proportion (`fill` keeps the source's other side); `inside` never enlarges; `cover` and
+ * `outside` scale until the box is covered (`cover` then crops to it).
+ */
+function resizeOf(
+  width: number,
+  height: number,
+  p: RenditionParams,
+  crop: ReturnType<typeof focalCrop> | undefined,
+): { resizeWidth: number; resizeHeight: number; width: number; height: number } | null {
+  if (p.w === undefined && p.h === undefined) return null;
+  const scaled = (s: number) => ({ w: Math.max(1, Math.round(width * s)), h: Math.max(1, Math.round(height * s)) });
+  if (p.w !== undefined && p.h !== undefined) {
+    if (crop) return { resizeWidth: crop.resizeWidth, resizeHeight: crop.resizeHeight, width: p.w, height: p.h };
+    if (p.fit === 'fill') return { resizeWidth: p.w, resizeHeight: p.h, width: p.w, height: p.h };
+    const sx = p.w / width;
+    const sy = p.h / height;
+    const r = scaled(p.fit === 'inside' ? Math.min(sx, sy, 1) : p.fit === 'contain' ? Math.min(sx, sy) : Math.max(sx, sy));
+    return { resizeWidth: r.w, resizeHeight: r.h, width: p.fit === 'contain' ? p.w : r.w, height: p.fit === 'contain' ? p.h : r.h };
+  }
+  if (p.fit === 'fill') {
+    const w = p.w ?? width;
+    const h = p.h ?? height;
+    return { resizeWidth: w, resizeHeight: h, width: w, height: h };
+  }
+  const s = p.w !== undefined ? p.w / width : p.h! / height;
+  const r = scaled(p.fit === 'inside' ? Math.min(s, 1) : s);
+  return { resizeWidth: r.w, resizeHeight: r.h, width: r.w, height: r.h };
+}
+
+/**
  * Renders one rendition of `input` (the whole source in memory: images are bounded by the pixel
  * limit, checked from the header before decoding). EXIF orientation is applied, metadata dropped.
  */
@@ -71,14 +103,20 @@ export async function renderImage(input: Buffer, o: RenderOptions): Promise<Buff
   // the same size focalCrop computes, and sharp's cover resize too.
   const box = p.fit === 'cover' && p.w !== undefined && p.h !== undefined ? { w: p.w, h: p.h } : undefined;
   const crop = box && focalCrop(width, height, box.w, box.h, p.focal ?? [0.5, 0.5]);
-  if (box && crop && (crop.resizeWidth > MAX_RESIZE_DIMENSION || crop.resizeHeight > MAX_RESIZE_DIMENSION))
+  const size = resizeOf(width, height, p, crop);
+  if (size && (size.resizeWidth > MAX_RESIZE_DIMENSION || size.resizeHeight > MAX_RESIZE_DIMENSION))
     throw new AppError(
       'UNPROCESSABLE',
-      `A ${box.w}×${box.h} cover of this image would resize it beyond ${MAX_RESIZE_DIMENSION} pixels a side: no rendition is made of it`,
+      `This resize of the image would make it larger than ${MAX_RESIZE_DIMENSION} pixels a side: no rendition is made of it`,
       {
         maxResizeDimension: MAX_RESIZE_DIMENSION,
       },
     );
+  if (size && size.width * size.height > o.maxPixels)
+    throw new AppError('UNPROCESSABLE', `The rendition would have more than ${o.maxPixels} pixels: none is made`, {
+      maxPixels: o.maxPixels,
+      pixels: size.width * size.height,
+    });
   try {
     // limitInputPixels holds even if the header lied about the size.
     let img = sharp(input, { limitInputPixels: o.maxPixels, failOn: 'error' }).rotate();

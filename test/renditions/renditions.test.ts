@@ -294,12 +294,38 @@ describe('renderImage: cover resizes bounded, sharp refusals are client errors',
   it('a parameter sharp refuses while the pipeline is built (a synchronous throw) is a 400, not a 500', async () => {
     // Not reachable through the query (w, h and q are checked there): the pipeline's own guard.
     const src = await grey(4, 4);
-    for (const [params, format] of [
-      [{ fit: 'fill', w: 200_000_000, h: 2 }, 'png'],
-      [{ fit: 'inside', w: 2, q: 0 }, 'jpeg'],
-    ] as [RenditionParams, Format][]) {
+    for (const [params, format] of [[{ fit: 'inside', w: 2, q: 0 }, 'jpeg']] as [RenditionParams, Format][]) {
       const e = await refusal(render(src, params, format));
       expect([e.http, e.extraInfo.parameter], JSON.stringify(params)).to.deep.equal([400, 'source']);
+    }
+    // a side sharp would refuse is refused before it runs
+    const e = await refusal(render(src, { fit: 'fill', w: 200_000_000, h: 2 }));
+    expect([e.http, e.extraInfo]).to.deep.equal([422, { maxResizeDimension: 10_000_000 }]);
+  });
+
+  it('every fit is bounded by what it would make: a rendition past the pixel bound, or a resize past 10,000,000 a side, is 422 before sharp runs', async () => {
+    const tall = await grey(1, 30_000); // 30,000 pixels, far within the source bound
+    for (const [params, extra] of [
+      [
+        { fit: 'fill', w: 4096 },
+        { maxPixels: 50_000_000, pixels: 4096 * 30_000 },
+      ],
+      [{ fit: 'cover', w: 4096 }, { maxResizeDimension: 10_000_000 }],
+      [{ fit: 'contain', w: 4096 }, { maxResizeDimension: 10_000_000 }],
+      [{ fit: 'outside', w: 4096, h: 4096 }, { maxResizeDimension: 10_000_000 }],
+    ] as [RenditionParams, Record<string, number>][]) {
+      const e = await refusal(render(tall, params));
+      expect([e.http, e.statusCode, e.extraInfo], JSON.stringify(params)).to.deep.equal([422, '42200', extra]);
+    }
+    // the controls: within the bounds they render, at the size sharp makes
+    for (const [params, size] of [
+      [{ fit: 'fill', w: 100 }, [100, 30_000]],
+      [{ fit: 'inside', w: 4096 }, [1, 30_000]],
+      [{ fit: 'contain', w: 300, h: 300 }, [300, 300]],
+      [{ fit: 'cover', w: 100, h: 100 }, [100, 100]],
+    ] as [RenditionParams, number[]][]) {
+      const m = await sharp(await render(tall, params)).metadata();
+      expect([m.width, m.height], JSON.stringify(params)).to.deep.equal(size);
     }
   });
 });
