@@ -81,28 +81,19 @@ export class ContentStore {
   }
 
   /**
-   * The current snapshots of some contents of one partition, in one call to Redis (a script over
-   * the partition's keys, which share its hash tag, so this holds on Redis Cluster too); null where none.
+   * The current snapshots of some contents of one partition as stored (msgpack: the export
+   * decodes them, and its renderer again), in one call to Redis (a script over the partition's
+   * keys, which share its hash tag, so this holds on Redis Cluster too); null where none.
    */
-  async headsIn(partition: number, cids: string[]): Promise<(Snapshot | null)[]> {
-    return (await this.storedHeadsIn(partition, cids)).map((buf) => (buf ? unpack<Snapshot>(buf) : null));
-  }
-
-  /** headsIn as stored (msgpack), for a reader that decodes them elsewhere (the export's renderer). */
   async storedHeadsIn(partition: number, cids: string[]): Promise<(Buffer | null)[]> {
     if (!cids.length) return [];
     return this.hgetEach(cids.map((cid) => [keys.content(partition, cid), 's']));
   }
 
   /**
-   * Versions of some contents of one partition (`[cid, version key]`), in one call to Redis (as
-   * headsIn); one the archiver moved is read from the archive; null where none.
+   * Versions of some contents of one partition (`[cid, version key]`) as stored (msgpack), in one
+   * call to Redis (as storedHeadsIn); one the archiver moved is read from the archive; null where none.
    */
-  async versionsIn(partition: number, wanted: [string, string][]): Promise<(VersionRecord | null)[]> {
-    return (await this.storedVersionsIn(partition, wanted)).map((buf) => (buf ? unpack<VersionRecord>(buf) : null));
-  }
-
-  /** versionsIn as stored (msgpack), for a reader that decodes them elsewhere (the export's renderer). */
   async storedVersionsIn(partition: number, wanted: [string, string][]): Promise<(Buffer | null)[]> {
     if (!wanted.length) return [];
     const found = await this.hgetEach(wanted.map(([cid, key]) => [keys.versions(partition, cid), key]));

@@ -2,6 +2,7 @@ import {
   draftVersionId,
   etagOf,
   isoTime,
+  MAP_KEY_RESERVED,
   mainAlias,
   versionId,
   MAIN_NAMESPACE,
@@ -154,7 +155,7 @@ export function metadataEnvelope(snapshot: Snapshot, viewEvents: ViewEvent[]): R
   const aliases = markedMap('MAP::LIST::string', byNamespace, (list) => list);
   const views = markedMap('MAP::svcViewInfoEntry', byView, (history) => ({ _type: 'svcViewInfoEntry', history }));
   const meta: Record<string, unknown> = {};
-  for (const [name, a] of Object.entries(snapshot.meta)) if (!MAP_KEYS_UNANSWERED.has(name)) meta[name] = { ...a, _type: a._type ?? name };
+  for (const [name, a] of Object.entries(snapshot.meta)) if (!MAP_KEY_RESERVED.has(name)) meta[name] = { ...a, _type: a._type ?? name };
   return {
     system: {
       id: mainAlias(snapshot.cid),
@@ -175,13 +176,11 @@ export function metadataEnvelope(snapshot: Snapshot, viewEvents: ViewEvent[]): R
   };
 }
 
-/** Names that cannot be keys of a typed map of the answers (stored before they were refused, model.ts MAP_KEY_RESERVED): left out. */
-const MAP_KEYS_UNANSWERED: ReadonlySet<string> = new Set(['_type', '__proto__']);
-
 /** A typed map of the answers (`{_type, name: value, ...}`) from names. */
 function markedMap<T>(type: string, entries: Map<string, T>, value: (t: T) => unknown): Record<string, unknown> {
   const out: Record<string, unknown> = { _type: type };
-  for (const [name, t] of entries) if (!MAP_KEYS_UNANSWERED.has(name)) out[name] = value(t);
+  // A reserved name stored before such names were refused (MAP_KEY_RESERVED) is left out.
+  for (const [name, t] of entries) if (!MAP_KEY_RESERVED.has(name)) out[name] = value(t);
   return out;
 }
 
