@@ -37,7 +37,7 @@ const notFinite = (where: Where | null) =>
 const wellFormed = (s: string): boolean => (s as unknown as { isWellFormed(): boolean }).isWellFormed();
 
 /** Throws 413 or 400 (naming where) when `body` holds what the platform cannot store as sent. */
-export function checkStorable(body: unknown): void {
+export function checkStorable(body: unknown, maxDepth = MAX_BODY_DEPTH): void {
   const stack: [unknown, Where | null, number][] = [[body, null, 1]];
   while (stack.length) {
     const [value, where, depth] = stack.pop()!;
@@ -50,7 +50,7 @@ export function checkStorable(body: unknown): void {
       continue;
     }
     if (value === null || typeof value !== 'object') continue;
-    if (depth > MAX_BODY_DEPTH) throw new AppError('BAD_REQUEST', `Body nested deeper than ${MAX_BODY_DEPTH} levels`, { path: spell(where) });
+    if (depth > maxDepth) throw new AppError('BAD_REQUEST', `Body nested deeper than ${maxDepth} levels`, { path: spell(where) });
     if (Array.isArray(value)) {
       for (let i = value.length - 1; i >= 0; i--) {
         const item: unknown = value[i];

@@ -11,7 +11,7 @@ import type { AliasRef, ContentWrites, WriteContext } from './content-writes.js'
 import { partialCreated } from './envelope.js';
 import { exportRenderer } from './export-render.js';
 import { errorOf, type Exchange, parseJsonBody } from './http.js';
-import { invalid, typeSchema, updateModeOf, viewSchema } from './schemas.js';
+import { invalid, MAX_BODY_DEPTH, typeSchema, updateModeOf, viewSchema } from './schemas.js';
 
 /** The bulk import's route under the content service; its body is streamed, not collected (server.ts). */
 export const BULK_ROUTE = 'bulk';
@@ -453,7 +453,9 @@ const isBlank = (b: Buffer): boolean => {
 };
 
 function parseLine(buf: Buffer): Line {
-  const value = parseJsonBody(buf);
+  // A line holds its request's body one level down (`{op, content: <body>}`): it may be one level
+  // deeper than a body, so that whatever a single request stores (and an export writes) imports.
+  const value = parseJsonBody(buf, MAX_BODY_DEPTH + 1);
   const parsed = lineSchema.safeParse(value);
   if (!parsed.success) throw invalid(parsed.error);
   return parsed.data;

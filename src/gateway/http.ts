@@ -546,7 +546,7 @@ const UTF8_STRICT = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
  * A JSON body (or one NDJSON line): 400 when it is not UTF-8 or does not parse (invalid UTF-8
  * would otherwise be stored as U+FFFD), 400 or 413 when it could not be stored.
  */
-export function parseJsonBody(buf: Buffer): unknown {
+export function parseJsonBody(buf: Buffer, maxDepth?: number): unknown {
   let text: string;
   try {
     text = UTF8_STRICT.decode(buf);
@@ -559,6 +559,6 @@ export function parseJsonBody(buf: Buffer): unknown {
   } catch (e) {
     throw new AppError('BAD_REQUEST', `Malformed JSON: ${(e as Error).message}`);
   }
-  checkStorable(value);
+  checkStorable(value, maxDepth);
   return value;
 }

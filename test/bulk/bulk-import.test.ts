@@ -207,6 +207,26 @@ describe('bulk import: each line as its single request (CONTRACT §16)', functio
     expect((await sysadmin.readContent(`bk/${tag}-intruder`)).status).to.equal(404);
   });
 
+  it('a line may hold what a single request stores: content nested to the body limit imports, one level more is 400', async () => {
+    const nested = (n: number): unknown => {
+      let v: unknown = 1;
+      for (let i = 0; i < n; i++) v = { a: v };
+      return v;
+    };
+    // The body of 64 levels that a single create stores (envelope, aspects, aspect, then 61 more).
+    const deepest = { system: { contentType: 'article' }, aspects: { body: { _type: 'body', x: nested(61) } }, operations: [sportsOwned] };
+    expect((await sports.create(deepest)).status).to.equal(201);
+    const tooDeep = { system: { contentType: 'article' }, aspects: { body: { _type: 'body', x: nested(62) } }, operations: [sportsOwned] };
+    expect((await sports.create(tooDeep)).status).to.equal(400);
+    const r = await bulk(p.base, sports.token!, [line({ op: 'create', content: deepest }), line({ op: 'create', content: tooDeep })]);
+    expect(r.answers.map((x) => [x.line, x.status])).to.deep.equal([
+      [1, 201],
+      [2, 400],
+    ]);
+    const made = await sports.readContent(r.answers[0].id!);
+    expect(made.json.aspects!.body).to.deep.equal(deepest.aspects.body);
+  });
+
   it('answers 401 without a token and 415 for another body type, before reading a line', async () => {
     const body = [line({ op: 'create', content: { ...article('x'), operations: [setAlias(`${tag}-unauth`)] } })];
     const r401 = await bulk(p.base, null, body);
