@@ -87,7 +87,8 @@ function withAllTypes(v: Json): Json {
   if (v && typeof v === 'object') {
     const out: { [k: string]: Json } = {};
     for (const [k, x] of Object.entries(v)) out[k] = withAllTypes(x);
-    if (typeof out._type !== 'string') out._type = typeName(v);
+    // A `_type` the content holds is its own, whatever its value: only a map without one gets the marker.
+    if (!Object.hasOwn(out, '_type')) out._type = typeName(v);
     return out;
   }
   return v;

@@ -121,6 +121,17 @@ describe('content service: content (spec Endpoints/Content, CONTRACT §5, §11, 
       expect(all.json.aspects._type).to.equal('article');
       const bad = await reader.req('GET', `${aliasOf(id)}/1?format=xml`);
       expect(bad.status).to.equal(400);
+      // A `_type` the content holds is answered as stored, whatever its value; a map without one gets the marker.
+      const own = await editor.create({
+        system: { contentType: 'article' },
+        aspects: { body: { _type: 'body', a: { _type: 5, b: { c: 1 } }, n: { _type: null } } },
+      });
+      expect(own.status, own.text).to.equal(201);
+      const typed = await reader.req('GET', `${aliasOf(own.json.system.id)}/1?format=json%2BallTypes`);
+      expect(typed.status, typed.text).to.equal(200);
+      expect(typed.json.aspects.body.a._type).to.equal(5);
+      expect(typed.json.aspects.body.n._type).to.equal(null);
+      expect(typed.json.aspects.body.a.b._type).to.equal('MAP::long');
     });
 
     it('answers 404/40400 for unknown content and 404/40403 for a revision that never existed', async () => {
