@@ -13,7 +13,6 @@ function fakeResponse(writeOk: boolean) {
   };
   const res = {
     onAborted: () => res,
-    onData: () => res,
     onWritable: (f: (offset: number) => boolean) => {
       writable = f;
       return res;
@@ -36,10 +35,15 @@ function fakeResponse(writeOk: boolean) {
       done = true;
       return res;
     },
-    pause: () => res,
-    resume: () => res,
+    pause: () => (calls.push('pause'), res),
+    resume: () => (calls.push('resume'), res),
+    onData: (f: (ab: ArrayBuffer, isLast: boolean) => void) => {
+      data = f;
+      return res;
+    },
   };
-  return { res: res as unknown as HttpResponse, calls, writable: () => writable };
+  let data: ((ab: ArrayBuffer, isLast: boolean) => void) | undefined;
+  return { res: res as unknown as HttpResponse, calls, writable: () => writable, data: () => data! };
 }
 const request = { getMethod: () => 'get', getUrl: () => '/x', getQuery: () => '', getHeader: () => '' } as unknown as HttpRequest;
 
@@ -90,5 +94,25 @@ describe('Exchange: chunked answers and the stall timer', function () {
     await new Promise((r) => setTimeout(r, 6000)); // 12 s in all, never 10 s without progress
     expect(f.calls).to.not.include('close');
     x.endChunked();
+  });
+
+  it('a streamed body that goes on arriving while paused is paused again each time, and cut past 16 MB held', async () => {
+    const f = fakeResponse(true);
+    const x = new Exchange(f.res, { ...request, getMethod: () => 'post' } as unknown as HttpRequest, 1024, true);
+    const body = x.bodyStream();
+    let failed: unknown;
+    body.on('error', (e) => {
+      failed = e;
+    });
+    const chunk = new Uint8Array(512 * 1024).buffer;
+    f.data()(chunk, false); // 512 KB: over the stream's 256 KB, paused
+    expect(f.calls.filter((c) => c === 'pause')).to.have.length(1);
+    for (let i = 0; i < 31; i++) f.data()(chunk, false); // uWS reads on (a write armed it): paused again each time
+    expect(f.calls.filter((c) => c === 'pause')).to.have.length(32);
+    expect(f.calls).to.not.include('close');
+    f.data()(chunk, false); // past 16 MB held
+    expect(f.calls.at(-1)).to.equal('close');
+    await new Promise((r) => setImmediate(r));
+    expect(String(failed)).to.match(/faster than it takes its answers/);
   });
 });

@@ -38,6 +38,14 @@ const PAUSE_KEEPALIVE_MS = 3000;
  * is cut (`drained`): the length of uWS's own idle timeout, which pausing the body turns off.
  */
 const STALLED_ANSWER_MS = 10_000;
+/**
+ * Most bytes of a paused body held unread. uWS cannot poll a socket for writing only: each write
+ * that finds the socket behind has it read again (a read of up to 512 KB) though the body is
+ * paused, so a client that sends and takes its answers only slowly (its kernel's buffers, which
+ * can grow to 32 MB here) could make the gateway hold its body as it arrives. Past this, the
+ * connection is cut, as for a client that takes nothing (STALLED_ANSWER_MS).
+ */
+const PAUSED_BODY_LIMIT = 16 * 1024 * 1024;
 
 const statusLine = (code: number) => `${code} ${REASONS[code] ?? 'Unknown'}`;
 
@@ -246,6 +254,13 @@ export class Exchange {
       if (this.discarding || stream.destroyed) return;
       // uWS reuses the chunk's memory after the callback: copy it.
       if (!stream.push(Buffer.from(ab.slice(0))) && !isLast) {
+        if (this.paused && stream.readableLength > PAUSED_BODY_LIMIT) {
+          this.aborted = true;
+          this.res.close();
+          stream.destroy(new AppError('BAD_REQUEST', 'The client sends faster than it takes its answers: the connection is cut'));
+          this.releaseDrainWaiters();
+          return;
+        }
         // Also when already paused: data while paused means uWS reads on (a write that finds
         // the socket behind arms reading again), so pause again rather than take the body in.
         this.res.pause();
