@@ -2,7 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { unpack } from '../adapters/codec.js';
 import { mainAlias, type Snapshot, type VersionRecord, versionId } from '../content/model.js';
-import { resolveView } from '../content/views.js';
+import { viewsOfVersion } from '../content/views.js';
 import { contentEnvelope } from './envelope.js';
 
 /**
@@ -14,12 +14,11 @@ import { contentEnvelope } from './envelope.js';
 
 /** One export line, without its newline: the current version of a content with its aliases, views and metadata. */
 export function exportLine(h: Snapshot, version: VersionRecord): string {
-  const onViews = [...Object.keys(h.views), ...Object.keys(h.symbolic)].filter((v) => resolveView(h, v) === h.head).sort();
   return JSON.stringify({
     id: mainAlias(h.cid),
     version: versionId(h.cid, h.head),
     aliases: [mainAlias(h.cid), ...h.aliases],
-    views: onViews,
+    views: viewsOfVersion(h, h.head),
     metadata: h.meta,
     content: contentEnvelope(h, version),
   });
