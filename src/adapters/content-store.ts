@@ -81,18 +81,21 @@ export class ContentStore {
   }
 
   /**
-   * The current snapshots of some contents of one partition as stored (msgpack: the export
-   * decodes them, and its renderer again), in one call to Redis (a script over the partition's
-   * keys, which share its hash tag, so this holds on Redis Cluster too); null where none.
+   * What the export lines of some contents of one partition are made of, in one call to Redis:
+   * per content its stored snapshot and the stored version its head names (msgpack), flat
+   * (`[s1, v1, s2, v2, ...]`); null where missing. A version is missing also when the content's
+   * head was written before the head's version key was kept beside it, or when the archiver moved
+   * it: `storedVersionsIn` reads those.
    */
-  async storedHeadsIn(partition: number, cids: string[]): Promise<(Buffer | null)[]> {
+  async storedForExport(partition: number, cids: string[]): Promise<(Buffer | null)[]> {
     if (!cids.length) return [];
-    return this.hgetEach(cids.map((cid) => [keys.content(partition, cid), 's']));
+    const keysOf = (key: (p: number, cid: string) => string) => cids.map((cid) => key(partition, cid));
+    return this.redis.exportReadBuffer(2 * cids.length, ...keysOf(keys.content), ...keysOf(keys.versions));
   }
 
   /**
    * Versions of some contents of one partition (`[cid, version key]`) as stored (msgpack), in one
-   * call to Redis (as storedHeadsIn); one the archiver moved is read from the archive; null where none.
+   * call to Redis; one the archiver moved is read from the archive; null where none.
    */
   async storedVersionsIn(partition: number, wanted: [string, string][]): Promise<(Buffer | null)[]> {
     if (!wanted.length) return [];
@@ -204,6 +207,7 @@ export class ContentStore {
         expectedRev: c.expectedRev,
         rev: c.snapshot.rev,
         snapshot: pack(c.snapshot),
+        head: c.snapshot.head,
         versionKey: v?.key,
         version: v && pack(v),
         versionIndexEntry:

@@ -76,6 +76,8 @@ export interface ScriptCommands {
   archiveMove(...keysThenArgs: [...keys: string[], args: Buffer]): Promise<number>;
   /** Field ARGV[i] of hash KEYS[i] for every i, in one call (keys of one partition). */
   hgetEachBuffer(numKeys: number, ...keysThenFields: string[]): Promise<(Buffer | null)[]>;
+  /** Per content (head hashes, then versions hashes): its stored snapshot and head version, flat. */
+  exportReadBuffer(numKeys: number, ...keys: string[]): Promise<(Buffer | null)[]>;
 }
 
 /** A value a script reads from its packed arguments; undefined ones are left out (nil in Lua). */

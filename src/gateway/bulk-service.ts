@@ -1,15 +1,13 @@
 import type { Readable } from 'node:stream';
 import { z } from 'zod';
 import type { WriteResult } from '../actors/content/content-actor.js';
-import { unpack } from '../adapters/codec.js';
-import { etagOf, mainAlias, type Snapshot, versionId } from '../content/model.js';
+import { etagOf, mainAlias, versionId } from '../content/model.js';
 import type { Principal } from '../content/permissions.js';
-import { resolveView } from '../content/views.js';
 import { AppError } from '../errors.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
 import type { AliasRef, ContentWrites, WriteContext } from './content-writes.js';
 import { partialCreated } from './envelope.js';
-import { exportRenderer } from './export-render.js';
+import { type ExportFilter, exportRenderer } from './export-render.js';
 import { errorOf, type Exchange, parseJsonBody } from './http.js';
 import { invalid, MAX_BODY_DEPTH, typeSchema, updateModeOf, viewSchema } from './schemas.js';
 
@@ -110,6 +108,7 @@ export class BulkService {
     let next = 0;
     let stop = false;
     const out = new ExportChunks(x, EXPORT_CHUNK_BYTES);
+    const filter: ExportFilter = { ...this.c.reads.readRuleOf(user), types, views };
     // The lines are chosen for the caller's roles: once the token is revoked or expired, or the
     // roles change, the export is cut (never ended as if complete); the client starts again.
     const unwatch = this.d.tokens.watch(x.header('x-auth-token')!, user, () => {
@@ -124,7 +123,7 @@ export class BulkService {
           do {
             const [after, cids] = await this.d.store.scanCatalog(p, cursor, EXPORT_BATCH, type);
             cursor = after;
-            if (!(await this.exportLines(out, user, p, cids, types, views))) await x.drained();
+            if (!(await this.exportLines(out, p, cids, filter))) await x.drained();
           } while (cursor !== '0' && !x.aborted && !stop);
         }
       }
@@ -149,38 +148,27 @@ export class BulkService {
   }
 
   /**
-   * Writes the export lines of some contents: those the caller may read, of the types and on the
-   * views asked for. False when the socket is behind (wait for `drained`).
+   * Writes the export lines of some contents: those the filter keeps (the caller may read them,
+   * of the types and on the views asked for). False when the socket is behind (wait for `drained`).
    */
-  private async exportLines(
-    out: ExportChunks,
-    user: Principal,
-    partition: number,
-    cids: string[],
-    types: string[] | null,
-    views: string[] | null,
-  ): Promise<boolean> {
+  private async exportLines(out: ExportChunks, partition: number, cids: string[], filter: ExportFilter): Promise<boolean> {
     if (!cids.length) return true;
-    const stored = await this.d.store.storedHeadsIn(partition, cids);
-    const kept: { h: Snapshot; stored: Buffer }[] = [];
-    for (const buf of stored) {
-      if (!buf) continue;
-      const h = unpack<Snapshot>(buf);
-      if (
-        !h.deleted &&
-        (types === null || types.includes(h.type)) &&
-        (views === null || views.some((v) => resolveView(h, v) !== null)) &&
-        this.c.reads.mayRead(user, h)
-      )
-        kept.push({ h, stored: buf });
+    const { lines, wanting } = await exportRenderer.render(await this.d.store.storedForExport(partition, cids), filter);
+    let ok = out.write(lines);
+    if (wanting.length) {
+      // Heads written before their version key was kept beside them, and versions the archiver
+      // moved. A content deleted meanwhile has no version, and is left out.
+      const versions = await this.d.store.storedVersionsIn(
+        partition,
+        wanting.map((w) => [w.cid, w.head]),
+      );
+      const again = await exportRenderer.render(
+        wanting.flatMap((w, i) => (versions[i] ? [w.snapshot, versions[i]] : [])),
+        filter,
+      );
+      ok = out.write(again.lines) && ok;
     }
-    const versions = await this.d.store.storedVersionsIn(
-      partition,
-      kept.map(({ h }) => [h.cid, h.head]),
-    );
-    // Versions go with their content: one deleted meanwhile has none, and is left out.
-    const contents = kept.flatMap((k, i) => (versions[i] ? [[k.stored, versions[i]] as [Buffer, Buffer]] : []));
-    return out.write(await exportRenderer.render(contents));
+    return ok;
   }
 }
 

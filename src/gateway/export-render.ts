@@ -2,14 +2,17 @@ import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { unpack } from '../adapters/codec.js';
 import { mainAlias, type Snapshot, type VersionRecord, versionId } from '../content/model.js';
-import { viewsOfVersion } from '../content/views.js';
+import type { Principal, SecurityConfig } from '../content/permissions.js';
+import { resolveView, viewsOfVersion } from '../content/views.js';
+import { mayRead } from '../content/visibility.js';
 import { contentEnvelope } from './envelope.js';
 
 /**
- * Export lines (CONTRACT §16), rendered on a thread of their own. An export is bound by one
- * core: decoding each content's version and writing its line as JSON was half of the gateway's
- * CPU per content. The gateway's thread reads Redis, decides what the caller may read, and
- * writes the socket; this worker turns the stored bytes of the contents kept into lines.
+ * Export lines (CONTRACT §16), chosen and rendered on a thread of their own. An export is bound
+ * by CPU: decoding each content and writing its line as JSON was most of the gateway's work per
+ * content. The gateway's thread reads Redis and writes the socket; this worker decodes the stored
+ * bytes, keeps the contents the caller may read (the read rule of `Reads.mayRead`, given to it as
+ * data by `Reads.readRuleOf`), and turns them into lines.
  */
 
 /** One export line, without its newline: the current version of a content with its aliases, views and metadata. */
@@ -24,16 +27,48 @@ export function exportLine(h: Snapshot, version: VersionRecord): string {
   });
 }
 
+/** Which contents an export holds: the caller's read rule, and the types and views asked for (null: all). */
+export interface ExportFilter {
+  security: SecurityConfig;
+  user: Principal;
+  types: readonly string[] | null;
+  views: readonly string[] | null;
+}
+
+/** Is this content in the export: not deleted, of a type and on a view asked for, and readable by the caller? */
+export function exported(h: Snapshot, f: ExportFilter): boolean {
+  return (
+    !h.deleted &&
+    (f.types === null || f.types.includes(h.type)) &&
+    (f.views === null || f.views.some((v) => resolveView(h, v) !== null)) &&
+    mayRead(f.security, f.user, h)
+  );
+}
+
+/** A content the export keeps whose version was not read with it: its head's version key, and its snapshot as stored. */
+export interface VersionWanted {
+  cid: string;
+  head: string;
+  snapshot: Uint8Array;
+}
+
+/** What the worker makes of a batch: the lines (UTF-8, each ending in a newline), and the kept contents without a version. */
+export interface Rendered {
+  lines: Buffer;
+  wanting: VersionWanted[];
+}
+
 const ROLE = 'export-render';
 
 /** A batch for the worker: the stored snapshot and version of each content, one after the other, and where each ends. */
 interface Job {
   id: number;
   data: ArrayBuffer;
-  /** Per content: where its snapshot ends, then where its version ends. */
+  /** Per content: where its snapshot ends, then where its version ends (an empty one: not read). */
   ends: Uint32Array;
+  filter: ExportFilter;
 }
-type Done = { id: number; lines: ArrayBuffer } | { id: number; error: string };
+type Done = { id: number; lines: ArrayBuffer; size: number; wanting: VersionWanted[] } | { id: number; error: string };
 
 /** The worker's side: renders each batch it is sent. */
 function serve(): void {
@@ -41,15 +76,35 @@ function serve(): void {
   port.on('message', (job: Job) => {
     try {
       const data = new Uint8Array(job.data);
-      let text = '';
+      // Each line is written as UTF-8 into the answer as it is made: joining the lines into one
+      // string first made the encoder flatten a rope of hundreds of KB.
+      let out = Buffer.from(new ArrayBuffer(Math.max(4096, data.length * 2)));
+      let size = 0;
+      const wanting: VersionWanted[] = [];
       for (let i = 0, at = 0; i < job.ends.length; i += 2) {
-        const h = unpack<Snapshot>(data.subarray(at, job.ends[i]));
-        const v = unpack<VersionRecord>(data.subarray(job.ends[i], job.ends[i + 1]));
+        const s = data.subarray(at, job.ends[i]);
+        const v = data.subarray(job.ends[i], job.ends[i + 1]);
         at = job.ends[i + 1];
-        text += `${exportLine(h, v)}\n`;
+        if (!s.length) continue; // the content is gone
+        const h = unpack<Snapshot>(s);
+        if (!exported(h, job.filter)) continue;
+        if (!v.length) {
+          wanting.push({ cid: h.cid, head: h.head, snapshot: s.slice() });
+          continue;
+        }
+        const line = exportLine(h, unpack<VersionRecord>(v));
+        // At most 3 bytes of UTF-8 per UTF-16 unit, and the newline.
+        if (out.length - size < line.length * 3 + 1) {
+          const grown = Buffer.from(new ArrayBuffer(Math.max(out.length * 2, size + line.length * 3 + 1)));
+          out.copy(grown, 0, 0, size);
+          out = grown;
+        }
+        size += out.write(line, size);
+        out[size++] = 0x0a;
       }
-      const lines = new TextEncoder().encode(text); // its own ArrayBuffer, to hand over
-      port.postMessage({ id: job.id, lines: lines.buffer } satisfies Done, [lines.buffer]);
+      // Its own ArrayBuffer, handed over with the length used.
+      const lines = out.buffer as ArrayBuffer;
+      port.postMessage({ id: job.id, lines, size, wanting } satisfies Done, [lines]);
     } catch (e) {
       port.postMessage({ id: job.id, error: (e as Error).message ?? String(e) } satisfies Done);
     }
@@ -65,28 +120,29 @@ if (!isMainThread && (workerData as { role?: string } | null)?.role === ROLE) se
  */
 export class ExportRenderer {
   /** The worker, with the batches it holds. */
-  private current: { worker: Worker; pending: Map<number, { resolve: (b: Buffer) => void; reject: (e: Error) => void }> } | null = null;
+  private current: { worker: Worker; pending: Map<number, { resolve: (r: Rendered) => void; reject: (e: Error) => void }> } | null = null;
   private seq = 0;
 
-  /** The lines (UTF-8, each ending in a newline) of these contents: `[stored snapshot, stored version]` each. */
-  render(contents: [Buffer, Buffer][]): Promise<Buffer> {
-    if (!contents.length) return Promise.resolve(Buffer.alloc(0));
+  /**
+   * The lines of the contents the filter keeps, of these: per content its stored snapshot, then
+   * its stored version (null: not read; the content comes back in `wanting` if it is kept), flat.
+   */
+  render(stored: readonly (Buffer | Uint8Array | null)[], filter: ExportFilter): Promise<Rendered> {
+    if (!stored.length) return Promise.resolve({ lines: Buffer.alloc(0), wanting: [] });
     let size = 0;
-    for (const [s, v] of contents) size += s.length + v.length;
+    for (const b of stored) size += b?.length ?? 0;
     const data = new Uint8Array(size);
-    const ends = new Uint32Array(contents.length * 2);
+    const ends = new Uint32Array(stored.length);
     let at = 0;
-    contents.forEach(([s, v], i) => {
-      data.set(s, at);
-      ends[2 * i] = at += s.length;
-      data.set(v, at);
-      ends[2 * i + 1] = at += v.length;
+    stored.forEach((b, i) => {
+      if (b) data.set(b, at);
+      ends[i] = at += b?.length ?? 0;
     });
     const { worker, pending } = this.start();
     const id = this.seq++;
-    return new Promise<Buffer>((resolve, reject) => {
+    return new Promise<Rendered>((resolve, reject) => {
       pending.set(id, { resolve, reject });
-      worker.postMessage({ id, data: data.buffer, ends } satisfies Job, [data.buffer, ends.buffer]);
+      worker.postMessage({ id, data: data.buffer, ends, filter } satisfies Job, [data.buffer, ends.buffer]);
     });
   }
 
@@ -113,7 +169,7 @@ export class ExportRenderer {
       if (!p) return;
       c.pending.delete(m.id);
       if ('error' in m) p.reject(new Error(`export rendering failed: ${m.error}`));
-      else p.resolve(Buffer.from(m.lines));
+      else p.resolve({ lines: Buffer.from(m.lines, 0, m.size), wanting: m.wanting });
     });
     const fail = (e: Error) => {
       if (this.current === c) this.current = null;

@@ -15,7 +15,8 @@ export interface ReadsDeps {
  * Every permission and visibility decision of a read in the gateway: content, metadata and
  * history reads, workspace drafts, file delivery, search and taxonomy all ask here, and only
  * here are the rules of `src/content/permissions.ts` and `src/content/visibility.ts` applied to
- * a caller and a content. A read path that decided on its own could drift from the others;
+ * a caller and a content (the export's renderer, on a thread of its own, is given the rule's
+ * data by `readRuleOf` and applies the same `mayRead`). A read path that decided on its own could drift from the others;
  * the platform's promise is that one decision holds on every path (CONTRACT §9, §12, §20).
  */
 export class Reads {
@@ -28,6 +29,14 @@ export class Reads {
   /** Read permission on the content, by its type and the contexts of its owners. */
   mayRead(user: Principal, head: Snapshot): boolean {
     return mayRead(this.d.security, user, head);
+  }
+
+  /**
+   * What `mayRead` decides on for this caller, as data: for the export's renderer, which applies
+   * the same rule on a thread of its own (`exported` in export-render.ts).
+   */
+  readRuleOf(user: Principal): { security: SecurityConfig; user: Principal } {
+    return { security: this.d.security, user };
   }
 
   /** 403 naming Read unless the caller may read the content. */

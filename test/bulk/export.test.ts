@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { expect } from 'chai';
 import fc from 'fast-check';
+import { Redis } from 'ioredis';
 import { type RedisServerHandle, startRedisServer } from '../../src/dev/redis-server.js';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { bulkImport, exportContents } from '../../src/client/bulk.js';
@@ -270,6 +271,38 @@ describe('bulk export (CONTRACT §16)', function () {
       expect(all.sizes.slice(0, -1).every((n) => n === 65536)).to.equal(true);
       expect(all.lines).to.equal(1520);
     } finally {
+      await c.stop();
+      await redis.stop();
+    }
+  });
+
+  it('content whose head does not name its version beside its snapshot (written before it did) is exported the same', async () => {
+    const redis = await startRedisServer({ appendonly: false });
+    const c = await startTestPlatform({ REDIS_URL: redis.url, PARTITIONS: '1' });
+    const r = new Redis(redis.url);
+    try {
+      const editor = await new Client(c.base).login('editor');
+      const made = await bulk(
+        c.base,
+        editor.token!,
+        Array.from(
+          { length: 60 },
+          (_, i) => `${JSON.stringify({ op: 'create', content: { system: { contentType: 'old' }, aspects: { body: { _type: 'body', title: `t${i}` } } } })}\n`,
+        ),
+      );
+      expect(made.answers.filter((l) => l.status === 201)).to.have.length(60);
+      const before = await exportChunks(c.base, editor.token!, 'types=old');
+      expect(before.lines).to.equal(60);
+      // The head's version key, as commit-content-12.lua keeps it beside the snapshot.
+      const cids = before.parsed.map((l) => l.id.replace('contentid/', ''));
+      expect(await r.hget(`ct:{0}:${cids[0]}`, 'h')).to.equal(before.parsed[0].version.split(':')[2]);
+      // Every other content as a platform before that field wrote it.
+      for (const cid of cids.filter((_, i) => i % 2)) expect(await r.hdel(`ct:{0}:${cid}`, 'h')).to.equal(1);
+      const after = await exportChunks(c.base, editor.token!, 'types=old');
+      const sorted = (x: typeof before) => x.parsed.map((l) => JSON.stringify(l)).sort();
+      expect(sorted(after)).to.deep.equal(sorted(before));
+    } finally {
+      r.disconnect();
       await c.stop();
       await redis.stop();
     }

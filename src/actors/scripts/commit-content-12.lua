@@ -2,7 +2,7 @@
 -- Every key shares the partition hash tag, so this is valid on Redis Cluster.
 --
 -- KEYS[1] lease:{p}          the partition lease; the commit is fenced by its owner
--- KEYS[2] ct:{p}:<cid>       head of the content: rev, s (snapshot)
+-- KEYS[2] ct:{p}:<cid>       head of the content: rev, s (snapshot), h (its head version key)
 -- KEYS[3] rv:{p}:<cid>       snapshot of every revision
 -- KEYS[4] vr:{p}:<cid>       versions, by version key
 -- KEYS[5] vi:{p}:<cid>       version index (history), one entry per version
@@ -17,7 +17,8 @@
 -- a name left out is nil here:
 --   owner                  the lease owner the commit expects
 --   expectedRev            the head revision the change was made on (0: the content is new)
---   rev, snapshot          the new revision and its snapshot
+--   rev, snapshot, head    the new revision, its snapshot and its head version key (read with
+--                          the snapshot by export-read-n.lua, which cannot decode the snapshot)
 --   versionKey, version, versionIndexEntry   the new version (left out: the change makes none)
 --   event, eventsMaxLen    the event appended to the partition's stream, and the stream's bound
 --   reply, dedupTtl        the reply recorded for a replay, for dedupTtl seconds (left out: none)
@@ -30,7 +31,7 @@ local a = cmsgpack.unpack(ARGV[1])
 if redis.call('GET', KEYS[1]) ~= a.owner then return {-1} end
 local cur = tonumber(redis.call('HGET', KEYS[2], 'rev') or '0')
 if cur ~= a.expectedRev then return {-2, cur} end
-redis.call('HSET', KEYS[2], 'rev', a.rev, 's', a.snapshot)
+redis.call('HSET', KEYS[2], 'rev', a.rev, 's', a.snapshot, 'h', a.head)
 redis.call('HSET', KEYS[3], a.rev, a.snapshot)
 if a.versionKey then
   redis.call('HSET', KEYS[4], a.versionKey, a.version)
