@@ -180,6 +180,8 @@ export function parseAddressOrRange(entry: string): { address: string; family: '
 }
 
 /** Solr basic-auth credentials when `solr.authentication.enabled`; refuses to start without them. */
+  /** Range facet buckets of one search, over all its range facets; past it the search answers 400 before the engine is asked. */
+  SEARCH_MAX_RANGE_BUCKETS: int(1, 1000000).default(1000),
 export function solrCredentials(s: Settings): { username: string; password: string } | undefined {
   if (!s.SOLR_AUTHENTICATION_ENABLED) return undefined;
   if (!s.SOLR_USERNAME || !s.SOLR_PASSWORD) throw new Error('SOLR_AUTHENTICATION_ENABLED=true needs SOLR_USERNAME and SOLR_PASSWORD');

@@ -1,11 +1,18 @@
 import { expect } from 'chai';
 import { AppError } from '../errors.js';
-import { checkSearchParams, isAllowedSearchParameter, MAX_VALUE_LENGTH, SEARCH_PARAMETER_ALLOWLIST, unescapedForParser } from './search-params.js';
+import {
+  checkSearchParams,
+  isAllowedSearchParameter,
+  MAX_VALUE_LENGTH,
+  SEARCH_PARAMETER_ALLOWLIST,
+  type SearchLimits,
+  unescapedForParser,
+} from './search-params.js';
 
 /** The 400 a request gets, or null when it passes. */
-function refusal(params: Record<string, string> | [string, string][]): { parameter: unknown; message: string } | null {
+function refusal(params: Record<string, string> | [string, string][], limits?: SearchLimits): { parameter: unknown; message: string } | null {
   try {
-    checkSearchParams(new URLSearchParams(params));
+    checkSearchParams(new URLSearchParams(params), limits);
     return null;
   } catch (e) {
     expect(e).to.be.instanceOf(AppError);
@@ -398,6 +405,114 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
     expect(r.engine.getAll('f.id.facet.mincount')).to.deep.equal(['1']);
     expect(r.engine.getAll('f.a.facet.mincount')).to.deep.equal(['7']);
     expect(checkSearchParams(new URLSearchParams({ facet: 'true', 'facet.field': 'id' })).engine.getAll('facet.mincount')).to.deep.equal(['1']);
+  });
+
+  describe('range facets: at most SEARCH_MAX_RANGE_BUCKETS buckets a request, counted before anything reaches the engine', () => {
+    // A fixed NOW, so that date math counts the same whenever the test runs.
+    const NOW = Date.UTC(2024, 0, 15, 12, 30, 0);
+    const at = (maxRangeBuckets: number): SearchLimits => ({ maxRangeBuckets, now: () => NOW });
+    /** The largest bound a request passes: refused at n - 1, passes at n (n buckets). */
+    const buckets = (params: Record<string, string> | [string, string][], n: number) => {
+      expect(refusal(params, at(n)), `passes at ${n}`).to.equal(null);
+      expect(refusal(params, at(n - 1))?.parameter, `refused at ${n - 1}`).to.be.a('string');
+    };
+    const range = (field: string, start: string, end: string, gap: string) => ({
+      facet: 'true',
+      'facet.range': field,
+      'facet.range.start': start,
+      'facet.range.end': end,
+      'facet.range.gap': gap,
+    });
+
+    it("the reported search (10,000,000 buckets of 'version', anonymous) answers 400 naming the gap, by default", () => {
+      const r = refusal({ q: '*:*', rows: '0', ...range('version', '0', '10000000', '1') });
+      expect(r?.parameter).to.equal('facet.range.gap');
+      expect(r?.message).to.match(/^Parameter 'facet.range.gap': /);
+      expect(r?.message).to.contain('10000000').and.contain('1000');
+      expect(refusal(range('version', '0', '1000', '1'))).to.equal(null);
+      expect(refusal(range('version', '0', '1001', '1'))?.parameter).to.equal('facet.range.gap');
+    });
+
+    it('numbers: (end - start) / gap, rounded up, exact for 18-digit values and exponents', () => {
+      buckets(range('n_i', '0', '10', '3'), 4);
+      buckets(range('n_i', '-1.5e3', '1.5e3', '0.5'), 6000);
+      buckets(range('n_l', '100000000000000000', '100000000000000010', '1'), 10);
+      buckets(range('n_l', '0', '999999999999999999', '999999999999999'), 1001);
+      expect(refusal(range('n_d', '0', '1', '1e-300'))?.parameter).to.equal('facet.range.gap');
+      expect(refusal(range('n_d', '0', '1e999', '1'))?.parameter).to.equal('facet.range.gap');
+      // an end at or before the start: no bucket (the engine refuses end < start itself)
+      expect(refusal(range('n_i', '10', '10', '1'), at(0))).to.equal(null);
+      expect(refusal(range('n_i', '10', '0', '1'), at(0))).to.equal(null);
+      // a gap that does not move forward is refused: the engine would loop until it noticed
+      for (const gap of ['0', '-1', '0.0', '-0']) expect(refusal(range('n_i', '0', '10', gap))?.parameter, gap).to.equal('facet.range.gap');
+    });
+
+    it('per-field forms count, and override the global ones; those of fields without a range facet do nothing', () => {
+      expect(
+        refusal({
+          facet: 'true',
+          'facet.range': 'version',
+          'f.version.facet.range.start': '0',
+          'f.version.facet.range.end': '10000000',
+          'f.version.facet.range.gap': '1',
+        })?.parameter,
+      ).to.equal('f.version.facet.range.gap');
+      expect(refusal({ ...range('version', '0', '10000000', '1'), 'f.version.facet.range.gap': '100000' })).to.equal(null);
+      expect(refusal({ ...range('version', '0', '10000000', '100000'), 'f.version.facet.range.gap': '1' })?.parameter).to.equal('f.version.facet.range.gap');
+      expect(refusal({ ...range('version', '0', '100', '1'), 'f.version.facet.range.end': '10000000' })?.parameter).to.equal('facet.range.gap');
+      expect(refusal({ ...range('version', '0', '100', '1'), 'f.other.facet.range.end': '10000000' })).to.equal(null);
+      // no start, end or gap for the field: the engine refuses it itself, nothing to count
+      expect(refusal({ facet: 'true', 'facet.range': 'version', 'facet.range.end': '10000000', 'facet.range.gap': '1' })).to.equal(null);
+    });
+
+    it('the bound is for the whole request: every range facet counts, a repeated one as often as it is given', () => {
+      const two = (end: string): [string, string][] => [
+        ['facet', 'true'],
+        ['facet.range', 'a_i'],
+        ['facet.range', 'b_i'],
+        ['facet.range.start', '0'],
+        ['facet.range.end', end],
+        ['facet.range.gap', '1'],
+      ];
+      expect(refusal(two('500'))).to.equal(null);
+      expect(refusal(two('501'))?.parameter).to.equal('facet.range.gap');
+      buckets(two('300'), 600);
+      buckets([...two('300'), ['facet.range', 'a_i']], 900);
+      buckets([...two('300'), ['f.b_i.facet.range.gap', '3']], 400);
+    });
+
+    it('dates: Solr date math in UTC (months and years as the calendar has them), gaps with rounding', () => {
+      buckets(range('when_dt', '2024-01-01T00:00:00Z', '2025-01-01T00:00:00Z', '+1MONTH'), 12);
+      buckets(range('when_dt', '2024-01-01T00:00:00Z', '2025-01-01T00:00:00Z', '+1DAY'), 366);
+      buckets(range('when_dt', '2023-01-01T00:00:00Z', '2024-01-01T00:00:00.000Z', '+1DAYS'), 365);
+      buckets(range('when_dt', '2024-01-01T00:00:00Z', '2034-01-01T00:00:00Z', '+1YEAR'), 10);
+      // Jan 31 + 1 month is Feb 29 (clamped, as Java's calendar), then Mar 29, ..., Dec 29 < Dec 31
+      buckets(range('when_dt', '2024-01-31T00:00:00Z', '2024-12-31T00:00:00Z', '+1MONTH'), 12);
+      // rounding in the gap: 10:00, then midnights
+      buckets(range('when_dt', '2024-01-01T10:00:00Z', '2024-01-11T00:00:00Z', '+1DAY/DAY'), 10);
+      buckets(range('when_dt', 'NOW/DAY', 'NOW/DAY+1DAY', '+1HOUR'), 24);
+      buckets(range('when_dt', 'NOW/YEAR-10YEARS', 'NOW/YEAR', '+1MONTH'), 120);
+      buckets(range('when_dt', 'NOW-1DAY', 'NOW', '+1MINUTE'), 1440);
+      buckets(range('when_dt', 'NOW-1SECOND', 'NOW', '+1MILLI'), 1000);
+      expect(refusal(range('when_dt', 'NOW-10YEARS', 'NOW', '+1SECOND'))?.parameter).to.equal('facet.range.gap');
+      expect(refusal(range('when_dt', 'NOW-10YEARS', 'NOW', '+1DAY'))?.parameter).to.equal('facet.range.gap');
+      expect(refusal(range('when_dt', 'NOW-10YEARS', 'NOW', '+1MONTH'))).to.equal(null);
+      // gaps that do not move forward
+      for (const gap of ['/DAY', '+1HOUR/DAY', '-1DAY', '+0DAY', '/DAY+1HOUR'])
+        expect(refusal(range('when_dt', '2024-01-01T00:00:00Z', '2024-02-01T00:00:00Z', gap))?.parameter, gap).to.equal('facet.range.gap');
+    });
+
+    it('start, end and gap that cannot be counted are refused, naming the one at fault', () => {
+      expect(refusal(range('when_dt', '0', 'NOW', '+1DAY'))?.parameter).to.equal('facet.range.start');
+      expect(refusal(range('when_dt', 'NOW', '100', '+1DAY'))?.parameter).to.equal('facet.range.end');
+      expect(refusal(range('n_i', '0', '100', '+1DAY'))?.parameter).to.equal('facet.range.gap');
+      expect(refusal(range('when_dt', 'NOW-1DAY', 'NOW', '1'))?.parameter).to.equal('facet.range.gap');
+      expect(refusal(range('when_dt', 'NOW', 'NOW+999999YEARS', '+999999YEARS'))?.parameter).to.equal('facet.range.end');
+      expect(refusal(range('when_dt', '2024-13-01T00:00:00Z', 'NOW', '+1YEAR'))?.parameter).to.equal('facet.range.start');
+      expect(refusal({ ...range('when_dt', 'NOW-1DAY', 'NOW', '+1DAY'), 'f.when_dt.facet.range.start': '2024-02-30T00:00:00Z' })?.parameter).to.equal(
+        'f.when_dt.facet.range.start',
+      );
+    });
   });
 
   it('edismax and dismax need qf or df (else the engine answers 500)', () => {

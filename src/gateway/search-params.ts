@@ -30,8 +30,9 @@ import { AppError } from '../errors.js';
  * format changes only how the engine writes the answer of the same query, filters included; the
  * platform reads or rewrites no javabin answer, so `inlineData` needs json.
  *
- * Numbers are numbers within bounds (`rows` at most 1000); single-valued parameters are given
- * once. Per-field forms (`f.<field>.facet.limit`, ...) follow their base parameter.
+ * Numbers are numbers within bounds (`rows` at most 1000), and the range facets of a search have
+ * at most SEARCH_MAX_RANGE_BUCKETS buckets in all (checkRangeBuckets); single-valued parameters are
+ * given once. Per-field forms (`f.<field>.facet.limit`, ...) follow their base parameter.
  */
 
 /** A value rule: answers the value to send to the engine, or throws why the value is refused. */
@@ -230,6 +231,170 @@ const rangeGap: Rule = (v) => {
   if (!NUMBER.test(v) && !DATE_GAP.test(v)) refuse(`'${v}' is not a number or a date gap (+1DAY)`);
   return v;
 };
+/** Default of SEARCH_MAX_RANGE_BUCKETS: range facet buckets of one search. */
+export const DEFAULT_MAX_RANGE_BUCKETS = 1000;
+
+/** Bounds of a search that come from the settings. */
+export interface SearchLimits {
+  /** Most range facet buckets of one search, over all its range facets (SEARCH_MAX_RANGE_BUCKETS). */
+  maxRangeBuckets: number;
+  /** The time `NOW` stands for in date math (the engine reads its own clock a moment later); Date.now by default. */
+  now?: () => number;
+}
+
+/**
+ * Range facets cost the engine a counted range per bucket, whatever the index holds: one anonymous
+ * `facet.range.start=0&facet.range.end=10000000&facet.range.gap=1` made the embedded Solr (512 MB)
+ * run out of memory, and `timeAllowed` does not bound it. So the buckets of every range facet
+ * (each `facet.range`, as often as it is given; the per-field `f.<field>.facet.range.*` before the
+ * global ones, as the engine reads them) are counted here, and past `maxRangeBuckets` in all the
+ * search answers 400 naming the gap that crosses it, before anything reaches the engine. A range
+ * facet without start, end or gap is left to the engine, which refuses it. Numbers are counted
+ * exactly ((end - start) / gap, rounded up; a float field's rounding may add one); dates by
+ * running the engine's loop with its date math (UTC, months and years of the calendar, a month
+ * added to Jan 31 clamped to Feb 28/29 as Java's calendar does), `NOW` being read here a few
+ * milliseconds before the engine reads it. A gap that does not move forward, bounds of another
+ * kind than the gap (the engine refuses them too) and dates past what can be computed are refused.
+ */
+function checkRangeBuckets(engine: URLSearchParams, limits: SearchLimits): void {
+  const fields = engine.getAll('facet.range');
+  if (!fields.length) return;
+  const max = limits.maxRangeBuckets;
+  const now = (limits.now ?? Date.now)();
+  /** The parameter the engine reads for a field: the per-field form first. */
+  const param = (f: string, base: string): [string, string] | null => {
+    for (const key of [`f.${f}.${base}`, base]) {
+      const v = engine.get(key);
+      if (v !== null) return [key, v];
+    }
+    return null;
+  };
+  const fail = (key: string, why: string): never => {
+    throw new AppError('BAD_REQUEST', `Parameter '${key}': ${why}`, { parameter: key });
+  };
+  let total = 0n;
+  for (const f of fields) {
+    const start = param(f, 'facet.range.start');
+    const end = param(f, 'facet.range.end');
+    const gap = param(f, 'facet.range.gap');
+    if (!start || !end || !gap) continue;
+    const numeric = NUMBER.test(gap[1]);
+    const isNumber = (v: string) => NUMBER.test(v);
+    // Bounds of another kind than the gap: name the one at fault (both, if they agree: the gap).
+    const startOk = isNumber(start[1]) === numeric;
+    const endOk = isNumber(end[1]) === numeric;
+    if (!startOk && !endOk) fail(gap[0], `range facet '${f}': the gap is ${numeric ? 'a number' : 'a date gap'} and its start and end are not`);
+    if (!startOk) fail(start[0], `range facet '${f}': the start must be ${numeric ? 'a number' : 'a date'}, as the gap is`);
+    if (!endOk) fail(end[0], `range facet '${f}': the end must be ${numeric ? 'a number' : 'a date'}, as the gap is`);
+    const left = BigInt(max) - total;
+    let n: bigint;
+    if (numeric) {
+      const [a, b, g] = exactDecimals([start[1], end[1], gap[1]]);
+      if (g <= 0n) fail(gap[0], `range facet '${f}': the gap must be more than 0`);
+      n = b > a ? (b - a + g - 1n) / g : 0n;
+    } else {
+      const a = dateMath(start[1], now);
+      if (a === null) fail(start[0], `range facet '${f}': '${start[1]}' is not a date that can be computed`);
+      const b = dateMath(end[1], now);
+      if (b === null) fail(end[0], `range facet '${f}': '${end[1]}' is not a date that can be computed`);
+      n = BigInt(
+        dateBuckets(a!, b!, gap[1], left < 0n ? 0 : Number(left), () => fail(gap[0], `range facet '${f}': the gap '${gap[1]}' does not move forward`)),
+      );
+    }
+    total += n;
+    if (total > BigInt(max)) {
+      const count = numeric ? (n > 10n ** 18n ? 'more than 10^18' : String(n)) : `more than ${n - 1n}`;
+      fail(
+        gap[0],
+        `range facet '${f}' would have ${count} buckets; a search may have at most ${max} range facet buckets in all (SEARCH_MAX_RANGE_BUCKETS): take a larger gap or a shorter range`,
+      );
+    }
+  }
+}
+
+/** Decimal numbers (NUMBER) as integers of one common scale, exactly. */
+function exactDecimals(values: string[]): bigint[] {
+  const parsed = values.map((v) => {
+    const m = /^([+-]?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(v)!;
+    const digits = BigInt(m[2] + (m[3] ?? ''));
+    return { mantissa: m[1] === '-' ? -digits : digits, exp: Number(m[4] ?? 0) - (m[3]?.length ?? 0) };
+  });
+  const scale = Math.min(...parsed.map((p) => p.exp));
+  return parsed.map((p) => p.mantissa * 10n ** BigInt(p.exp - scale));
+}
+
+/** Dates Solr's date math can stand for and JavaScript can compute with. */
+const DATE_LIMIT = 8.64e15;
+const UNIT_MS: Record<string, number> = { HOUR: 3_600_000, MINUTE: 60_000, SECOND: 1000, MILLI: 1, MILLISECOND: 1 };
+/** A date math unit's canonical name: `DAYS` and `DATE` are `DAY`, `HOURS` is `HOUR`... */
+const unitOf = (u: string): string => (u === 'DATE' || u === 'DATES' ? 'DAY' : u.replace(/S$/, ''));
+
+/** The UTC time of a calendar date plus a time of day (ms); years 0-99 are years, not 1900-1999. */
+function utc(year: number, month: number, day: number, timeOfDay: number): number {
+  const d = new Date(0);
+  d.setUTCFullYear(year, month, day);
+  return d.getTime() + timeOfDay;
+}
+const daysInMonth = (year: number, month: number): number => new Date(utc(year, month + 1, 0, 0)).getUTCDate();
+
+/**
+ * Solr's DateMathParser on a time: `+n`/`-n` UNIT adds (months and years as Java's LocalDateTime
+ * adds them, the day clamped to the month's last), `/UNIT` rounds down, in UTC. Null past what
+ * a date can be.
+ */
+function applyDateMath(t: number, ops: string): number | null {
+  for (const m of ops.matchAll(/([/+-])(\d*)([A-Z]+)/g)) {
+    const unit = unitOf(m[3]);
+    const d = new Date(t);
+    const [y, mo, day] = [d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate()];
+    const timeOfDay = t - utc(y, mo, day, 0);
+    if (m[1] === '/') {
+      if (unit === 'YEAR') t = utc(y, 0, 1, 0);
+      else if (unit === 'MONTH') t = utc(y, mo, 1, 0);
+      else if (unit === 'DAY') t = utc(y, mo, day, 0);
+      else t = Math.floor(t / UNIT_MS[unit]) * UNIT_MS[unit];
+    } else {
+      const n = (m[1] === '-' ? -1 : 1) * Number(m[2]);
+      if (unit === 'YEAR' || unit === 'MONTH') {
+        const months = y * 12 + mo + (unit === 'YEAR' ? 12 * n : n);
+        const [ny, nmo] = [Math.floor(months / 12), ((months % 12) + 12) % 12];
+        if (Math.abs(ny) > 300_000) return null;
+        t = utc(ny, nmo, Math.min(day, daysInMonth(ny, nmo)), timeOfDay);
+      } else t += n * (unit === 'DAY' ? 86_400_000 : UNIT_MS[unit]);
+    }
+    if (!(Math.abs(t) <= DATE_LIMIT)) return null;
+  }
+  return t;
+}
+
+/** A range bound (DATE_MATH) as a time; null for a date that does not exist or cannot be computed. */
+function dateMath(v: string, now: number): number | null {
+  const m = /^(NOW|(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,3}))?Z)(.*)$/.exec(v);
+  if (!m) return null;
+  let t = now;
+  if (m[1] !== 'NOW') {
+    const [y, mo, d, h, mi, sec] = m.slice(2, 8).map(Number);
+    if (mo < 1 || mo > 12 || d < 1 || d > daysInMonth(y, mo - 1) || h > 23 || mi > 59 || sec > 59) return null;
+    t = utc(y, mo - 1, d, ((h * 60 + mi) * 60 + sec) * 1000 + Number((m[8] ?? '0').padEnd(3, '0')));
+  }
+  return applyDateMath(t, m[9]);
+}
+
+/**
+ * The buckets of a date range facet, as the engine makes them: from the start, the gap's date
+ * math on each bucket's start gives the next, until the end is reached (the last bucket may go
+ * past it). Counts up to `max + 1` only; `stuck` throws for a gap that does not move forward.
+ */
+function dateBuckets(start: number, end: number, gap: string, max: number, stuck: () => never): number {
+  let n = 0;
+  for (let low = start; low < end && n <= max; n++) {
+    const high = applyDateMath(low, gap);
+    if (high === null || high <= low) stuck();
+    low = high!;
+  }
+  return n;
+}
+
 /** facet.mincount: at least 1, so that no facet lists terms of documents outside the result. */
 const mincount: Rule = (v) => String(Math.max(1, Number(integer(-INT32_MAX, INT32_MAX)(v))));
 const cursorMark: Rule = (v) => {
@@ -329,7 +494,7 @@ export interface SearchRequest {
  * answers 400 naming it. Answers the parameters for the engine (values as the rules answer them,
  * `facet.mincount` raised, `wt` json or javabin) and the platform's own.
  */
-export function checkSearchParams(params: URLSearchParams): SearchRequest {
+export function checkSearchParams(params: URLSearchParams, limits: SearchLimits = { maxRangeBuckets: DEFAULT_MAX_RANGE_BUCKETS }): SearchRequest {
   const engine = new URLSearchParams();
   const seen = new Set<string>();
   for (const [key, value] of params) {
@@ -363,6 +528,7 @@ export function checkSearchParams(params: URLSearchParams): SearchRequest {
     throw new AppError('BAD_REQUEST', `Parameter 'inlineData' needs wt=json: the platform adds the content to a JSON answer only`, {
       parameter: 'inlineData',
     });
+  checkRangeBuckets(engine, limits);
   // Facets count only the result: a term with no document in it is never listed.
   if (!engine.has('facet.mincount')) engine.set('facet.mincount', '1');
   engine.set('wt', format);

@@ -55,7 +55,7 @@ export class SearchService {
     // collection of a shared engine (read in full through a global reader's filter) must answer
     // as one that does not exist, so the proxy tells nothing of what else the engine holds.
     if (p.collection !== this.d.settings.SOLR_COLLECTION) throw new AppError('NOT_FOUND', noCollection(p.collection));
-    const request = checkSearchParams(await this.params(x));
+    const request = checkSearchParams(await this.params(x), { maxRangeBuckets: this.d.settings.SEARCH_MAX_RANGE_BUCKETS });
     const user = await this.d.tokens.caller(x.header('x-auth-token'));
     const now = this.d.clock();
     const out = request.engine;

@@ -310,6 +310,43 @@ describe('search service, indexer and re-indexing (spec Search service, Events 2
       expect(cases).to.equal(100);
     });
 
+    it('a range facet of more buckets than SEARCH_MAX_RANGE_BUCKETS (1000) answers 400 naming its gap, before the engine is asked; an ordinary one is answered', async () => {
+      // The reported search had 10,000,000 buckets (the embedded Solr ran out of memory, 500);
+      // 100,000 are enough to be refused and leave the engine well if the check is missing.
+      const range = {
+        q: '*:*',
+        rows: '0',
+        facet: 'true',
+        'facet.range': 'version',
+        'facet.range.start': '0',
+        'facet.range.end': '100000',
+        'facet.range.gap': '1',
+      };
+      for (const [param, params] of <[string, Record<string, string>][]>[
+        ['facet.range.gap', range],
+        ['f.version.facet.range.gap', { ...range, 'f.version.facet.range.gap': '10' }],
+        [
+          'facet.range.gap',
+          { ...range, 'facet.range': 'svc_modificationTime_dt', 'facet.range.start': 'NOW-10YEARS', 'facet.range.end': 'NOW', 'facet.range.gap': '+1DAY' },
+        ],
+      ]) {
+        refused(await select(anon, params, null), param, JSON.stringify(params));
+        refused(await select(sports, params), param, JSON.stringify(params));
+      }
+      const ok = await select(anon, { ...range, 'facet.range.gap': '100' }, null);
+      expect(ok.status, ok.text.slice(0, 300)).to.equal(200);
+      expect(ok.json.facet_counts.facet_ranges.version.gap).to.equal(100);
+      const dates = await select(sports, {
+        ...range,
+        'facet.range': 'svc_modificationTime_dt',
+        'facet.range.start': 'NOW/DAY-10YEARS',
+        'facet.range.end': 'NOW/DAY+1DAY',
+        'facet.range.gap': '+1MONTH',
+      });
+      expect(dates.status, dates.text.slice(0, 300)).to.equal(200);
+      expect(dates.json.facet_counts.facet_ranges.svc_modificationTime_dt.gap).to.equal('+1MONTH');
+    });
+
     describe('issue 14: what the proxy let through (regressions)', () => {
       it('1. inlineData through the [value] transformer: refused, never an envelope', async () => {
         for (const fl of [
