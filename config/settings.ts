@@ -99,6 +99,8 @@ export const settingsSchema = z.object({
   /** When set, an external JWT's `iss` must be exactly this. */
   EXTERNAL_JWT_ISSUER: z.string().min(1).optional(),
   /** When set, an external JWT's `aud` must hold this. */
+  /** Bytes of versioned reads kept in memory per gateway (rendered answers and their snapshots); one answer larger than a sixteenth of it is not kept. */
+  READ_CACHE_BYTES: int(0, 2 ** 40).default(64 * 1024 * 1024),
   EXTERNAL_JWT_AUDIENCE: z.string().min(1).optional(),
   /** Failed logins per username and per client address within LOGIN_WINDOW_SECONDS before 429. */
   LOGIN_MAX_FAILURES: int(1, 1000000).default(10),

@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache';
+import { snapshotBytes } from '../adapters/event-reader.js';
 import { newCommandId } from '../adapters/ids.js';
 import type { ContentCommand } from '../actors/content/content-actor.js';
 import { etagOf, parseVersionId, MAIN_NAMESPACE, MAP_KEY_RESERVED, type Aspect, type Snapshot } from '../content/model.js';
@@ -50,11 +51,23 @@ export class ContentService implements ContentEndpoints {
   readonly reads: Reads;
   /** Create, update and delete, shared with the bulk import. */
   readonly writes: ContentWrites;
-  /** Revisions read: the snapshot, its ETag and its rendered answers; none of them ever changes. */
+  /**
+   * Revisions read: the snapshot, its ETag and its rendered answers; none of them ever changes.
+   * Bounded by entries (READ_CACHE_ENTRIES) and by bytes (READ_CACHE_BYTES, entryBytes): a
+   * revision's history lists every version before it, so the histories of a long-lived content
+   * alone grow with the square of its revisions (1,000 revisions kept 98 MB of answers before).
+   */
   private readonly revisions: LRUCache<string, RevisionEntry>;
+  /** The largest answer kept (a sixteenth of READ_CACHE_BYTES): one huge answer must not flush the cache. */
+  private readonly maxKeptBody: number;
 
   constructor(private readonly d: ContentServiceDeps) {
-    this.revisions = new LRUCache<string, RevisionEntry>({ max: Math.max(1, d.settings.READ_CACHE_ENTRIES) });
+    this.revisions = new LRUCache<string, RevisionEntry>({
+      max: Math.max(1, d.settings.READ_CACHE_ENTRIES),
+      maxSize: Math.max(1, d.settings.READ_CACHE_BYTES),
+      sizeCalculation: entryBytes,
+    });
+    this.maxKeptBody = Math.floor(d.settings.READ_CACHE_BYTES / 16);
     this.reads = new Reads(d);
     this.writes = new ContentWrites(d);
     const r = this.router;
@@ -342,8 +355,15 @@ export class ContentService implements ContentEndpoints {
     let body = entry.bodies.get(key);
     if (body === undefined) {
       body = Buffer.from(await this.render(snap, kind, fmt, p.view, variant));
-      // The indexing variant looks up taxonomy content, which may appear later: not cached.
-      if (variant !== INDEXING_VARIANT) entry.bodies.set(key, body);
+      // The indexing variant looks up taxonomy content, which may appear later: not cached. An
+      // answer kept makes its entry larger: the entry is put again so that its size is counted
+      // anew (LRUCache recounts no value set over itself), which evicts the least recently read
+      // past READ_CACHE_BYTES; an entry larger than the whole bound is not kept.
+      if (variant !== INDEXING_VARIANT && body.length <= this.maxKeptBody) {
+        entry.bodies.set(key, body);
+        this.revisions.delete(`${cid}/${rev}`);
+        this.revisions.set(`${cid}/${rev}`, entry);
+      }
     }
     x.send(200, entry.headers200, body);
   }
@@ -434,6 +454,19 @@ interface RevisionEntry {
   headers200: [string, string][];
   headers304: [string, string][];
   bodies: Map<string, Buffer>;
+}
+
+/**
+ * About what a kept revision takes in memory, for READ_CACHE_BYTES: its answers' bytes (Buffers,
+ * outside the JS heap) and their keys, an estimate of its snapshot (snapshotBytes, plus its views),
+ * and its ETag and headers. At least 1 (LRUCache refuses 0).
+ */
+function entryBytes(e: RevisionEntry): number {
+  let n = 512 + snapshotBytes(e.snap);
+  for (const [k, v] of Object.entries(e.snap.views)) n += 2 * (k.length + v.length) + 64;
+  for (const [k, v] of Object.entries(e.snap.symbolic)) n += 2 * (k.length + v.length) + 64;
+  for (const [k, b] of e.bodies) n += b.length + 2 * k.length + 64;
+  return n;
 }
 
 /** The alias a route's `:ns/:alias` parameters name. */

@@ -1,4 +1,8 @@
 import { expect } from 'chai';
+import type { LRUCache } from 'lru-cache';
+import type { ContentStore } from '../../src/adapters/content-store.js';
+import { snapshotBytes } from '../../src/adapters/event-reader.js';
+import type { Snapshot } from '../../src/content/model.js';
 import type { HeadCache } from '../../src/gateway/head-cache.js';
 import { Client, article, startTestPlatform } from '../support/platform.js';
 import { until } from '../support/wait.js';
@@ -94,5 +98,98 @@ describe('gateway: cached heads follow changes made through any gateway (ARCHITE
     expect((await viaB.req('GET', `/content/alias/${id}`)).headers.get('location')).to.match(/\/1$/);
     await viaB.req('PUT', `/content/alias/${id}`, { body: article('v2'), headers: { 'If-Match': c.headers.get('etag')! } });
     expect((await viaB.req('GET', `/content/alias/${id}`)).headers.get('location')).to.match(/\/2$/);
+  });
+});
+
+describe('gateway: the versioned-read cache is bounded in bytes (READ_CACHE_BYTES)', function () {
+  this.timeout(120000);
+  const BOUND = 4 * 1024 * 1024;
+  let p: P;
+  let editor: Client;
+
+  before(async () => {
+    p = await startTestPlatform({ READ_CACHE_BYTES: String(BOUND) }, ['web', 'actors']);
+    editor = await new Client(p.base).login('editor');
+  });
+  after(async () => p?.stop());
+
+  type Entry = { snap: Snapshot; bodies: Map<string, Buffer> };
+  const content = () => (p.gateway as unknown as { content: { revisions: LRUCache<string, Entry>; d: { store: ContentStore } } }).content;
+  /** What the cache holds, counted here: every kept answer's bytes and its snapshot's estimate. */
+  const kept = () => {
+    let n = 0;
+    for (const e of content().revisions.values()) {
+      n += snapshotBytes(e.snap);
+      for (const b of e.bodies.values()) n += b.length;
+    }
+    return n;
+  };
+  /** The snapshots the versioned reads load from the store meanwhile. */
+  async function loads<T>(f: () => Promise<T>): Promise<string[]> {
+    const store = content().d.store;
+    const seen: string[] = [];
+    const snapshotAt = store.snapshotAt.bind(store);
+    store.snapshotAt = (cid: string, rev: number) => {
+      seen.push(`${cid}/${rev}`);
+      return snapshotAt(cid, rev);
+    };
+    try {
+      await f();
+    } finally {
+      store.snapshotAt = snapshotAt;
+    }
+    return seen;
+  }
+  const cidOf = (id: string) => id.split('/')[1];
+
+  it('reading every revision of a 200-revision content, history included, as GET and HEAD, json and json+pretty, keeps at most READ_CACHE_BYTES', async () => {
+    // Before, the cache was bounded by entries only: 1,000 revisions' histories kept 98 MB.
+    const text = 'x'.repeat(16 * 1024);
+    const c = await editor.create(article(text));
+    const id = c.json.system.id;
+    let etag = c.headers.get('etag')!;
+    const REVS = 200;
+    for (let r = 2; r <= REVS; r++) {
+      const u = await editor.update(id, article(`${r} ${text}`), etag);
+      expect(u.status, u.text).to.equal(200);
+      etag = u.headers.get('etag')!;
+    }
+    for (let r = 1; r <= REVS; r++) {
+      for (const method of ['GET', 'HEAD'])
+        for (const path of [`/content/alias/${id}/${r}`, `/content/alias/${id}/${r}/history`])
+          for (const q of ['', '?format=json%2Bpretty']) expect((await editor.req(method, `${path}${q}`)).status, `${method} ${path}${q}`).to.equal(200);
+    }
+    expect(kept(), 'bytes kept').to.be.at.most(BOUND);
+    expect(kept()).to.be.at.most(content().revisions.calculatedSize);
+    expect(content().revisions.calculatedSize).to.be.at.most(BOUND);
+    // the newest reads are still kept: a second read loads nothing and answers the same bytes
+    const first = await editor.req('GET', `/content/alias/${id}/${REVS}/history`);
+    expect(await loads(() => editor.req('GET', `/content/alias/${id}/${REVS}/history`).then((r) => expect(r.text).to.equal(first.text)))).to.deep.equal([]);
+  });
+
+  it('an ordinary read is kept: the second read of a revision loads nothing from the store', async () => {
+    const c = await editor.create(article('ordinary'));
+    const id = c.json.system.id;
+    expect(await loads(() => editor.req('GET', `/content/alias/${id}/1`))).to.deep.equal([`${cidOf(id)}/1`]);
+    const entry = content().revisions.get(`${cidOf(id)}/1`)!;
+    expect(entry.bodies.get('')?.length).to.be.greaterThan(0);
+    for (const q of ['', '?format=json%2Bpretty']) {
+      expect(await loads(() => editor.req('GET', `/content/alias/${id}/1${q}`).then((r) => expect(r.status).to.equal(200)))).to.deep.equal([]);
+    }
+    expect(entry.bodies.size).to.equal(2);
+  });
+
+  it('an answer larger than a sixteenth of READ_CACHE_BYTES is served but not kept; its revision stays cached', async () => {
+    const c = await editor.create(article('y'.repeat(BOUND / 16 + 1)));
+    const id = c.json.system.id;
+    const a = await editor.req('GET', `/content/alias/${id}/1`);
+    expect(a.status).to.equal(200);
+    expect(a.text.length).to.be.greaterThan(BOUND / 16);
+    const entry = content().revisions.get(`${cidOf(id)}/1`)!;
+    expect(entry.bodies.size, 'bodies kept').to.equal(0);
+    let b: Awaited<ReturnType<Client['req']>> | undefined;
+    expect(await loads(async () => (b = await editor.req('GET', `/content/alias/${id}/1`)))).to.deep.equal([]);
+    expect(b!.text).to.equal(a.text);
+    expect(kept()).to.be.at.most(BOUND);
   });
 });
