@@ -86,6 +86,10 @@ async function main(): Promise<void> {
     SOLR_URL: '',
     NODE_ENV: 'development',
     CHANGES_SUBSCRIBER_BUFFER: '20000',
+    // Every subscriber is the one user's (editor): the per-user bound (default 16) must hold them all,
+    // and the process bound (default 10,000) the largest run.
+    CHANGES_MAX_STREAMS_PER_USER: String(Math.max(...SUBSCRIBERS)),
+    CHANGES_MAX_SUBSCRIBERS: String(Math.max(10000, ...SUBSCRIBERS)),
   };
   const startPlatform = async (): Promise<ChildProcess> => {
     const p = spawn(process.execPath, platformArgs(['web', 'actors']), { env, stdio: ['ignore', 'inherit', 'inherit'] });

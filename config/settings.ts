@@ -66,6 +66,13 @@ export const settingsSchema = z.object({
   CHANGES_SUBSCRIBER_BUFFER: int(1, 1000000).default(2000),
   /** A change-feed subscriber whose client takes nothing for this long is closed (it resumes from its last cursor). */
   CHANGES_STALL_SECONDS: int(1, 86400).default(60),
+  /**
+   * Change-feed streams one user may hold open on a web process at once (SSE, WebSocket and
+   * waiting long polls together, whatever the token); past it 429 with Retry-After (WebSocket: 4429).
+   */
+  CHANGES_MAX_STREAMS_PER_USER: int(1, 1000000).default(16),
+  /** Change-feed streams a web process holds at once, all users together; past it 503 with Retry-After (WebSocket: 1013). */
+  CHANGES_MAX_SUBSCRIBERS: int(1, 10000000).default(10000),
   /** Webhooks (CONTRACT §14): targets that resolve to loopback, private or link-local addresses are allowed (tests, private networks). */
   WEBHOOK_ALLOW_PRIVATE: bool.default(false),
   /** A delivery not answered 2xx is retried until it is this old, then `failed` (redeliverable). */

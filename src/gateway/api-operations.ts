@@ -594,10 +594,15 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   'GET /content-service/changes/ws': {
     summary: 'The change feed over WebSocket',
     description:
-      'Upgrade to WebSocket. First message `{"token", "since"?, "types"?, "views"?, "kinds"?}`, then one event per message. Closes 4401 (token), 4400 (first message), 4410 (cursor past the trim), 4429 (the subscriber did not read).',
+      'Upgrade to WebSocket. First message `{"token", "since"?, "types"?, "views"?, "kinds"?}`, then one event per message. Closes 4401 (token), 4400 (first message), 4410 (cursor past the trim), 4429 (the subscriber did not read, or the user holds CHANGES_MAX_STREAMS_PER_USER open streams), 1013 (the process holds CHANGES_MAX_SUBSCRIBERS).',
     auth: 'none',
     responses: {
       101: { description: 'Switching protocols' },
+      429: {
+        description: 'The user holds CHANGES_MAX_STREAMS_PER_USER open streams and waiting long polls on this process',
+        body: 'ErrorBody',
+        headers: ['Retry-After'],
+      },
       404: err('Not a WebSocket upgrade: the feed is only a WebSocket at this address (pages are at /changes)'),
     },
   },

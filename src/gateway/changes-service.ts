@@ -43,8 +43,14 @@ const SSE_CHECK_MS = 5_000;
 const WS_FIRST_MESSAGE_MS = 10_000;
 /** Bytes a WebSocket may hold unsent before its subscriber counts as behind. */
 const WS_HIGH_WATER = 256 * 1024;
-/** WebSocket close codes: a bad token, a bad first message, an expired cursor, a subscriber that did not read. */
-export const WS_CLOSE = { unauthorized: 4401, badRequest: 4400, gone: 4410, tooSlow: 4429 } as const;
+/**
+ * WebSocket close codes: a bad token, a bad first message, an expired cursor, a subscriber that
+ * did not read or a user past CHANGES_MAX_STREAMS_PER_USER (429), a process past
+ * CHANGES_MAX_SUBSCRIBERS (503; RFC 6455's "try again later").
+ */
+export const WS_CLOSE = { unauthorized: 4401, badRequest: 4400, gone: 4410, tooSlow: 4429, tryAgainLater: 1013 } as const;
+/** Retry-After (s) of a stream refused for the per-user or the per-process bound. */
+const STREAM_RETRY_AFTER_SECONDS = 5;
 /** The longest first message of a WebSocket subscriber (a token, a cursor and three lists). */
 const FIRST_MESSAGE_MAX = 64 * 1024;
 
@@ -58,6 +64,8 @@ interface WsData {
   timer?: NodeJS.Timeout;
   /** The socket drained: sends what the sink still holds, then lets the subscriber write again. */
   drained?: () => void;
+  /** Gives back the stream slot this socket holds (ChangesService.takeSlot); called when uWS closes it. */
+  release?: () => void;
 }
 
 const errorBody = (e: AppError) => ({ error: e.toBody() });
@@ -81,6 +89,9 @@ export class ChangesService {
   readonly source: ChangeSource;
   readonly fanout: ChangeFanout;
   private readonly streams = new Set<FeedSubscriber>();
+  /** Stream slots held (SSE, WebSocket, waiting long polls): all users, and per user id (takeSlot). */
+  private held = 0;
+  private readonly heldBy = new Map<string, number>();
 
   constructor(private readonly d: ChangesServiceDeps) {
     this.source = new ChangeSource(d.redis, d.store, d.settings.PARTITIONS, new Reads(d));
@@ -139,6 +150,7 @@ export class ChangesService {
         data.gone = true;
         clearTimeout(data.timer);
         data.sub?.close('stopped');
+        data.release?.();
       },
     });
   }
@@ -148,9 +160,41 @@ export class ChangesService {
     await this.fanout.stop();
   }
 
-  /** Open streams and queued events, for tests and metrics. */
-  stats(): { subscribers: number; queued: number } {
-    return { subscribers: this.fanout.subscriberCount, queued: this.fanout.queuedTotal };
+  /** Open streams and queued events, and the stream slots held (takeSlot), for tests and metrics. */
+  stats(): { subscribers: number; queued: number; streams: number } {
+    return { subscribers: this.fanout.subscriberCount, queued: this.fanout.queuedTotal, streams: this.held };
+  }
+
+  /**
+   * Takes a slot for one stream of `userId` (an SSE stream, a WebSocket, a waiting long poll), or
+   * refuses it: 429 while the user holds CHANGES_MAX_STREAMS_PER_USER in this process (counted per
+   * user, not per token: tokens are minted freely), 503 while the process holds
+   * CHANGES_MAX_SUBSCRIBERS. Streams sit outside MAX_IN_FLIGHT, and each costs memory, a timer and
+   * a share of every commit's fan-out: before, one reader token held 2,000 of them. Answers the
+   * function that gives the slot back (once; it is called however the stream ends).
+   */
+  private takeSlot(userId: string): () => void {
+    const { CHANGES_MAX_STREAMS_PER_USER: perUser, CHANGES_MAX_SUBSCRIBERS: total } = this.d.settings;
+    const mine = this.heldBy.get(userId) ?? 0;
+    if (mine >= perUser)
+      throw new AppError(
+        'TOO_MANY_REQUESTS',
+        `At most ${perUser} change-feed streams of one user may be open at once; close one first`,
+        {},
+        STREAM_RETRY_AFTER_SECONDS,
+      );
+    if (this.held >= total) throw new AppError('UNAVAILABLE', 'Too many change-feed streams are open: retry shortly', {}, STREAM_RETRY_AFTER_SECONDS);
+    this.held++;
+    this.heldBy.set(userId, mine + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.held--;
+      const left = (this.heldBy.get(userId) ?? 1) - 1;
+      if (left > 0) this.heldBy.set(userId, left);
+      else this.heldBy.delete(userId);
+    };
   }
 
   // ---- HTTP: pages, long poll, server-sent events ----
@@ -189,15 +233,29 @@ export class ChangesService {
     const sse = feed === 'sse' || (feed === null && (x.header('accept') ?? '').includes('text/event-stream'));
     const timeout = intParam(x.query.get('timeout'), 'timeout', FEED_TIMEOUT);
     const since = sse && lastEventId ? lastEventId : (x.query.get('since') ?? undefined);
-    await this.fanout.ensureStarted();
-    const positions = await this.positionsOf(since);
-    if (sse && x.method === 'GET') return this.sse(x, principal, filter, positions, x.header('x-auth-token')!);
-    const page = await this.source.page(principal, filter, positions, limit);
-    if (page.changes.length || feed !== 'longpoll' || timeout === 0) {
-      sendPage(x, page.changes, this.source.cursors.encode(page.positions));
-      return;
+    const stream = sse && x.method === 'GET';
+    // Taken before anything is awaited, so that starts in flight count too; given back however
+    // the request ends (the stream's promise settles once it ended, an abort included).
+    const release = stream ? this.takeSlot(principal.userId) : undefined;
+    try {
+      await this.fanout.ensureStarted();
+      const positions = await this.positionsOf(since);
+      if (stream) return await this.sse(x, principal, filter, positions, x.header('x-auth-token')!);
+      const page = await this.source.page(principal, filter, positions, limit);
+      if (page.changes.length || feed !== 'longpoll' || timeout === 0) {
+        sendPage(x, page.changes, this.source.cursors.encode(page.positions));
+        return;
+      }
+      // A long poll holds a slot while it waits.
+      const releasePoll = this.takeSlot(principal.userId);
+      try {
+        return await this.longPoll(x, principal, filter, page.positions, limit, timeout, x.header('x-auth-token')!);
+      } finally {
+        releasePoll();
+      }
+    } finally {
+      release?.();
     }
-    return this.longPoll(x, principal, filter, page.positions, limit, timeout, x.header('x-auth-token')!);
   }
 
   /** The positions a `since` names: absent, the oldest kept; `now`, after the last event; else a cursor (400, 410). */
@@ -225,6 +283,8 @@ export class ChangesService {
     timeout: number,
     token: string,
   ): Promise<void> {
+    // Aborted while its first page was read: its onAborted has been called already.
+    if (x.aborted) return Promise.resolve();
     return new Promise<void>((resolve) => {
       const got: Delivered[] = [];
       let answered = false;
@@ -360,6 +420,8 @@ export class ChangesService {
       if (unknown) throw new AppError('BAD_REQUEST', `Unknown field ${unknown}`, { parameter: unknown });
       if (first.since !== undefined && typeof first.since !== 'string') throw new AppError('BAD_REQUEST', 'since must be a string', { parameter: 'since' });
       const filter = parseFilter(first);
+      // Given back when uWS closes the socket (the `close` handler), however that comes about.
+      data.release = this.takeSlot(principal.userId);
       await this.fanout.ensureStarted();
       const positions = await this.positionsOf(first.since as string | undefined);
       if (data.closed) return;
@@ -436,7 +498,12 @@ export class ChangesService {
       void data.sub.run();
     } catch (e) {
       if (e instanceof AppError && e.code === 'GONE') return this.wsFail(ws, e, WS_CLOSE.gone);
-      if (e instanceof AppError) return this.wsFail(ws, e, e.http === 401 ? WS_CLOSE.unauthorized : WS_CLOSE.badRequest);
+      if (e instanceof AppError)
+        return this.wsFail(
+          ws,
+          e,
+          e.http === 401 ? WS_CLOSE.unauthorized : e.http === 429 ? WS_CLOSE.tooSlow : e.http === 503 ? WS_CLOSE.tryAgainLater : WS_CLOSE.badRequest,
+        );
       this.d.log.error({ err: e }, 'change feed WebSocket failed');
       return this.wsFail(ws, new AppError('INTERNAL'), 1011);
     }

@@ -1,8 +1,8 @@
-import { createConnection } from 'node:net';
+import { createConnection, type Socket } from 'node:net';
 import { expect } from 'chai';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { until } from '../support/wait.js';
-import { scheduleOwner, readSse, wsSession } from './feed-clients.js';
+import { openWs, scheduleOwner, readSse, wsSession } from './feed-clients.js';
 
 /**
  * CONTRACT §13 bad input: WebSocket sessions without a token, with a wrong first message or an
@@ -184,5 +184,197 @@ describe('change feed bad input and slow subscribers (CONTRACT §13)', function 
     await until(async () => p.gateway!.changes.stats().subscribers === 0, 5000, 'the slow subscriber to be closed');
     sock.resume();
     await until(async () => closed, 5000, 'the connection to be cut');
+    // The stream cut for not reading gave its slot back.
+    await until(async () => p.gateway!.changes.stats().streams === 0, 5000, 'the slot to be given back');
+  });
+});
+
+/**
+ * A GET of the feed on a raw socket (as the report's client did, and outside the fetch check): the
+ * answer's status, headers and body once its head (a stream) or its whole body (any other answer)
+ * arrived. The socket stays open until the test destroys it.
+ */
+function rawFeed(
+  base: string,
+  query: string,
+  token: string,
+): { sock: Socket; response: Promise<{ status: number; headers: Record<string, string>; body: string }> } {
+  const u = new URL(base);
+  const sock = createConnection({ host: u.hostname, port: Number(u.port) });
+  sock.on('error', () => undefined);
+  sock.write(`GET ${u.pathname}/changes?${query} HTTP/1.1\r\nHost: x\r\nX-Auth-Token: ${token}\r\n\r\n`);
+  const response = new Promise<{ status: number; headers: Record<string, string>; body: string }>((resolve, reject) => {
+    let buf = Buffer.alloc(0);
+    const onData = (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      const end = buf.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      const [line, ...rest] = buf.subarray(0, end).toString('latin1').split('\r\n');
+      const headers: Record<string, string> = {};
+      for (const h of rest) headers[h.slice(0, h.indexOf(':')).toLowerCase()] = h.slice(h.indexOf(':') + 1).trim();
+      const status = Number(line.split(' ')[1]);
+      const body = buf.subarray(end + 4);
+      if ((headers['content-type'] ?? '').startsWith('text/event-stream')) {
+        sock.off('data', onData);
+        return resolve({ status, headers, body: '' });
+      }
+      if (body.length < Number(headers['content-length'] ?? 0)) return;
+      sock.off('data', onData);
+      resolve({ status, headers, body: body.toString('utf8') });
+    };
+    sock.on('data', onData);
+    sock.once('close', () => reject(new Error(`the connection closed before an answer to ${query}`)));
+  });
+  response.catch(() => undefined);
+  return { sock, response };
+}
+
+describe('change feed: open streams per user and per process (CONTRACT §13, SECURITY.md "Change feed")', function () {
+  this.timeout(60000);
+  let p: Awaited<ReturnType<typeof startTestPlatform>>;
+  let wsUrl: string;
+  const SSE = 'since=now&feed=sse';
+  const subscribers = () => p.gateway!.changes.stats().subscribers;
+  /** Stream slots the gateway holds. */
+  const held = () => p.gateway!.changes.stats().streams;
+  /** Every connection a test opened, closed after it whatever its outcome. */
+  const opened: { destroy(): void }[] = [];
+  const feed = (query: string, token: string) => {
+    const r = rawFeed(p.base, query, token);
+    opened.push(r.sock);
+    return r;
+  };
+  const session = (first: unknown) => {
+    const s = wsSession(wsUrl, first);
+    opened.push({ destroy: () => s.ws.terminate() });
+    return s;
+  };
+
+  before(async () => {
+    p = await startTestPlatform({ CHANGES_MAX_STREAMS_PER_USER: '3', CHANGES_MAX_SUBSCRIBERS: '5' });
+    wsUrl = `${p.url.replace('http', 'ws')}/content-service/changes/ws`;
+  });
+  after(async () => p.stop());
+  afterEach(async () => {
+    for (const o of opened.splice(0)) o.destroy();
+    await until(async () => held() === 0 && subscribers() === 0, 5000, 'every stream to end');
+  });
+
+  /** The answer of a feed request whose socket is closed once it answered. */
+  const answerOf = async (query: string, token: string) => {
+    const r = feed(query, token);
+    try {
+      return await r.response;
+    } finally {
+      r.sock.destroy();
+    }
+  };
+  const expectRefused = (r: { status: number; headers: Record<string, string>; body: string }, status: number, statusCode: string, what: string) => {
+    expect(r.status, `${what}: ${r.body}`).to.equal(status);
+    expect(JSON.parse(r.body).statusCode, what).to.equal(statusCode);
+    expect(Number(r.headers['retry-after']), `${what}: Retry-After`).to.be.greaterThan(0);
+  };
+
+  it('a user holds at most CHANGES_MAX_STREAMS_PER_USER streams (SSE, WebSocket and waiting long polls together, whatever its token): past it 429 (42900) with Retry-After, a WebSocket 4429 after an error message; a stream that ends frees its slot', async () => {
+    const reader = await new Client(p.base).login('reader');
+    const token = reader.token!;
+    const sse = feed(SSE, token);
+    expect((await sse.response).status).to.equal(200);
+    let ws = session({ token, since: 'now' });
+    let poll = feed('since=now&feed=longpoll&timeout=60000', token);
+    await until(async () => subscribers() === 3, 5000, 'three streams');
+    expect(held()).to.equal(3);
+
+    // A fourth of any kind is refused, also with another token of the same user.
+    const again = (await new Client(p.base).login('reader')).token!;
+    expectRefused(await answerOf(SSE, token), 429, '42900', 'SSE');
+    expectRefused(await answerOf(SSE, again), 429, '42900', 'SSE, another token');
+    expectRefused(await answerOf('since=now&feed=longpoll&timeout=1000', again), 429, '42900', 'long poll');
+    const refused = session({ token: again, since: 'now' });
+    expect((await refused.closed).code).to.equal(4429);
+    expect((refused.messages[0].error as { statusCode: string }).statusCode).to.equal('42900');
+    // Pages are not streams; another user is not held back.
+    expect((await new Client(p.base).req('GET', '/changes?since=now', { token: again })).status).to.equal(200);
+    const other = (await new Client(p.base).login('sportseditor')).token!;
+    const otherSse = feed(SSE, other);
+    expect((await otherSse.response).status).to.equal(200);
+    otherSse.sock.destroy();
+
+    // The SSE client leaves: its slot is free, and only that one.
+    sse.sock.destroy();
+    await until(async () => held() === 2, 5000, 'the SSE stream to end');
+    const sse2 = feed(SSE, again);
+    expect((await sse2.response).status).to.equal(200);
+    expectRefused(await answerOf(SSE, again), 429, '42900', 'SSE after one left');
+
+    // The long poll is answered (an event it may read): its slot is free.
+    const editor = await new Client(p.base).login('editor');
+    expect((await editor.create({ system: { contentType: 'article' }, aspects: {} })).status).to.equal(201);
+    expect((await poll.response).status).to.equal(200);
+    poll.sock.destroy();
+    poll = feed('since=now&feed=longpoll&timeout=60000', token);
+    await until(async () => subscribers() === 3, 5000, 'the next long poll');
+    expectRefused(await answerOf(SSE, again), 429, '42900', 'SSE after the long poll');
+
+    // The WebSocket client closes: its slot is free.
+    ws.ws.close();
+    await ws.closed;
+    await until(async () => held() === 2, 5000, 'the WebSocket to end');
+    ws = session({ token, since: 'now' });
+    await until(async () => subscribers() === 3, 5000, 'a new WebSocket');
+    expectRefused(await answerOf(SSE, again), 429, '42900', 'SSE after the WebSocket');
+
+    // The first token revoked ends its streams (WebSocket, long poll) and frees their slots.
+    expect((await reader.req('DELETE', '/security/token')).status).to.equal(204);
+    expect((await ws.closed).code).to.equal(4401);
+    expect((await poll.response).status).to.equal(401);
+    poll.sock.destroy();
+    await until(async () => held() === 1, 5000, 'the revoked streams to end');
+    const more = [feed(SSE, again), feed(SSE, again)];
+    for (const m of more) expect((await m.response).status).to.equal(200);
+    expectRefused(await answerOf(SSE, again), 429, '42900', 'SSE after the revocation');
+    for (const s of [sse2, ...more]) s.sock.destroy();
+    await until(async () => subscribers() === 0, 5000, 'every stream to end');
+  });
+
+  it('a process holds at most CHANGES_MAX_SUBSCRIBERS streams of all users: past it 503 (50300) with Retry-After, a WebSocket 1013 after an error message', async () => {
+    const tokens = await Promise.all(['reader', 'sportseditor', 'editor'].map(async (u) => (await new Client(p.base).login(u)).token!));
+    const open = [feed(SSE, tokens[0]), feed(SSE, tokens[0]), feed(SSE, tokens[0]), feed(SSE, tokens[1]), feed(SSE, tokens[1])];
+    for (const o of open) expect((await o.response).status).to.equal(200);
+    expectRefused(await answerOf(SSE, tokens[1]), 503, '50300', 'SSE past the process bound');
+    expectRefused(await answerOf('since=now&feed=longpoll&timeout=1000', tokens[2]), 503, '50300', 'long poll past the process bound');
+    const refused = session({ token: tokens[2], since: 'now' });
+    expect((await refused.closed).code).to.equal(1013);
+    expect((refused.messages[0].error as { statusCode: string }).statusCode).to.equal('50300');
+    open[0].sock.destroy();
+    await until(async () => held() === 4, 5000, 'a stream to end');
+    const next = feed(SSE, tokens[2]);
+    expect((await next.response).status).to.equal(200);
+    for (const o of [...open, next]) o.sock.destroy();
+    await until(async () => subscribers() === 0, 5000, 'every stream to end');
+  });
+
+  it('no slot is lost: requests aborted while they start, WebSockets closed right after their first message, long polls that time out', async () => {
+    const token = (await new Client(p.base).login('reader')).token!;
+    for (let i = 0; i < 30; i++) {
+      const s = feed(i % 2 ? SSE : 'since=now&feed=longpoll&timeout=60000', token);
+      setTimeout(() => s.sock.destroy(), i % 6);
+      const w = openWs(wsUrl);
+      w.on('error', () => undefined);
+      w.on('open', () => {
+        w.send(JSON.stringify({ token, since: 'now' }));
+        setTimeout(() => w.terminate(), i % 4);
+      });
+      // One at a time, so that most take a slot before they are gone.
+      await new Promise((r) => setTimeout(r, 15));
+    }
+    await until(async () => held() === 0 && subscribers() === 0, 10000, 'every slot to be given back');
+    for (const r of await Promise.all([1, 2, 3].map(() => answerOf('since=now&feed=longpoll&timeout=300', token)))) expect(r.status).to.equal(200);
+    await until(async () => held() === 0, 5000, 'the long polls to give their slots back');
+    const open = [feed(SSE, token), feed(SSE, token), feed(SSE, token)];
+    for (const o of open) expect((await o.response).status).to.equal(200);
+    expectRefused(await answerOf(SSE, token), 429, '42900', 'a fourth');
+    for (const o of open) o.sock.destroy();
+    await until(async () => subscribers() === 0, 5000, 'every stream to end');
   });
 });
