@@ -103,6 +103,11 @@ export const settingsSchema = z.object({
   TOKEN_TTL_SECONDS: int(60, 365 * 86400).default(86400),
   EXTERNAL_JWT_SECRET: z.string().min(16).optional(),
   EXTERNAL_JWT_PUBLIC_KEY: z.string().min(32).optional(),
+  /**
+   * Live tokens one user may hold (logins and renewals; each lives TOKEN_TTL_SECONDS); past it
+   * 429 with Retry-After until the oldest expires. A password change or deletion of the account resets it.
+   */
+  TOKENS_PER_USER_MAX: int(1, 100000000).default(1000),
   /** When set, an external JWT's `iss` must be exactly this. */
   EXTERNAL_JWT_ISSUER: z.string().min(1).optional(),
   /** When set, an external JWT's `aud` must hold this. */

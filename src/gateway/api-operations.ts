@@ -255,7 +255,16 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     description: '`{username, password}`, `{username, token}` (renewal), or `{token}` (an external identity provider’s JWT).',
     auth: 'none',
     body: { schema: 'TokenRequest', required: true },
-    responses: { 200: { description: 'A token', body: 'TokenResponse' }, 401: err('Bad credentials or token'), 429: E[429] },
+    responses: {
+      200: { description: 'A token', body: 'TokenResponse' },
+      401: err('Bad credentials or token'),
+      429: {
+        description:
+          'Too many failed logins from this address or for this user, or the user holds TOKENS_PER_USER_MAX live tokens (Retry-After: until the oldest expires)',
+        body: 'ErrorBody',
+        headers: ['Retry-After'],
+      },
+    },
   },
   'DELETE /content-service/security/token': {
     summary: 'Log out: revoke this token',

@@ -28,6 +28,9 @@ import { loadSecurityConfig, type SecurityConfigWithUsers } from './security-con
  * - `<prefix>login-failures:user:<sha256(username) hex>` and
  *   `<prefix>login-failures:address:<client address>` ZSET { attempt id -> time }: failed logins
  *   in the last LOGIN_WINDOW_SECONDS (scripts/login-attempt-1.lua), expiring with the window.
+ * - `<prefix>user-tokens:<sha256(user id) hex>` ZSET { token digest -> expireTime }: the user's
+ *   live tokens, at most TOKENS_PER_USER_MAX (scripts/tokens-take-1.lua), expiring with the newest;
+ *   a revocation takes its token out, an account change deletes it.
  * - channels `<prefix>{revocations}` and `<prefix>{revocations}:confirmed` (revocation-feed.ts).
  */
 
@@ -132,6 +135,8 @@ const BAD_CREDENTIALS = 'Invalid username or password';
 const BAD_TOKEN = 'Token is not valid';
 /** One message for every refusal of the login limit, whoever the user (CONTRACT §20). */
 const TOO_MANY_FAILURES = 'Too many failed logins; try again later';
+/** The refusal of a login or renewal past TOKENS_PER_USER_MAX. */
+const TOO_MANY_TOKENS = 'Too many live tokens for this user; revoke one or wait until one expires';
 // Our tokens are 43 characters; anything much longer is not worth hashing or looking up.
 const MAX_TOKEN_CHARS = 512;
 
@@ -143,6 +148,7 @@ const escapeGlob = (s: string): string => s.replace(/[*?[\]\\]/g, (c) => `\\${c}
 const script = (file: string): string => readFileSync(repoPath('src', 'security', 'scripts', file), 'utf8');
 const LOGIN_ATTEMPT_LUA = script('login-attempt-1.lua');
 const LOGIN_FAILED_LUA = script('login-failed-1.lua');
+const TOKENS_TAKE_LUA = script('tokens-take-1.lua');
 /**
  * How long a login attempt may be pending (its password being checked) before it counts as a
  * failure (its process is gone), and how long an attempt waits for pending ones at most.
@@ -369,7 +375,7 @@ export class TokenService {
   private async openClient(): Promise<NodeRedisClient> {
     // Fail fast while disconnected instead of queueing: a request should get 503, not hang.
     // REDIS_CLUSTER_NODES selects Redis Cluster, as for the rest of the platform; account and
-    // token hashes are single keys, so nothing here spans slots.
+    // token hashes and the per-user records of live tokens are single keys: nothing here spans slots.
     const nodes = this.settings.REDIS_CLUSTER_NODES?.split(',').filter(Boolean);
     const client: NodeRedisClient = nodes?.length
       ? createCluster({ rootNodes: (await reachableFirst(nodes)).map((hp) => ({ url: `redis://${hp}` })), defaults: { disableOfflineQueue: true } })
@@ -552,7 +558,8 @@ export class TokenService {
     if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > MAX_FIELD) {
       throw new AppError('NOT_AUTHENTICATED', BAD_TOKEN);
     }
-    return this.issueToken(payload.sub, accountGeneration(await this.fetchAccount(payload.sub)));
+    // Not bounded by TOKENS_PER_USER_MAX: the identity provider vouches for each exchange.
+    return this.issueToken(payload.sub, accountGeneration(await this.fetchAccount(payload.sub)), false);
   }
 
   /**
@@ -563,7 +570,10 @@ export class TokenService {
     this.forget(token);
     if (token.length === 0 || token.length > MAX_TOKEN_CHARS) return;
     const id = sha256(token);
+    const { userId } = await this.withRedis(() => this.repo('tokens').fetch(id));
     await this.withRedis(() => this.repo('tokens').remove(id));
+    // Its place among the user's live tokens is free (TOKENS_PER_USER_MAX).
+    if (typeof userId === 'string') await this.withRedis(() => this.connected().zRem(this.userTokensKey(userId), id));
     // Again now that it is gone: a lookup between the first forget and the delete (an open
     // stream's or import's check, TokenService.watch) found it valid and cached it.
     this.forget(token);
@@ -635,7 +645,7 @@ export class TokenService {
     const existing = await this.fetchAccount(username);
     const samePassword = existing !== null && (await verifyPassword(password, existing.passwordHash));
     await this.saveAccount(username, await hashPassword(password), contexts, samePassword ? (existing.generation ?? '') : newGeneration());
-    await this.accountChanged();
+    await this.accountChanged(samePassword ? undefined : username);
   }
 
   /** Sets a new password of an existing account, and ends its tokens; 404 when there is none. */
@@ -644,24 +654,31 @@ export class TokenService {
     if (!account) throw new AppError('NOT_FOUND', `No account ${username}`);
     const contexts = this.parseContexts(username, account.contexts);
     await this.saveAccount(username, await hashPassword(password), contexts);
-    await this.accountChanged();
+    await this.accountChanged(username);
   }
 
   /** Removes an account, and ends its tokens. */
   async deleteAccount(username: string): Promise<void> {
     await this.withRedis(() => this.repo('accounts').remove(username));
-    await this.accountChanged();
+    await this.accountChanged(username);
   }
 
   /**
    * After an account changed: every process drops the tokens it holds valid and checks its open
    * streams, imports and exports again (they end for tokens of an old generation, and act with
-   * the new roles otherwise).
+   * the new roles otherwise). `ended`: the user whose tokens all ended (a new generation), whose
+   * record of live tokens goes with them.
    */
-  private async accountChanged(): Promise<void> {
+  private async accountChanged(ended?: string): Promise<void> {
     this.cache.clear();
     this.forget();
+    if (ended !== undefined) await this.withRedis(() => this.connected().del(this.userTokensKey(ended)));
     await this.withRedis(() => this.feed.publish(ACCOUNT_CHANGED));
+  }
+
+  /** Redis key of a user's record of live tokens (one key, so one Redis Cluster slot). */
+  private userTokensKey(userId: string): string {
+    return `${this.prefix}user-tokens:${sha256(userId)}`;
   }
 
   /** Redis key of a token (for operations and tests). */
@@ -688,21 +705,43 @@ export class TokenService {
     return principal;
   }
 
-  private async issueToken(userId: string, generation: string): Promise<TokenResponse> {
+  /**
+   * Mints a token of `userId`. `bounded` (logins and renewals): it takes a place among the user's
+   * live tokens first, and past TOKENS_PER_USER_MAX answers 429 with Retry-After = the seconds
+   * until the oldest expires. Refusing keeps CONTRACT §4 (every token issued stays valid to its
+   * expiry), where evicting the oldest would not. Before, one client renewing in a loop kept a
+   * 24-h key per renewal (2,000 renewals: 2,001 keys).
+   */
+  private async issueToken(userId: string, generation: string, bounded = true): Promise<TokenResponse> {
     const token = randomBytes(32).toString('base64url');
     const ttl = this.settings.TOKEN_TTL_SECONDS;
     const issued = Date.now();
     const expireTime = issued + ttl * 1000;
     const id = sha256(token);
     const repo = this.repo('tokens');
+    const record = this.userTokensKey(userId);
+    if (bounded) {
+      const args = [String(issued), String(this.settings.TOKENS_PER_USER_MAX), id, String(expireTime)];
+      const waitMs = Number(await this.withRedis(() => this.evalOn(record, TOKENS_TAKE_LUA, args)));
+      if (waitMs > 0) throw new AppError('TOO_MANY_REQUESTS', TOO_MANY_TOKENS, {}, Math.ceil(waitMs / 1000));
+    }
     await this.withRedis(async () => {
-      await repo.save(id, { token: id, userId, expireTime, generation });
-      // redis-om's save is UNLINK + HSET, so the TTL can only be set afterwards. Should that
-      // fail, take the token back rather than leave a key that never expires.
       try {
-        await repo.expire(id, ttl);
+        await repo.save(id, { token: id, userId, expireTime, generation });
+        // redis-om's save is UNLINK + HSET, so the TTL can only be set afterwards. Should that
+        // fail, take the token back rather than leave a key that never expires.
+        try {
+          await repo.expire(id, ttl);
+        } catch (e) {
+          await repo.remove(id).catch(() => undefined);
+          throw e;
+        }
       } catch (e) {
-        await repo.remove(id).catch(() => undefined);
+        // No token: its place is free again.
+        if (bounded)
+          await this.connected()
+            .zRem(record, id)
+            .catch(() => undefined);
         throw e;
       }
     });

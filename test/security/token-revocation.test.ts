@@ -90,7 +90,7 @@ describe('security: DELETE security/token revokes the token at once on every pro
   });
 });
 
-describe('security: revocation and the login limit on Redis Cluster (CONTRACT §20)', function () {
+describe('security: revocation, the login limit and the live-token bound on Redis Cluster (CONTRACT §20)', function () {
   this.timeout(120000);
   let cluster: TestRedisCluster;
   let a: P;
@@ -125,6 +125,37 @@ describe('security: revocation and the login limit on Redis Cluster (CONTRACT §
       const r = await new Client(short.base).issueToken({ username: user, password: 'right-password' });
       expect(r.status, r.text).to.equal(429);
       expect(r.headers.get('retry-after')).to.match(/^\d+$/);
+    } finally {
+      await short.stop();
+    }
+  });
+
+  it('past TOKENS_PER_USER_MAX live tokens a renewal or login answers 429 with Retry-After, the tokens stay valid, and a revocation on another process frees a place', async () => {
+    const user = `many-tokens-${Date.now()}`;
+    await a.tokens!.createAccount(user, 'a password', { __global__: ['reader'] });
+    const short = await startTestPlatform({ REDIS_CLUSTER_NODES: cluster.nodes, TOKENS_PER_USER_MAX: '3' }, ['web']);
+    try {
+      const anon = new Client(short.base);
+      const first = await new Client(short.base).login(user, 'a password');
+      const tokens = [first.token!];
+      for (let i = 0; i < 2; i++) {
+        const r = await anon.issueToken({ username: user, token: tokens[i] });
+        expect(r.status, r.text).to.equal(200);
+        tokens.push(r.json.token);
+      }
+      for (const body of [
+        { username: user, token: tokens[2] },
+        { username: user, password: 'a password' },
+      ]) {
+        const r = await anon.issueToken(body);
+        expect(r.status, r.text).to.equal(429);
+        expect((r.json as unknown as { statusCode: string }).statusCode).to.equal('42900');
+        expect(Number(r.headers.get('retry-after'))).to.be.within(86000, 86400);
+      }
+      for (const t of tokens) expect((await new Client(short.base, t).permission(user)).status).to.equal(200);
+      expect((await new Client(b.base, tokens[0]).revoke()).status).to.equal(204);
+      const r = await anon.issueToken({ username: user, token: tokens[2] });
+      expect(r.status, r.text).to.equal(200);
     } finally {
       await short.stop();
     }

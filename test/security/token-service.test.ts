@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHook } from 'node:async_hooks';
-import { randomBytes, scryptSync } from 'node:crypto';
+import { createHash, randomBytes, scryptSync } from 'node:crypto';
 import net from 'node:net';
 import { expect } from 'chai';
 import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
@@ -298,6 +298,117 @@ describe('security: token service (spec Token response, CONTRACT §3-4)', functi
       await until(async () => (await raw.exists(short.keyOfToken(t.token))) === 0, 15_000, 'the token to expire in Redis');
       expect((await appError(short.renew('reader', t.token))).http).to.equal(401);
       expect(await short.authenticate(t.token)).to.equal(null);
+    });
+  });
+
+  describe('live tokens per user (TOKENS_PER_USER_MAX)', () => {
+    let n = 0;
+    /** A service of its own (a fresh prefix) with a bound of `max`, and an account of its own. */
+    const bounded = async (max: number, over: Partial<Settings> = {}) => {
+      const s = make({ TOKENS_PER_USER_MAX: max, ...over }, freshPrefix()).svc;
+      await s.start();
+      const name = `many-${process.pid}-${++n}`;
+      await s.createAccount(name, 'a-password', { [GLOBAL_CONTEXT]: ['reader'] });
+      return { s, name };
+    };
+    const tokenKeys = async (s: TokenService, tokens: string[]) => (await Promise.all(tokens.map((t) => raw.exists(s.keyOfToken(t))))).filter((e) => e).length;
+
+    it('the default is 1000', () => {
+      expect(loadSettings({}).TOKENS_PER_USER_MAX).to.equal(1000);
+    });
+
+    it('past the bound a login and a renewal answer 429 with Retry-After until the oldest live token expires; every token issued stays valid and nothing more is stored', async () => {
+      const { s, name } = await bounded(5);
+      const issued = [(await s.login(name, 'a-password')).token];
+      for (let i = 0; i < 4; i++) issued.push((await s.renew(name, issued[i])).token);
+      const before = Date.now();
+      const renewal = await appError(s.renew(name, issued[4]));
+      expect(renewal.http).to.equal(429);
+      expect(renewal.toBody().statusCode).to.equal('42900');
+      // the oldest token expires a TTL after it was issued, a moment before this refusal
+      const ttl = baseSettings.TOKEN_TTL_SECONDS;
+      expect(renewal.retryAfter).to.be.within(ttl - 10, ttl);
+      const login = await appError(s.login(name, 'a-password'));
+      expect(login.http).to.equal(429);
+      expect(login.retryAfter).to.be.within(ttl - 10, ttl);
+      expect(Date.now() - before).to.be.below(5000);
+      // CONTRACT §4: the tokens issued stay valid until their own expiry
+      for (const t of issued) expect((await s.authenticate(t))?.userId).to.equal(name);
+      expect(await tokenKeys(s, issued)).to.equal(5);
+      // the bound is per user: another one logs in
+      expect((await s.login('reader', 'reader')).userId).to.equal('reader');
+    });
+
+    it('a revoked token frees its place', async () => {
+      const { s, name } = await bounded(3);
+      const a = await s.login(name, 'a-password');
+      const b = await s.renew(name, a.token);
+      await s.renew(name, b.token);
+      expect((await appError(s.renew(name, b.token))).http).to.equal(429);
+      await s.revoke(a.token);
+      const c = await s.renew(name, b.token);
+      expect((await s.authenticate(c.token))?.userId).to.equal(name);
+      expect((await appError(s.renew(name, c.token))).http).to.equal(429);
+    });
+
+    it('an expired token frees its place', async () => {
+      const { s, name } = await bounded(2, { TOKEN_TTL_SECONDS: 2 });
+      const a = await s.login(name, 'a-password');
+      await s.renew(name, a.token);
+      const e = await appError(s.login(name, 'a-password'));
+      expect(e.http).to.equal(429);
+      expect(e.retryAfter).to.be.within(1, 2);
+      await sleep(e.retryAfter! * 1000 + 100);
+      expect((await s.login(name, 'a-password')).userId).to.equal(name);
+    });
+
+    it('many renewals at once never pass the bound', async () => {
+      const { s, name } = await bounded(5);
+      const first = await s.login(name, 'a-password');
+      const outcomes = await Promise.all(
+        Array.from({ length: 30 }, () =>
+          s.renew(name, first.token).then(
+            (r) => r.token,
+            (e: AppError) => e.http,
+          ),
+        ),
+      );
+      expect(outcomes.filter((o) => typeof o === 'string')).to.have.length(4);
+      expect(outcomes.filter((o) => o === 429)).to.have.length(26);
+    });
+
+    it('a password change or a deletion of the account starts its count afresh (its tokens ended with it)', async () => {
+      const { s, name } = await bounded(2);
+      const a = await s.login(name, 'a-password');
+      await s.renew(name, a.token);
+      expect((await appError(s.login(name, 'a-password'))).http).to.equal(429);
+      await s.setPassword(name, 'another-password');
+      const b = await s.login(name, 'another-password');
+      await s.renew(name, b.token);
+      expect((await appError(s.login(name, 'another-password'))).http).to.equal(429);
+      await s.deleteAccount(name);
+      await s.createAccount(name, 'a-password', { [GLOBAL_CONTEXT]: ['reader'] });
+      const c = await s.login(name, 'a-password');
+      expect((await s.renew(name, c.token)).userId).to.equal(name);
+    });
+
+    it('the record is one key per user (one Redis Cluster slot), expiring with its newest token; every other key it writes expires too', async () => {
+      const prefix = freshPrefix();
+      const s = make({ TOKENS_PER_USER_MAX: 3 }, prefix).svc;
+      await s.start();
+      const t = await s.login('editor', 'editor');
+      await s.renew('editor', t.token);
+      await s.login('reader', 'reader');
+      const keys: string[] = [];
+      for await (const k of raw.scanIterator({ MATCH: `${prefix}*`, COUNT: 1000 })) keys.push(k);
+      const records = keys.filter((k) => k.startsWith(`${prefix}user-tokens:`));
+      expect(records).to.have.length(2);
+      for (const k of records) {
+        expect(await raw.type(k)).to.equal('zset');
+        expect(await raw.pTTL(k), k).to.be.within((baseSettings.TOKEN_TTL_SECONDS - 10) * 1000, baseSettings.TOKEN_TTL_SECONDS * 1000);
+      }
+      expect(await raw.zCard(records.find((k) => k.endsWith(createHash('sha256').update('editor').digest('hex')))!)).to.equal(2);
+      for (const k of keys.filter((k) => !k.startsWith(`${prefix}account:`))) expect(await raw.ttl(k), k).to.be.greaterThan(0);
     });
   });
 
