@@ -99,20 +99,20 @@ export const settingsSchema = z.object({
   BULK_IN_FLIGHT: int(1, 100000).default(1000),
   /** Versioned reads kept in memory per gateway. */
   READ_CACHE_ENTRIES: int(0, 10000000).default(50000),
+  /** Bytes of versioned reads kept in memory per gateway (rendered answers and their snapshots); one answer larger than a sixteenth of it is not kept. */
+  READ_CACHE_BYTES: int(0, 2 ** 40).default(64 * 1024 * 1024),
 
   TOKEN_TTL_SECONDS: int(60, 365 * 86400).default(86400),
-  EXTERNAL_JWT_SECRET: z.string().min(16).optional(),
-  EXTERNAL_JWT_PUBLIC_KEY: z.string().min(32).optional(),
   /**
    * Live tokens one user may hold (logins and renewals; each lives TOKEN_TTL_SECONDS); past it
    * 429 with Retry-After until the oldest expires. A password change or deletion of the account resets it.
    */
   TOKENS_PER_USER_MAX: int(1, 100000000).default(1000),
+  EXTERNAL_JWT_SECRET: z.string().min(16).optional(),
+  EXTERNAL_JWT_PUBLIC_KEY: z.string().min(32).optional(),
   /** When set, an external JWT's `iss` must be exactly this. */
   EXTERNAL_JWT_ISSUER: z.string().min(1).optional(),
   /** When set, an external JWT's `aud` must hold this. */
-  /** Bytes of versioned reads kept in memory per gateway (rendered answers and their snapshots); one answer larger than a sixteenth of it is not kept. */
-  READ_CACHE_BYTES: int(0, 2 ** 40).default(64 * 1024 * 1024),
   EXTERNAL_JWT_AUDIENCE: z.string().min(1).optional(),
   /** Failed logins per username and per client address within LOGIN_WINDOW_SECONDS before 429. */
   LOGIN_MAX_FAILURES: int(1, 1000000).default(10),
@@ -142,6 +142,11 @@ export const settingsSchema = z.object({
   RENDITION_MAX_PIXELS: int(1, 1_000_000_000).default(50_000_000),
   /** Renders in flight per gateway; past it, 503 with Retry-After. */
   RENDITION_MAX_CONCURRENT: int(1, 1000).default(4),
+  /**
+   * Kept renditions per source file; past it, the least recently used of that source is removed
+   * (its file after a grace for reads in progress). A removed rendition is made again when asked.
+   */
+  RENDITION_MAX_PER_SOURCE: int(1, 100_000).default(64),
   /**
    * Opt-in public caching: delivery by version of content on a public view, read without a token,
    * answers `public, max-age=<this>, immutable` so a CDN may keep it. Unset, every delivery is private.
@@ -175,6 +180,8 @@ export const settingsSchema = z.object({
     .default('svcReindexEvents'),
   /** Documents per request to the search engine. */
   INDEX_BATCH: int(1, 100000).default(500),
+  /** Range facet buckets of one search, over all its range facets; past it the search answers 400 before the engine is asked. */
+  SEARCH_MAX_RANGE_BUCKETS: int(1, 1000000).default(1000),
 
   /** Where `npm start` keeps its local Redis, files and caches. */
   DATA_DIR: z.string().min(1).default('.data'),
@@ -194,8 +201,6 @@ export function parseAddressOrRange(entry: string): { address: string; family: '
 }
 
 /** Solr basic-auth credentials when `solr.authentication.enabled`; refuses to start without them. */
-  /** Range facet buckets of one search, over all its range facets; past it the search answers 400 before the engine is asked. */
-  SEARCH_MAX_RANGE_BUCKETS: int(1, 1000000).default(1000),
 export function solrCredentials(s: Settings): { username: string; password: string } | undefined {
   if (!s.SOLR_AUTHENTICATION_ENABLED) return undefined;
   if (!s.SOLR_USERNAME || !s.SOLR_PASSWORD) throw new Error('SOLR_AUTHENTICATION_ENABLED=true needs SOLR_USERNAME and SOLR_PASSWORD');

@@ -78,6 +78,10 @@ export interface ScriptCommands {
   hgetEachBuffer(numKeys: number, ...keysThenFields: string[]): Promise<(Buffer | null)[]>;
   /** Per content (head hashes, then versions hashes): its stored snapshot and head version, flat. */
   exportReadBuffer(numKeys: number, ...keys: string[]): Promise<(Buffer | null)[]>;
+  /** A kept rendition's stored path (null: none), its use recorded (src/gateway/renditions.ts). */
+  renditionLookup(index: string, lru: string, id: string, now: number): Promise<string | null>;
+  /** Names a rendered file as a kept rendition, evicting past the bound: the path the index names. */
+  renditionKeep(index: string, lru: string, trash: string, id: string, path: string, stale: string, now: number, bound: number): Promise<string>;
 }
 
 /** A value a script reads from its packed arguments; undefined ones are left out (nil in Lua). */

@@ -1,5 +1,6 @@
+import { rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { FileStore } from './file-store.js';
+import type { FileKey, FileStore } from './file-store.js';
 
 export interface RenditionStoreOptions {
   /** The kind of the platform's file store: renditions live beside its files, in the same medium. */
@@ -15,6 +16,9 @@ export interface RenditionStoreOptions {
  * reaches only its `tmp` and `content` directories there), on S3 the bucket `<S3_BUCKET>-renditions`.
  * So no file address a user can write, whatever its spelling, names a rendition, and a
  * rendition can only be served through the rendition path, after the source's own checks.
+ *
+ * On disk each rendition has a directory of its own (its id is the key's host): deleting an
+ * evicted rendition removes that directory too once it is empty, so evictions leave nothing.
  */
 export async function createRenditionStore(o: RenditionStoreOptions): Promise<FileStore> {
   if (o.kind === 's3' && o.s3) {
@@ -24,7 +28,15 @@ export async function createRenditionStore(o: RenditionStoreOptions): Promise<Fi
     return store;
   }
   const { DiskFileStore } = await import('./file-store-disk.js');
-  const store = new DiskFileStore({ dir: join(o.filesDir, 'renditions'), tmpTtlSeconds: o.tmpTtlSeconds });
+  class DiskRenditionStore extends DiskFileStore {
+    override async delete(key: FileKey): Promise<boolean> {
+      const deleted = await super.delete(key);
+      // Fails (and is left) when the directory still holds a file, or is already gone.
+      await rmdir(join(this.dir, key.space, key.host)).catch(() => undefined);
+      return deleted;
+    }
+  }
+  const store = new DiskRenditionStore({ dir: join(o.filesDir, 'renditions'), tmpTtlSeconds: o.tmpTtlSeconds });
   await store.ready();
   return store;
 }

@@ -24,21 +24,47 @@ export interface RenditionsDeps {
   renditions: NamedRenditions;
 }
 
-/** Where a kept rendition's stored key is remembered, by rendition id. */
-const INDEX_PREFIX = 'rendition:';
+/**
+ * Redis keys of one source's kept renditions, all with the source's hash tag (one Cluster slot,
+ * so the scripts below change them together): `rendition:{s}` the index (rendition id → stored
+ * path), `rendition-lru:{s}` the last use of each (ms), `rendition-trash:{s}` the evicted ones
+ * (`<id>/<stored path>` → when evicted), whose files are removed once the grace is over.
+ */
+const keysOf = (tag: string) => ({ index: `rendition:{${tag}}`, lru: `rendition-lru:{${tag}}`, trash: `rendition-trash:{${tag}}` });
 /** Seconds a client is asked to wait when the renders in flight are at their bound. */
 const RETRY_AFTER_SECONDS = 1;
+/**
+ * How long an evicted rendition's file stays after its index entry is gone: a read that found
+ * it just before (between the index and opening the file, or streaming it from S3) finishes.
+ */
+export const EVICTION_GRACE_MS = 60_000;
+/** Evicted files removed per sweep; the rest wait for the next one. */
+const SWEEP_BATCH = 100;
+/** Focal points are kept to this step (0.01: 41 pixels of a 4096-pixel side) in rendition ids. */
+const FOCAL_STEP = 100;
 
 /**
  * Renditions of delivered images (CONTRACT §17): the signature check, and each rendition made
  * once, kept in the rendition store (immutable, named by the source and the canonical
  * parameters) and found again through a small index in Redis. Renders of the same rendition
  * in flight in this process are one render; renders in flight are bounded (503 past it).
+ *
+ * Kept renditions are bounded per source file (RENDITION_MAX_PER_SOURCE): past it, the least
+ * recently used one leaves the index at once (a later read makes it again, the same bytes) and
+ * its file is removed after EVICTION_GRACE_MS, so a read that found it just before still
+ * finishes. Focal points are rounded to 0.01 in the rendition's parameters: a content's focal
+ * point is a free float, and each new one would otherwise be new renditions.
  */
 export class Renditions {
   /** Renders done by this process (tests prove coalescing with it). */
   renders = 0;
+  /** How long an evicted rendition's file outlives its index entry (tests set 0). */
+  evictionGraceMs = EVICTION_GRACE_MS;
   private active = 0;
+  /** Sweeps of a source's trash running in this process, by trash key. */
+  private readonly sweeps = new Map<string, { again: boolean; done: Promise<void> }>();
+  /** Sweeps waiting for a grace to end, by trash key. */
+  private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly inFlight = new Map<string, Promise<StoredFile>>();
   private storePromise?: Promise<FileStore>;
 
@@ -78,28 +104,31 @@ export class Renditions {
    * The kept rendition of `source` with `params` in `format`: found, or made now (once, however
    * many ask at the same time). 400 when the source is no image.
    */
-  async renditionOf(source: StoredFile, params: RenditionParams, format: Format): Promise<StoredFile> {
+  async renditionOf(source: StoredFile, asked: RenditionParams, format: Format): Promise<StoredFile> {
     if (!RENDERABLE.has(source.mimeType)) throw new AppError('BAD_REQUEST', 'Rendition parameters apply to images only', { parameter: 'source' });
+    const params = keptParams(asked);
     const canonical = `${canonicalQuery({ ...params, fm: format })}`;
     const id = createHash('sha256').update(`${source.storageKey}\n${source.objectId}\n${canonical}`).digest('hex');
+    const keys = keysOf(sourceTag(source));
     const store = await this.store();
-    const kept = await this.kept(store, id);
+    const kept = await this.kept(store, keys, id);
     if (kept) return kept;
     let p = this.inFlight.get(id);
     if (!p) {
-      p = this.make(store, id, source, params, format).finally(() => this.inFlight.delete(id));
+      p = this.make(store, keys, id, source, params, format).finally(() => this.inFlight.delete(id));
       this.inFlight.set(id, p);
     }
     return p;
   }
 
-  private async kept(store: FileStore, id: string): Promise<StoredFile | null> {
-    const path = await this.d.redis.get(INDEX_PREFIX + id);
+  private async kept(store: FileStore, keys: SourceKeys, id: string): Promise<StoredFile | null> {
+    const path = await this.d.redis.renditionLookup(keys.index, keys.lru, id, Date.now());
     if (!path) return null;
+    // Gone from the store (removed by hand): made again, and the index then names the new file.
     return store.stat(fileKeyOf('content', id, path));
   }
 
-  private async make(store: FileStore, id: string, source: StoredFile, params: RenditionParams, format: Format): Promise<StoredFile> {
+  private async make(store: FileStore, keys: SourceKeys, id: string, source: StoredFile, params: RenditionParams, format: Format): Promise<StoredFile> {
     if (this.active >= this.d.settings.RENDITION_MAX_CONCURRENT)
       throw new AppError('UNAVAILABLE', 'Too many renditions are being made: retry shortly', {}, RETRY_AFTER_SECONDS);
     this.active++;
@@ -111,27 +140,114 @@ export class Renditions {
       const out = await renderImage(input, { params, format, maxPixels: this.d.settings.RENDITION_MAX_PIXELS });
       this.renders++;
       const key = fileKeyOf('content', id, `r.${format === 'jpeg' ? 'jpg' : format}`);
-      const stored = await store.put(key, Readable.from([out]), {
-        maxBytes: Number.MAX_SAFE_INTEGER,
-        uploader: 'renditions',
-        contentType: MIME_OF_FORMAT[format],
-        declaredLength: out.length,
-      });
-      // Another process may have kept the same rendition meanwhile: the first one named stays.
-      await this.d.redis.set(INDEX_PREFIX + id, stored.key.path, 'NX');
-      const path = await this.d.redis.get(INDEX_PREFIX + id);
-      if (path && path !== stored.key.path) {
-        const first = await store.stat(fileKeyOf('content', id, path));
-        if (first) {
-          await store.delete(stored.key);
-          return first;
+      const put = () =>
+        store.put(key, Readable.from([out]), {
+          maxBytes: Number.MAX_SAFE_INTEGER,
+          uploader: 'renditions',
+          contentType: MIME_OF_FORMAT[format],
+          declaredLength: out.length,
+        });
+      // Once more if it fails: a sweep may have removed the rendition's emptied directory on disk
+      // (an earlier life of this rendition, evicted) just as this put made it.
+      const stored = await put().catch(put);
+      try {
+        // Another process may have kept the same rendition meanwhile: the first one named stays,
+        // unless its file is gone (then this one replaces it in the index).
+        let stale = '';
+        for (let i = 0; i < 3; i++) {
+          const path = await this.d.redis.renditionKeep(
+            keys.index,
+            keys.lru,
+            keys.trash,
+            id,
+            stored.key.path,
+            stale,
+            Date.now(),
+            this.d.settings.RENDITION_MAX_PER_SOURCE,
+          );
+          if (path === stored.key.path) return stored;
+          const first = await store.stat(fileKeyOf('content', id, path));
+          if (first) {
+            await store.delete(stored.key);
+            return first;
+          }
+          stale = path;
         }
+        // Named by none: answered now, removed after the grace like an evicted one.
+        await this.d.redis.zadd(keys.trash, Date.now(), `${id}/${stored.key.path}`);
+        return stored;
+      } finally {
+        await this.sweep(store, keys);
       }
-      return stored;
     } finally {
       this.active--;
     }
   }
+
+  /**
+   * Removes the files of this source's evicted renditions whose grace is over (the index no
+   * longer names them). One sweep of a source at a time in this process: a sweep asked for
+   * while one runs makes it look once more, and waits for it.
+   */
+  private sweep(store: FileStore, keys: SourceKeys): Promise<void> {
+    const running = this.sweeps.get(keys.trash);
+    if (running) {
+      running.again = true;
+      return running.done;
+    }
+    const state = { again: true, done: Promise.resolve() };
+    this.sweeps.set(keys.trash, state);
+    state.done = (async () => {
+      try {
+        while (state.again) {
+          state.again = false;
+          await this.sweepOnce(store, keys);
+        }
+      } catch {
+        // Redis or the store out of reach (or the platform stopped): the trash stays for the next sweep.
+      } finally {
+        this.sweeps.delete(keys.trash);
+      }
+    })();
+    return state.done;
+  }
+
+  private async sweepOnce(store: FileStore, keys: SourceKeys): Promise<void> {
+    const due = await this.d.redis.zrangebyscore(keys.trash, '-inf', Date.now() - this.evictionGraceMs, 'LIMIT', 0, SWEEP_BATCH);
+    for (const member of due) {
+      const slash = member.indexOf('/');
+      await store.delete(fileKeyOf('content', member.slice(0, slash), member.slice(slash + 1)));
+      await this.d.redis.zrem(keys.trash, member);
+    }
+    // What is left (in its grace, or past the batch) is swept by the next render of the source,
+    // or by a timer once the grace is over (one timer per source in this process).
+    const left = due.length === SWEEP_BATCH ? 1 : await this.d.redis.zcard(keys.trash);
+    if (left > 0 && !this.timers.has(keys.trash)) {
+      const timer = setTimeout(
+        () => {
+          this.timers.delete(keys.trash);
+          void this.sweep(store, keys);
+        },
+        due.length === SWEEP_BATCH ? 0 : this.evictionGraceMs + 1000,
+      );
+      timer.unref();
+      this.timers.set(keys.trash, timer);
+    }
+  }
+}
+
+type SourceKeys = ReturnType<typeof keysOf>;
+
+/** The hash tag of a source file's renditions in Redis. */
+function sourceTag(source: StoredFile): string {
+  return createHash('sha256').update(`${source.storageKey}\n${source.objectId}`).digest('hex').slice(0, 32);
+}
+
+/** The parameters a rendition is made and named with: the focal point to FOCAL_STEP. */
+function keptParams(p: RenditionParams): RenditionParams {
+  if (!p.focal) return p;
+  const round = (v: number) => Math.round(v * FOCAL_STEP) / FOCAL_STEP;
+  return { ...p, focal: [round(p.focal[0]), round(p.focal[1])] };
 }
 
 async function readAll(files: FileStore, key: FileKey): Promise<Buffer> {

@@ -1,3 +1,5 @@
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import { expect } from 'chai';
 import sharp from 'sharp';
 import { renderImage } from '../../src/adapters/image-renderer.js';
@@ -5,6 +7,7 @@ import type { Format, RenditionParams } from '../../src/content/renditions.js';
 import { AppError } from '../../src/errors.js';
 import type { FileDeliveryService } from '../../src/gateway/file-service.js';
 import { signRendition } from '../../src/gateway/renditions.js';
+import { fileKeyOfUri } from '../../src/security/file-access.js';
 import { Client, startTestPlatform } from '../support/platform.js';
 
 /**
@@ -423,5 +426,187 @@ describe('renditions on the S3 store (CONTRACT §17)', function () {
     expect(Buffer.compare(b.body, a.body.subarray(2, 6))).to.equal(0);
     expect(s.renditions().renders - before).to.equal(1);
     expect((await s.renditions().store()).kind).to.equal('s3');
+  });
+});
+
+describe('kept renditions are bounded per source (RENDITION_MAX_PER_SOURCE)', function () {
+  this.timeout(120_000);
+  const KEY = 'a-signing-key-of-enough-length';
+  const ACCEPTS = ['image/avif,image/webp,*/*', 'image/webp,*/*', '*/*'];
+  let s: Awaited<ReturnType<typeof setup>>;
+
+  before(async () => {
+    s = await setup({ RENDITION_SIGNING_KEY: KEY, RENDITION_MAX_PER_SOURCE: '8', RENDITION_MAX_CONCURRENT: '50' });
+  });
+  after(async () => s?.p.stop());
+
+  /** The rendition files on disk (kept ones, and evicted ones not yet removed). */
+  async function renditionFiles(): Promise<number> {
+    let n = 0;
+    for (const host of await readdir(renditionsDir()).catch(() => [] as string[]))
+      n += (await readdir(join(renditionsDir(), host)).catch(() => [] as string[])).filter((f) => f.endsWith('.data')).length;
+    return n;
+  }
+  const renditionsDir = () => join(s.p.settings.FILES_DIR, 'renditions', 'content');
+  /** Entries of the Redis keys `rendition*` (a string key counts one). */
+  async function renditionKeys(): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    for (const k of await s.p.redis.keys('rendition*')) {
+      const type = await s.p.redis.type(k);
+      out.set(k, type === 'hash' ? await s.p.redis.hlen(k) : type === 'zset' ? await s.p.redis.zcard(k) : 1);
+    }
+    return out;
+  }
+  /** Evicted renditions are removed at once (not after the grace a read in progress gets). */
+  const noGrace = () => {
+    (s.renditions() as unknown as { evictionGraceMs: number }).evictionGraceMs = 0;
+  };
+  const withGrace = () => {
+    (s.renditions() as unknown as { evictionGraceMs: number }).evictionGraceMs = 60_000;
+  };
+
+  /** A content whose main image is `main.png`, and a way to move its focal point. */
+  async function imageContent(x: number) {
+    const uri = await s.upload(`owner/main-${Date.now()}-${Math.random().toString(36).slice(2)}.png`, await twoColours(), 'image/png');
+    const envelope = (fx: number) => ({
+      system: { contentType: 'article' },
+      aspects: {
+        body: { title: 'pictures' },
+        svcFiles: { files: { 'main.png': { fileUri: uri, filePath: 'main.png' } } },
+        svcImage: { filePath: 'main.png', focalPoint: { x: fx, y: 0.5 } },
+      },
+    });
+    const c = await s.editor.create(envelope(x));
+    expect(c.status, c.text).to.equal(201);
+    const id = c.json.system.id as string;
+    let etag = c.headers.get('etag')!;
+    const versions = [c.json.system.version as string];
+    return {
+      uri,
+      versions,
+      async move(fx: number): Promise<string> {
+        const u = await s.editor.update(id, envelope(fx), etag);
+        expect(u.status, u.text).to.equal(200);
+        etag = u.headers.get('etag')!;
+        const version = u.json.system!.version as string;
+        versions.push(version);
+        return version;
+      },
+    };
+  }
+
+  it('30 focal-point updates, each read as thumbnail and teaser in three formats, leave at most 8 kept renditions', async () => {
+    noGrace();
+    const before = await renditionFiles();
+    const dirsBefore = (await readdir(renditionsDir()).catch(() => [])).length;
+    const keysBefore = await renditionKeys();
+    const c = await imageContent(0.1);
+    for (let i = 0; i < 30; i++) {
+      const v = await c.move((10 + 2 * i) / 100);
+      for (const name of ['thumbnail', 'teaser'])
+        for (const accept of ACCEPTS) {
+          const r = await s.get(`${s.delivery}/version/${v}/main.png?rendition=${name}`, { Accept: accept });
+          expect(r.status, `${i} ${name} ${accept}: ${r.body.toString()}`).to.equal(200);
+        }
+    }
+    // 180 kept files before (one per update, name and format), and 180 `rendition:<id>` keys
+    expect((await renditionFiles()) - before).to.be.at.most(8);
+    expect((await readdir(renditionsDir())).length - dirsBefore, 'no empty directories left').to.be.at.most(8);
+    const added = [...(await renditionKeys())].filter(([k]) => !keysBefore.has(k));
+    expect(added.length, added.map(([k]) => k).join(' ')).to.be.at.most(3);
+    for (const [k, n] of added) expect(n, k).to.be.at.most(8);
+  });
+
+  it('focal points that differ past the second decimal share their renditions', async () => {
+    const c = await imageContent(0.3);
+    const a = await c.move(0.5);
+    const b = await c.move(0.500001);
+    const first = await s.get(`${s.delivery}/version/${a}/main.png?rendition=thumbnail`, { Accept: '*/*' });
+    expect(first.status).to.equal(200);
+    const renders = s.renditions().renders;
+    const second = await s.get(`${s.delivery}/version/${b}/main.png?rendition=thumbnail`, { Accept: '*/*' });
+    expect(second.status).to.equal(200);
+    expect(s.renditions().renders, 'no second render').to.equal(renders);
+    expect(second.headers.get('etag')).to.equal(first.headers.get('etag'));
+  });
+
+  it('a rendition read again after its eviction answers 200 with the same bytes (made again)', async () => {
+    noGrace();
+    const c = await imageContent(0.2);
+    const first = c.versions[0];
+    const url = `${s.delivery}/version/${first}/main.png?rendition=teaser`;
+    const a = await s.get(url, { Accept: 'image/webp' });
+    expect(a.status).to.equal(200);
+    // ten newer renditions of the same source push it out
+    for (let i = 0; i < 10; i++) {
+      const v = await c.move((30 + 3 * i) / 100);
+      expect((await s.get(`${s.delivery}/version/${v}/main.png?rendition=teaser`, { Accept: 'image/webp' })).status).to.equal(200);
+    }
+    const renders = s.renditions().renders;
+    const b = await s.get(url, { Accept: 'image/webp' });
+    expect(b.status, b.body.toString()).to.equal(200);
+    expect(s.renditions().renders - renders, 'it was evicted, so made again').to.equal(1);
+    expect(Buffer.compare(a.body, b.body)).to.equal(0);
+  });
+
+  it('the least recently used rendition is the one evicted', async () => {
+    noGrace();
+    const c = await imageContent(0.2);
+    const hot = `${s.delivery}/version/${c.versions[0]}/main.png?rendition=thumbnail`;
+    expect((await s.get(hot, { Accept: '*/*' })).status).to.equal(200);
+    const renders = s.renditions().renders;
+    for (let i = 0; i < 12; i++) {
+      const v = await c.move((30 + 3 * i) / 100);
+      expect((await s.get(`${s.delivery}/version/${v}/main.png?rendition=thumbnail`, { Accept: '*/*' })).status).to.equal(200);
+      expect((await s.get(hot, { Accept: '*/*' })).status, 'read again each time').to.equal(200);
+    }
+    // one render per new rendition: the one read each time was never evicted (first in, first out
+    // would have evicted it once); the oldest of the others were
+    expect(s.renditions().renders - renders, 'the hot one stayed kept').to.equal(12);
+    const oldest = await s.get(`${s.delivery}/version/${c.versions[1]}/main.png?rendition=thumbnail`, { Accept: '*/*' });
+    expect(oldest.status).to.equal(200);
+    expect(s.renditions().renders - renders, 'the least recently used one was evicted').to.equal(13);
+  });
+
+  it('concurrent reads of many renditions of one source all answer, the same rendition is made once, and the bound holds', async () => {
+    withGrace();
+    const c = await imageContent(0.2);
+    const v = c.versions[0];
+    const sizes = Array.from({ length: 20 }, (_, i) => 20 + i);
+    const urls = sizes.flatMap((w) => {
+      const u = `${s.delivery}/version/${v}/main.png?w=${w}&fm=png&sig=${signRendition(KEY, `fm=png&w=${w}`)}`;
+      return [u, u, u];
+    });
+    const before = s.renditions().renders;
+    const all = await Promise.all(urls.map((u) => s.get(u)));
+    expect(all.map((r) => r.status)).to.deep.equal(Array(urls.length).fill(200));
+    for (const [i, r] of all.entries()) expect((await sharp(r.body).metadata()).width).to.equal(sizes[Math.floor(i / 3)]);
+    expect(s.renditions().renders - before, 'one render per rendition').to.equal(20);
+    // within the grace, evicted files are still there for reads in progress; past it they go
+    const baseline = await renditionFiles();
+    noGrace();
+    expect((await s.get(`${s.delivery}/version/${v}/main.png?w=99&fm=png&sig=${signRendition(KEY, 'fm=png&w=99')}`)).status).to.equal(200);
+    expect(await renditionFiles()).to.be.below(baseline);
+  });
+
+  it('a read in progress is not broken by the eviction of its rendition', async () => {
+    withGrace();
+    const c = await imageContent(0.2);
+    const v = c.versions[0];
+    const url = (w: number) => `${s.delivery}/version/${v}/main.png?w=${w}&fm=png&sig=${signRendition(KEY, `fm=png&w=${w}`)}`;
+    const a = await s.get(url(31));
+    expect(a.status).to.equal(200);
+    // what a read holds once it has found the kept rendition
+    const source = await s.p.files!.stat(fileKeyOfUri(c.uri)!);
+    const store = await s.renditions().store();
+    const kept = await s.renditions().renditionOf(source!, { fit: 'inside', w: 31, fm: 'png' }, 'png');
+    for (let w = 40; w < 52; w++) expect((await s.get(url(w))).status).to.equal(200);
+    const renders = s.renditions().renders;
+    expect((await s.get(url(31))).status).to.equal(200);
+    expect(s.renditions().renders - renders, 'evicted, so made again').to.equal(1);
+    const read = await store.get(kept.key);
+    const chunks: Buffer[] = [];
+    for await (const chunk of read.stream) chunks.push(chunk as Buffer);
+    expect(Buffer.compare(Buffer.concat(chunks), a.body)).to.equal(0);
   });
 });
