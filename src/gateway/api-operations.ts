@@ -598,6 +598,11 @@ export const OPERATIONS: Record<string, OperationDoc> = {
         body: { media: { 'application/json': 'ChangePage', 'text/event-stream': 'string' } },
       },
       410: E[410],
+      429: {
+        description: 'The user holds CHANGES_MAX_STREAMS_PER_USER open streams and waiting long polls on this process',
+        body: 'ErrorBody',
+        headers: ['Retry-After'],
+      },
     },
   },
   'GET /content-service/changes/ws': {
@@ -607,11 +612,6 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     auth: 'none',
     responses: {
       101: { description: 'Switching protocols' },
-      429: {
-        description: 'The user holds CHANGES_MAX_STREAMS_PER_USER open streams and waiting long polls on this process',
-        body: 'ErrorBody',
-        headers: ['Retry-After'],
-      },
       404: err('Not a WebSocket upgrade: the feed is only a WebSocket at this address (pages are at /changes)'),
     },
   },
