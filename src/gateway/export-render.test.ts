@@ -87,6 +87,11 @@ describe('export rendering on a worker thread (CONTRACT §16)', () => {
         ['S4', 'V2'],
       ]);
       expect(Buffer.from(wanting[0].snapshot).equals(pack(contents[0]))).to.equal(true);
+      // A version that is not the head's (a field h a commit of an earlier build left behind) is
+      // wanted too, never rendered with the head's version id.
+      const older = { ...version(), key: 'V1' } as VersionRecord;
+      const stale = await r.render([pack(contents[0]), pack(older), pack(contents[3]), pack(older)], sports);
+      expect([stale.lines.length, stale.wanting.map((w) => w.head)]).to.deep.equal([0, ['V2']]);
     } finally {
       await r.close();
     }

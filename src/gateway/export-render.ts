@@ -88,11 +88,14 @@ function serve(): void {
         if (!s.length) continue; // the content is gone
         const h = unpack<Snapshot>(s);
         if (!exported(h, job.filter)) continue;
-        if (!v.length) {
+        // Not read with it, or not its head's: a field h left behind by a commit of an earlier
+        // build, which kept none (a rolling deploy, a rollback) names an older version.
+        const version = v.length ? unpack<VersionRecord>(v) : null;
+        if (version?.key !== h.head) {
           wanting.push({ cid: h.cid, head: h.head, snapshot: s.slice() });
           continue;
         }
-        const line = exportLine(h, unpack<VersionRecord>(v));
+        const line = exportLine(h, version);
         // At most 3 bytes of UTF-8 per UTF-16 unit, and the newline.
         if (out.length - size < line.length * 3 + 1) {
           const grown = Buffer.from(new ArrayBuffer(Math.max(out.length * 2, size + line.length * 3 + 1)));
