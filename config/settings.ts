@@ -104,7 +104,7 @@ export const settingsSchema = z.object({
 
   TOKEN_TTL_SECONDS: int(60, 365 * 86400).default(86400),
   /**
-   * Live tokens one user may hold (logins and renewals; each lives TOKEN_TTL_SECONDS); past it
+   * Live tokens one user may hold (logins, renewals and JWT exchanges; each lives TOKEN_TTL_SECONDS); past it
    * 429 with Retry-After until the oldest expires. A password change or deletion of the account resets it.
    */
   TOKENS_PER_USER_MAX: int(1, 100000000).default(1000),

@@ -558,8 +558,8 @@ export class TokenService {
     if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > MAX_FIELD) {
       throw new AppError('NOT_AUTHENTICATED', BAD_TOKEN);
     }
-    // Not bounded by TOKENS_PER_USER_MAX: the identity provider vouches for each exchange.
-    return this.issueToken(payload.sub, accountGeneration(await this.fetchAccount(payload.sub)), false);
+    // Bounded like a login: one JWT may be exchanged again and again until its exp.
+    return this.issueToken(payload.sub, accountGeneration(await this.fetchAccount(payload.sub)));
   }
 
   /**
@@ -706,13 +706,13 @@ export class TokenService {
   }
 
   /**
-   * Mints a token of `userId`. `bounded` (logins and renewals): it takes a place among the user's
-   * live tokens first, and past TOKENS_PER_USER_MAX answers 429 with Retry-After = the seconds
+   * Mints a token of `userId` (a login, a renewal or a JWT exchange). It takes a place among the
+   * user's live tokens first, and past TOKENS_PER_USER_MAX answers 429 with Retry-After = the seconds
    * until the oldest expires. Refusing keeps CONTRACT §4 (every token issued stays valid to its
    * expiry), where evicting the oldest would not. Before, one client renewing in a loop kept a
    * 24-h key per renewal (2,000 renewals: 2,001 keys).
    */
-  private async issueToken(userId: string, generation: string, bounded = true): Promise<TokenResponse> {
+  private async issueToken(userId: string, generation: string): Promise<TokenResponse> {
     const token = randomBytes(32).toString('base64url');
     const ttl = this.settings.TOKEN_TTL_SECONDS;
     const issued = Date.now();
@@ -720,11 +720,9 @@ export class TokenService {
     const id = sha256(token);
     const repo = this.repo('tokens');
     const record = this.userTokensKey(userId);
-    if (bounded) {
-      const args = [String(issued), String(this.settings.TOKENS_PER_USER_MAX), id, String(expireTime)];
-      const waitMs = Number(await this.withRedis(() => this.evalOn(record, TOKENS_TAKE_LUA, args)));
-      if (waitMs > 0) throw new AppError('TOO_MANY_REQUESTS', TOO_MANY_TOKENS, {}, Math.ceil(waitMs / 1000));
-    }
+    const args = [String(issued), String(this.settings.TOKENS_PER_USER_MAX), id, String(expireTime)];
+    const waitMs = Number(await this.withRedis(() => this.evalOn(record, TOKENS_TAKE_LUA, args)));
+    if (waitMs > 0) throw new AppError('TOO_MANY_REQUESTS', TOO_MANY_TOKENS, {}, Math.ceil(waitMs / 1000));
     await this.withRedis(async () => {
       try {
         await repo.save(id, { token: id, userId, expireTime, generation });
@@ -738,10 +736,9 @@ export class TokenService {
         }
       } catch (e) {
         // No token: its place is free again.
-        if (bounded)
-          await this.connected()
-            .zRem(record, id)
-            .catch(() => undefined);
+        await this.connected()
+          .zRem(record, id)
+          .catch(() => undefined);
         throw e;
       }
     });

@@ -719,6 +719,23 @@ describe('security: token service (spec Token response, CONTRACT §3-4)', functi
     });
   });
 
+  it('an external JWT exchanged again and again takes a place each time, like a login (TOKENS_PER_USER_MAX)', async () => {
+    const secret = 'a-very-secret-shared-key-for-hs256';
+    const s = make({ EXTERNAL_JWT_SECRET: secret, TOKENS_PER_USER_MAX: 3 }, freshPrefix()).svc;
+    await s.start();
+    const jwt = await new SignJWT({})
+      .setProtectedHeader({ alg: 'HS256' })
+      .setSubject(`sso-${process.pid}`)
+      .setIssuedAt()
+      .setExpirationTime('5m')
+      .sign(new TextEncoder().encode(secret));
+    const issued = [];
+    for (let i = 0; i < 3; i++) issued.push((await s.exchangeExternal(jwt)).token);
+    const e = await appError(s.exchangeExternal(jwt));
+    expect([e.http, e.toBody().statusCode]).to.deep.equal([429, '42900']);
+    for (const t of issued) expect((await s.authenticate(t))?.userId).to.equal(`sso-${process.pid}`);
+  });
+
   describe('external identity provider', () => {
     const secret = 'a-very-secret-shared-key-for-hs256';
     const hs = (sub: string, key = secret, exp = '5m') =>
