@@ -82,6 +82,8 @@ export interface ScriptCommands {
   renditionLookup(index: string, lru: string, id: string, now: number): Promise<string | null>;
   /** Names a rendered file as a kept rendition, evicting past the bound: the path the index names. */
   renditionKeep(index: string, lru: string, trash: string, id: string, path: string, stale: string, now: number, bound: number): Promise<string>;
+  /** After a sweep of a source's trash: the source leaves `sources` (next '') or is due at next, unless its score is no longer `seen`. */
+  renditionTrashSettle(sources: string, tag: string, seen: string, next: number | ''): Promise<number>;
 }
 
 /** A value a script reads from its packed arguments; undefined ones are left out (nil in Lua). */

@@ -30,7 +30,18 @@ export interface RenditionsDeps {
  * path), `rendition-lru:{s}` the last use of each (ms), `rendition-trash:{s}` the evicted ones
  * (`<id>/<stored path>` → when evicted), whose files are removed once the grace is over.
  */
-const keysOf = (tag: string) => ({ index: `rendition:{${tag}}`, lru: `rendition-lru:{${tag}}`, trash: `rendition-trash:{${tag}}` });
+const keysOf = (tag: string) => ({ tag, index: `rendition:{${tag}}`, lru: `rendition-lru:{${tag}}`, trash: `rendition-trash:{${tag}}` });
+/**
+ * The sources whose trash may hold renditions (source tag → when it is next due, ms), swept by
+ * every web process (`sweepDue`), so an eviction is removed whether or not the process that made
+ * it lives through the grace, and whether or not its source is ever rendered again.
+ */
+const TRASH_SOURCES = 'rendition-trash-sources';
+/**
+ * The previous layout: one key per kept rendition, `rendition:<id>` → stored path (no hash tag).
+ * A rendition found there is moved into its source's index on its first read (`adopt`).
+ */
+const LEGACY_PREFIX = 'rendition:';
 /** Seconds a client is asked to wait when the renders in flight are at their bound. */
 const RETRY_AFTER_SECONDS = 1;
 /**
@@ -38,8 +49,13 @@ const RETRY_AFTER_SECONDS = 1;
  * it just before (between the index and opening the file, or streaming it from S3) finishes.
  */
 export const EVICTION_GRACE_MS = 60_000;
-/** Evicted files removed per sweep; the rest wait for the next one. */
+/** Evicted files a sweep reads at a time. */
 const SWEEP_BATCH = 100;
+/** Due sources the periodic sweeper reads at a time, and the batches it takes in one pass. */
+const SOURCES_BATCH = 100;
+const SOURCES_BATCHES_PER_PASS = 20;
+/** The periodic sweeper runs every half grace, not more often than this (ms). */
+const MIN_SWEEP_INTERVAL_MS = 250;
 /** Focal points are kept to this step (0.01: 41 pixels of a 4096-pixel side) in rendition ids. */
 const FOCAL_STEP = 100;
 
@@ -52,23 +68,44 @@ const FOCAL_STEP = 100;
  * Kept renditions are bounded per source file (RENDITION_MAX_PER_SOURCE): past it, the least
  * recently used one leaves the index at once (a later read makes it again, the same bytes) and
  * its file is removed after EVICTION_GRACE_MS, so a read that found it just before still
- * finishes. Focal points are rounded to 0.01 in the rendition's parameters: a content's focal
- * point is a free float, and each new one would otherwise be new renditions.
+ * finishes: by the next render of the source, or by the periodic sweep of every web process
+ * (TRASH_SOURCES), whichever comes first. Focal points are rounded to 0.01 in the rendition's
+ * parameters: a content's focal point is a free float, and each new one would otherwise be new
+ * renditions. Renditions kept by the previous version (LEGACY_PREFIX) join the bound when read.
  */
 export class Renditions {
   /** Renders done by this process (tests prove coalescing with it). */
   renders = 0;
-  /** How long an evicted rendition's file outlives its index entry (tests set 0). */
-  evictionGraceMs = EVICTION_GRACE_MS;
+  private grace = EVICTION_GRACE_MS;
   private active = 0;
   /** Sweeps of a source's trash running in this process, by trash key. */
   private readonly sweeps = new Map<string, { again: boolean; done: Promise<void> }>();
-  /** Sweeps waiting for a grace to end, by trash key. */
-  private readonly timers = new Map<string, NodeJS.Timeout>();
+  /** The next pass of the periodic sweeper (`sweepDue`), and whether one runs. */
+  private sweeper?: NodeJS.Timeout;
+  private sweepingDue = false;
+  private closed = false;
   private readonly inFlight = new Map<string, Promise<StoredFile>>();
   private storePromise?: Promise<FileStore>;
 
-  constructor(private readonly d: RenditionsDeps) {}
+  constructor(private readonly d: RenditionsDeps) {
+    this.scheduleSweep();
+  }
+
+  /** How long an evicted rendition's file outlives its index entry (tests set it lower). */
+  get evictionGraceMs(): number {
+    return this.grace;
+  }
+
+  set evictionGraceMs(ms: number) {
+    this.grace = ms;
+    this.scheduleSweep();
+  }
+
+  /** Stops the periodic sweeper (it also stops by itself once the Redis client is closed). */
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.sweeper);
+  }
 
   /** The rendition the query asks for (null: none), its signature checked. */
   request(query: URLSearchParams): RenditionRequest | null {
@@ -123,9 +160,47 @@ export class Renditions {
 
   private async kept(store: FileStore, keys: SourceKeys, id: string): Promise<StoredFile | null> {
     const path = await this.d.redis.renditionLookup(keys.index, keys.lru, id, Date.now());
-    if (!path) return null;
     // Gone from the store (removed by hand): made again, and the index then names the new file.
-    return store.stat(fileKeyOf('content', id, path));
+    if (path) return store.stat(fileKeyOf('content', id, path));
+    return this.adopt(store, keys, id);
+  }
+
+  /**
+   * A rendition kept by the previous version (LEGACY_PREFIX), outside any bound: named in its
+   * source's index now (it counts against the bound, and may evict others), its legacy key
+   * deleted; when its file is gone, only the key is deleted (and the rendition made again).
+   * The legacy key is in another Cluster slot than the source's keys: separate commands, the
+   * legacy key deleted last (a stop in between leaves it, and the index, naming the same file).
+   */
+  private async adopt(store: FileStore, keys: SourceKeys, id: string): Promise<StoredFile | null> {
+    const legacy = LEGACY_PREFIX + id;
+    const path = await this.d.redis.get(legacy);
+    if (path === null) return null;
+    const file = await store.stat(fileKeyOf('content', id, path));
+    if (!file) {
+      await this.d.redis.del(legacy);
+      return null;
+    }
+    let named: string;
+    await this.registerTrash(keys);
+    try {
+      named = await this.d.redis.renditionKeep(keys.index, keys.lru, keys.trash, id, path, '', Date.now(), this.d.settings.RENDITION_MAX_PER_SOURCE);
+      // Another process kept a file of this rendition meanwhile: the legacy one is named by none.
+      if (named !== path) await this.d.redis.zadd(keys.trash, Date.now(), `${id}/${path}`);
+    } finally {
+      await this.registerTrash(keys).catch(() => undefined);
+    }
+    await this.d.redis.del(legacy);
+    return named === path ? file : store.stat(fileKeyOf('content', id, named));
+  }
+
+  /**
+   * Puts the source in TRASH_SOURCES, due once a grace from now is over: before anything may go
+   * into its trash (a stop in between leaves it swept, never forgotten), and again after (a
+   * sweep that found its trash empty meanwhile leaves it there: its score changed).
+   */
+  private async registerTrash(keys: SourceKeys): Promise<void> {
+    await this.d.redis.zadd(TRASH_SOURCES, Date.now() + this.grace, keys.tag);
   }
 
   private async make(store: FileStore, keys: SourceKeys, id: string, source: StoredFile, params: RenditionParams, format: Format): Promise<StoredFile> {
@@ -151,6 +226,7 @@ export class Renditions {
       // (an earlier life of this rendition, evicted) just as this put made it.
       const stored = await put().catch(put);
       try {
+        await this.registerTrash(keys);
         // Another process may have kept the same rendition meanwhile: the first one named stays,
         // unless its file is gone (then this one replaces it in the index).
         let stale = '';
@@ -177,6 +253,7 @@ export class Renditions {
         await this.d.redis.zadd(keys.trash, Date.now(), `${id}/${stored.key.path}`);
         return stored;
       } finally {
+        await this.registerTrash(keys).catch(() => undefined);
         await this.sweep(store, keys);
       }
     } finally {
@@ -212,26 +289,64 @@ export class Renditions {
     return state.done;
   }
 
+  /**
+   * Several processes may sweep one source at once: a file deleted twice (`delete` of a missing
+   * file is false), a member removed twice, are no harm. What is left (in its grace) is swept by
+   * the next render of the source or by the periodic sweeper (the source is in TRASH_SOURCES).
+   */
   private async sweepOnce(store: FileStore, keys: SourceKeys): Promise<void> {
-    const due = await this.d.redis.zrangebyscore(keys.trash, '-inf', Date.now() - this.evictionGraceMs, 'LIMIT', 0, SWEEP_BATCH);
-    for (const member of due) {
-      const slash = member.indexOf('/');
-      await store.delete(fileKeyOf('content', member.slice(0, slash), member.slice(slash + 1)));
-      await this.d.redis.zrem(keys.trash, member);
+    for (;;) {
+      const due = await this.d.redis.zrangebyscore(keys.trash, '-inf', Date.now() - this.grace, 'LIMIT', 0, SWEEP_BATCH);
+      for (const member of due) {
+        const slash = member.indexOf('/');
+        await store.delete(fileKeyOf('content', member.slice(0, slash), member.slice(slash + 1)));
+        await this.d.redis.zrem(keys.trash, member);
+      }
+      if (due.length < SWEEP_BATCH) return;
     }
-    // What is left (in its grace, or past the batch) is swept by the next render of the source,
-    // or by a timer once the grace is over (one timer per source in this process).
-    const left = due.length === SWEEP_BATCH ? 1 : await this.d.redis.zcard(keys.trash);
-    if (left > 0 && !this.timers.has(keys.trash)) {
-      const timer = setTimeout(
-        () => {
-          this.timers.delete(keys.trash);
-          void this.sweep(store, keys);
-        },
-        due.length === SWEEP_BATCH ? 0 : this.evictionGraceMs + 1000,
-      );
-      timer.unref();
-      this.timers.set(keys.trash, timer);
+  }
+
+  /** The next pass of the periodic sweeper in half a grace (an unref'd timer: it keeps no process up). */
+  private scheduleSweep(): void {
+    clearTimeout(this.sweeper);
+    if (this.closed) return;
+    this.sweeper = setTimeout(
+      () => {
+        void this.sweepDue().finally(() => this.scheduleSweep());
+      },
+      Math.max(MIN_SWEEP_INTERVAL_MS, this.grace / 2),
+    );
+    this.sweeper.unref();
+  }
+
+  /**
+   * The periodic sweeper: sweeps the trash of every source due in TRASH_SOURCES, then leaves it
+   * there until its next eviction is due, or takes it out once its trash is empty; unless a
+   * render registered it again meanwhile (rendition-trash-settle-1.lua).
+   */
+  private async sweepDue(): Promise<void> {
+    const redis = this.d.redis;
+    // The platform stopped (its Redis client closed): so does the sweeper.
+    if (redis.status === 'end') this.close();
+    if (this.closed || this.sweepingDue) return;
+    this.sweepingDue = true;
+    try {
+      for (let pass = 0; pass < SOURCES_BATCHES_PER_PASS && !this.closed; pass++) {
+        const due = await redis.zrangebyscore(TRASH_SOURCES, '-inf', Date.now(), 'WITHSCORES', 'LIMIT', 0, SOURCES_BATCH);
+        if (due.length === 0) return;
+        const store = await this.store();
+        for (let i = 0; i < due.length && !this.closed; i += 2) {
+          const keys = keysOf(due[i]);
+          await this.sweep(store, keys);
+          const [, first] = await redis.zrange(keys.trash, '0', '0', 'WITHSCORES');
+          await redis.renditionTrashSettle(TRASH_SOURCES, keys.tag, due[i + 1], first === undefined ? '' : Number(first) + this.grace);
+        }
+        if (due.length < 2 * SOURCES_BATCH) return;
+      }
+    } catch {
+      // Redis or the store out of reach: the sources stay due for the next pass.
+    } finally {
+      this.sweepingDue = false;
     }
   }
 }

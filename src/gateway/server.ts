@@ -145,6 +145,7 @@ export class Gateway {
     while (this.active > 0 && Date.now() < deadline) await sleep(20);
     await this.heads.stop();
     await this.changes.close();
+    this.delivery.renditions.close();
     this.schemaLearning?.stop();
   }
 

@@ -1,13 +1,18 @@
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import sharp from 'sharp';
+import { fileKeyOf, type StoredFile } from '../../src/adapters/file-store.js';
 import { renderImage } from '../../src/adapters/image-renderer.js';
 import type { Format, RenditionParams } from '../../src/content/renditions.js';
 import { AppError } from '../../src/errors.js';
 import type { FileDeliveryService } from '../../src/gateway/file-service.js';
 import { signRendition } from '../../src/gateway/renditions.js';
 import { fileKeyOfUri } from '../../src/security/file-access.js';
+import { sleep } from '../../src/wait.js';
 import { Client, startTestPlatform } from '../support/platform.js';
 
 /**
@@ -608,5 +613,132 @@ describe('kept renditions are bounded per source (RENDITION_MAX_PER_SOURCE)', fu
     const chunks: Buffer[] = [];
     for await (const chunk of read.stream) chunks.push(chunk as Buffer);
     expect(Buffer.compare(Buffer.concat(chunks), a.body)).to.equal(0);
+  });
+});
+
+/**
+ * What the bound leaves behind when a process stops, and what the previous version left: own
+ * platforms (on the shared Redis, with a files directory of the test's), none alive beside them
+ * (a platform with another grace would sweep their sources too).
+ */
+describe('kept renditions after a restart and after the upgrade (RENDITION_MAX_PER_SOURCE)', function () {
+  this.timeout(120_000);
+  const KEY = 'a-signing-key-of-enough-length';
+  type S = Awaited<ReturnType<typeof setup>>;
+  const started: S[] = [];
+  const dirs: string[] = [];
+  after(async () => {
+    for (const s of started) await s.p.stop().catch(() => undefined);
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  async function platform(filesDir: string, overrides: Record<string, string> = {}): Promise<S> {
+    const s = await setup({ FILES_DIR: filesDir, RENDITION_SIGNING_KEY: KEY, ...overrides });
+    started.push(s);
+    return s;
+  }
+  const filesDir = () => {
+    const d = mkdtempSync(join(tmpdir(), 'renditions-kept-'));
+    dirs.push(d);
+    return d;
+  };
+  const setGrace = (s: S, ms: number) => {
+    (s.renditions() as unknown as { evictionGraceMs: number }).evictionGraceMs = ms;
+  };
+  /** The hash tag of a source's renditions (as src/gateway/renditions.ts names it). */
+  const tagOf = (f: StoredFile) => createHash('sha256').update(`${f.storageKey}\n${f.objectId}`).digest('hex').slice(0, 32);
+  /** An image content, and the signed URL of its `w`-wide PNG rendition. */
+  async function image(s: S, name: string) {
+    const uri = await s.upload(`owner/${name}-${Date.now()}.png`, await twoColours(), 'image/png');
+    const version = await s.content({ 'pic.png': uri });
+    const source = (await s.p.files!.stat(fileKeyOfUri(uri)!))!;
+    const tag = tagOf(source);
+    return {
+      url: (w: number) => `${s.delivery}/version/${version}/pic.png?w=${w}&fm=png&sig=${signRendition(KEY, `fm=png&w=${w}`)}`,
+      keys: { index: `rendition:{${tag}}`, lru: `rendition-lru:{${tag}}`, trash: `rendition-trash:{${tag}}` },
+      tag,
+    };
+  }
+  const renditionDataFiles = async (dir: string, id: string) =>
+    (await readdir(join(dir, 'renditions', 'content', id)).catch(() => [] as string[])).filter((f) => f.endsWith('.data'));
+
+  it('an evicted rendition whose grace outlives its process is removed by another process, with no render of its source', async () => {
+    const dir = filesDir();
+    const first = await platform(dir, { RENDITION_MAX_PER_SOURCE: '1' });
+    setGrace(first, 1500);
+    const img = await image(first, 'restart');
+    expect((await first.get(img.url(31))).status).to.equal(200);
+    expect((await first.get(img.url(32))).status).to.equal(200);
+    const evicted = await first.p.redis.zrange(img.keys.trash, '0', '-1');
+    expect(evicted, 'w=31 evicted into the trash').to.have.length(1);
+    const id = evicted[0].slice(0, evicted[0].indexOf('/'));
+    // the process stops within the grace (a deploy, a crash), and the source is never read again
+    await first.p.stop();
+    const second = await platform(dir, { RENDITION_MAX_PER_SOURCE: '1' });
+    setGrace(second, 1500);
+    const redis = second.p.redis;
+    expect(await redis.zrange(img.keys.trash, '0', '-1'), 'still in the trash after the stop').to.deep.equal(evicted);
+    expect(await renditionDataFiles(dir, id), 'its file still there after the stop').to.have.length(1);
+    const renders = second.renditions().renders;
+    const deadline = Date.now() + 6000;
+    while (Date.now() < deadline && ((await redis.zcard(img.keys.trash)) > 0 || (await renditionDataFiles(dir, id)).length > 0)) await sleep(100);
+    expect(await redis.zcard(img.keys.trash), 'the trash entry removed').to.equal(0);
+    expect(await renditionDataFiles(dir, id), 'its file removed').to.have.length(0);
+    expect(second.renditions().renders, 'with no render').to.equal(renders);
+    expect(await redis.hlen(img.keys.index), 'the kept one stays').to.equal(1);
+    expect(await redis.zscore('rendition-trash-sources', img.tag), 'the source leaves the sweep once its trash is empty').to.equal(null);
+  });
+
+  /** A platform, an image on it, and a way to keep its renditions as the previous version did. */
+  async function previousVersion() {
+    const s = await platform(filesDir(), { RENDITION_MAX_PER_SOURCE: '1' });
+    const redis = s.p.redis;
+    const store = await s.renditions().store();
+    const img = await image(s, 'legacy');
+    /** Renders w, then moves its index entry to the layout of the previous version. */
+    async function keptByThePreviousVersion(w: number): Promise<{ id: string; path: string; body: Buffer }> {
+      const r = await s.get(img.url(w));
+      expect(r.status).to.equal(200);
+      const entries = Object.entries(await redis.hgetall(img.keys.index));
+      expect(entries).to.have.length(1);
+      const [id, path] = entries[0];
+      await redis.hdel(img.keys.index, id);
+      await redis.zrem(img.keys.lru, id);
+      await redis.set(`rendition:${id}`, path, 'NX');
+      return { id, path, body: r.body };
+    }
+    return { s, redis, store, img, keptByThePreviousVersion };
+  }
+
+  it('a rendition kept by the previous version (`rendition:<id>` → path) is adopted into the bound, not made again', async () => {
+    const { s, redis, img, keptByThePreviousVersion } = await previousVersion();
+    const legacy = await keptByThePreviousVersion(33);
+    expect((await s.get(img.url(35))).status).to.equal(200);
+    const renders = s.renditions().renders;
+    const again = await s.get(img.url(33));
+    expect(again.status, again.body.toString()).to.equal(200);
+    expect(Buffer.compare(again.body, legacy.body)).to.equal(0);
+    expect(s.renditions().renders, 'no new render').to.equal(renders);
+    expect(await redis.exists(`rendition:${legacy.id}`), 'the legacy key is gone').to.equal(0);
+    expect(await redis.hget(img.keys.index, legacy.id), 'the index names it').to.equal(legacy.path);
+    // it counts against the bound (1): w=35 was evicted for it
+    expect(await redis.hlen(img.keys.index)).to.equal(1);
+    expect(await redis.zcard(img.keys.trash)).to.equal(1);
+    expect(await redis.zscore('rendition-trash-sources', img.tag), 'its trash is swept').to.not.equal(null);
+  });
+
+  it('a rendition kept by the previous version whose file is gone is made again, and its legacy key deleted', async () => {
+    const { s, redis, store, img, keptByThePreviousVersion } = await previousVersion();
+    const gone = await keptByThePreviousVersion(34);
+    expect(await store.delete(fileKeyOf('content', gone.id, gone.path))).to.equal(true);
+    const renders = s.renditions().renders;
+    const made = await s.get(img.url(34));
+    expect(made.status, made.body.toString()).to.equal(200);
+    expect(Buffer.compare(made.body, gone.body)).to.equal(0);
+    expect(s.renditions().renders - renders, 'made again').to.equal(1);
+    expect(await redis.exists(`rendition:${gone.id}`), 'the legacy key is gone').to.equal(0);
+    const path = await redis.hget(img.keys.index, gone.id);
+    expect(path, 'the index names the new file').to.be.a('string');
+    expect(await store.stat(fileKeyOf('content', gone.id, path!))).to.not.equal(null);
   });
 });
