@@ -1,12 +1,15 @@
 /**
  * Keys that change with no request at all: leases and heartbeats of every role (actors, change
  * feed schedule, audit copier, webhooks fan-out, archiver), command and reply streams, the indexer's and
- * re-indexer's bookkeeping, and tokens and login counts (written by logins). Tests that prove a
+ * re-indexer's bookkeeping, and tokens, each user's live tokens and login counts (written by logins
+ * and JWT exchanges). Tests that prove a
  * refused request changes nothing compare every other key. Lua patterns, so the property test
  * can match them inside Redis (`string.find`); `isVolatileKey` matches the same in JavaScript.
  */
 export const VOLATILE_KEY_PATTERNS = [
   '^security:token:',
+  // the live tokens of each user (TOKENS_PER_USER_MAX), written with the token
+  '^security:user%-tokens:',
   '^security:login%-failures:',
   '^reply:',
   '^cmd:{',
