@@ -37,6 +37,8 @@ export class Indexer {
   private readonly loops: Promise<void>[] = [];
   private readonly conns: RedisClient[] = [];
   private claimTimer?: NodeJS.Timeout;
+  /** Entries this process holds (`<stream>/<id>`) until indexed: never taken over as abandoned. */
+  private readonly inFlight = new Set<string>();
   private readonly writer: IndexWriter;
 
   constructor(
@@ -89,6 +91,16 @@ export class Indexer {
 
   /** Indexes a batch, retrying with back-off while the engine is out, then acknowledges it. */
   private async indexUntilDone(batch: { stream: string; entries: StreamEntry[] }[]): Promise<void> {
+    const held = batch.flatMap(({ stream, entries }) => entries.map(([id]) => `${stream}/${id}`));
+    for (const k of held) this.inFlight.add(k);
+    try {
+      await this.indexHeld(batch);
+    } finally {
+      for (const k of held) this.inFlight.delete(k);
+    }
+  }
+
+  private async indexHeld(batch: { stream: string; entries: StreamEntry[] }[]): Promise<void> {
     const cids = new Set<string>();
     /** The requests whose changes this batch indexes: gateway → actor → indexer in the logs. */
     const requestIds: string[] = [];
@@ -130,7 +142,9 @@ export class Indexer {
     for (let p = 0; p < this.settings.PARTITIONS && this.running; p++) {
       try {
         const [, entries] = await autoclaim(this.redis, keys.events(p), INDEXER_GROUP, this.consumer, CLAIM_IDLE_MS, '0-0', this.settings.INDEX_BATCH);
-        const live = entries.filter((e) => e?.[1]);
+        // Entries this process is still retrying are not abandoned: XAUTOCLAIM hands them over
+        // once idle, and indexing them again started one more retry loop every few seconds.
+        const live = entries.filter((e) => e?.[1] && !this.inFlight.has(`${keys.events(p)}/${e[0]}`));
         if (live.length) {
           this.log.info({ partition: p, events: live.length }, 'indexer took over abandoned events');
           await this.indexUntilDone([{ stream: keys.events(p), entries: live }]);
