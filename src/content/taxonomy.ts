@@ -227,7 +227,8 @@ export function structureOf(m: TaxonomyModel, id: string | null, depth: number, 
 }
 
 function taxonomyTree(m: TaxonomyModel, t: TaxonomyDef, depth: number, sees: Sees) {
-  const dims = t.dimensions.map((id) => m.byId.get(id)).filter((d): d is DimensionDef => d?.kind === 'dimension');
+  // A dimension listed twice is in the tree once: each copy was the whole subtree again.
+  const dims = [...new Set(t.dimensions)].map((id) => m.byId.get(id)).filter((d): d is DimensionDef => d?.kind === 'dimension');
   return { id: t.id, name: t.name, dimensions: depth > 0 ? dims.map((d) => dimensionTree(m, d, depth - 1, sees)) : [] };
 }
 

@@ -136,6 +136,15 @@ describe('taxonomy structure (spec Taxonomy service, CONTRACT §10)', function (
     expect(t0.json).to.deep.equal({ id: id('news'), name: 'News', dimensions: [] });
   });
 
+  it('a dimension a taxonomy lists many times is in its structure once (each copy was the whole tree again)', async () => {
+    await define('svcTaxonomyDefinitionContent', { id: id('again'), name: 'Again', dimensions: Array.from({ length: 50 }, () => id('sections')) });
+    await eventually(async () => {
+      const t = await structure(`/${id('again')}`);
+      expect(t.status).to.equal(200);
+      expect(t.json.dimensions.map((d: { id: string }) => d.id)).to.deep.equal([id('sections')]);
+    });
+  });
+
   it('a custom content type holding a definition aspect is part of the structure like the definition types', async () => {
     const r = await editor.create({
       system: { contentType: 'topic' },
