@@ -400,7 +400,11 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     summary: 'Compare two versions (RFC 6902 patch)',
     auth: 'required',
     query: { from: str('Version id', { required: true }), to: str('Version id (default: the current version)') },
-    responses: { 200: { description: 'The patch from `from` to `to`', body: 'Compare' }, 404: E[404] },
+    responses: {
+      200: { description: 'The patch from `from` to `to`', body: 'Compare' },
+      404: E[404],
+      413: err('The patch would spell more than 16 Mi characters of paths (deep, long keys)'),
+    },
   },
   'POST /content-service/content/alias/:ns/:alias/restore': {
     summary: 'Restore a version as a new version',

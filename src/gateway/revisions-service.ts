@@ -16,6 +16,9 @@ import type { Params } from './router.js';
 import { checkAlias, requiredIfMatch } from './schemas.js';
 
 /** fast-json-patch's diff: linear in the documents (arrays compared index by index), keys escaped per RFC 6901. */
+/** Characters of paths a compare's patch may spell (a patch's values are bounded by the versions). */
+export const MAX_PATCH_PATH_CHARS = 16 * 2 ** 20;
+
 export const aspectsDiff: JsonDiff = (from: Aspects, to: Aspects) => jsonPatch.compare(from, to) as PatchOperation[];
 
 /**
@@ -61,8 +64,21 @@ export class RevisionsService {
     const [from, to] = await Promise.all([this.comparedVersion(cid, keys.from), this.comparedVersion(cid, keys.to)]);
     if (!from) throw new AppError('NOT_FOUND', `Version ${x.query.get('from')} not found`);
     if (!to) throw new AppError('NOT_FOUND', `Version ${x.query.get('to')} not found`);
-    const body = JSON.stringify(compareBody(cid, from, to, aspectsDiff));
-    x.send(200, [['Content-Type', 'application/json']], body);
+    const compared = compareBody(cid, from, to, aspectsDiff);
+    // Each operation spells its whole path: deep long keys make a patch far larger than the
+    // versions (302 KB versions: over 500 MB of paths, a RangeError and a 500).
+    let paths = 0;
+    for (const op of compared.patch) paths += op.path.length;
+    if (paths > MAX_PATCH_PATH_CHARS)
+      throw new AppError(
+        'PAYLOAD_TOO_LARGE',
+        `The patch between these versions would spell ${paths} characters of paths; at most ${MAX_PATCH_PATH_CHARS} are answered`,
+        {
+          paths,
+          max: MAX_PATCH_PATH_CHARS,
+        },
+      );
+    x.send(200, [['Content-Type', 'application/json']], JSON.stringify(compared));
   }
 
   /** A version to compare, decoded once (see `versions`); null when the content never had it. */

@@ -93,6 +93,27 @@ describe('revisions: compare, restore, audit (CONTRACT §15)', function () {
       expect((await sports.req('GET', `/content/alias/news/${a.alias}/compare?from=garbage`)).status).to.equal(404);
       expect((await editor.req('GET', `/content/alias/news/${a.alias}/compare?from=${a.versions[0]}`, { token: null })).status).to.equal(401);
     });
+    it('a patch whose paths would be immense (deep long keys) answers 413, never a 500', async function () {
+      this.timeout(120_000);
+      const alias = `revdeep${Date.now()}x${n++}`;
+      // 40 levels of 5,000-character keys above 2,000 leaves: 200 KB of keys, each leaf's path 200 KB.
+      const deep = (leaf: number) => {
+        let v: Record<string, unknown> = Object.fromEntries(Array.from({ length: 2000 }, (_, i) => [`l${i}`, leaf]));
+        for (let d = 0; d < 40; d++) v = { [`${String(d).padStart(2, '0')}${'k'.repeat(4998)}`]: v };
+        return v;
+      };
+      const c = await editor.req('POST', '/content', {
+        body: { ...article('deep', { deep: deep(0) }), operations: [{ _type: 'svcSetAlias', namespace: 'news', alias }] },
+      });
+      expect(c.status, c.text.slice(0, 200)).to.equal(201);
+      const u = await editor.req('PUT', `/content/alias/news/${alias}`, {
+        body: article('deep', { deep: deep(1) }),
+        headers: { 'If-Match': c.headers.get('etag')! },
+      });
+      expect(u.status, u.text.slice(0, 200)).to.equal(200);
+      const r = await editor.req('GET', `/content/alias/news/${alias}/compare?from=${c.json.system.version}`);
+      expect([r.status, r.json.statusCode]).to.deep.equal([413, '41300']);
+    });
   });
 
   describe('restore', () => {
