@@ -181,15 +181,9 @@ export class Renditions {
       await this.d.redis.del(legacy);
       return null;
     }
-    let named: string;
-    await this.registerTrash(keys);
-    try {
-      named = await this.d.redis.renditionKeep(keys.index, keys.lru, keys.trash, id, path, '', Date.now(), this.d.settings.RENDITION_MAX_PER_SOURCE);
-      // Another process kept a file of this rendition meanwhile: the legacy one is named by none.
-      if (named !== path) await this.d.redis.zadd(keys.trash, Date.now(), `${id}/${path}`);
-    } finally {
-      await this.registerTrash(keys).catch(() => undefined);
-    }
+    const named = await this.keep(keys, id, path);
+    // Another process kept a file of this rendition meanwhile: the legacy one is named by none.
+    if (named !== path) await this.discard(keys, id, path);
     await this.d.redis.del(legacy);
     return named === path ? file : store.stat(fileKeyOf('content', id, named));
   }
@@ -201,6 +195,26 @@ export class Renditions {
    */
   private async registerTrash(keys: SourceKeys): Promise<void> {
     await this.d.redis.zadd(TRASH_SOURCES, Date.now() + this.grace, keys.tag);
+  }
+
+  /**
+   * Names `path` as kept rendition `id` unless another file (not `stale`) is named already, evicting
+   * past the bound (rendition-keep-3.lua); the source is registered before and after. Answers the
+   * path the index names.
+   */
+  private async keep(keys: SourceKeys, id: string, path: string, stale = ''): Promise<string> {
+    await this.registerTrash(keys);
+    try {
+      return await this.d.redis.renditionKeep(keys.index, keys.lru, keys.trash, id, path, stale, Date.now(), this.d.settings.RENDITION_MAX_PER_SOURCE);
+    } finally {
+      await this.registerTrash(keys).catch(() => undefined);
+    }
+  }
+
+  /** A rendition file the index names no longer (or never did): removed after the grace, like an evicted one. */
+  private async discard(keys: SourceKeys, id: string, path: string): Promise<void> {
+    await this.d.redis.zadd(keys.trash, Date.now(), `${id}/${path}`);
+    await this.registerTrash(keys).catch(() => undefined);
   }
 
   private async make(store: FileStore, keys: SourceKeys, id: string, source: StoredFile, params: RenditionParams, format: Format): Promise<StoredFile> {
@@ -226,21 +240,11 @@ export class Renditions {
       // (an earlier life of this rendition, evicted) just as this put made it.
       const stored = await put().catch(put);
       try {
-        await this.registerTrash(keys);
         // Another process may have kept the same rendition meanwhile: the first one named stays,
         // unless its file is gone (then this one replaces it in the index).
         let stale = '';
         for (let i = 0; i < 3; i++) {
-          const path = await this.d.redis.renditionKeep(
-            keys.index,
-            keys.lru,
-            keys.trash,
-            id,
-            stored.key.path,
-            stale,
-            Date.now(),
-            this.d.settings.RENDITION_MAX_PER_SOURCE,
-          );
+          const path = await this.keep(keys, id, stored.key.path, stale);
           if (path === stored.key.path) return stored;
           const first = await store.stat(fileKeyOf('content', id, path));
           if (first) {
@@ -250,10 +254,9 @@ export class Renditions {
           stale = path;
         }
         // Named by none: answered now, removed after the grace like an evicted one.
-        await this.d.redis.zadd(keys.trash, Date.now(), `${id}/${stored.key.path}`);
+        await this.discard(keys, id, stored.key.path);
         return stored;
       } finally {
-        await this.registerTrash(keys).catch(() => undefined);
         await this.sweep(store, keys);
       }
     } finally {
