@@ -242,6 +242,9 @@ export interface SearchLimits {
   now?: () => number;
 }
 
+/** 400 naming a parameter and why it is refused (the one form of every refusal here). */
+const parameterRefused = (key: string, why: string): AppError => new AppError('BAD_REQUEST', `Parameter '${key}': ${why}`, { parameter: key });
+
 /**
  * Range facets cost the engine a counted range per bucket, whatever the index holds: one anonymous
  * `facet.range.start=0&facet.range.end=10000000&facet.range.gap=1` made the embedded Solr (512 MB)
@@ -270,7 +273,7 @@ function checkRangeBuckets(engine: URLSearchParams, limits: SearchLimits): void 
     return null;
   };
   const fail = (key: string, why: string): never => {
-    throw new AppError('BAD_REQUEST', `Parameter '${key}': ${why}`, { parameter: key });
+    throw parameterRefused(key, why);
   };
   let total = 0n;
   for (const f of fields) {
@@ -508,7 +511,7 @@ export function checkSearchParams(params: URLSearchParams, limits: SearchLimits 
       checked = entry.rule(value);
     } catch (e) {
       if (!(e instanceof Refused)) throw e;
-      throw new AppError('BAD_REQUEST', `Parameter '${key}': ${e.message}`, { parameter: key });
+      throw parameterRefused(key, e.message);
     }
     if (!entry.own) engine.append(key, checked);
   }
