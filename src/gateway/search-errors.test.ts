@@ -50,6 +50,30 @@ describe('engine errors through the search proxy (CONTRACT §12, §20)', () => {
     expect(a.body).to.deep.equal({ message: msg, statusCode: '40000', extraInfo: {}, responseHeader: { status: 400, QTime: 5 }, error: { msg, code: 400 } });
   });
 
+  it('a 500 by which the engine refuses the query (too complex to determinize, too many clauses) answers 400: bad input never answers 5xx', () => {
+    const tooComplex = JSON.stringify({
+      responseHeader: { status: 500, QTime: 3 },
+      error: {
+        metadata: [
+          'error-class',
+          'org.apache.solr.common.SolrException',
+          'root-error-class',
+          'org.apache.lucene.util.automaton.TooComplexToDeterminizeException',
+        ],
+        msg: 'Determinizing automaton with 51 states and 98 transitions would require more than 10000 effort.',
+        code: 500,
+      },
+    });
+    const a = engineErrorAnswer('content', { status: 500, contentType: 'application/json', body: tooComplex });
+    expect(a.status).to.equal(400);
+    const msg = 'Determinizing automaton with 51 states and 98 transitions would require more than 10000 effort.';
+    expect(a.body).to.deep.equal({ message: msg, statusCode: '40000', extraInfo: {}, responseHeader: { status: 400, QTime: 3 }, error: { msg, code: 400 } });
+    const clauses = JSON.stringify({ responseHeader: { status: 500, QTime: 1 }, error: { msg: 'too many boolean clauses', code: 500 } });
+    expect(engineErrorAnswer('content', { status: 500, contentType: 'application/json', body: clauses }).status).to.equal(400);
+    // An engine that fails (its disk, another node) stays a 500.
+    expect(engineErrorAnswer('content', { status: 500, contentType: 'application/json', body: CLOUD_500 }).status).to.equal(500);
+  });
+
   it('a 500 loses its stack trace; the status stays', () => {
     const a = engineErrorAnswer('content', { status: 500, contentType: 'application/json', body: TRACE_500 });
     expect(a.status).to.equal(500);

@@ -47,11 +47,27 @@ export function scrubEngineMessage(msg: string): string {
 /** The message of a 404 for a collection: the engine's own, and the proxy's for any collection but SOLR_COLLECTION, are one answer. */
 export const noCollection = (collection: string): string => `The search engine has no collection ${collection}`;
 
+/**
+ * Exceptions by which the engine refuses what a search asked rather than fails: it answers 500
+ * for them (a wildcard or regular expression too complex to determinize, too many clauses after
+ * analysis, a number that does not parse in a boost), and the proxy answers 400, since the same
+ * request would fail the same way every time (bad input never answers 5xx, SECURITY.md).
+ */
+const CALLER_ERRORS = /\b(?:TooComplexToDeterminizeException|TooManyClauses|TooManyNestedClauses|NumberFormatException|SyntaxError|ParseException)\b/;
+
+/** Does the engine's 500 refuse the caller's query (its error classes, or a message that names one)? */
+function refusesQuery(error: { metadata?: unknown; msg?: unknown }): boolean {
+  const classes = Array.isArray(error.metadata) ? error.metadata.filter((m): m is string => typeof m === 'string') : [];
+  return (
+    classes.some((c) => CALLER_ERRORS.test(c)) ||
+    (typeof error.msg === 'string' && /\bDeterminizing\b.*\beffort\b|too many (?:boolean|nested) clauses|maxClauseCount/i.test(error.msg))
+  );
+}
+
 /** The proxy's answer to an engine answer that is not a success. */
 export function engineErrorAnswer(collection: string, res: EngineAnswer): { status: number; body: Record<string, unknown> } {
-  const status = res.status;
-  const statusCode = statusCodeOf(status);
-  let parsed: { responseHeader?: { status?: unknown; QTime?: unknown }; error?: { msg?: unknown; code?: unknown } } | undefined;
+  let status = res.status;
+  let parsed: { responseHeader?: { status?: unknown; QTime?: unknown }; error?: { msg?: unknown; code?: unknown; metadata?: unknown } } | undefined;
   if (/json/i.test(res.contentType)) {
     try {
       parsed = JSON.parse(res.body) as typeof parsed;
@@ -61,14 +77,19 @@ export function engineErrorAnswer(collection: string, res: EngineAnswer): { stat
   }
   if (!parsed || typeof parsed.error !== 'object' || parsed.error === null) {
     const message = status === 404 ? noCollection(collection) : `The search engine answered ${status}`;
-    return { status, body: { message, statusCode, extraInfo: {} } };
+    return { status, body: { message, statusCode: statusCodeOf(status), extraInfo: {} } };
   }
+  if (status === 500 && refusesQuery(parsed.error)) status = 400;
+  const statusCode = statusCodeOf(status);
   const msg = typeof parsed.error.msg === 'string' && parsed.error.msg ? scrubEngineMessage(parsed.error.msg) : `The search engine answered ${status}`;
-  const code = typeof parsed.error.code === 'number' ? parsed.error.code : status;
+  const code = status === 400 && res.status === 500 ? 400 : typeof parsed.error.code === 'number' ? parsed.error.code : status;
   const header = parsed.responseHeader;
   const responseHeader =
     header && typeof header === 'object'
-      ? { status: typeof header.status === 'number' ? header.status : status, QTime: typeof header.QTime === 'number' ? header.QTime : 0 }
+      ? {
+          status: typeof header.status === 'number' && status === res.status ? header.status : status,
+          QTime: typeof header.QTime === 'number' ? header.QTime : 0,
+        }
       : undefined;
   return { status, body: { message: msg, statusCode, extraInfo: {}, ...(responseHeader ? { responseHeader } : {}), error: { msg, code } } };
 }

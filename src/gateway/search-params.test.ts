@@ -550,4 +550,148 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
     expect(refusal({ 'facet.prefix': 'a\u001bb' })?.parameter).to.equal('facet.prefix');
     expect(refusal({ q: 'a\tb\nc' })).to.equal(null);
   });
+
+  // What a search costs the engine is bounded before it is sent. These tests use the settings'
+  // defaults as numbers (1024 clauses, 20 multi-term queries, 20 fq, 20,000 facet values, 5000 ms).
+  describe('what a search costs the engine: counted and bounded before it is sent', () => {
+    const engineOf = (params: Record<string, string> | [string, string][], limits?: SearchLimits) =>
+      checkSearchParams(new URLSearchParams(params), limits).engine;
+    const words = (n: number, prefix = 'w') => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
+    const wildcards = (n: number) => words(n, 'svc_text:*ab').map((w) => `${w}*`);
+
+    it('every search carries a timeAllowed: the default when the caller sends none or 0 (none, to the engine), the caller’s when lower, the default when higher', () => {
+      expect(engineOf({ q: 'x' }).get('timeAllowed')).to.equal('5000');
+      expect(engineOf({ q: 'x', timeAllowed: '1200' }).get('timeAllowed')).to.equal('1200');
+      expect(engineOf({ q: 'x', timeAllowed: '60000' }).get('timeAllowed')).to.equal('5000');
+      expect(engineOf({ q: 'x', timeAllowed: '0' }).get('timeAllowed')).to.equal('5000');
+      const at = { maxRangeBuckets: 1000, timeAllowedMs: 250 };
+      expect(engineOf({ q: 'x' }, at).get('timeAllowed')).to.equal('250');
+      expect(engineOf({ q: 'x', timeAllowed: '100' }, at).get('timeAllowed')).to.equal('100');
+      expect(engineOf({ q: 'x', timeAllowed: '2147483647' }, at).getAll('timeAllowed')).to.deep.equal(['250']);
+      expect(engineOf({ q: 'x', wt: 'javabin' }, at).get('timeAllowed')).to.equal('250');
+    });
+
+    it('omitHeader is not sent to the engine, whose header says whether the time ran out; the proxy omits the header itself', () => {
+      for (const [value, omitted] of <[string, boolean][]>[
+        ['true', true],
+        ['on', true],
+        ['false', false],
+        ['off', false],
+      ]) {
+        const r = checkSearchParams(new URLSearchParams({ q: 'x', omitHeader: value }));
+        expect(r.engine.has('omitHeader'), value).to.equal(false);
+        expect(r.omitHeader, value).to.equal(omitted);
+      }
+      expect(checkSearchParams(new URLSearchParams({ q: 'x' })).omitHeader).to.equal(false);
+    });
+
+    it("the hunt's search (fq of 1,000 wildcards, 10 times) answers 400 naming fq and SEARCH_MAX_MULTI_TERMS; a newsroom search passes", () => {
+      const hunt = Array.from({ length: 10 }, (): [string, string] => ['fq', wildcards(1000).join(' OR ')]);
+      const r = refusal([['q', '*:*'], ...hunt]);
+      expect(r?.parameter).to.equal('fq');
+      expect(r?.message).to.match(/^Parameter 'fq': /);
+      expect(r?.message).to.contain('SEARCH_MAX_MULTI_TERMS').and.contain('at most 20');
+      expect(
+        refusal([
+          ['q', 'elect* AND (trump OR biden OR "white house") AND -svc_contentstate_hidden_b:true'],
+          ['fq', 'svc_type_s:(article OR gallery OR video)'],
+          ['fq', 'svc_modificationTime_dt:[NOW/DAY-7DAYS TO NOW]'],
+          ['fq', 'svc_tag_section_ss:(politics OR world OR "us election") AND tags_ss:camp?ign*'],
+          ['fq', 'id:c\\:01M84*'],
+          ['facet', 'true'],
+          ['facet.field', 'svc_type_s'],
+          ['facet.query', 'svc_modificationTime_dt:[NOW-1DAY TO NOW]'],
+          ['facet.query', 'svc_modificationTime_dt:[NOW-7DAYS TO NOW]'],
+        ]),
+      ).to.equal(null);
+    });
+
+    it('multi-term queries of q, fq and facet.query count together: wildcards, prefixes, field:*, regular expressions, ranges; not *:*, escapes or phrases', () => {
+      // 20 in all pass, the 21st is refused where it is given
+      const spread: [string, string][] = [
+        ['q', 'a* OR b? OR title_s:*c OR part_s:*'],
+        ['fq', '/re.*x/ OR n_i:[1 TO 5] OR when_dt:{* TO NOW]'],
+        ['fq', wildcards(10).join(' ')],
+        ['facet.query', 'x* y* w*'],
+        ['facet', 'true'],
+      ];
+      expect(refusal([...spread, ['q.op', 'OR']])).to.equal(null);
+      expect(refusal([...spread, ['facet.query', 'z*']])?.parameter).to.equal('facet.query');
+      expect(refusal([['q', wildcards(21).join(' ')]])?.parameter).to.equal('q');
+      // not multi-term: match-all, escaped wildcards, wildcards inside a phrase, operators
+      const plain = Array.from({ length: 30 }, (_, i) => `(*:* AND a\\*${i} AND "b*${i}" AND c\\?${i})`).join(' OR ');
+      expect(refusal({ q: plain })).to.equal(null);
+      // the bound comes from the settings
+      expect(refusal({ q: 'a* b*' }, { maxRangeBuckets: 1000, maxMultiTerms: 1 })?.parameter).to.equal('q');
+      expect(refusal({ q: 'a* b' }, { maxRangeBuckets: 1000, maxMultiTerms: 1 })).to.equal(null);
+      // edismax and dismax ask each term of every qf field
+      const qf = words(10, 'f').join(' ');
+      expect(refusal({ defType: 'edismax', qf, q: 'a* b*' })).to.equal(null);
+      expect(refusal({ defType: 'edismax', qf, q: 'a* b* c*' })?.parameter).to.equal('q');
+    });
+
+    it('clauses of q, fq and facet.query count together (terms, words of phrases, ranges): at most SEARCH_MAX_CLAUSES', () => {
+      // each query alone is within the engine's maxBooleanClauses (1024), together they are not
+      const r = refusal({ q: `id:(${words(600).join(' OR ')})`, fq: `tags_ss:(${words(500).join(' ')})` });
+      expect(r?.parameter).to.equal('fq');
+      expect(r?.message).to.contain('SEARCH_MAX_CLAUSES').and.contain('at most 1024');
+      expect(refusal({ q: `id:(${words(600).join(' OR ')})`, fq: `tags_ss:(${words(424).join(' ')})` })).to.equal(null);
+      // operators, field names, parentheses, boosts and proximities are not clauses; the words of a phrase are
+      const terms = Array.from({ length: 256 }, (_, i) => `+(title_s:a${i}^2 AND -b${i}) || !"c${i} d${i}"~3`).join(' AND ');
+      expect(refusal({ q: terms })).to.equal(null);
+      expect(refusal({ q: `${terms} e` })?.parameter).to.equal('q');
+      expect(
+        refusal([...words(11).map((w): [string, string] => ['facet.query', `n_i:${w}`]), ['facet', 'true']], { maxRangeBuckets: 1000, maxClauses: 10 })
+          ?.parameter,
+      ).to.equal('facet.query');
+      // edismax: every term of q in every qf field, and pf's phrase per field
+      const qf = words(10, 'f').join(',');
+      expect(refusal({ defType: 'edismax', qf, pf: 'title_s', q: words(93).join(' ') })).to.equal(null);
+      expect(refusal({ defType: 'edismax', qf, pf: 'title_s', q: words(94).join(' ') })?.parameter).to.equal('q');
+    });
+
+    it('fq and facet.query are each given at most SEARCH_MAX_FILTER_QUERIES (20) times', () => {
+      const many = (key: string, n: number) => Array.from({ length: n }, (_, i): [string, string] => [key, `n_i:${i}`]);
+      expect(refusal([['q', '*:*'], ...many('fq', 20), ['facet', 'true'], ...many('facet.query', 20)])).to.equal(null);
+      const r = refusal([['q', '*:*'], ...many('fq', 21)]);
+      expect(r?.parameter).to.equal('fq');
+      expect(r?.message).to.contain('SEARCH_MAX_FILTER_QUERIES').and.contain('at most 20');
+      expect(refusal([['facet', 'true'], ...many('facet.query', 21)])?.parameter).to.equal('facet.query');
+      expect(refusal(many('fq', 4), { maxRangeBuckets: 1000, maxFilterQueries: 3 })?.parameter).to.equal('fq');
+    });
+
+    it('facet values: a pivot counts every node of its tree (the reported three levels at the default limit answered 115 MB), each facet.field its limit; at most SEARCH_MAX_FACET_VALUES', () => {
+      const pivot = (fields: string, extra: Record<string, string> = {}) => ({ facet: 'true', 'facet.pivot': fields, ...extra });
+      const r = refusal(pivot('a_ss,b_ss,c_ss'));
+      expect(r?.parameter).to.equal('facet.pivot');
+      expect(r?.message).to.contain('1010100').and.contain('SEARCH_MAX_FACET_VALUES').and.contain('at most 20000');
+      expect(refusal(pivot('a_ss,b_ss'))).to.equal(null);
+      expect(refusal(pivot('a_ss,b_ss,c_ss', { 'f.a_ss.facet.limit': '10', 'f.b_ss.facet.limit': '10' }))).to.equal(null);
+      expect(refusal(pivot('a_ss b_ss c_ss', { 'facet.limit': '26' }))).to.equal(null); // 26 + 676 + 17,576 = 18,278
+      expect(refusal(pivot('a_ss b_ss c_ss', { 'facet.limit': '27' }))?.parameter).to.equal('facet.pivot'); // 27 + 729 + 19,683 = 20,439
+      expect(refusal(pivot('a_ss b_ss c_ss', { 'facet.limit': '26' }), { maxRangeBuckets: 1000, maxFacetValues: 18_277 })?.parameter).to.equal('facet.pivot');
+      // every value of a level: -1 counts as 1000
+      expect(refusal(pivot('a_ss,b_ss', { 'f.b_ss.facet.limit': '-1', 'f.a_ss.facet.limit': '19' }))).to.equal(null);
+      expect(refusal(pivot('a_ss,b_ss', { 'f.b_ss.facet.limit': '-1', 'f.a_ss.facet.limit': '20' }))?.parameter).to.equal('facet.pivot');
+      // at most 4 levels, whatever their limits
+      expect(refusal(pivot('a,b,c,d', { 'facet.limit': '1' }))).to.equal(null);
+      expect(refusal(pivot('a,b,c,d,e', { 'facet.limit': '1' }))?.parameter).to.equal('facet.pivot');
+      // facet fields count their limits, with the pivots, in request order
+      const fields = (n: number) => Array.from({ length: n }, (_, i): [string, string] => ['facet.field', `f${i}_s`]);
+      expect(refusal([['facet', 'true'], ['facet.limit', '-1'], ...fields(20)])).to.equal(null);
+      expect(refusal([['facet', 'true'], ['facet.limit', '-1'], ...fields(21)])?.parameter).to.equal('facet.field');
+      expect(refusal([['facet', 'true'], ['facet.pivot', 'a_ss,b_ss'], ...fields(99)])).to.equal(null); // 10,100 + 9,900
+      expect(refusal([['facet', 'true'], ...fields(99), ['facet.pivot', 'a_ss,b_ss'], ['facet.field', 'x_s']])?.parameter).to.equal('facet.field');
+      expect(refusal([['facet', 'true'], ...fields(100), ['facet.pivot', 'a_ss,b_ss']])?.parameter).to.equal('facet.pivot');
+      // without facet=true the engine reads no facet parameter
+      expect(refusal({ 'facet.pivot': 'a_ss,b_ss,c_ss' })).to.equal(null);
+    });
+
+    it('facet.limit=-1 (every value) is sent as 1000: a facet of id listed every document of the result', () => {
+      const engine = engineOf({ facet: 'true', 'facet.field': 'id', 'facet.limit': '-1', 'f.id.facet.limit': '-1', 'f.x_s.facet.limit': '7' });
+      expect(engine.getAll('facet.limit')).to.deep.equal(['1000']);
+      expect(engine.getAll('f.id.facet.limit')).to.deep.equal(['1000']);
+      expect(engine.getAll('f.x_s.facet.limit')).to.deep.equal(['7']);
+    });
+  });
 });

@@ -33,6 +33,14 @@ import { AppError } from '../errors.js';
  * Numbers are numbers within bounds (`rows` at most 1000), and the range facets of a search have
  * at most SEARCH_MAX_RANGE_BUCKETS buckets in all (checkRangeBuckets); single-valued parameters are
  * given once. Per-field forms (`f.<field>.facet.limit`, ...) follow their base parameter.
+ *
+ * What a search costs the engine is bounded before it is sent (each past its bound answers 400
+ * naming the parameter that crosses it and the setting): the clauses of q, every fq and
+ * facet.query together, and among them the wildcard, prefix, regular expression and range terms
+ * (checkQueryCost); the number of fq and of facet.query; the facet values asked for, a pivot's
+ * whole tree counted (checkFacetValues). Every search carries a `timeAllowed`, the caller's capped
+ * to the default (SEARCH_TIME_ALLOWED_MS); it bounds the main query only, not the filters' term
+ * expansion nor faceting, which the counts bound.
  */
 
 /** A value rule: answers the value to send to the engine, or throws why the value is refused. */
@@ -62,6 +70,15 @@ export const MAX_VALUE_LENGTH = 100_000;
 const MAX_START = 100_000;
 /** Most rows (CONTRACT §20) and documents per group. */
 const MAX_ROWS = 1000;
+/**
+ * `facet.limit=-1` (every value) is sent as this limit: a facet of `id` listed every document of
+ * the result (549 KB for 20,000 documents, so hundreds of MB for a newsroom's index).
+ */
+export const ALL_FACET_VALUES = 1000;
+/** Solr's default `facet.limit`. */
+const DEFAULT_FACET_LIMIT = 100;
+/** Most levels (fields) of one `facet.pivot`: each node of a level is a facet count of the next field. */
+export const MAX_PIVOT_LEVELS = 4;
 const INT32_MAX = 2_147_483_647;
 
 /** A field name as the schema's fields and dynamic fields have them. */
@@ -234,13 +251,33 @@ const rangeGap: Rule = (v) => {
 /** Default of SEARCH_MAX_RANGE_BUCKETS: range facet buckets of one search. */
 export const DEFAULT_MAX_RANGE_BUCKETS = 1000;
 
-/** Bounds of a search that come from the settings. */
+/** Bounds of a search that come from the settings (those left out take the settings' defaults). */
 export interface SearchLimits {
   /** Most range facet buckets of one search, over all its range facets (SEARCH_MAX_RANGE_BUCKETS). */
   maxRangeBuckets: number;
+  /** The `timeAllowed` sent when the caller sends none, and the most a caller's may be (SEARCH_TIME_ALLOWED_MS). */
+  timeAllowedMs?: number;
+  /** Most clauses of q, fq and facet.query together (SEARCH_MAX_CLAUSES). */
+  maxClauses?: number;
+  /** Most wildcard, prefix, regular expression and range terms of q, fq and facet.query together (SEARCH_MAX_MULTI_TERMS). */
+  maxMultiTerms?: number;
+  /** Most fq, and most facet.query, of one search (SEARCH_MAX_FILTER_QUERIES). */
+  maxFilterQueries?: number;
+  /** Most facet values one search asks for (SEARCH_MAX_FACET_VALUES). */
+  maxFacetValues?: number;
   /** The time `NOW` stands for in date math (the engine reads its own clock a moment later); Date.now by default. */
   now?: () => number;
 }
+
+/** The settings' defaults of the bounds (config/settings.ts). */
+const DEFAULT_LIMITS: Required<Omit<SearchLimits, 'now'>> = {
+  maxRangeBuckets: DEFAULT_MAX_RANGE_BUCKETS,
+  timeAllowedMs: 5000,
+  maxClauses: 1024,
+  maxMultiTerms: 20,
+  maxFilterQueries: 20,
+  maxFacetValues: 20_000,
+};
 
 /** 400 naming a parameter and why it is refused (the one form of every refusal here). */
 const parameterRefused = (key: string, why: string): AppError => new AppError('BAD_REQUEST', `Parameter '${key}': ${why}`, { parameter: key });
@@ -398,8 +435,186 @@ function dateBuckets(start: number, end: number, gap: string, max: number, stuck
   return n;
 }
 
+/** What a query asks of the engine, as counted before it is sent. */
+export interface QueryCost {
+  /** Terms, words of phrases, ranges, regular expressions: the leaves of the parsed query. */
+  clauses: number;
+  /** Of them, those the engine expands over the terms of the index: wildcard and prefix terms (`*`, `?`), `field:*`, regular expressions, ranges. */
+  multiTerms: number;
+}
+
+/** Words the lucene parser reads as operators, not terms. */
+const OPERATORS = new Set(['AND', 'OR', 'NOT', '&&', '||']);
+/** Characters that end a term in the lucene parser's syntax (whitespace aside). */
+const TERM_END = new Set(['(', ')', '"', '[', ']', '{', '}', '^', '~', '/', ':']);
+const SPACE = /\s/;
+
+/**
+ * Counts the clauses of a query in the lucene (and edismax) syntax without parsing it in full,
+ * never fewer than the parser makes of the text: each term, each word of a phrase, each range
+ * and each regular expression is a clause; operators (`AND`, `OR`, `NOT`, `&&`, `||`, `+`, `-`,
+ * `!`), parentheses, field names, boosts (`^2`) and proximities (`~3`) are not. A term with an
+ * unescaped `*` or `?` (a wildcard or prefix, `field:*` too), a regular expression (`/.../`) and a
+ * range (`[a TO b]`, `{a TO *]`: on a text or string field it enumerates terms) are multi-term
+ * queries; `*:*` is not (it matches every document). Escaped characters (`\*`, `\:`) are text. An
+ * analyzer may split a term further (`wi-fi`): the engine's own maxBooleanClauses still bounds
+ * each query after analysis; this count bounds all the queries of a search together.
+ */
+export function queryCost(v: string): QueryCost {
+  let clauses = 0;
+  let multiTerms = 0;
+  const n = v.length;
+  let i = 0;
+  while (i < n) {
+    const c = v[i];
+    if (SPACE.test(c) || c === '(' || c === ')' || c === '+' || c === '-' || c === '!') {
+      i++;
+    } else if (c === '^' || c === '~') {
+      // a boost or a proximity: its number is no term
+      i++;
+      while (i < n && /[0-9.]/.test(v[i])) i++;
+    } else if (c === '"') {
+      // a phrase: one clause per word (at least one)
+      let words = 0;
+      let inWord = false;
+      let j = i + 1;
+      for (; j < n && v[j] !== '"'; j++) {
+        if (SPACE.test(v[j])) inWord = false;
+        else if (!inWord) [inWord, words] = [true, words + 1];
+        if (v[j] === '\\') j++;
+      }
+      clauses += Math.max(1, words);
+      i = j + 1;
+    } else if (c === '[' || c === '{') {
+      // a range, to its closing bracket (either kind, as the parser takes them)
+      let j = i + 1;
+      let quoted = false;
+      for (; j < n; j++) {
+        if (v[j] === '\\') j++;
+        else if (v[j] === '"') quoted = !quoted;
+        else if (!quoted && (v[j] === ']' || v[j] === '}')) break;
+      }
+      clauses++;
+      multiTerms++;
+      i = j + 1;
+    } else if (c === '/') {
+      // a regular expression, to its closing slash
+      let j = i + 1;
+      for (; j < n && v[j] !== '/'; j++) if (v[j] === '\\') j++;
+      clauses++;
+      multiTerms++;
+      i = j + 1;
+    } else {
+      // a term, or a field name before `:`
+      let j = i;
+      let wild = false;
+      for (; j < n && !SPACE.test(v[j]) && !TERM_END.has(v[j]); j++) {
+        if (v[j] === '\\') j++;
+        else if (v[j] === '*' || v[j] === '?') wild = true;
+      }
+      const text = v.slice(i, j);
+      if (v[j] === ':') {
+        if (text === '*' && v[j + 1] === '*' && (j + 2 >= n || SPACE.test(v[j + 2]) || TERM_END.has(v[j + 2]))) {
+          clauses++; // *:*, every document
+          i = j + 2;
+        } else i = j + 1;
+        continue;
+      }
+      if (j === i) {
+        i++; // a stray closing bracket
+        continue;
+      }
+      if (!OPERATORS.has(text)) {
+        clauses++;
+        if (wild) multiTerms++;
+      }
+      i = j;
+    }
+  }
+  return { clauses, multiTerms };
+}
+
+const QUERY_PARAMS = new Set(['q', 'fq', 'facet.query']);
+const fieldCount = (v: string | null): number => (v ?? '').split(/[\s,]+/).filter(Boolean).length;
+
+/**
+ * The queries of a search (q, every fq and facet.query) together have at most `maxClauses`
+ * clauses and `maxMultiTerms` multi-term queries (queryCost); past either, 400 naming the
+ * parameter that crosses it. Each fq and facet.query is a query of its own to the engine, and its
+ * maxBooleanClauses bounds only one query: 10 to 40 fq of 1,000 wildcards each cost the embedded
+ * Solr 42 to 131 s of CPU, and `timeAllowed` does not bound a filter's term expansion. With
+ * edismax or dismax, each term of q is asked of every qf field, and pf adds a phrase per field.
+ */
+function checkQueryCost(engine: URLSearchParams, limits: Required<Omit<SearchLimits, 'now'>>): void {
+  const dismax = ['edismax', 'dismax'].includes(engine.get('defType') ?? '');
+  const qf = Math.max(1, fieldCount(engine.get('qf')));
+  let clauses = 0;
+  let multiTerms = 0;
+  for (const [key, value] of engine) {
+    if (!QUERY_PARAMS.has(key)) continue;
+    const cost = queryCost(value);
+    const [perClause, perMultiTerm] = key === 'q' && dismax ? [qf + fieldCount(engine.get('pf')), qf] : [1, 1];
+    clauses += cost.clauses * perClause;
+    multiTerms += cost.multiTerms * perMultiTerm;
+    if (multiTerms > limits.maxMultiTerms)
+      throw parameterRefused(
+        key,
+        `the search has ${multiTerms} wildcard, prefix, regular expression and range terms with this ${key}; a search may have at most ${limits.maxMultiTerms} in q, fq and facet.query together (SEARCH_MAX_MULTI_TERMS): each is expanded over the terms of the whole index`,
+      );
+    if (clauses > limits.maxClauses)
+      throw parameterRefused(
+        key,
+        `the search has ${clauses} clauses with this ${key}; a search may have at most ${limits.maxClauses} in q, fq and facet.query together (SEARCH_MAX_CLAUSES)`,
+      );
+  }
+}
+
+/**
+ * The facet values a search asks for are at most `maxFacetValues`: each facet.field counts its
+ * limit (`f.<field>.facet.limit`, else `facet.limit`, else the engine's 100; `-1` was made
+ * ALL_FACET_VALUES), each facet.pivot every node of its tree (the first level's limit, plus that
+ * times the second's, and so on: each node but the last level's is a facet count of its own) and
+ * has at most MAX_PIVOT_LEVELS levels. Past it, 400 naming the facet.field or facet.pivot that
+ * crosses it. A three-level pivot at the default limit answered 115 MB, and `timeAllowed` does
+ * not bound faceting. Nothing is counted when faceting is off (the engine reads no facet.* then).
+ */
+function checkFacetValues(engine: URLSearchParams, limits: Required<Omit<SearchLimits, 'now'>>): void {
+  if (!['true', 'on'].includes(engine.get('facet') ?? '')) return;
+  const max = limits.maxFacetValues;
+  const limitOf = (field: string): number => Number(engine.get(`f.${field}.facet.limit`) ?? engine.get('facet.limit') ?? DEFAULT_FACET_LIMIT);
+  let total = 0;
+  for (const [key, value] of engine) {
+    let values: number;
+    let what: string;
+    if (key === 'facet.field') {
+      values = limitOf(value);
+      what = `facet '${value}' asks for ${values} values (its facet.limit)`;
+    } else if (key === 'facet.pivot') {
+      const fields = value.split(/[\s,]+/).filter(Boolean);
+      if (fields.length > MAX_PIVOT_LEVELS)
+        throw parameterRefused(key, `the pivot '${value}' has ${fields.length} levels; a pivot may have at most ${MAX_PIVOT_LEVELS}`);
+      const levels = fields.map(limitOf);
+      let width = 1;
+      values = 0;
+      for (const limit of levels) values += width *= limit;
+      what = `pivot '${value}' asks for up to ${values} values (facet.limit ${levels.join(', ')} at its levels)`;
+    } else continue;
+    total += values;
+    if (total > max)
+      throw parameterRefused(
+        key,
+        `the ${what}; a search may ask for at most ${max} facet values in all (SEARCH_MAX_FACET_VALUES): set a smaller facet.limit (per field: f.<field>.facet.limit)`,
+      );
+  }
+}
+
 /** facet.mincount: at least 1, so that no facet lists terms of documents outside the result. */
 const mincount: Rule = (v) => String(Math.max(1, Number(integer(-INT32_MAX, INT32_MAX)(v))));
+/** facet.limit: `-1` (every value) is sent as ALL_FACET_VALUES. */
+const facetLimit: Rule = (v) => {
+  const n = integer(-1, INT32_MAX)(v);
+  return n === '-1' ? String(ALL_FACET_VALUES) : n;
+};
 const cursorMark: Rule = (v) => {
   if (v !== '*' && !/^[A-Za-z0-9+/=_-]{1,4096}$/.test(v)) refuse('not a cursor mark');
   return v;
@@ -426,7 +641,7 @@ export const SEARCH_PARAMETER_ALLOWLIST: Readonly<Record<string, Param>> = {
   'facet.range.end': { rule: rangeBound },
   'facet.range.gap': { rule: rangeGap },
   'facet.pivot': { rule: list(fieldName, 'fields'), repeatable: true },
-  'facet.limit': { rule: integer(-1, INT32_MAX) },
+  'facet.limit': { rule: facetLimit },
   'facet.offset': { rule: integer(0, INT32_MAX) },
   'facet.sort': { rule: oneOf('count', 'index') },
   'facet.prefix': { rule: anyText },
@@ -490,21 +705,39 @@ export interface SearchRequest {
   view: string | null;
   variant: string | null;
   inlineData: boolean;
+  /**
+   * The caller asked for `omitHeader`: it is not sent to the engine, whose header says whether the
+   * results are partial (`timeAllowed` ran out); the proxy leaves the header out of a JSON answer
+   * unless they are. A javabin answer keeps its header.
+   */
+  omitHeader: boolean;
 }
 
 /**
  * Checks a request's parameters against the allowlist, in request order; the first one refused
  * answers 400 naming it. Answers the parameters for the engine (values as the rules answer them,
- * `facet.mincount` raised, `wt` json or javabin) and the platform's own.
+ * `facet.mincount` raised, `facet.limit=-1` bounded, `timeAllowed` set and capped, `wt` json or
+ * javabin) and the platform's own.
  */
-export function checkSearchParams(params: URLSearchParams, limits: SearchLimits = { maxRangeBuckets: DEFAULT_MAX_RANGE_BUCKETS }): SearchRequest {
+export function checkSearchParams(params: URLSearchParams, searchLimits: SearchLimits = { maxRangeBuckets: DEFAULT_MAX_RANGE_BUCKETS }): SearchRequest {
+  const limits = { ...DEFAULT_LIMITS, ...searchLimits };
   const engine = new URLSearchParams();
   const seen = new Set<string>();
+  const given = new Map<string, number>();
   for (const [key, value] of params) {
     const entry = entryOf(key);
     if (!entry) throw new AppError('BAD_REQUEST', `Parameter '${key}' is not allowed through the search service`, { parameter: key });
     if (seen.has(key) && !entry.repeatable) throw new AppError('BAD_REQUEST', `Parameter '${key}' may be given once`, { parameter: key });
     seen.add(key);
+    // Each fq and facet.query is a query the engine runs on its own (a filter is a set of every
+    // matching document, kept in its filter cache): so many, and no more, per search.
+    const times = (given.get(key) ?? 0) + 1;
+    given.set(key, times);
+    if ((key === 'fq' || key === 'facet.query') && times > limits.maxFilterQueries)
+      throw parameterRefused(
+        key,
+        `given more than ${limits.maxFilterQueries} times; a search may have at most ${limits.maxFilterQueries} (SEARCH_MAX_FILTER_QUERIES)`,
+      );
     let checked: string;
     try {
       checkAnyValue(value);
@@ -532,9 +765,17 @@ export function checkSearchParams(params: URLSearchParams, limits: SearchLimits 
       parameter: 'inlineData',
     });
   checkRangeBuckets(engine, limits);
+  checkQueryCost(engine, limits);
+  checkFacetValues(engine, limits);
   // Facets count only the result: a term with no document in it is never listed.
   if (!engine.has('facet.mincount')) engine.set('facet.mincount', '1');
+  // Every search has a time: the caller's, at most the default (0 would be none to the engine).
+  const asked = Number(engine.get('timeAllowed') ?? 0);
+  engine.set('timeAllowed', String(asked > 0 ? Math.min(asked, limits.timeAllowedMs) : limits.timeAllowedMs));
+  // The engine's header says whether the time ran out: the proxy omits it itself (SearchRequest.omitHeader).
+  const omitHeader = ['true', 'on'].includes(engine.get('omitHeader') ?? '');
+  engine.delete('omitHeader');
   engine.set('wt', format);
   if (format === 'javabin') engine.set('version', '2');
-  return { engine, format, view: params.get('view'), variant: params.get('variant'), inlineData: params.has('inlineData') };
+  return { engine, format, view: params.get('view'), variant: params.get('variant'), inlineData: params.has('inlineData'), omitHeader };
 }

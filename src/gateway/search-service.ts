@@ -28,6 +28,38 @@ export interface SearchServiceDeps {
 }
 
 /**
+ * The engine's JSON answer without its `responseHeader` (the caller's `omitHeader`), unless the
+ * header says the results are partial (`timeAllowed` ran out): that the caller must see. The
+ * header is the answer's first member (Solr's JSON writer); an answer of another shape is left as
+ * it is.
+ */
+export function withoutHeader(body: string): string {
+  const start = /^\s*\{\s*"responseHeader"\s*:\s*(?=\{)/.exec(body);
+  if (!start) return body;
+  const end = endOfObject(body, start[0].length);
+  if (end < 0) return body;
+  try {
+    if ((JSON.parse(body.slice(start[0].length, end)) as { partialResults?: unknown }).partialResults === true) return body;
+  } catch {
+    return body;
+  }
+  return `{${body.slice(end).replace(/^\s*,/, '')}`;
+}
+
+/** The index just past the JSON object that starts at `from` (a `{`), strings read with their escapes; -1 when it does not end. */
+function endOfObject(text: string, from: number): number {
+  let depth = 0;
+  for (let i = from; i < text.length; i++) {
+    const c = text[i];
+    if (c === '"') {
+      for (i++; i < text.length && text[i] !== '"'; i++) if (text[i] === '\\') i++;
+    } else if (c === '{' || c === '[') depth++;
+    else if ((c === '}' || c === ']') && --depth === 0) return i + 1;
+  }
+  return -1;
+}
+
+/**
  * The search service: a permission-aware proxy in front of the engine's standard search
  * handler. The caller's parameters must pass the allowlist (search-params.ts, CONTRACT §20);
  * the platform adds its filters as extra `fq` parameters, which the caller cannot remove (every
@@ -55,7 +87,15 @@ export class SearchService {
     // collection of a shared engine (read in full through a global reader's filter) must answer
     // as one that does not exist, so the proxy tells nothing of what else the engine holds.
     if (p.collection !== this.d.settings.SOLR_COLLECTION) throw new AppError('NOT_FOUND', noCollection(p.collection));
-    const request = checkSearchParams(await this.params(x), { maxRangeBuckets: this.d.settings.SEARCH_MAX_RANGE_BUCKETS });
+    const s = this.d.settings;
+    const request = checkSearchParams(await this.params(x), {
+      maxRangeBuckets: s.SEARCH_MAX_RANGE_BUCKETS,
+      timeAllowedMs: s.SEARCH_TIME_ALLOWED_MS,
+      maxClauses: s.SEARCH_MAX_CLAUSES,
+      maxMultiTerms: s.SEARCH_MAX_MULTI_TERMS,
+      maxFilterQueries: s.SEARCH_MAX_FILTER_QUERIES,
+      maxFacetValues: s.SEARCH_MAX_FACET_VALUES,
+    });
     const user = await this.d.tokens.caller(x.header('x-auth-token'));
     const now = this.d.clock();
     const out = request.engine;
@@ -68,10 +108,11 @@ export class SearchService {
       return;
     }
     if (!request.inlineData) {
-      x.send(200, [['Content-Type', 'application/json']], res.body);
+      x.send(200, [['Content-Type', 'application/json']], request.omitHeader ? withoutHeader(res.body) : res.body);
       return;
     }
-    const body = JSON.parse(res.body) as { response?: { docs?: Record<string, unknown>[] } };
+    const body = JSON.parse(res.body) as { responseHeader?: { partialResults?: unknown }; response?: { docs?: Record<string, unknown>[] } };
+    if (request.omitHeader && body.responseHeader?.partialResults !== true) delete body.responseHeader;
     await Promise.all(
       (body.response?.docs ?? []).map(async (doc) => {
         doc._content = await this.inline(String(doc.id ?? ''), request.variant, user, now);

@@ -468,13 +468,18 @@ function requestArb(T: string): fc.Arbitrary<GenSearch> {
     })
     .map((f) => {
       const out: [string, string][] = [['facet', 'true']];
+      // A pivot counts every node of its tree (SEARCH_MAX_FACET_VALUES): every value (-1, sent as
+      // 1000) at each level would be refused, so a pivot's levels take a limit of their own.
+      const pivotLevel = (field: string) => f.pivot?.split(',').includes(field);
+      const limit = f.pivot && f.limit === '-1' ? '6' : f.limit;
+      const perField = f.perField && pivotLevel(f.perField[0]) && f.perField[1][0] === 'facet.limit' && f.perField[1][1] === '-1' ? null : f.perField;
       for (const x of f.fields) out.push(['facet.field', x]);
-      if (f.limit) out.push(['facet.limit', f.limit]);
+      if (limit) out.push(['facet.limit', limit]);
       if (f.offset) out.push(['facet.offset', f.offset]);
       if (f.sort) out.push(['facet.sort', f.sort]);
       if (f.prefix) out.push(['facet.prefix', f.prefix]);
       if (f.mincount) out.push(['facet.mincount', f.mincount]);
-      if (f.perField) out.push([`f.${f.perField[0]}.${f.perField[1][0]}`, f.perField[1][1]]);
+      if (perField) out.push([`f.${perField[0]}.${perField[1][0]}`, perField[1][1]]);
       for (const q of f.query) out.push(['facet.query', q]);
       for (const [name, start, end, gap] of f.range ?? [])
         out.push(['facet.range', name], ['facet.range.start', start], ['facet.range.end', end], ['facet.range.gap', gap]);

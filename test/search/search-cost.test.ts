@@ -1,0 +1,252 @@
+import { expect } from 'chai';
+import { createRequire } from 'node:module';
+import { startTestPlatform } from '../support/platform.js';
+import { ensureTestSolr } from '../support/solr.js';
+
+/**
+ * What one search may cost the engine (SECURITY.md "Search service"): the clauses and the
+ * multi-term queries (wildcards, prefixes, regular expressions, ranges) of q, every fq and
+ * facet.query together, the number of fq, and the facet values (a pivot's whole tree) are counted
+ * and bounded before the engine is asked; every search carries a `timeAllowed`, the caller's
+ * capped, and when it runs out the answer says so (`responseHeader.partialResults`) even to a
+ * caller that asked `omitHeader`. Before, 10-40 fq of 1,000 wildcards cost the embedded Solr
+ * 42-131 s of CPU, a three-level pivot at the default limit answered 115 MB, and `timeAllowed`
+ * was sent only when the caller sent it.
+ *
+ * The documents are written straight into Solr (public, on svcPublic) under a type of this run,
+ * and removed after; the platforms are web processes only (no indexer asks the engine anything),
+ * so the engine's count of select requests shows which searches reached it.
+ */
+
+/** The npm solr-client (a client nobody here wrote), as much of it as the test uses. */
+interface SolrClientType {
+  searchAsync(q: string): Promise<{ responseHeader?: { partialResults?: boolean }; response: { numFound: number } }>;
+}
+const solrClient = createRequire(import.meta.url)('solr-client') as {
+  createClient(o: { host: string; port: number; path: string; core: string }): SolrClientType;
+};
+
+interface Answer {
+  status: number;
+  bytes: number;
+  json: {
+    message?: string;
+    statusCode?: string;
+    extraInfo?: { parameter?: string };
+    responseHeader?: { partialResults?: boolean };
+    response?: { numFound: number; docs: { id: string; _content?: unknown }[] };
+    facet_counts?: { facet_fields: Record<string, unknown[]>; facet_pivot?: Record<string, unknown[]> };
+  };
+}
+
+describe('search cost: counted and bounded before the engine is asked; every search has a time (SECURITY.md "Search service")', function () {
+  this.timeout(240_000);
+  const T = `cost${Date.now().toString(36)}`;
+  const DOCS = 1100;
+  let solr: string;
+  let p: Awaited<ReturnType<typeof startTestPlatform>>;
+  /** The same platform with SEARCH_TIME_ALLOWED_MS=1: any search that reaches the engine's collection runs out of time. */
+  let slow: Awaited<ReturnType<typeof startTestPlatform>>;
+
+  const solrPost = async (path: string, body: string, type: string) => {
+    const r = await fetch(`${solr}/content/${path}`, { method: 'POST', headers: { 'Content-Type': type }, body });
+    expect(r.status, await r.clone().text()).to.equal(200);
+    return r.json();
+  };
+
+  before(async () => {
+    solr = await ensureTestSolr();
+    p = await startTestPlatform({ SOLR_URL: solr }, ['web']);
+    slow = await startTestPlatform({ SOLR_URL: solr, SEARCH_TIME_ALLOWED_MS: '1' }, ['web']);
+    // Public documents as the indexer writes them (svcPublic, always on, not hidden), with facet
+    // fields of many values and some text for wildcards.
+    const letters = 'abcdefghijklmnopqrstuvwxyz';
+    const word = (i: number) => `${letters[i % 26]}${letters[(i * 7) % 26]}${letters[(i * 11) % 26]}${i % 97}`;
+    const docs = Array.from({ length: DOCS }, (_, i) => {
+      const id = `c:${T}${i}:v1`;
+      return {
+        id,
+        root: id,
+        version: 1,
+        svc_type_s: T,
+        svc_views_ss: ['svcLatest', 'svcPublic'],
+        svc_timestate_svcLatest_drange: ['[0000 TO 9999]'],
+        svc_timestate_svcPublic_drange: ['[0000 TO 9999]'],
+        svc_contentstate_hidden_b: false,
+        svc_text: Array.from({ length: 30 }, (_, k) => word(i * 31 + k)).join(' '),
+        cost_n_s: `n${i}`,
+        cost_a_ss: [word(i), word(i + 1)],
+        cost_b_ss: [word(i * 3), word(i * 3 + 2)],
+        cost_c_ss: [word(i * 5), word(i * 5 + 4)],
+      };
+    });
+    await solrPost('update?commit=true', JSON.stringify(docs), 'application/json');
+  });
+  after(async () => {
+    if (solr) await solrPost('update?commit=true', JSON.stringify({ delete: { query: `svc_type_s:${T}` } }), 'application/json').catch(() => undefined);
+    await slow?.stop();
+    await p?.stop();
+  });
+
+  /** An anonymous search by POST form (long queries), as the platform answers it. */
+  const search = async (params: [string, string][] | Record<string, string>, on = p): Promise<Answer> => {
+    const r = await fetch(`${on.url}/search-service/content/select`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams(params).toString(),
+    });
+    const text = await r.text();
+    return { status: r.status, bytes: text.length, json: JSON.parse(text) };
+  };
+  /** Select requests the engine has taken so far (its metrics, every core of the collection). */
+  const selects = async (): Promise<number> => {
+    const r = (await (await fetch(`${solr}/admin/metrics?group=core&prefix=QUERY./select.requests&wt=json`)).json()) as {
+      metrics: Record<string, Record<string, number>>;
+    };
+    return Object.values(r.metrics).reduce((sum, m) => sum + (m['QUERY./select.requests'] ?? 0), 0);
+  };
+  const refused = (r: Answer, parameter: string, setting: string, what: string) => {
+    expect(r.status, `${what}: ${JSON.stringify(r.json).slice(0, 300)}`).to.equal(400);
+    expect(r.json.statusCode, what).to.equal('40000');
+    expect(r.json.extraInfo?.parameter, what).to.equal(parameter);
+    expect(r.json.message, what).to.match(new RegExp(`^Parameter '${parameter.replace(/\./g, '\\.')}': `));
+    expect(r.json.message, what).to.contain(setting);
+  };
+  const scope: [string, string] = ['fq', `svc_type_s:${T}`];
+  const infix = (n: number, salt = 0) => Array.from({ length: n }, (_, i) => `svc_text:*${'abcdefghijklmnopqrstuvwxyz'[(i + salt) % 26]}${i}*`).join(' OR ');
+
+  it("the hunt's search (ten fq of 1,000 wildcards) and the bounds on clauses and fq answer 400 naming the parameter and the setting, without asking the engine", async () => {
+    const before = await selects();
+    const ids = (n: number) => Array.from({ length: n }, (_, i) => `"c:${T}${i}:v1"`);
+    for (const [params, parameter, setting] of <[[string, string][], string, string][]>[
+      [[['q', '*:*'], ...Array.from({ length: 10 }, (_, k): [string, string] => ['fq', infix(1000, k)])], 'fq', 'SEARCH_MAX_MULTI_TERMS'],
+      [[['q', infix(21)], scope], 'q', 'SEARCH_MAX_MULTI_TERMS'],
+      [
+        [
+          ['q', `id:(${ids(600).join(' OR ')})`],
+          ['fq', `cost_n_s:(${ids(500).join(' ')})`],
+        ],
+        'fq',
+        'SEARCH_MAX_CLAUSES',
+      ],
+      [[['q', '*:*'], ...Array.from({ length: 21 }, (_, k): [string, string] => ['fq', `-version:${k + 2}`])], 'fq', 'SEARCH_MAX_FILTER_QUERIES'],
+      [
+        [['q', '*:*'], ['facet', 'true'], ...Array.from({ length: 21 }, (_, k): [string, string] => ['facet.query', `version:${k}`])],
+        'facet.query',
+        'SEARCH_MAX_FILTER_QUERIES',
+      ],
+    ])
+      refused(await search(params), parameter, setting, `${parameter} ${setting}`);
+    expect(await selects(), 'the engine was asked').to.equal(before);
+
+    // what a newsroom or a pipeline sends is answered: a few wildcards, ranges and filters, 20 fq,
+    // and the bench's poller (400 version ids in one query)
+    const ok = await search([
+      ['q', 'svc_text:ab* OR svc_text:*c1* OR (svc_text:"abc0 def" AND version:[1 TO 5])'],
+      scope,
+      ...Array.from({ length: 19 }, (_, k): [string, string] => ['fq', `-version:${k + 2}`]),
+      ['rows', '0'],
+    ]);
+    expect(ok.status, JSON.stringify(ok.json).slice(0, 300)).to.equal(200);
+    const poll = await search({ q: `id:(${ids(400).join(' OR ')})`, fl: 'id', rows: '400' });
+    expect(poll.status, JSON.stringify(poll.json).slice(0, 300)).to.equal(200);
+    expect(poll.json.response!.numFound).to.equal(400);
+  });
+
+  it('a regular expression too complex for the engine answers 400 (the engine says 500), never a 5xx for bad input', async () => {
+    for (const q of ['svc_text:/(a|b)*a(a|b){24}/', 'cost_a_ss:/(x|y)*x(x|y){30}z/']) {
+      const r = await search([['q', q], scope]);
+      expect(r.status, `${q}: ${JSON.stringify(r.json).slice(0, 300)}`).to.equal(400);
+      expect(r.json.statusCode).to.equal('40000');
+      expect(JSON.stringify(r.json)).not.to.match(/Exception|org\.apache|trace/);
+    }
+  });
+
+  it('facets: a three-level pivot at the default limit answers 400 naming facet.pivot; two levels, or three with smaller limits, are answered; facet.limit=-1 lists at most 1000 values', async () => {
+    const before = await selects();
+    const pivot = (fields: string, extra: [string, string][] = []): [string, string][] => [
+      ['q', '*:*'],
+      scope,
+      ['rows', '0'],
+      ['facet', 'true'],
+      ['facet.pivot', fields],
+      ...extra,
+    ];
+    refused(await search(pivot('cost_a_ss,cost_b_ss,cost_c_ss')), 'facet.pivot', 'SEARCH_MAX_FACET_VALUES', 'three levels at 100');
+    refused(await search(pivot('cost_a_ss,cost_b_ss', [['facet.limit', '-1']])), 'facet.pivot', 'SEARCH_MAX_FACET_VALUES', 'two levels at -1');
+    refused(
+      await search(pivot('cost_a_ss,cost_b_ss,cost_c_ss,cost_n_s,svc_text', [['facet.limit', '1']])),
+      'facet.pivot',
+      'a pivot may have at most 4',
+      'five levels',
+    );
+    expect(await selects(), 'the engine was asked').to.equal(before);
+
+    const two = await search(pivot('cost_a_ss,cost_b_ss'));
+    expect(two.status, JSON.stringify(two.json).slice(0, 300)).to.equal(200);
+    expect(two.json.facet_counts!.facet_pivot!['cost_a_ss,cost_b_ss']).to.have.length(100);
+    const three = await search(
+      pivot('cost_a_ss,cost_b_ss,cost_c_ss', [
+        ['f.cost_a_ss.facet.limit', '10'],
+        ['f.cost_b_ss.facet.limit', '10'],
+      ]),
+    );
+    expect(three.status, JSON.stringify(three.json).slice(0, 300)).to.equal(200);
+    expect(three.json.facet_counts!.facet_pivot!['cost_a_ss,cost_b_ss,cost_c_ss']).to.have.length(10);
+
+    // every value of a field of 1,100: 1000 of them (the JSON lists value, count, value, count...)
+    const all = await search([['q', '*:*'], scope, ['rows', '0'], ['facet', 'true'], ['facet.field', 'cost_n_s'], ['facet.limit', '-1']]);
+    expect(all.status, JSON.stringify(all.json).slice(0, 300)).to.equal(200);
+    expect(all.json.response!.numFound).to.equal(DOCS);
+    expect(all.json.facet_counts!.facet_fields.cost_n_s).to.have.length(2 * 1000);
+  });
+
+  it('every search has a time (SEARCH_TIME_ALLOWED_MS, the caller’s capped to it); one that runs out answers 200 with responseHeader.partialResults, also when omitHeader was asked', async () => {
+    let salt = 0;
+    // wildcards to expand and 1,100 documents to collect: past 1 ms whatever the machine
+    const heavy = (extra: [string, string][] = []): [string, string][] => [['q', infix(10, ++salt)], scope, ['rows', '5'], ['fl', 'id'], ...extra];
+    for (const extra of <[string, string][][]>[[], [['timeAllowed', '600000']], [['timeAllowed', '0']]]) {
+      const r = await search(heavy(extra), slow);
+      expect(r.status, JSON.stringify(r.json).slice(0, 300)).to.equal(200);
+      expect(r.json.responseHeader?.partialResults, JSON.stringify(extra)).to.equal(true);
+    }
+    // omitHeader: the header stays when the results are partial, and only then
+    const partial = await search(heavy([['omitHeader', 'true']]), slow);
+    expect(partial.status).to.equal(200);
+    expect(partial.json.responseHeader?.partialResults, 'omitHeader hid that the results are partial').to.equal(true);
+    const inlined = await search(
+      heavy([
+        ['omitHeader', 'true'],
+        ['inlineData', 'true'],
+      ]),
+      slow,
+    );
+    expect(inlined.json.responseHeader?.partialResults, 'inlineData').to.equal(true);
+    const whole = await search(heavy([['omitHeader', 'true']]), p);
+    expect(whole.status).to.equal(200);
+    expect(whole.json).to.not.have.property('responseHeader');
+    expect(whole.json.response!.numFound).to.be.greaterThan(0);
+    const timed = await search(heavy([['timeAllowed', '600000']]), p);
+    expect(timed.json.responseHeader).to.not.have.property('partialResults');
+
+    // a client nobody here wrote sees the flag where Solr puts it
+    const u = new URL(slow.url);
+    const client = solrClient.createClient({ host: u.hostname, port: Number(u.port), path: '/search-service', core: 'content' });
+    const answer = await client.searchAsync(`q=${encodeURIComponent(infix(10, ++salt))}&fq=${encodeURIComponent(scope[1])}&omitHeader=true`);
+    expect(answer.responseHeader?.partialResults).to.equal(true);
+  });
+
+  it('a client nobody here wrote (solr-client) gets the 400 of a search past a bound as an error, and the answer of one within it', async () => {
+    const u = new URL(p.url);
+    const client = solrClient.createClient({ host: u.hostname, port: Number(u.port), path: '/search-service', core: 'content' });
+    const query = (pivot: string) => `q=*:*&fq=${encodeURIComponent(scope[1])}&rows=0&facet=true&facet.pivot=${pivot}`;
+    const err = await client.searchAsync(query('cost_a_ss,cost_b_ss,cost_c_ss')).then(
+      () => null,
+      (e: Error) => e,
+    );
+    expect(err, 'refused').to.be.instanceOf(Error);
+    // (solr-client keeps the status, not the body that names the parameter and the setting)
+    expect((err as Error & { statusCode?: number }).statusCode).to.equal(400);
+    expect((await client.searchAsync(query('cost_a_ss,cost_b_ss'))).response.numFound).to.equal(DOCS);
+  });
+});
