@@ -9,6 +9,7 @@ import type { AliasRef, ContentWrites, WriteContext } from './content-writes.js'
 import { partialCreated } from './envelope.js';
 import { type ExportFilter, exportRenderer } from './export-render.js';
 import { errorOf, type Exchange, parseJsonBody } from './http.js';
+import { MAX_CONTAINERS_PER_BODY, MAX_KEYS_PER_BODY } from './body-limits.js';
 import { invalid, MAX_BODY_DEPTH, typeSchema, updateModeOf, viewSchema } from './schemas.js';
 
 /** The bulk import's route under the content service; its body is streamed, not collected (server.ts). */
@@ -440,10 +441,14 @@ const isBlank = (b: Buffer): boolean => {
   return true;
 };
 
+/** The keys of a line beside its request's body. */
+const LINE_KEYS = 5;
+
 function parseLine(buf: Buffer): Line {
   // A line holds its request's body one level down (`{op, content: <body>}`): it may be one level
-  // deeper than a body, so that whatever a single request stores (and an export writes) imports.
-  const value = parseJsonBody(buf, MAX_BODY_DEPTH + 1);
+  // deeper than a body, and hold one object and its keys (op, id, ifMatch, mode, content) more, so
+  // that whatever a single request stores (and an export writes) imports.
+  const value = parseJsonBody(buf, MAX_BODY_DEPTH + 1, MAX_CONTAINERS_PER_BODY + 1, MAX_KEYS_PER_BODY + LINE_KEYS);
   const parsed = lineSchema.safeParse(value);
   if (!parsed.success) throw invalid(parsed.error);
   return parsed.data;
