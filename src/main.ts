@@ -90,7 +90,7 @@ export async function startPlatform(
   const stops: [string, () => Promise<void>][] = [];
   const platform: Platform = { settings, redis, stop: async () => undefined };
   const engine = settings.SOLR_URL ? new SolrEngine(settings.SOLR_URL, settings.SOLR_COLLECTION, solrCredentials(settings)) : null;
-  const rules = new IndexingRules(store, variants, settings.INDEXED_VIEWS.split(','));
+  const rules = new IndexingRules(store, variants, settings.INDEXED_VIEWS.split(','), log);
   platform.engine = engine;
 
   if (roles.includes('actors')) {

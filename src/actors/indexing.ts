@@ -2,9 +2,10 @@ import type { ContentStore } from '../adapters/content-store.js';
 import type { ContentDocs, SearchDoc } from '../adapters/search-engine.js';
 import { INDEXING_VARIANT, type Variants } from '../content/variants.js';
 import { resolveView } from '../content/views.js';
-import { entityHasContent } from './content/taxonomy-references.js';
+import { taxonomyContentOf } from './content/taxonomy-references.js';
 import { searchBlock } from '../content/search-document.js';
 import { versionId } from '../content/model.js';
+import type { Logger } from '../adapters/log.js';
 
 /**
  * What the index holds for a content (spec Events 2-4, CONTRACT §9): one document per version
@@ -12,13 +13,17 @@ import { versionId } from '../content/model.js';
  * once the content is deleted. Time state is not applied here: the document carries its
  * windows and searches apply them, so a window opening needs no re-index. Whatever the
  * composers made, the indexer sets `id` and `root` and derives the child documents' ids
- * (`searchBlock`, CONTRACT §20): no composer can name another content's document.
+ * (`searchBlock`, CONTRACT §20): no composer can name another content's document. A content
+ * stored before the bounds of search documents (views, date ranges, tag paths) is indexed held
+ * to them: the indexed views are the views kept first, and each bound a composer held it to is
+ * logged (and listed in the document's `svc_index_trimmed_ss`).
  */
 export class IndexingRules {
   constructor(
     private readonly store: ContentStore,
     private readonly variants: Variants,
     private readonly indexedViews: string[],
+    private readonly log?: Logger,
   ) {}
 
   async docsOf(cid: string): Promise<ContentDocs> {
@@ -36,7 +41,13 @@ export class IndexingRules {
       const aspects = await this.variants.apply(INDEXING_VARIANT, {
         snapshot: head,
         version,
-        hasTaxonomyContent: (id, dim) => entityHasContent(this.store, dim, id),
+        hasTaxonomyContent: taxonomyContentOf(this.store, version.aspects),
+        preferredViews: this.indexedViews,
+        trimmed: (note) =>
+          this.log?.warn(
+            { cid, version: versionId(cid, key), trimmed: note },
+            'search document held to its bounds (content stored before them); the rest is not indexed',
+          ),
       });
       const doc = aspects?.svcSolrDocument;
       if (!doc) continue; // not available in svcIndexing: not indexed

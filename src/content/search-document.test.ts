@@ -284,3 +284,25 @@ describe('time-state windows in the index (dateRange)', () => {
     expect(dateRange(undefined, at('-000100-01-01T00:00:00Z'))).to.equal('[0000 TO 0000-01-01T00:00:00.000Z]');
   });
 });
+
+describe('the bound of date ranges in a content own svcSolrDocument (MAX_DATE_RANGES, 64)', () => {
+  // Millisecond ends: the engine indexes each as up to 999 prefix-tree cells.
+  const ranges = (n: number) => Array.from({ length: n }, (_, i) => `[2026-01-01T00:00:${String(i % 60).padStart(2, '0')}.001Z TO 2026-06-01T00:00:00.998Z]`);
+
+  it('accepts 64 date-range values over the document and its child documents', () => {
+    expect(check({ a_drange: ranges(40), parts: [{ b_drange: ranges(20) }, { c_drange: ranges(3) }], one: { d_drange: ranges(1)[0] } })).to.equal(null);
+  });
+
+  it('refuses the 65th, naming the field where the bound was passed, the bound and the count', () => {
+    const p = check({ a_drange: ranges(40), parts: [{ b_drange: ranges(20) }, { c_drange: ranges(5) }] });
+    expect(p).to.deep.include({ field: 'parts.1.c_drange', limit: 64, found: 65 });
+    expect(p!.message).to.contain('65 date-range values').and.contain('at most 64');
+    // a single value counts as one; nulls are not values
+    expect(check({ a_drange: [...ranges(64), null], b_drange: null })).to.equal(null);
+    expect(check({ a_drange: ranges(64), one: { b_drange: ranges(1)[0] } })).to.deep.include({ field: 'one.b_drange', found: 65 });
+  });
+
+  it("refuses the hunt's document: 4,000 values in one field (the engine ran out of memory on it)", () => {
+    expect(check({ x_drange: ranges(4000) })).to.deep.include({ field: 'x_drange', limit: 64, found: 4000 });
+  });
+});

@@ -1,3 +1,4 @@
+import { AppError } from '../errors.js';
 import type { Json } from './model.js';
 
 /**
@@ -177,7 +178,20 @@ export function ruleOf(schema: IndexSchema, name: string): FieldRule | undefined
 export interface DocumentProblem {
   field: string;
   message: string;
+  /** For a bound passed: the bound and the figure the document has. */
+  limit?: number;
+  found?: number;
 }
+
+/**
+ * Most date-range values (`*_drange`) a content's own svcSolrDocument may hold, over all its
+ * fields and child documents. The engine indexes each value as up to about 2,000 prefix-tree
+ * cells (a millisecond end alone is up to 999): 4,000 values in one content (223 KB) made the
+ * embedded Solr (512 MB heap) run out of memory, and every index write failed until it
+ * restarted; 1,000 cost 1.3-3.2 s of its CPU, 64 about 60-80 ms. An article has a handful.
+ * The indexer's own time-state ranges (two a view) are bounded by MAX_VIEWS (views.ts).
+ */
+export const MAX_DATE_RANGES = 64;
 
 /**
  * Checks a content's own svcSolrDocument aspect against the collection's schema: no field of
@@ -191,8 +205,84 @@ export interface DocumentProblem {
 export function checkSearchDocument(aspect: { [field: string]: Json | undefined }, schema: IndexSchema): DocumentProblem | null {
   const fields: Doc = {};
   for (const [k, v] of Object.entries(aspect)) if (k !== '_type' && v !== undefined) fields[k] = v;
-  return checkDoc(fields, schema, '');
+  return checkDoc(fields, schema, '') ?? dateRangeProblem(aspect, schema);
 }
+
+/** The 400 of a svcSolrDocument that cannot be indexed: the problem's field, and its bound and figure when it passed one. */
+export function invalidSearchDocument(problem: DocumentProblem): AppError {
+  return new AppError('BAD_REQUEST', `Invalid svcSolrDocument: ${problem.message}`, {
+    field: problem.field,
+    ...(problem.limit === undefined ? {} : { limit: problem.limit, found: problem.found }),
+    issues: [{ path: `aspects.svcSolrDocument.${problem.field}`, message: problem.message }],
+  });
+}
+
+/**
+ * More than MAX_DATE_RANGES date-range values in a content's own svcSolrDocument (the fields
+ * whose type is a date range in the schema, child documents included): the problem names the
+ * field where the bound was passed, the bound and the count; else null. Also for the version a
+ * merge makes (the actor's check), where lists of both are joined.
+ */
+export function dateRangeProblem(aspect: { [field: string]: Json | undefined }, schema: IndexSchema): DocumentProblem | null {
+  let found = 0;
+  let field = '';
+  const walk = (doc: { [field: string]: Json | undefined }, prefix: string) => {
+    for (const [name, value] of Object.entries(doc)) {
+      if (name === '_type' || value === undefined || value === null) continue;
+      const children = childrenIn(value);
+      if (children) {
+        for (let i = 0; i < children.length; i++) walk(children[i], Array.isArray(value) ? `${prefix}${name}.${i}.` : `${prefix}${name}.`);
+        continue;
+      }
+      if (ruleOf(schema, name)?.kind !== 'daterange') continue;
+      const before = found;
+      found += Array.isArray(value) ? value.filter((v) => v !== null).length : 1;
+      if (before <= MAX_DATE_RANGES && found > MAX_DATE_RANGES) field = prefix + name;
+    }
+  };
+  walk(aspect, '');
+  if (found <= MAX_DATE_RANGES) return null;
+  return {
+    field,
+    limit: MAX_DATE_RANGES,
+    found,
+    message: `${field}: the document holds ${found} date-range values (*_drange fields, child documents included); at most ${MAX_DATE_RANGES} are allowed, each costs the search engine up to thousands of index terms`,
+  };
+}
+
+/**
+ * The document with at most MAX_DATE_RANGES date-range values (fields named `*_drange`, the
+ * schema's date-range fields), the first ones in document order (children in place), and how
+ * many it left out: for content stored before the write-time bound, so that the indexer never
+ * sends the engine a document it cannot hold. Unchanged (the same object) when within it.
+ */
+export function withinDateRanges(doc: Doc): { doc: Doc; dropped: number } {
+  let kept = 0;
+  let dropped = 0;
+  const trim = (d: Doc): Doc => {
+    const out: Doc = {};
+    for (const [name, value] of Object.entries(d)) {
+      const children = childrenIn(value);
+      if (children) out[name] = Array.isArray(value) ? children.map(trim) : trim(children[0]);
+      // The indexer's fields are left out of every document anyway (contentFields, searchBlock).
+      else if (!name.endsWith(DATE_RANGE_SUFFIX) || value === null || isIndexerField(name)) out[name] = value;
+      else {
+        const values = Array.isArray(value) ? value : [value];
+        const room = Math.max(0, MAX_DATE_RANGES - kept);
+        const take = values.slice(0, room);
+        kept += take.length;
+        dropped += values.length - take.length;
+        if (take.length) out[name] = Array.isArray(value) ? take : take[0];
+      }
+    }
+    return out;
+  };
+  const out = trim(doc);
+  return dropped ? { doc: out, dropped } : { doc, dropped: 0 };
+}
+
+/** The schema's dynamic date-range fields (tools/solr/configsets/content/conf/schema.xml). */
+const DATE_RANGE_SUFFIX = '_drange';
 
 function checkDoc(doc: Doc, schema: IndexSchema, prefix: string): DocumentProblem | null {
   for (const [name, value] of Object.entries(doc)) {

@@ -1,8 +1,9 @@
 import { z } from 'zod';
 import { contextsOf, isoTime, versionId, type Aspect, type Aspects, type Json, type Snapshot, type VersionRecord } from './model.js';
-import { timeWindow, viewsOfVersion } from './views.js';
+import { AppError } from '../errors.js';
+import { indexableViews, MAX_VIEWS, timeWindow, viewsOfVersion } from './views.js';
 import { taxonomyRepresentation } from './taxonomy.js';
-import { contentFields, searchBlock } from './search-document.js';
+import { contentFields, MAX_DATE_RANGES, searchBlock, withinDateRanges } from './search-document.js';
 
 /**
  * Variants: alternative representations of a content, selected with `variant` on reads.
@@ -15,6 +16,10 @@ export interface ComposeContext {
   version: VersionRecord;
   /** Does the entity with this id, of this dimension, have content (see `entityHasContent`)? */
   hasTaxonomyContent(id: string, dimension: string): Promise<boolean>;
+  /** Views kept first when a version is on more than MAX_VIEWS (the indexer's INDEXED_VIEWS, on which visibility depends). */
+  preferredViews?: readonly string[];
+  /** Told each time a composer holds a document to a bound it passed (content stored before the bound): what it left out. */
+  trimmed?(note: string): void;
 }
 
 /** Builds (or rewrites) the aspects of a variant; null when the content is not available in it. */
@@ -151,9 +156,20 @@ export function fullText(aspects: Aspects): string {
  * (`searchBlock`). The write-time check refuses such fields; this holds for content stored
  * before it.
  */
-export const indexingStandard: Composer = (aspects, { snapshot, version }) => {
+export const indexingStandard: Composer = (aspects, { snapshot, version, preferredViews, trimmed }) => {
   const vid = versionId(snapshot.cid, version.key);
-  const views = viewsOfVersion(snapshot, version.key);
+  const allViews = viewsOfVersion(snapshot, version.key);
+  const views = indexableViews(allViews, preferredViews);
+  const notes: string[] = [];
+  if (views.length < allViews.length) {
+    notes.push('views');
+    trimmed?.(`views: ${views.length} of the version's ${allViews.length} views indexed (at most ${MAX_VIEWS})`);
+  }
+  const own = withinDateRanges(contentFields(aspects.svcSolrDocument ?? {}));
+  if (own.dropped) {
+    notes.push('date-ranges');
+    trimmed?.(`svcSolrDocument: ${own.dropped} *_drange values left out (at most ${MAX_DATE_RANGES} indexed)`);
+  }
   const system: Record<string, Json> = {
     id: vid,
     root: vid,
@@ -174,9 +190,39 @@ export const indexingStandard: Composer = (aspects, { snapshot, version }) => {
     const w = timeWindow(snapshot, v);
     system[`svc_timestate_${fieldSafe(v)}_drange`] = dateRange(w.on, w.off);
   }
-  const doc = searchBlock({ ...contentFields(aspects.svcSolrDocument ?? {}), ...system }, vid);
+  if (notes.length) system[TRIMMED_FIELD] = notes;
+  const doc = searchBlock({ ...own.doc, ...system }, vid);
   return { ...aspects, svcSolrDocument: { _type: 'svcSolrDocument', ...doc } };
 };
+
+/**
+ * The system field that lists the bounds a composer held a document to (`views`, `date-ranges`,
+ * `tags`): content stored before the bounds; `svc_index_trimmed_ss:*` finds them all.
+ */
+export const TRIMMED_FIELD = 'svc_index_trimmed_ss';
+
+function noteTrimmed(doc: Record<string, Json>, note: string): void {
+  const before = Array.isArray(doc[TRIMMED_FIELD]) ? (doc[TRIMMED_FIELD] as string[]) : [];
+  doc[TRIMMED_FIELD] = [...before, note];
+}
+
+/**
+ * Most entities of a content's svcCategorization, over all its dimensions (each is a value of
+ * three fields; one with an id is a look-up of the indexer). A newsroom's categorization has
+ * tens to hundreds.
+ */
+export const MAX_TAG_ENTITIES = 1_000;
+/**
+ * Most characters of the tag paths of a content's svcCategorization: every entity's name path
+ * and id path together (the index holds the name paths twice). Each path repeats its parents'
+ * names, so paths grow with the square of a deep categorization's size: 45 KB of body made
+ * millions of characters and cost 4-5 s of Solr CPU; 194 KB made some 800 MB, a RangeError in
+ * the indexer, which retried it for ever. 200,000 characters (1,000 entities of 100-character
+ * name and id paths) cost the engine about 70-90 ms.
+ */
+export const MAX_TAG_PATH_CHARS = 200_000;
+/** Entities deeper than this are not indexed (the taxonomy structure shows at most 100 levels). */
+const MAX_TAG_DEPTH = 100;
 
 interface EntityIn {
   id?: unknown;
@@ -184,39 +230,120 @@ interface EntityIn {
   entities?: unknown;
 }
 
+/** An entity of a categorization, as the walk meets it: its paths (built only when asked) and their lengths. */
+interface TagEntity {
+  /** Index of its dimension in `dimensions`. */
+  dim: number;
+  dimId: string;
+  id?: string;
+  namePath: string;
+  idPath: string;
+  chars: number;
+}
+
 /**
- * svcIndexing.categorization: for each dimension of svcCategorization, the full path of each
- * entity and every prefix of it, segments separated by `/`: names into
- * `svc_tag_<dim>_ss` and `svc_tag_autocomplete_<dim>_lc`, ids (for entities that have content
- * in the taxonomy namespace) into `svc_tag_id_<dim>_ss`.
+ * Walks the entities of a categorization, parents before children, dimension by dimension,
+ * calling `visit` with each one's name path (`A/B/C`; an entity without a name is named by its
+ * id) and id path (built from ids; an entity without one starts its children's again), until
+ * `visit` answers false. `build` false: paths are not built, only their lengths counted (the
+ * write-time check must not build what it refuses).
  */
-export const indexingCategorization: Composer = async (aspects, ctx) => {
-  const cat = ctx.version.aspects.svcCategorization;
-  const doc = { ...(aspects.svcSolrDocument ?? { _type: 'svcSolrDocument' }) } as Record<string, Json>;
+function walkTags(cat: Aspect | undefined, build: boolean, visit: (e: TagEntity) => boolean): void {
   const dims = Array.isArray(cat?.dimensions) ? (cat.dimensions as { id?: unknown; entities?: unknown }[]) : [];
-  for (const dim of dims) {
-    if (typeof dim?.id !== 'string' || !Array.isArray(dim.entities)) continue;
-    const dimId = dim.id;
-    const d = fieldSafe(dimId);
-    const names = new Set<string>();
-    const ids = new Set<string>();
-    const walk = async (list: EntityIn[], namePath: string, idPath: string, depth: number) => {
-      if (depth > 100) return;
+  for (let dim = 0; dim < dims.length; dim++) {
+    const d = dims[dim];
+    if (typeof d?.id !== 'string' || !Array.isArray(d.entities)) continue;
+    const dimId = d.id;
+    const walk = (list: EntityIn[], np: string, npLength: number, ip: string, ipLength: number, depth: number): boolean => {
+      if (depth > MAX_TAG_DEPTH) return true;
       for (const e of list) {
         if (!e || typeof e !== 'object') continue;
         const name = typeof e.name === 'string' ? e.name : typeof e.id === 'string' ? e.id : null;
         if (name === null) continue;
-        const np = namePath ? `${namePath}/${name}` : name;
-        names.add(np);
-        let ip = '';
-        if (typeof e.id === 'string') {
-          ip = idPath ? `${idPath}/${e.id}` : e.id;
-          if (await ctx.hasTaxonomyContent(e.id, dimId)) ids.add(ip);
-        }
-        if (Array.isArray(e.entities)) await walk(e.entities as EntityIn[], np, ip, depth + 1);
+        const id = typeof e.id === 'string' ? e.id : undefined;
+        const nameLength = npLength ? npLength + 1 + name.length : name.length;
+        const idLength = id === undefined ? 0 : ipLength ? ipLength + 1 + id.length : id.length;
+        const namePath = build ? (np ? `${np}/${name}` : name) : '';
+        const idPath = build && id !== undefined ? (ip ? `${ip}/${id}` : id) : '';
+        if (!visit({ dim, dimId, id, namePath, idPath, chars: nameLength + idLength })) return false;
+        if (Array.isArray(e.entities) && !walk(e.entities as EntityIn[], namePath, nameLength, idPath, idLength, depth + 1)) return false;
       }
+      return true;
     };
-    await walk(dim.entities as EntityIn[], '', '', 1);
+    if (!walk(d.entities as EntityIn[], '', 0, '', 0, 1)) return;
+  }
+}
+
+/** How many entities a categorization has and how many characters its tag paths hold (what MAX_TAG_* bound). */
+export function categorizationSize(cat: Aspect | undefined): { entities: number; pathChars: number } {
+  let entities = 0;
+  let pathChars = 0;
+  walkTags(cat, false, (e) => {
+    entities++;
+    pathChars += e.chars;
+    return true;
+  });
+  return { entities, pathChars };
+}
+
+/** 400 naming the bound and the figure when a svcCategorization passes MAX_TAG_ENTITIES or MAX_TAG_PATH_CHARS. */
+export function refuseOversizedCategorization(cat: Aspect | undefined): void {
+  const { entities, pathChars } = categorizationSize(cat);
+  if (entities > MAX_TAG_ENTITIES) {
+    throw new AppError('BAD_REQUEST', `svcCategorization has ${entities} entities; at most ${MAX_TAG_ENTITIES} are allowed`, {
+      field: 'svcCategorization',
+      limit: MAX_TAG_ENTITIES,
+      found: entities,
+    });
+  }
+  if (pathChars > MAX_TAG_PATH_CHARS) {
+    throw new AppError(
+      'BAD_REQUEST',
+      `svcCategorization's tag paths hold ${pathChars} characters (each entity's path repeats its parents' names and ids); at most ${MAX_TAG_PATH_CHARS} are allowed`,
+      { field: 'svcCategorization', limit: MAX_TAG_PATH_CHARS, found: pathChars },
+    );
+  }
+}
+
+/**
+ * svcIndexing.categorization: for each dimension of svcCategorization, the full path of each
+ * entity and every prefix of it, segments separated by `/`: names into
+ * `svc_tag_<dim>_ss` and `svc_tag_autocomplete_<dim>_lc`, ids (for entities that have content
+ * in the taxonomy namespace) into `svc_tag_id_<dim>_ss`. At most MAX_TAG_ENTITIES entities and
+ * MAX_TAG_PATH_CHARS characters of paths, the first ones in walk order: a categorization stored
+ * before the write-time bound is indexed in part (noted in TRIMMED_FIELD), never built whole.
+ */
+export const indexingCategorization: Composer = async (aspects, ctx) => {
+  const cat = ctx.version.aspects.svcCategorization;
+  const doc = { ...(aspects.svcSolrDocument ?? { _type: 'svcSolrDocument' }) } as Record<string, Json>;
+  const kept: TagEntity[] = [];
+  let chars = 0;
+  let whole = true;
+  walkTags(cat, true, (e) => {
+    if (kept.length >= MAX_TAG_ENTITIES || chars + e.chars > MAX_TAG_PATH_CHARS) {
+      whole = false;
+      return false;
+    }
+    chars += e.chars;
+    kept.push(e);
+    return true;
+  });
+  if (!whole) {
+    const size = categorizationSize(cat);
+    noteTrimmed(doc, 'tags');
+    ctx.trimmed?.(
+      `svcCategorization: ${kept.length} of ${size.entities} entities indexed, ${chars} of ${size.pathChars} characters of tag paths (at most ${MAX_TAG_ENTITIES} entities, ${MAX_TAG_PATH_CHARS} characters)`,
+    );
+  }
+  const byDim = new Map<number, { dimId: string; names: Set<string>; ids: Set<string> }>();
+  for (const e of kept) {
+    const d = byDim.get(e.dim) ?? { dimId: e.dimId, names: new Set<string>(), ids: new Set<string>() };
+    byDim.set(e.dim, d);
+    d.names.add(e.namePath);
+    if (e.id !== undefined && (await ctx.hasTaxonomyContent(e.id, e.dimId))) d.ids.add(e.idPath);
+  }
+  for (const { dimId, names, ids } of [...byDim.entries()].sort(([a], [b]) => a - b).map(([, d]) => d)) {
+    const d = fieldSafe(dimId);
     if (names.size) {
       doc[`svc_tag_${d}_ss`] = [...names];
       doc[`svc_tag_autocomplete_${d}_lc`] = [...names];

@@ -1,3 +1,4 @@
+import { AppError } from '../errors.js';
 import { LATEST_VIEW, type Snapshot } from './model.js';
 
 /**
@@ -38,6 +39,45 @@ export function symbolicCycle(snapshot: Snapshot, view: string, target: string):
 /** Every view of a snapshot, symbolic ones included. */
 export function viewNames(snapshot: Snapshot): string[] {
   return [...new Set([...Object.keys(snapshot.views), ...Object.keys(snapshot.symbolic)])].sort();
+}
+
+/**
+ * Most views a content may be on (symbolic ones and svcLatest included). Each view of a version
+ * is a field of its search document (`svc_timestate_<view>_drange`, a new field of the
+ * collection for each new name) and two date ranges: 10,000 view names in one create cost 5-6 s
+ * of Solr CPU and as many new fields; 100 views with millisecond windows 150-200 ms, 50 about
+ * 70-110 ms. A newsroom puts a content on tens of views at most.
+ */
+export const MAX_VIEWS = 50;
+
+/**
+ * 400 when a write leaves the content on more than MAX_VIEWS views and on more than it was on
+ * before (`before`: the count before the write): content stored on more before the bound can
+ * still be written, and taken off views, but not put on more.
+ */
+export function refuseTooManyViews(before: number, after: Snapshot): void {
+  const n = viewNames(after).length;
+  if (n > MAX_VIEWS && n > before) {
+    throw new AppError('BAD_REQUEST', `The content would be on ${n} views; at most ${MAX_VIEWS} are allowed (each view is a field of its search documents)`, {
+      limit: MAX_VIEWS,
+      found: n,
+    });
+  }
+}
+
+/**
+ * The views of a version that its search document lists: all of them, or when it is on more
+ * than MAX_VIEWS (content stored before the bound), those of `preferred` first (the indexed
+ * views, on which search visibility depends), then the others in name order, sorted again.
+ */
+export function indexableViews(views: string[], preferred: readonly string[] = []): string[] {
+  if (views.length <= MAX_VIEWS) return views;
+  const kept = new Set(preferred.filter((v) => views.includes(v)).slice(0, MAX_VIEWS));
+  for (const v of views) {
+    if (kept.size >= MAX_VIEWS) break;
+    kept.add(v);
+  }
+  return views.filter((v) => kept.has(v));
 }
 
 /** Views on which a version key is (symbolic views followed), ignoring time state. */

@@ -1,9 +1,11 @@
 import { z } from 'zod';
 import { AppError } from '../errors.js';
 import { UPDATE_MODES } from '../content/update-modes.js';
-import { IF_MATCH_FORM, ifMatchWellFormed, MAIN_NAMESPACE, MAP_KEY_RESERVED, type Aspect, type Aspects } from '../content/model.js';
+import { IF_MATCH_FORM, ifMatchWellFormed, LATEST_VIEW, MAIN_NAMESPACE, MAP_KEY_RESERVED, type Aspect, type Aspects } from '../content/model.js';
 import type { Operation } from '../actors/content/content-actor.js';
-import { checkSearchDocument } from '../content/search-document.js';
+import { checkSearchDocument, invalidSearchDocument } from '../content/search-document.js';
+import { refuseOversizedCategorization } from '../content/variants.js';
+import { MAX_VIEWS } from '../content/views.js';
 import { indexSchema } from '../adapters/index-schema.js';
 
 /**
@@ -38,21 +40,11 @@ const storedViewSchema = storedAsKey('view');
 export const typeSchema = nameSchema('content type');
 const aspectNameSchema = nameSchema('aspect name');
 
-/** Deepest nesting accepted in a body; deeper JSON is refused before any recursive work. */
+/**
+ * Deepest nesting accepted in a body; deeper JSON is refused before any recursive work, with the
+ * body (`checkStorable` in body-limits.ts, on every JSON body and bulk line).
+ */
 export const MAX_BODY_DEPTH = 64;
-
-/** How deeply `v` nests objects and arrays (1 for a scalar or a flat object); stops counting past `limit`. */
-export function nestingDepth(v: unknown, limit = MAX_BODY_DEPTH): number {
-  let max = 0;
-  const stack: [unknown, number][] = [[v, 1]];
-  while (stack.length) {
-    const [x, d] = stack.pop()!;
-    if (d > limit) return d;
-    if (d > max) max = d;
-    if (x && typeof x === 'object') for (const c of Object.values(x)) if (c && typeof c === 'object') stack.push([c, d + 1]);
-  }
-  return max;
-}
 
 const aspectSchema = z.looseObject({ _type: z.string().max(256).optional() });
 
@@ -85,9 +77,11 @@ export interface ParsedEnvelope {
   origin?: string;
 }
 
-/** Validates a content envelope; 400 (40000) with the zod issues in extraInfo. */
+/**
+ * Validates a content envelope; 400 (40000) with the zod issues in extraInfo. `body` is a JSON
+ * body as the gateway read it (Exchange.json, a bulk line), so its depth is already checked.
+ */
 export function parseEnvelope(body: unknown): ParsedEnvelope {
-  if (nestingDepth(body) > MAX_BODY_DEPTH) throw new AppError('BAD_REQUEST', `Body nested deeper than ${MAX_BODY_DEPTH} levels`);
   const parsed = envelopeSchema.safeParse(body);
   if (!parsed.success) throw invalid(parsed.error);
   const aspects: Record<string, Aspect | null> = {};
@@ -104,20 +98,36 @@ export function parseEnvelope(body: unknown): ParsedEnvelope {
     aspects[name] = { ...(a.data as Aspect), _type: a.data._type ?? name };
   }
   if (aspects.svcSolrDocument) checkIndexable(aspects.svcSolrDocument);
+  if (aspects.svcCategorization) refuseOversizedCategorization(aspects.svcCategorization);
   const operations = (parsed.data.operations ?? []).map((op) =>
     op._type === 'svcContentMetadata' ? { ...op, aspects: withTypes(op.aspects as Aspects) } : op,
   ) as Operation[];
+  refuseManyViews(operations);
   return { contentType: parsed.data.system?.contentType, aspects, operations, origin: parsed.data.origin };
 }
 
-/** 400 naming the field when a svcSolrDocument does not fit the search collection's schema (CONTRACT §20). */
+/** 400 naming the field when a svcSolrDocument does not fit the search collection's schema or passes a bound (CONTRACT §20). */
 function checkIndexable(aspect: Aspect): void {
   const problem = checkSearchDocument(aspect, indexSchema());
-  if (problem) {
-    throw new AppError('BAD_REQUEST', `Invalid svcSolrDocument: ${problem.message}`, {
-      field: problem.field,
-      issues: [{ path: `aspects.svcSolrDocument.${problem.field}`, message: problem.message }],
-    });
+  if (problem) throw invalidSearchDocument(problem);
+}
+
+/**
+ * 400 when the operations of one write name more than MAX_VIEWS views (the content actor bounds
+ * the views a content is on after the write; this refuses an oversized request before it).
+ */
+function refuseManyViews(operations: Operation[]): void {
+  const views = new Set<string>([LATEST_VIEW]);
+  for (const op of operations) if (op._type === 'svcAssignToViews' || op._type === 'svcAssignToSymbolicViews') for (const v of op.views) views.add(v);
+  if (views.size > MAX_VIEWS) {
+    throw new AppError(
+      'BAD_REQUEST',
+      `The operations put the content on ${views.size} views (${LATEST_VIEW} included); a content may be on at most ${MAX_VIEWS}`,
+      {
+        limit: MAX_VIEWS,
+        found: views.size,
+      },
+    );
   }
 }
 

@@ -59,3 +59,48 @@ describe('applyOperations', () => {
     expect(events.map((e) => e.view)).to.deep.equal(['svcLatest', 'constructor']);
   });
 });
+
+describe('applyOperations: the views a content may be on (MAX_VIEWS, 50)', () => {
+  const names = (n: number, prefix = 'v') => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
+  const refusal = (f: () => unknown): AppError => {
+    try {
+      f();
+    } catch (e) {
+      return e as AppError;
+    }
+    throw new Error('not refused');
+  };
+
+  it('refuses (400, naming the bound and the count) a write that puts the content on a 51st view, by either operation', () => {
+    // 49 views and svcLatest: 50 views
+    expect(() => applyOperations(snapshot(), 'V2', [{ _type: 'svcAssignToViews', views: names(49) }], 'u', 1)).to.not.throw();
+    for (const ops of [
+      [{ _type: 'svcAssignToViews', views: names(50) }],
+      [
+        { _type: 'svcAssignToViews', views: names(30) },
+        { _type: 'svcAssignToSymbolicViews', views: names(20, 's'), targetView: '@v0' },
+      ],
+      // the hunt's create: 100 operations of 100 names
+      Array.from({ length: 100 }, (_, i) => ({ _type: 'svcAssignToViews', views: names(100, `o${i}-`) })),
+    ] as Operation[][]) {
+      const e = refusal(() => applyOperations(snapshot(), 'V2', ops, 'u', 1));
+      expect(e).to.be.instanceOf(AppError);
+      expect(e.code).to.equal('BAD_REQUEST');
+      expect(e.extraInfo.limit).to.equal(50);
+      expect(e.message).to.contain('at most 50');
+    }
+  });
+
+  it('content on more views before the bound can still be written, and taken off views, but not put on more', () => {
+    const many = () => {
+      const s = snapshot();
+      for (const v of names(70)) s.views[v] = 'V1';
+      s.views.svcLatest = 'V1';
+      return s;
+    };
+    expect(() => applyOperations(many(), 'V2', [{ _type: 'svcContentMetadata', aspects: { note: { x: 1 } } }], 'u', 1)).to.not.throw();
+    expect(() => applyOperations(many(), 'V2', [{ _type: 'svcAssignToViews', views: ['v3'] }], 'u', 1)).to.not.throw();
+    const e = refusal(() => applyOperations(many(), 'V2', [{ _type: 'svcAssignToViews', views: ['another'] }], 'u', 1));
+    expect(e.extraInfo).to.deep.include({ limit: 50, found: 72 });
+  });
+});
