@@ -1,6 +1,6 @@
 import { pack, unpack } from './codec.js';
 import { partitionOf } from './ids.js';
-import { keys, ACTOR_GROUP, packScriptArgs, type RedisClient } from './redis.js';
+import { keys, ACTOR_GROUP, draftSummaryField, packScriptArgs, type RedisClient } from './redis.js';
 import { parseIndex, VersionArchive } from './version-archive.js';
 import { aliasTarget, aliasValue, isMainNamespace, parseAliasValue, type AliasHolder } from '../content/aliases.js';
 import type { ContentEvent, Draft, Snapshot, VersionIndexEntry, VersionRecord, ViewEvent } from '../content/model.js';
@@ -30,6 +30,26 @@ export enum CommitOutcome {
   /** The head is not at the expected revision: nothing was written. */
   RevisionMoved = -2,
 }
+
+/**
+ * What a workspace listing needs of a draft, kept beside it (`draftSummaryField`) by every write
+ * of the draft, so that a listing never reads a draft: its type (who may read a draft of content
+ * only on the workspace), and the size of the draft it was made from (a summary whose size is
+ * not the stored draft's is not that draft's: the draft is read instead).
+ */
+interface DraftSummary {
+  type: string;
+  size: number;
+}
+
+/** A draft as a workspace listing sees it: its type, and the content's head (null: not in main, nor ever was). */
+export interface ListedDraft {
+  type: string;
+  original: Snapshot | null;
+}
+
+/** Contents (of one partition) or aliases read by one call to Redis where many are read at once: each call is short, however many are asked. */
+const BATCH = 256;
 
 export type CommitResult = { outcome: CommitOutcome.Committed | CommitOutcome.LeaseLost } | { outcome: CommitOutcome.RevisionMoved; rev: number };
 
@@ -81,13 +101,79 @@ export class ContentStore {
   }
 
   /**
+   * The current snapshots of some contents (null where a content never existed), in one script
+   * call per partition and BATCH contents: `head` for many.
+   */
+  async heads(cids: readonly string[]): Promise<(Snapshot | null)[]> {
+    const out: (Snapshot | null)[] = new Array(cids.length).fill(null);
+    await this.eachBatch(cids, async (p, idx) => {
+      const found = await this.hgetEach(idx.map((i) => [keys.content(p, cids[i]), 's']));
+      idx.forEach((i, k) => {
+        out[i] = found[k] ? unpack<Snapshot>(found[k]) : null;
+      });
+    });
+    return out;
+  }
+
+  /**
+   * Per content its current snapshot and, unless it is deleted, the version its head names (from
+   * the archive when moved there); null where the content never existed. One script call per
+   * partition and BATCH contents (the export's read), a version Redis no longer holds read after.
+   */
+  async currentVersions(cids: readonly string[]): Promise<({ head: Snapshot; version: VersionRecord | null } | null)[]> {
+    const out: ({ head: Snapshot; version: VersionRecord | null } | null)[] = new Array(cids.length).fill(null);
+    await this.eachBatch(cids, async (p, idx) => {
+      const found = await this.storedForExport(
+        p,
+        idx.map((i) => cids[i]),
+      );
+      const wanting: number[] = [];
+      idx.forEach((i, k) => {
+        const s = found[2 * k];
+        if (!s) return;
+        const head = unpack<Snapshot>(s);
+        const v = head.deleted ? null : found[2 * k + 1];
+        out[i] = { head, version: v ? unpack<VersionRecord>(v) : null };
+        if (!head.deleted && !v) wanting.push(i);
+      });
+      const versions = await this.storedVersionsIn(
+        p,
+        wanting.map((i) => [cids[i], out[i]!.head.head]),
+      );
+      wanting.forEach((i, k) => {
+        out[i]!.version = versions[k] ? unpack<VersionRecord>(versions[k]) : null;
+      });
+    });
+    return out;
+  }
+
+  /**
+   * The content each alias names in main (null where it is free or only reserved on a workspace):
+   * `resolveAlias` without a workspace for many. Aliases have slots of their own: one MGET per
+   * BATCH aliases on one server; on Redis Cluster one GET each, sent together.
+   */
+  async aliasTargets(names: readonly (readonly [namespace: string, alias: string])[]): Promise<(string | null)[]> {
+    const out: (string | null)[] = names.map(([ns, alias]) => (isMainNamespace(ns) ? alias : null));
+    const asked = names.flatMap(([ns], i) => (isMainNamespace(ns) ? [] : [i]));
+    for (let at = 0; at < asked.length; at += BATCH) {
+      const idx = asked.slice(at, at + BATCH);
+      const aliasKeys = idx.map((i) => keys.alias(names[i][0], names[i][1]));
+      const values = this.redis.isCluster ? await Promise.all(aliasKeys.map((k) => this.redis.get(k))) : await this.redis.mget(aliasKeys);
+      idx.forEach((i, k) => {
+        out[i] = aliasTarget(values[k], undefined);
+      });
+    }
+    return out;
+  }
+
+  /**
    * What the export lines of some contents of one partition are made of, in one call to Redis:
    * per content its stored snapshot and the stored version its head names (msgpack), flat
    * (`[s1, v1, s2, v2, ...]`); null where missing. A version is missing also when the content's
    * head was written before the head's version key was kept beside it, or when the archiver moved
    * it: `storedVersionsIn` reads those.
    */
-  async storedForExport(partition: number, cids: string[]): Promise<(Buffer | null)[]> {
+  async storedForExport(partition: number, cids: readonly string[]): Promise<(Buffer | null)[]> {
     if (!cids.length) return [];
     const keysOf = (key: (p: number, cid: string) => string) => cids.map((cid) => key(partition, cid));
     return this.redis.exportReadBuffer(2 * cids.length, ...keysOf(keys.content), ...keysOf(keys.versions));
@@ -108,6 +194,25 @@ export class ContentStore {
     return this.redis.hgetEachBuffer(pairs.length, ...pairs.map(([key]) => key), ...pairs.map(([, field]) => field));
   }
 
+  /** The positions of some content keys by partition. */
+  private byPartition(cids: readonly string[]): Map<number, number[]> {
+    const out = new Map<number, number[]>();
+    cids.forEach((cid, i) => {
+      const p = this.partitionOf(cid);
+      const list = out.get(p);
+      if (list) list.push(i);
+      else out.set(p, [i]);
+    });
+    return out;
+  }
+
+  /** Runs `read` on the positions of some content keys, at most BATCH of one partition at a time (one script call each), all together. */
+  private async eachBatch(cids: readonly string[], read: (partition: number, idx: number[]) => Promise<void>): Promise<void> {
+    const jobs: Promise<void>[] = [];
+    for (const [p, all] of this.byPartition(cids)) for (let at = 0; at < all.length; at += BATCH) jobs.push(read(p, all.slice(at, at + BATCH)));
+    await Promise.all(jobs);
+  }
+
   /** The snapshot of a revision, from Redis or the archive; null when the content never had it. */
   async snapshotAt(cid: string, rev: number): Promise<Snapshot | null> {
     const p = this.partitionOf(cid);
@@ -123,16 +228,9 @@ export class ContentStore {
    * archiver moved is read from the archive; null where none.
    */
   async snapshotsOf(wanted: readonly (readonly [cid: string, rev: number])[]): Promise<(Snapshot | null)[]> {
-    const byPartition = new Map<number, number[]>();
-    wanted.forEach(([cid], i) => {
-      const p = this.partitionOf(cid);
-      const list = byPartition.get(p);
-      if (list) list.push(i);
-      else byPartition.set(p, [i]);
-    });
     const out: (Snapshot | null)[] = new Array(wanted.length).fill(null);
     await Promise.all(
-      [...byPartition].map(async ([p, idx]) => {
+      [...this.byPartition(wanted.map(([cid]) => cid))].map(async ([p, idx]) => {
         const found = await this.hgetEach(idx.map((i) => [keys.revisions(p, wanted[i][0]), String(wanted[i][1])]));
         await Promise.all(
           idx.map(async (i, k) => {
@@ -227,6 +325,7 @@ export class ContentStore {
         group: ACTOR_GROUP,
         entryId: c.entryId || undefined,
         promotedFrom: c.promotedFrom || undefined,
+        promotedSummary: c.promotedFrom ? draftSummaryField(c.promotedFrom) : undefined,
         viewEvents: c.viewEvents.map((e) => pack(e)),
       }),
     );
@@ -303,6 +402,7 @@ export class ContentStore {
     entryId?: string;
   }): Promise<CommitOutcome.Committed | CommitOutcome.LeaseLost> {
     const p = this.partitionOf(c.cid);
+    const draft = c.draft ? pack(c.draft) : undefined;
     const [outcome] = await this.redis.commitDraft(
       keys.lease(p),
       keys.drafts(p, c.cid),
@@ -311,7 +411,9 @@ export class ContentStore {
       packScriptArgs({
         owner: c.owner,
         workspace: c.workspace,
-        draft: c.draft ? pack(c.draft) : undefined,
+        draft,
+        summaryField: draftSummaryField(c.workspace),
+        summary: draft && pack({ type: c.draft!.type, size: draft.length } satisfies DraftSummary),
         reply: c.reply?.length ? c.reply : undefined,
         dedupTtl: this.dedupTtlSeconds,
         group: ACTOR_GROUP,
@@ -319,6 +421,43 @@ export class ContentStore {
       }),
     );
     return outcome as CommitOutcome.Committed | CommitOutcome.LeaseLost;
+  }
+
+  /**
+   * The drafts of some contents on a workspace as its listing sees them (null where a content has
+   * none there), without reading the drafts: their summaries and the contents' heads, in one
+   * script call per partition (and BATCH contents). A draft stored before summaries were kept
+   * (or whose summary is not its own) is read once, and its summary kept for the next listing.
+   */
+  async workspaceDrafts(workspace: string, cids: readonly string[]): Promise<(ListedDraft | null)[]> {
+    const field = draftSummaryField(workspace);
+    const out: (ListedDraft | null)[] = new Array(cids.length).fill(null);
+    await this.eachBatch(cids, async (p, idx) => {
+      const keysOf = (key: (p: number, cid: string) => string) => idx.map((i) => key(p, cids[i]));
+      const found = await this.redis.draftListBuffer(2 * idx.length, ...keysOf(keys.drafts), ...keysOf(keys.content), workspace, field);
+      await Promise.all(
+        idx.map(async (i, k) => {
+          const size = Number(found[3 * k]);
+          if (!size) return;
+          const summary = found[3 * k + 1] as Buffer | null;
+          const head = found[3 * k + 2] as Buffer | null;
+          const kept = summary && summaryOf(summary);
+          const type = kept && kept.size === size ? kept.type : await this.adoptDraftSummary(p, cids[i], workspace);
+          if (type !== null) out[i] = { type, original: head ? unpack<Snapshot>(head) : null };
+        }),
+      );
+    });
+    return out;
+  }
+
+  /** The type of a draft without a summary of its own (stored before summaries were kept), read in full; its summary is kept. Null: no draft. */
+  private async adoptDraftSummary(p: number, cid: string, workspace: string): Promise<string | null> {
+    const key = keys.drafts(p, cid);
+    const buf = await this.redis.hgetBuffer(key, workspace);
+    if (!buf) return null;
+    const { type } = unpack<Draft>(buf);
+    await this.redis.draftSummaryAdopt(key, workspace, draftSummaryField(workspace), pack({ type, size: buf.length } satisfies DraftSummary), buf.length);
+    return type;
   }
 
   /** The workspace index: content keys that may have a draft there (checked on read). */
@@ -332,5 +471,15 @@ export class ContentStore {
 
   async removeFromWorkspace(workspace: string, cid: string): Promise<void> {
     await this.redis.srem(keys.workspace(workspace), cid);
+  }
+}
+
+/** A stored draft summary; null when it is not one (then the draft is read). */
+function summaryOf(buf: Buffer): DraftSummary | null {
+  try {
+    const s = unpack<Partial<DraftSummary>>(buf);
+    return s && typeof s.type === 'string' && typeof s.size === 'number' ? { type: s.type, size: s.size } : null;
+  } catch {
+    return null;
   }
 }

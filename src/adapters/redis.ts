@@ -52,6 +52,13 @@ export const keys = {
   webhookOutcomes: 'webhooks:outcomes',
 } as const;
 
+/**
+ * The field of `keys.drafts(p, cid)` that keeps, beside the draft of `workspace` (its field is the
+ * workspace's name), what a workspace listing needs of it (`DraftSummary` in content-store.ts).
+ * No workspace name holds `:`, so it names no workspace.
+ */
+export const draftSummaryField = (workspace: string): string => `${workspace}:summary`;
+
 /** The consumer group of the content actors on every command stream. */
 export const ACTOR_GROUP = 'actors';
 /** The consumer group of the indexers on every content event stream. */
@@ -72,6 +79,10 @@ export interface ScriptCommands {
   releaseLease(key: string, owner: string): Promise<number>;
   reserveAlias(key: string, cid: string, workspace: string): Promise<number>;
   commitDraft(...keysThenArgs: [...keys: string[], args: Buffer]): Promise<[number]>;
+  /** Per content (drafts hashes, then head hashes): its draft's length on workspace `field`, the draft's summary and its snapshot, flat. */
+  draftListBuffer(numKeys: number, ...keysThenArgs: string[]): Promise<(number | Buffer | null)[]>;
+  /** Keeps the summary of a draft stored before summaries were kept, while that draft (of `size` bytes) is still there: 1 when written. */
+  draftSummaryAdopt(drafts: string, workspace: string, summaryField: string, summary: Buffer, size: number): Promise<number>;
   releaseAlias(key: string, cid: string): Promise<number>;
   archiveMove(...keysThenArgs: [...keys: string[], args: Buffer]): Promise<number>;
   /** Field ARGV[i] of hash KEYS[i] for every i, in one call (keys of one partition). */

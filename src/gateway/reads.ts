@@ -60,7 +60,7 @@ export class Reads {
    * was deleted there after the draft was made: such a draft holds the original's aspects, and
    * keeps its contexts.
    */
-  mayReadDraft(user: Principal, draft: Draft | null, original: Snapshot | null): boolean {
+  mayReadDraft(user: Principal, draft: Pick<Draft, 'type'> | null, original: Snapshot | null): boolean {
     return original ? this.mayRead(user, original) : canInAnyContext(this.d.security, user, 'Read', draft!.type);
   }
 

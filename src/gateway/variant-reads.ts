@@ -1,5 +1,5 @@
 import type { ContentStore } from '../adapters/content-store.js';
-import { entityHasContent } from '../actors/content/taxonomy-references.js';
+import { taxonomyContentOf } from '../actors/content/taxonomy-references.js';
 import type { Aspects, Snapshot, VersionRecord } from '../content/model.js';
 import type { Variants } from '../content/variants.js';
 import { AppError } from '../errors.js';
@@ -16,7 +16,7 @@ export interface VariantDeps {
  * leaves nothing of the version.
  */
 export function composeVariant(d: VariantDeps, variant: string, snapshot: Snapshot, version: VersionRecord): Promise<Aspects | null> {
-  return d.variants.apply(variant, { snapshot, version, hasTaxonomyContent: (id, dim) => entityHasContent(d.store, dim, id) });
+  return d.variants.apply(variant, { snapshot, version, hasTaxonomyContent: taxonomyContentOf(d.store, version.aspects) });
 }
 
 /** `composeVariant` for a read that asked for the variant: 404 when the variant leaves nothing. */

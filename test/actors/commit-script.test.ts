@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { loadSettings } from '../../config/settings.js';
-import { pack } from '../../src/adapters/codec.js';
+import { pack, unpack } from '../../src/adapters/codec.js';
 import { CommitOutcome, ContentStore } from '../../src/adapters/content-store.js';
 import { newCommandId, newContentKey, newVersionKey, partitionOf } from '../../src/adapters/ids.js';
 import { connectRedis, packScriptArgs } from '../../src/adapters/redis.js';
@@ -126,7 +126,7 @@ describe('commit scripts: packed arguments, the same key layout and blobs (ARCHI
     expect(await redis.hget(`ct:{${p}}:${cid}`, 'rev')).to.equal('2');
   });
 
-  it('a draft commit writes and removes the draft blob, records its reply, is fenced by the lease; a promote removes the draft', async () => {
+  it('a draft commit writes and removes the draft blob, records its reply, is fenced by the lease; a promote removes the draft; the summary a workspace listing reads is kept beside it and removed with it', async () => {
     const [cid, p] = keyOnHighPartition();
     await redis.set(`lease:{${p}}`, owner, 'PX', 10000);
     const now = Date.now();
@@ -147,6 +147,8 @@ describe('commit scripts: packed arguments, the same key layout and blobs (ARCHI
     const reply = pack({ id: commandId, ok: true, value: { removed: false } });
     expect(await store.commitDraft({ owner, cid, workspace: 'ws1', draft, reply, commandId })).to.equal(CommitOutcome.Committed);
     expect((await redis.hgetBuffer(`dr:{${p}}:${cid}`, 'ws1'))!.equals(pack(draft))).to.equal(true);
+    // beside it, what a workspace listing reads instead of the draft
+    expect(unpack((await redis.hgetBuffer(`dr:{${p}}:${cid}`, 'ws1:summary')) as Buffer)).to.deep.equal({ type: 'scriptTest', size: pack(draft).length });
     expect((await redis.getBuffer(`done:{${p}}:${commandId}`))!.equals(reply)).to.equal(true);
     expect(await store.commitDraft({ owner: 'someone-else', cid, workspace: 'ws1', draft: null, commandId: newCommandId() })).to.equal(CommitOutcome.LeaseLost);
     expect(await redis.hexists(`dr:{${p}}:${cid}`, 'ws1')).to.equal(1);
@@ -163,13 +165,14 @@ describe('commit scripts: packed arguments, the same key layout and blobs (ARCHI
       promotedFrom: 'ws1',
     });
     expect(promoted).to.deep.equal({ outcome: CommitOutcome.Committed });
-    expect(await redis.hexists(`dr:{${p}}:${cid}`, 'ws1')).to.equal(0);
+    expect(await redis.hkeys(`dr:{${p}}:${cid}`), 'the draft and its summary').to.deep.equal([]);
 
     expect(await store.commitDraft({ owner, cid, workspace: 'ws2', draft: { ...draft, workspace: 'ws2' }, commandId: newCommandId() })).to.equal(
       CommitOutcome.Committed,
     );
+    expect(await redis.hkeys(`dr:{${p}}:${cid}`)).to.have.members(['ws2', 'ws2:summary']);
     expect(await store.commitDraft({ owner, cid, workspace: 'ws2', draft: null, commandId: newCommandId() })).to.equal(CommitOutcome.Committed);
-    expect(await redis.hexists(`dr:{${p}}:${cid}`, 'ws2')).to.equal(0);
+    expect(await redis.hkeys(`dr:{${p}}:${cid}`), 'the draft and its summary').to.deep.equal([]);
   });
 
   it('packScriptArgs: Lua reads every length form, numbers, booleans, lists, and nil for what is left out', async () => {

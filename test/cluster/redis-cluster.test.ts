@@ -28,7 +28,8 @@ describe('Redis Cluster: 3 masters (issue scale-out)', function () {
   });
 
   it('content, aliases, views and workspaces work with keys spread over the masters', async () => {
-    const c = await editor.create({ ...article('on a cluster'), operations: [{ _type: 'svcSetAlias', namespace: 'clustertest', alias: `a${Date.now()}` }] });
+    const alias = `a${Date.now()}`;
+    const c = await editor.create({ ...article('on a cluster'), operations: [{ _type: 'svcSetAlias', namespace: 'clustertest', alias }] });
     expect(c.status, c.text).to.equal(201);
     const id = c.json.system.id as string;
     expect((await editor.read(`/content/alias/${id}`)).json.aspects.body.title).to.equal('on a cluster');
@@ -37,9 +38,35 @@ describe('Redis Cluster: 3 masters (issue scale-out)', function () {
     const v = await editor.req('PUT', '/view/svcPublic', { body: { version: c.json.system.version }, headers: { 'If-Match': u.headers.get('etag')! } });
     expect(v.status, v.text).to.equal(200);
     expect((await editor.read(`/content/view/svcPublic/alias/${id}`)).json.aspects.body.title).to.equal('on a cluster');
+    // a categorization's entity ids are looked up together: heads by partition, aliases in slots of their own
+    const tagged = await editor.create({
+      system: { contentType: 'article' },
+      aspects: {
+        body: { title: 'tagged' },
+        svcCategorization: {
+          dimensions: [
+            {
+              id: 'contentHierarchy.contents',
+              entities: [
+                { id, name: 'by id' },
+                { id: `clustertest/${alias}`, name: 'by alias' },
+                { id: 'contentid/nothing', name: 'none' },
+              ],
+            },
+            { id: 'topics', entities: [{ id: 'no-such-entity', name: 'none' }] },
+          ],
+        },
+      },
+    });
+    expect(tagged.status, tagged.text).to.equal(201);
+    const indexing = await editor.read(`/content/alias/${tagged.json.system.id}?variant=svcIndexing`);
+    expect(indexing.json.aspects.svcSolrDocument.svc_tag_id_contentHierarchy_contents_ss, indexing.text).to.deep.equal([id, `clustertest/${alias}`]);
     const ws = `ws${Date.now()}`;
     const draft = await editor.req('POST', `/content/workspace/${ws}`, { body: article('draft in a workspace') });
     expect(draft.status, draft.text).to.equal(201);
+    // the listing reads the drafts' summaries and heads with one script per partition
+    const listed = await editor.req('GET', `/content/workspace/${ws}`);
+    expect(listed.json, listed.text).to.deep.equal({ workspaceId: ws, drafts: { [draft.json.system.id]: {} } });
     const keys = await Promise.all(cluster.servers.map(async (s) => (await fetchKeys(s.port)).length));
     for (const n of keys) expect(n, 'every master holds keys').to.be.above(0);
   });

@@ -1,4 +1,12 @@
 import { expect } from 'chai';
+import { loadVariantsConfig } from '../../config/variants.js';
+import { ContentStore } from '../../src/adapters/content-store.js';
+import { connectRedis, type RedisClient } from '../../src/adapters/redis.js';
+import { Variants } from '../../src/content/variants.js';
+import type { Exchange } from '../../src/gateway/http.js';
+import { TaxonomyService } from '../../src/gateway/taxonomy-service.js';
+import { composeVariant } from '../../src/gateway/variant-reads.js';
+import { loadSecurityConfig } from '../../src/security/security-config.js';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { eventually } from '../support/wait.js';
 
@@ -199,5 +207,112 @@ describe('contentHierarchy taxonomy (spec Taxonomy resources)', function () {
     expect(del.status, del.text).to.equal(204);
     await eventually(async () => expect((await editor.taxonomyStructure(ids.match)).status).to.equal(404));
     expect((await editor.taxonomyStructure(ids.sport)).json).to.deep.include({ entities: [], childrenOmitted: false });
+  });
+
+  describe('lookups are made together, not one call to Redis each', () => {
+    /** A store on a connection of its own, and the commands sent on it (every call to Redis, one each). */
+    let redis: RedisClient;
+    let store: ContentStore;
+    const sent: string[] = [];
+    before(async () => {
+      redis = connectRedis(p.settings, { name: 'counted' });
+      const send = redis.sendCommand.bind(redis) as (...args: unknown[]) => unknown;
+      (redis as { sendCommand: unknown }).sendCommand = (...args: unknown[]) => {
+        sent.push((args[0] as { name: string }).name);
+        return send(...args);
+      };
+      await redis.ping();
+      store = new ContentStore(redis, p.settings.PARTITIONS, p.settings.EVENTS_MAXLEN, p.settings.DEDUP_TTL_SECONDS);
+    });
+    after(() => redis?.disconnect());
+    const counted = async <T>(run: () => Promise<T>): Promise<{ value: T; calls: number }> => {
+      sent.length = 0;
+      const value = await run();
+      return { value, calls: sent.length };
+    };
+    const created = async (body: Record<string, unknown>, operations: unknown[] = []) => {
+      const r = await editor.create({ system: { contentType: 'page' }, aspects: { body: { title: 'x' }, ...body }, operations });
+      expect(r.status, r.text).to.equal(201);
+      return r.json.system.id as string;
+    };
+    const deletedId = async () => {
+      const id = await created({});
+      expect((await editor.remove(id, (await editor.readContent(id)).headers.get('etag')!)).status).to.equal(204);
+      return id;
+    };
+
+    it('a load of the taxonomy reads its contents a partition at a time and resolves their parents together: before, three calls per content hierarchy node', async () => {
+      const top = await created({ svcContentHierarchy: { name: `${T} Top` } }, [{ _type: 'svcSetAlias', namespace: T, alias: 'top' }]);
+      const gone = await deletedId();
+      const kids: string[] = [];
+      for (let i = 0; i < 120; i++) kids.push(await created({ svcContentHierarchy: { name: `${T} Kid ${i}`, parent: i % 2 ? top : `${T}/top` } }));
+      // parents that name no content: deleted, an alias nobody holds, no reference at all
+      const orphans = [
+        await created({ svcContentHierarchy: { name: `${T} Orphan 1`, parent: gone } }),
+        await created({ svcContentHierarchy: { name: `${T} Orphan 2`, parent: `${T}/nobody` } }),
+        await created({ svcContentHierarchy: { name: `${T} Orphan 3`, parent: 'nonsense' } }),
+      ];
+      const gateway = await eventually(async () => {
+        const r = await editor.taxonomyStructure(top, 1);
+        expect(entityIds(r.json.entities)).to.have.members(kids);
+        return r.json;
+      });
+      const svc = new TaxonomyService({ store, settings: p.settings, engine: null, tokens: p.tokens!, security: loadSecurityConfig(), clock: Date.now });
+      const answers: unknown[] = [];
+      const x = () =>
+        ({
+          method: 'GET',
+          query: new URLSearchParams('depth=1'),
+          header: (name: string) => (name === 'x-auth-token' ? editor.token : undefined),
+          sendJson: (status: number, body: unknown) => answers.push([status, body]),
+        }) as unknown as Exchange;
+      const { calls } = await counted(() => svc.handle(x(), ['structure', ...top.split('/')]));
+      expect(answers).to.deep.equal([[200, gateway]]);
+      for (const orphan of orphans) expect((await editor.taxonomyStructure(orphan)).status, 'an orphan is on no tree but found by id').to.equal(200);
+      // every content of the taxonomy catalog (the whole run's), read LOAD_BATCH (500) at a time:
+      // per partition its catalog, then per batch one read of heads and versions, one of the
+      // parents' heads per partition, and one MGET of the parents' aliases
+      const partitions = p.settings.PARTITIONS;
+      let members = 0;
+      for (let q = 0; q < partitions; q++) members += await p.redis.scard(`cat:{${q}}:tx`);
+      expect(members).to.be.above(kids.length);
+      expect(calls, `${members} contents`).to.be.at.most(partitions + Math.ceil(members / 500) * (2 * partitions + 1));
+    });
+
+    it('a read in the variant svcIndexing looks up the ids of its categorization together: before, one call each (400 ids, 400 calls)', async () => {
+      const gone = await deletedId();
+      const hierarchy = [
+        { id: ids.home, name: 'home' },
+        { id: `${T}/sport`, name: 'sport by alias', entities: [{ id: ids.culture, name: 'culture below' }] },
+        { id: gone, name: 'deleted' },
+        { id: `${T}/nobody`, name: 'an alias nobody holds' },
+        { id: 'nonsense', name: 'no reference' },
+        ...Array.from({ length: 295 }, (_, i) => ({ id: `contentid/${T}nothing${i}`, name: `nothing ${i}` })),
+      ];
+      const topics = Array.from({ length: 100 }, (_, i) => ({ id: `${T}-topic-${i}`, name: `topic ${i}` }));
+      const id = await created({
+        svcCategorization: {
+          dimensions: [
+            { id: 'contentHierarchy.contents', entities: hierarchy },
+            { id: 'topics', entities: topics },
+          ],
+        },
+      });
+      const read = await editor.read(`/content/alias/${id}?variant=svcIndexing`);
+      expect(read.status, read.text).to.equal(200);
+      const doc = read.json.aspects.svcSolrDocument;
+      expect(doc.svc_tag_id_contentHierarchy_contents_ss).to.deep.equal([ids.home, `${T}/sport`, `${T}/sport/${ids.culture}`]);
+      expect(doc.svc_tag_id_topics_ss).to.equal(undefined);
+      // the gateway's composition on a counted store: the same document, in a few calls
+      const key = id.split('/')[1];
+      const head = (await store.head(key))!;
+      const version = (await store.version(key, head.head))!;
+      const variants = new Variants(loadVariantsConfig());
+      const { value, calls } = await counted(() => composeVariant({ variants, store }, 'svcIndexing', head, version));
+      expect(value?.svcSolrDocument).to.deep.equal(doc);
+      // the heads of the content ids (one call per partition) and the aliases (one MGET each for
+      // the hierarchy's and the topics' `_taxonomy/<id>`)
+      expect(calls).to.be.at.most(p.settings.PARTITIONS + 2);
+    });
   });
 });

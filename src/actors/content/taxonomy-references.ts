@@ -14,15 +14,48 @@ const MAX_CHAIN = 10_000;
 
 /** The content key a content reference (`contentid/<key>` or `<namespace>/<alias>`) names, or null. */
 export async function resolveContentRef(store: ContentStore, ref: string): Promise<string | null> {
-  const i = ref.indexOf('/');
-  if (i <= 0 || i === ref.length - 1) return null;
-  const ns = ref.slice(0, i);
-  const rest = ref.slice(i + 1);
+  const parts = splitRef(ref);
+  if (!parts) return null;
+  const [ns, rest] = parts;
   if (ns === MAIN_NAMESPACE) {
     const head = await store.head(rest);
     return head && !head.deleted ? rest : null;
   }
   return store.resolveAlias(ns, rest);
+}
+
+/** A content reference's namespace and the rest (which may hold `/`); null when either is empty. */
+function splitRef(ref: string): [namespace: string, rest: string] | null {
+  const i = ref.indexOf('/');
+  return i <= 0 || i === ref.length - 1 ? null : [ref.slice(0, i), ref.slice(i + 1)];
+}
+
+/**
+ * `resolveContentRef` for many references, in a few calls to Redis whatever their number: the
+ * heads of `contentid/<key>` references in one script call per partition, the aliases of the
+ * others together (ContentStore.heads, aliasTargets); each distinct reference is looked up once.
+ * One call per reference made a content hierarchy of 40,000 nodes cost 40,000 lookups of their
+ * parents at every full load of the taxonomy.
+ */
+export async function resolveContentRefs(store: ContentStore, refs: readonly string[]): Promise<(string | null)[]> {
+  const keys: string[] = [];
+  const aliases: [string, string][] = [];
+  const distinct = new Map<string, { key: number } | { alias: number } | null>();
+  for (const ref of refs) {
+    if (distinct.has(ref)) continue;
+    const parts = splitRef(ref);
+    if (!parts) distinct.set(ref, null);
+    else if (parts[0] === MAIN_NAMESPACE) distinct.set(ref, { key: keys.push(parts[1]) - 1 });
+    else distinct.set(ref, { alias: aliases.push(parts) - 1 });
+  }
+  const [heads, targets] = await Promise.all([store.heads(keys), store.aliasTargets(aliases)]);
+  return refs.map((ref) => {
+    const at = distinct.get(ref);
+    if (!at) return null;
+    if ('alias' in at) return targets[at.alias];
+    const head = heads[at.key];
+    return head && !head.deleted ? keys[at.key] : null;
+  });
 }
 
 /**
@@ -33,6 +66,64 @@ export async function resolveContentRef(store: ContentStore, ref: string): Promi
 export async function entityHasContent(store: ContentStore, dimension: string, id: string): Promise<boolean> {
   if (dimension === CONTENT_HIERARCHY_DIMENSION) return (await resolveContentRef(store, id)) !== null;
   return (await store.resolveAlias(TAXONOMY_NAMESPACE, id)) !== null;
+}
+
+/**
+ * Entity ids of a categorization looked up before the composer's first question: as many as the
+ * indexing composer indexes (MAX_TAG_ENTITIES of src/content/variants.ts); the ids of the
+ * entities it meets first, so every id it asks about is among them. Any other is looked up alone.
+ */
+const LOOKED_UP_TOGETHER = 1_000;
+/** Entities deeper than this are not indexed, nor looked up (the composer's MAX_TAG_DEPTH). */
+const MAX_DEPTH = 100;
+
+/**
+ * `hasTaxonomyContent` of the composers (`entityHasContent`) for one version, whose categorization
+ * (`svcCategorization` of `aspects`) the indexing composer asks about one entity at a time: its
+ * first question looks up the entity ids of the categorization together (up to
+ * LOOKED_UP_TOGETHER, in the order the composer meets them: `resolveContentRefs` for the content
+ * hierarchy's, the `_taxonomy` aliases of the others), and every question is answered from those.
+ * Before, each was one call to Redis, one after the other: a read of content in the variant
+ * `svcIndexing`, and every indexing of it, made as many calls as the categorization names ids.
+ */
+export function taxonomyContentOf(store: ContentStore, aspects: Aspects): (id: string, dimension: string) => Promise<boolean> {
+  let known: Promise<Map<string, boolean>> | undefined;
+  const keyOf = (dimension: string, id: string) => `${dimension === CONTENT_HIERARCHY_DIMENSION ? 'c' : 't'}/${id}`;
+  const lookUp = async (): Promise<Map<string, boolean>> => {
+    const asked = categorizationIds(aspects.svcCategorization, LOOKED_UP_TOGETHER);
+    const refs = asked.filter(([dim]) => dim === CONTENT_HIERARCHY_DIMENSION).map(([, id]) => id);
+    const defs = asked.filter(([dim]) => dim !== CONTENT_HIERARCHY_DIMENSION).map(([, id]): [string, string] => [TAXONOMY_NAMESPACE, id]);
+    const [holders, targets] = await Promise.all([resolveContentRefs(store, refs), store.aliasTargets(defs)]);
+    return new Map([
+      ...refs.map((id, i): [string, boolean] => [keyOf(CONTENT_HIERARCHY_DIMENSION, id), holders[i] !== null]),
+      ...defs.map(([, id], i): [string, boolean] => [keyOf('', id), targets[i] !== null]),
+    ]);
+  };
+  return async (id, dimension) => {
+    known ??= lookUp();
+    return (await known).get(keyOf(dimension, id)) ?? entityHasContent(store, dimension, id);
+  };
+}
+
+/** `[dimension, id]` of the first `max` entities with an id in a categorization, in the order of the indexing composer's walk. */
+function categorizationIds(cat: Aspect | undefined, max: number): [string, string][] {
+  const out: [string, string][] = [];
+  const dims = Array.isArray(cat?.dimensions) ? (cat.dimensions as Json[]) : [];
+  const walk = (dim: string, list: Json[], depth: number): boolean => {
+    if (depth > MAX_DEPTH) return true;
+    for (const e of list) {
+      // as the composer: an entity with neither a name nor an id is passed over with its children
+      if (!e || typeof e !== 'object' || Array.isArray(e) || (typeof e.name !== 'string' && typeof e.id !== 'string')) continue;
+      if (typeof e.id === 'string' && out.push([dim, e.id]) >= max) return false;
+      if (Array.isArray(e.entities) && !walk(dim, e.entities, depth + 1)) return false;
+    }
+    return true;
+  };
+  for (const d of dims) {
+    if (!d || typeof d !== 'object' || Array.isArray(d) || typeof d.id !== 'string' || !Array.isArray(d.entities)) continue;
+    if (!walk(d.id, d.entities, 1)) break;
+  }
+  return out;
 }
 
 /**

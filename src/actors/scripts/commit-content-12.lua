@@ -24,7 +24,8 @@
 --   reply, dedupTtl        the reply recorded for a replay, for dedupTtl seconds (left out: none)
 --   ts                     time of this change (ms), for the catalog
 --   group, entryId         the command's stream entry, acknowledged (left out: a local command)
---   promotedFrom           the workspace whose draft the commit promotes (left out: none)
+--   promotedFrom, promotedSummary   the workspace whose draft the commit promotes, and the field
+--                          of that draft's summary (commit-draft-4.lua); both removed (left out: none)
 --   viewEvents             view history entries
 -- Returns {1} committed, {-1} lease lost, {-2, rev} revision moved (CommitOutcome in src/adapters/content-store.ts).
 local a = cmsgpack.unpack(ARGV[1])
@@ -37,7 +38,7 @@ if a.versionKey then
   redis.call('HSET', KEYS[4], a.versionKey, a.version)
   redis.call('RPUSH', KEYS[5], a.versionIndexEntry)
 end
-if a.promotedFrom then redis.call('HDEL', KEYS[9], a.promotedFrom) end
+if a.promotedFrom then redis.call('HDEL', KEYS[9], a.promotedFrom, a.promotedSummary) end
 local cid = string.match(KEYS[2], ':([^:]+)$')
 redis.call('ZADD', KEYS[11], a.ts, cid)
 redis.call('SADD', KEYS[12], cid)

@@ -5,12 +5,18 @@
 -- a name left out is nil here:
 --   owner              the lease owner the commit expects
 --   workspace, draft   the draft's workspace and its blob (draft left out: the draft is removed)
+--   summaryField, summary   the field beside it that holds what a workspace listing needs of the
+--                      draft (draft-list-n.lua), and that summary; removed with the draft
 --   reply, dedupTtl    the reply recorded for a replay, for dedupTtl seconds (left out: none)
 --   group, entryId     the command's stream entry, acknowledged (left out: a local command)
 -- Returns {1} committed, {-1} lease lost (CommitOutcome in src/adapters/content-store.ts).
 local a = cmsgpack.unpack(ARGV[1])
 if redis.call('GET', KEYS[1]) ~= a.owner then return {-1} end
-if a.draft then redis.call('HSET', KEYS[2], a.workspace, a.draft) else redis.call('HDEL', KEYS[2], a.workspace) end
+if a.draft then
+  redis.call('HSET', KEYS[2], a.workspace, a.draft, a.summaryField, a.summary)
+else
+  redis.call('HDEL', KEYS[2], a.workspace, a.summaryField)
+end
 if a.reply then redis.call('SET', KEYS[3], a.reply, 'EX', a.dedupTtl) end
 if a.entryId then redis.call('XACK', KEYS[4], a.group, a.entryId) end
 return {1}
