@@ -130,6 +130,8 @@ export class DiskFileStore implements FileStore {
     try {
       // `flush`: fsync before close, so the rename below never publishes unwritten data.
       await pipeline(meter, createWriteStream(tmpData, { flags: 'wx', mode: 0o644, flush: true })).finally(detach);
+      // Before anything is placed: a refusal leaves only the incoming data, removed below.
+      await opts.beforeCommit?.();
       const info = storedFile(stored, objectId, {
         length: meter.bytes,
         creationTime,

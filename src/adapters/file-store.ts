@@ -69,6 +69,13 @@ export interface PutOptions {
   contentType?: string;
   /** The declared length (Content-Length) when known: refused at once when it reaches maxBytes. */
   declaredLength?: number;
+  /**
+   * Run once the whole body is in, just before the step that makes the file permanent (S3's
+   * putObject or completeMultipartUpload, the disk store's renames): when it throws, the upload
+   * fails with its error and nothing of it stays. The file service checks the uploader's token
+   * and access again here: an upload may last hours (request-auth.ts).
+   */
+  beforeCommit?: () => Promise<void>;
 }
 
 /** Inclusive byte range, as in an HTTP `Range: bytes=start-end`; `end` defaults to the last byte. */

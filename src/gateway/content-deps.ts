@@ -46,7 +46,10 @@ export interface ContentEndpoints {
   readonly router: Router;
   /** Every permission and visibility decision of a read. */
   readonly reads: Reads;
-  /** 401 unless X-Auth-Token names a valid token. */
+  /**
+   * 401 unless X-Auth-Token names a valid token: checked when the headers arrive and again once
+   * the whole request has; the principal is the second check's (request-auth.ts).
+   */
   authenticate(x: Exchange): Promise<Principal>;
   /** The `variant` of a read: null when none; 404 when the content type does not have it. */
   variantOf(x: Exchange, type: string): string | null;

@@ -20,6 +20,7 @@ import {
   type Format,
 } from './envelope.js';
 import type { Exchange } from './http.js';
+import { authenticateRequest } from './request-auth.js';
 import { WebhooksService } from './webhooks-service.js';
 import { WorkspaceService } from './workspace-service.js';
 import { RevisionsService } from './revisions-service.js';
@@ -120,9 +121,12 @@ export class ContentService implements ContentEndpoints {
     x.sendJson(200, this.d.tokens.authorizationInfo(user));
   }
 
-  /** 401 unless X-Auth-Token names a valid token. */
+  /**
+   * 401 unless X-Auth-Token names a valid token, when the headers arrive and again once the
+   * whole request has (request-auth.ts): the caller as they are when their body is complete.
+   */
   async authenticate(x: Exchange): Promise<Principal> {
-    return this.d.tokens.required(x.header('x-auth-token'));
+    return authenticateRequest(this.d.tokens, x);
   }
 
   // ---- writes ----

@@ -12,6 +12,7 @@ import { fileAccess, fileKeyOfUri, fileReferencesOf, type FileAction } from '../
 import { permissionDenied, type Principal, type SecurityConfig } from '../content/permissions.js';
 import type { TokenService } from '../security/token-service.js';
 import type { Exchange } from './http.js';
+import { authenticateRequest } from './request-auth.js';
 import { rangeOf } from './byte-range.js';
 import { Reads } from './reads.js';
 import { Renditions } from './renditions.js';
@@ -131,8 +132,9 @@ export class FileService {
     }
   }
 
+  /** The caller as they are once the whole request has arrived (request-auth.ts); 401 otherwise. */
   private authenticate(x: Exchange): Promise<Principal> {
-    return this.d.tokens.required(x.header('x-auth-token'));
+    return authenticateRequest(this.d.tokens, x);
   }
 
   /**
@@ -165,6 +167,12 @@ export class FileService {
       contentType: x.header('content-type'),
       declaredLength,
       uploader: user.userId,
+      // An upload may last hours: the caller as they are once it is complete (request-auth.ts),
+      // and what they may do now (the content may have moved to another context meanwhile),
+      // decide whether it is kept; a refusal answers as at the start, and nothing is kept.
+      beforeCommit: async () => {
+        await this.access(await this.d.tokens.required(x.header('x-auth-token')), key, 'upload');
+      },
     });
     const location = `${this.d.baseUrl()}/${FILE_PREFIX}/file/${info.key.space}/${encodeURIComponent(info.key.host)}/${encodePath(info.key.path)}`;
     x.sendJson(201, fileInfoOf(info), [

@@ -5,7 +5,7 @@ import { AppError } from '../errors.js';
 import { newRequestId } from '../adapters/ids.js';
 import { redisUnreachable } from '../adapters/redis.js';
 import { clientAddressOf } from '../security/client-address.js';
-import { checkStorable } from './body-limits.js';
+import { MAX_CONTAINERS_PER_BODY, MAX_KEYS_PER_BODY, checkCountsIn, checkStorable } from './body-limits.js';
 
 /** Reason phrases of the status lines the platform answers. */
 const REASONS: Record<number, string> = {
@@ -91,6 +91,10 @@ export class Exchange {
   /** Headers every response of this exchange carries (version, origin). */
   readonly baseHeaders: [string, string][] = [];
   private bodyPromise?: Promise<Buffer>;
+  /** Settles once the collected body is in, refused or cut off (`whole`); absent without one. */
+  private bodySettled?: Promise<void>;
+  /** Whether the request has arrived whole: no collected body, or that body settled (`whole`). */
+  private settled = true;
   private upload?: Readable;
   /** Set once an upload stopped being read: later chunks are dropped and never pause the socket. */
   private discarding = false;
@@ -141,8 +145,27 @@ export class Exchange {
     if (streamed) this.upload = this.streamBody();
     else if (this.method === 'POST' || this.method === 'PUT' || this.method === 'PATCH' || this.method === 'DELETE') {
       this.bodyPromise = this.collectBody();
-      this.bodyPromise.catch(() => undefined);
+      this.settled = false;
+      const settled = () => {
+        this.settled = true;
+      };
+      this.bodySettled = this.bodyPromise.then(settled, settled);
     }
+  }
+
+  /**
+   * Resolves once the whole request has arrived: its collected body is in, refused (413) or cut
+   * off (the client went away: `aborted`); at once for a request without one (GET, HEAD, and a
+   * streamed body, which its handler reads). Never rejects: a body's failure is met where the
+   * body is read. For the caller's second token check (request-auth.ts).
+   */
+  whole(): Promise<void> {
+    return this.bodySettled ?? Promise.resolve();
+  }
+
+  /** Whether the whole request has arrived already (`whole` would resolve at once). */
+  get arrived(): boolean {
+    return this.settled;
   }
 
   /** The query parameters, parsed when first asked for. */
@@ -559,9 +582,12 @@ const UTF8_STRICT = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /**
  * A JSON body (or one NDJSON line): 400 when it is not UTF-8 or does not parse (invalid UTF-8
- * would otherwise be stored as U+FFFD), 400 or 413 when it could not be stored.
+ * would otherwise be stored as U+FFFD), 400 or 413 when it could not be stored. A body with more
+ * objects and arrays than `maxContainers` or keys than `maxKeys` is refused on its bytes, before JSON.parse spends
+ * seconds of the gateway's thread on it (body-limits.ts).
  */
-export function parseJsonBody(buf: Buffer, maxDepth?: number): unknown {
+export function parseJsonBody(buf: Buffer, maxDepth?: number, maxContainers = MAX_CONTAINERS_PER_BODY, maxKeys = MAX_KEYS_PER_BODY): unknown {
+  checkCountsIn(buf, maxContainers, maxKeys);
   let text: string;
   try {
     text = UTF8_STRICT.decode(buf);
@@ -574,6 +600,6 @@ export function parseJsonBody(buf: Buffer, maxDepth?: number): unknown {
   } catch (e) {
     throw new AppError('BAD_REQUEST', `Malformed JSON: ${(e as Error).message}`);
   }
-  checkStorable(value, maxDepth);
+  checkStorable(value, maxDepth, maxContainers);
   return value;
 }

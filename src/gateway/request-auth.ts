@@ -1,0 +1,33 @@
+import type { Principal } from '../content/permissions.js';
+import { AppError } from '../errors.js';
+import type { TokenService } from '../security/token-service.js';
+import type { Exchange } from './http.js';
+
+/**
+ * The caller of a request that needs a token, as they are once the whole request has arrived:
+ * the one rule every handler of the content and file services gets its principal by.
+ *
+ * The token is checked when the headers arrive (401 at once, nothing of the body waited for)
+ * and, for a request whose body is still coming, again once it is complete (`Exchange.whole`);
+ * the principal answered is the second check's. A body may take minutes to arrive (uWS cuts
+ * only one slower than 16 KB/s averaged over 10 s: a 10 MiB body may take ~640 s): a write
+ * whose body was finished after a logout, a password change or the removal of roles committed
+ * as the caller had been when it started (found by a hunt, F1). Now it answers 401 or 403 as a
+ * request sent then would, and nothing is stored or queued. The second check is cheap: the
+ * token's lookup is cached, and a revocation or account change reaches the cache at once
+ * (TokenService.forget; other processes through the revocation feed).
+ *
+ * A client that went away before its body was complete gets nothing done. Streamed bodies
+ * (uploads, bulk imports) are not waited for here: an upload checks again before its file is
+ * made permanent (FileService.upload), an import watches its token (TokenService.watch).
+ */
+export async function authenticateRequest(tokens: Pick<TokenService, 'required'>, x: Exchange): Promise<Principal> {
+  // A body complete before the first check began (a DELETE's, read by noBody first): one check.
+  const arrived = x.arrived;
+  const token = x.header('x-auth-token');
+  const first = await tokens.required(token);
+  if (arrived) return first;
+  await x.whole();
+  if (x.aborted) throw new AppError('BAD_REQUEST', 'The client went away before the body was complete');
+  return tokens.required(token);
+}
