@@ -65,11 +65,13 @@ export class AppError extends Error {
 
   /** A plain object that survives msgpack (actor replies carry errors as values). */
   toWire(): WireError {
-    return { code: this.code, message: this.message, extraInfo: this.extraInfo };
+    const w: WireError = { code: this.code, message: this.message, extraInfo: this.extraInfo };
+    if (this.retryAfter !== undefined) w.retryAfter = this.retryAfter;
+    return w;
   }
 
   static fromWire(w: WireError): AppError {
-    return new AppError(w.code, w.message, w.extraInfo);
+    return new AppError(w.code, w.message, w.extraInfo, typeof w.retryAfter === 'number' ? w.retryAfter : undefined);
   }
 }
 
@@ -77,6 +79,8 @@ export interface WireError {
   code: ErrorName;
   message: string;
   extraInfo: Record<string, unknown>;
+  /** Seconds for `Retry-After`, when the error has them (an actor's 503). */
+  retryAfter?: number;
 }
 
 export const isAppError = (e: unknown): e is AppError => e instanceof AppError;

@@ -5,7 +5,7 @@ import { partitionOf } from '../adapters/ids.js';
 import type { Logger } from '../adapters/log.js';
 import type { Settings } from '../../config/settings.js';
 import { AppError } from '../errors.js';
-import { recordedReply, type CommandBase, type Reply } from './runtime.js';
+import { noActorInTime, recordedReply, type CommandBase, type Reply } from './runtime.js';
 import { ConsumedTrimmer, readOrRetry, type ReadRetry } from './stream-reads.js';
 
 const REPLY_TTL_MS = 300000;
@@ -94,8 +94,12 @@ export class Mailbox {
   /**
    * Sends a command to the actor owning its content and resolves with the reply's value;
    * rejects with the actor's AppError, or 503 with Retry-After when no actor answers in time.
+   * The command carries its deadline, set now: an actor starts it only until then, so a 503
+   * means it was not applied, and no command runs later with the principal it was sent with.
+   * Set here, when the command is really sent (a bulk line waiting for its window has none yet).
    */
   async send<T, C extends CommandBase = CommandBase>(cmd: C): Promise<T> {
+    cmd.deadline = Date.now() + this.settings.ACTOR_REPLY_TIMEOUT_MS;
     if (this.local) {
       const reply = await this.local.runLocal(cmd);
       if (reply) {
@@ -112,11 +116,16 @@ export class Mailbox {
     }
     cmd.replyTo = this.replyStream;
     const p = partitionOf(cmd.cid, this.settings.PARTITIONS);
+    // 503 only after the deadline and its grace: a command an actor started just before its
+    // deadline has that long to commit and reply (or is refused at its commit, past the
+    // deadline), so a write that committed is not answered 503. The deadline was set by send
+    // (a command of a partition given up while it waited locally keeps the one it had).
+    const waitMs = Math.max(0, (cmd.deadline ?? Date.now() + this.settings.ACTOR_REPLY_TIMEOUT_MS) + this.settings.ACTOR_DEADLINE_GRACE_MS - Date.now());
     return new Promise<T>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.waiting.delete(cmd.id);
-        reject(new AppError('UNAVAILABLE', 'No actor answered in time', { partition: p }, 1));
-      }, this.settings.ACTOR_REPLY_TIMEOUT_MS);
+        reject(noActorInTime(p));
+      }, waitMs);
       this.waiting.set(cmd.id, { resolve: resolve as (v: unknown) => void, reject, timer, partition: p, since: Date.now() });
       this.redis.xadd(keys.commands(p), '*', 'm', pack(cmd)).catch((e: unknown) => {
         clearTimeout(timer);

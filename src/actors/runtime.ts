@@ -10,12 +10,20 @@ import { AppError, type WireError } from '../errors.js';
 import { sleep } from '../wait.js';
 import { ConsumedTrimmer, readGroup, readOrRetry, type ReadRetry } from './stream-reads.js';
 
-/** Every command names its content and a command id; the gateway adds where to reply. */
+/** Every command names its content and a command id; the gateway adds where to reply and its deadline. */
 export interface CommandBase {
   id: string;
   cid: string;
   replyTo?: string;
   requestId?: string;
+  /**
+   * Until when (epoch ms) an actor may start the command: the gateway sets it when it sends
+   * (sent + ACTOR_REPLY_TIMEOUT_MS) and answers 503 once it has passed (plus
+   * ACTOR_DEADLINE_GRACE_MS). An actor refuses a command past it (`pastDeadline`): a 503 means
+   * "not applied", and a command never runs with a principal older than this. A command
+   * without one (appended by hand, or by a gateway of an earlier release) has none.
+   */
+  deadline?: number;
 }
 
 export type Reply = { id: string; ok: true; value: unknown } | { id: string; ok: false; error: WireError };
@@ -58,6 +66,25 @@ export function sendReply(redis: RedisClient, replyTo: string | undefined, reply
   if (!replyTo) return;
   const body = Buffer.isBuffer(reply) ? reply : pack(reply);
   redis.xadd(replyTo, 'MAXLEN', '~', REPLY_STREAM_MAXLEN, '*', 'r', body).catch(() => undefined);
+}
+
+/**
+ * The refusal of a command past its deadline (nothing of it ran, nothing is committed), or null
+ * when it may run. The check of the deadline, with this host's clock (NTP-synced with the
+ * gateway's; the gateway waits ACTOR_DEADLINE_GRACE_MS longer): before an actor starts a command
+ * (`PartitionLoop.attempt`, every kind, local and streamed), and for a stream command again just
+ * before a main commit (`ContentActor.commitRaw`: lifecycle hooks may have held it long, and
+ * its gateway stops waiting at the deadline; a local command's gateway waits for the answer).
+ * A deadline that is not a number counts as past. The answer is the gateway's own 503.
+ */
+export function pastDeadline(cmd: CommandBase, now: number, partition?: number): Reply | null {
+  if (cmd.deadline === undefined || (typeof cmd.deadline === 'number' && now <= cmd.deadline)) return null;
+  return { id: cmd.id, ok: false, error: noActorInTime(partition).toWire() };
+}
+
+/** The 503 of a command not applied in time: the gateway's timeout and an actor's refusal past the deadline answer the same. */
+export function noActorInTime(partition?: number): AppError {
+  return new AppError('UNAVAILABLE', 'No actor answered in time', partition === undefined ? {} : { partition }, 1);
 }
 
 /**
@@ -285,6 +312,8 @@ class PartitionLoop<C extends CommandBase> {
    * content may have run since, so nothing of it runs again. A retry first asks whether the
    * failed attempt's commit took place with its answer lost (appliedReply); then it answers that
    * commit's reply instead of running the command again, which would answer 409.
+   * Only then the deadline: a command past it is refused before the actor does anything with it
+   * (`expired`), so a copy or a retry of a command that did commit still answers that commit.
    * `committed: false` when the entry in hand still needs its acknowledgement.
    */
   private async attempt(
@@ -292,11 +321,19 @@ class PartitionLoop<C extends CommandBase> {
     ctx: ActorContext,
     retry: boolean,
     recorded: Buffer | null = null,
-  ): Promise<{ reply: Reply | Buffer; committed: boolean } | 'lease-lost'> {
+  ): Promise<{ reply: Reply | Buffer; committed: boolean; expired?: true } | 'lease-lost'> {
     if (recorded) return { reply: recorded, committed: false };
     if (retry) {
       const applied = await this.appliedReply(cmd, ctx);
       if (applied) return { reply: applied, committed: false };
+    }
+    const refused = pastDeadline(cmd, Date.now(), this.partition);
+    if (refused) {
+      this.log.warn(
+        { partition: this.partition, command: cmd.id, requestId: cmd.requestId, lateMs: Date.now() - Number(cmd.deadline) },
+        'command past its deadline refused',
+      );
+      return { reply: refused, committed: false, expired: true };
     }
     return this.handler.handle(cmd, ctx);
   }
@@ -438,7 +475,9 @@ class PartitionLoop<C extends CommandBase> {
           this.abandon();
           return;
         }
-        sendReply(this.redis, cmd.replyTo, out.reply);
+        // A refusal past the deadline reaches a gateway still waiting (within the grace); later
+        // its gateway answered 503 already, or is gone, and its reply stream is not made anew.
+        if (!out.expired || Date.now() <= Number(cmd.deadline) + this.settings.ACTOR_DEADLINE_GRACE_MS) sendReply(this.redis, cmd.replyTo, out.reply);
         if (!out.committed) await this.redis.xack(this.stream, ACTOR_GROUP, entryId);
         this.attempts.delete(entryId);
         return;

@@ -4,9 +4,12 @@ import { CommitOutcome, type ContentStore } from '../../adapters/content-store.j
 import { AppError } from '../../errors.js';
 import { checkFileReferences } from '../../security/file-access.js';
 import { isAllowed, permissionDenied, type Principal, type SecurityConfig } from '../../content/permissions.js';
-import type { ActorContext, CommandBase, CommandHandler, Reply } from '../runtime.js';
+import { pastDeadline, type ActorContext, type CommandBase, type CommandHandler, type Reply } from '../runtime.js';
 import { applyUpdateMode } from '../../content/update-modes.js';
-import { symbolicCycle } from '../../content/views.js';
+import { refuseTooManyViews, symbolicCycle, viewNames } from '../../content/views.js';
+import { dateRangeProblem, invalidSearchDocument } from '../../content/search-document.js';
+import { refuseOversizedCategorization } from '../../content/variants.js';
+import { indexSchema } from '../../adapters/index-schema.js';
 import { mayRead } from '../../content/visibility.js';
 import { restoredAspects, versionKeyOf } from '../../content/revisions.js';
 import type { LifecycleHook, Via } from './lifecycle-hooks.js';
@@ -127,6 +130,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     this.allow(cmd.user, 'Create', input.type, contexts);
     if (input.ops.some(isViewOp)) this.allow(cmd.user, 'AssignToView', input.type, contexts);
     checkFileReferences(input.aspects.svcFiles, undefined, cmd.files);
+    checkIndexBounds(input.aspects);
     await checkTaxonomyAspects(this.store, cmd.cid, input.aspects, (h) => mayRead(this.security, cmd.user, h));
     const hook = { cid: cmd.cid, type: input.type, userId: cmd.user.userId, via, partition: ctx.partition };
     for (const h of this.hooks) await h.beforeCreate?.({ ...hook, aspects: input.aspects });
@@ -150,8 +154,12 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     const version: VersionRecord = { key: vk, type: input.type, aspects: input.aspects, created: now, creator: cmd.user.userId, rev: 1 };
     const viewEvents = applyOperations(snapshot, vk, input.ops, cmd.user.userId, now);
     await this.joinTaxonomy(ctx, cmd.cid, version);
-    const { subResults } = await this.assignAliases(snapshot, input.ops);
-    const out = await this.commit(cmd, ctx, 0, snapshot, version, viewEvents, subResults, 'created', via, [], promotedFrom);
+    const { subResults, reserved } = await this.assignAliases(snapshot, input.ops);
+    // A create refused at its commit (past its deadline) frees the aliases it took, or the
+    // client's retry (a new content key) would find them taken; a promote's were its draft's
+    // reservations and stay the content's (its retry takes them again).
+    const free = promotedFrom === undefined ? reserved : [];
+    const out = await this.commit(cmd, ctx, 0, snapshot, version, viewEvents, subResults, 'created', via, free, promotedFrom);
     if (committed(out)) for (const h of this.hooks) await h.afterCreate?.({ ...hook, snapshot, version });
     return out;
   }
@@ -193,12 +201,9 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     };
     checkFileReferences(version.aspects.svcFiles, current.aspects.svcFiles, cmd.files);
     // Only the aspects this write sets are checked: a merge that leaves them alone passes.
-    await checkTaxonomyAspects(
-      this.store,
-      cmd.cid,
-      Object.fromEntries(Object.keys(input.aspects).flatMap((k) => (version.aspects[k] ? [[k, version.aspects[k]]] : []))),
-      (h) => mayRead(this.security, cmd.user, h),
-    );
+    const written = Object.fromEntries(Object.keys(input.aspects).flatMap((k) => (version.aspects[k] ? [[k, version.aspects[k]]] : [])));
+    checkIndexBounds(written);
+    await checkTaxonomyAspects(this.store, cmd.cid, written, (h) => mayRead(this.security, cmd.user, h));
     const viewEvents = applyOperations(snapshot, vk, input.ops, cmd.user.userId, now);
     // CONTRACT §20 "Owners": a write that moves the content needs Update where it goes too
     // (no owners: __global__ only), not only where it was.
@@ -290,6 +295,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     const now = Math.max(this.now(), head.modified);
     const rev = head.rev + 1;
     const snapshot: Snapshot = { ...head, rev, modified: now, committer: cmd.user.userId, views: { ...head.views }, symbolic: { ...head.symbolic } };
+    const before = viewNames(head).length;
     let event: ViewEvent;
     if (cmd.versionKey !== undefined) {
       if (!(await this.store.version(cmd.cid, cmd.versionKey))) {
@@ -305,6 +311,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
       delete snapshot.views[cmd.view];
       event = { view: cmd.view, userId: cmd.user.userId, version: `@${target}`, rev, ts: now };
     }
+    refuseTooManyViews(before, snapshot);
     return this.commitRaw(cmd, ctx, head.rev, snapshot, undefined, [event], { cid: cmd.cid, rev }, 'views');
   }
 
@@ -417,6 +424,12 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     via?: Via,
     promotedFrom?: string,
   ): Promise<Outcome> {
+    // A stream command's deadline again, at the last moment: lifecycle hooks (and taxonomy or
+    // alias steps) may have taken long since the actor started it, and past its deadline (and
+    // the grace) its gateway answers 503, which must mean "not applied" (the commit's callers
+    // free what they reserved). A local command's gateway waits for this very answer instead.
+    const late = ctx.local ? null : pastDeadline(cmd, Date.now(), ctx.partition);
+    if (late) return { reply: late, committed: false };
     const reply: Reply = { id: cmd.id, ok: true, value };
     snapshot.cmd = cmd.id;
     const event: ContentEvent = {
@@ -517,6 +530,7 @@ function refuseReservedNames(ops: Operation[]): void {
  */
 export function applyOperations(snapshot: Snapshot, versionKey: string, ops: Operation[], userId: string, now: number): ViewEvent[] {
   refuseReservedNames(ops);
+  const viewsBefore = viewNames(snapshot).length;
   const vid = versionId(snapshot.cid, versionKey);
   const events: ViewEvent[] = [];
   const assign = (view: string) => {
@@ -541,5 +555,20 @@ export function applyOperations(snapshot: Snapshot, versionKey: string, ops: Ope
       Object.assign(snapshot.meta, metadataOf([op]));
     }
   }
+  refuseTooManyViews(viewsBefore, snapshot);
   return events;
+}
+
+/**
+ * 400 when aspects a write sets pass a bound of the search documents (the gateway refuses what a
+ * request sends; this holds for the version a merge makes and for a promoted draft): more than
+ * MAX_DATE_RANGES date ranges in svcSolrDocument, a svcCategorization past MAX_TAG_ENTITIES or
+ * MAX_TAG_PATH_CHARS.
+ */
+function checkIndexBounds(aspects: Aspects): void {
+  if (aspects.svcSolrDocument) {
+    const problem = dateRangeProblem(aspects.svcSolrDocument, indexSchema());
+    if (problem) throw invalidSearchDocument(problem);
+  }
+  if (aspects.svcCategorization) refuseOversizedCategorization(aspects.svcCategorization);
 }
