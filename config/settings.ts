@@ -35,8 +35,18 @@ export const settingsSchema = z.object({
   PARTITIONS: int(1, 16384).default(64),
   /** Lease of a partition owner, renewed at a third of it. */
   LEASE_MS: int(500, 600000).default(5000),
-  /** How long the gateway waits for an actor's reply before answering 503. */
+  /**
+   * How long an actor may start a command after the gateway sent it (the command's deadline:
+   * sent + this; past it the actor refuses it and nothing is committed), and so how long the
+   * gateway waits for the reply before answering 503 (plus ACTOR_DEADLINE_GRACE_MS).
+   */
   ACTOR_REPLY_TIMEOUT_MS: int(50, 600000).default(10000),
+  /**
+   * How much longer than a command's deadline the gateway waits before answering 503: the time
+   * a command checked just before its deadline needs to commit and reply, plus the clock skew
+   * tolerated between gateway and actor hosts (NTP-synced; see RELIABILITY.md "Clocks").
+   */
+  ACTOR_DEADLINE_GRACE_MS: int(0, 60000).default(1000),
   /** Commands an actor takes from its mailbox at once. */
   ACTOR_BATCH: int(1, 10000).default(256),
   /**
@@ -182,6 +192,16 @@ export const settingsSchema = z.object({
   INDEX_BATCH: int(1, 100000).default(500),
   /** Range facet buckets of one search, over all its range facets; past it the search answers 400 before the engine is asked. */
   SEARCH_MAX_RANGE_BUCKETS: int(1, 1000000).default(1000),
+  /** Solr's `timeAllowed` (ms) of every search: sent when the caller sends none, and the most a caller's may be. */
+  SEARCH_TIME_ALLOWED_MS: int(1, 600000).default(5000),
+  /** Clauses (terms, phrases' words, ranges) of q, every fq and facet.query of one search together; past it 400 before the engine is asked. */
+  SEARCH_MAX_CLAUSES: int(1, 100000).default(1024),
+  /** Wildcard, prefix, regular expression and range terms of q, every fq and facet.query of one search together (each is expanded over the index's terms). */
+  SEARCH_MAX_MULTI_TERMS: int(0, 10000).default(20),
+  /** Most `fq` of one search, and most `facet.query`. */
+  SEARCH_MAX_FILTER_QUERIES: int(1, 1000).default(20),
+  /** Facet values one search may ask for: each facet.field its limit, each facet.pivot every node of its tree. */
+  SEARCH_MAX_FACET_VALUES: int(1, 10000000).default(20000),
 
   /** Where `npm start` keeps its local Redis, files and caches. */
   DATA_DIR: z.string().min(1).default('.data'),
