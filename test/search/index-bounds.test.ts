@@ -1,21 +1,16 @@
 import { expect } from 'chai';
 import { readdirSync, readFileSync } from 'node:fs';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
-import { loadSettings } from '../../config/settings.js';
 import { pack } from '../../src/adapters/codec.js';
-import { ContentStore } from '../../src/adapters/content-store.js';
+import type { ContentStore } from '../../src/adapters/content-store.js';
 import { partitionOf } from '../../src/adapters/ids.js';
 import { keys } from '../../src/adapters/redis.js';
 import type { Aspects, Json } from '../../src/content/model.js';
-import { startPlatform } from '../../src/main.js';
 import type { AnyJson } from '../../src/client/index.js';
-import { Client } from '../support/platform.js';
-import { ensureTestSolr } from '../support/solr.js';
+import type { Client } from '../support/platform.js';
+import { type IndexingPlatform, startIndexingPlatform } from '../support/indexing-platform.js';
 import { eventually } from '../support/wait.js';
-import { checked } from '../support/openapi-check.js';
 
-type P = Awaited<ReturnType<typeof startPlatform>> & { base: string };
+type P = IndexingPlatform;
 type SolrDoc = Record<string, unknown> & { id: string };
 type Answer = { status: number; json: AnyJson; text: string };
 
@@ -35,23 +30,11 @@ describe('bounds of search documents: date ranges, tag paths, views (SECURITY.md
   let editor: Client;
   let anon: Client;
   let store: ContentStore;
-  const lines: { msg: string; [k: string]: unknown }[] = [];
+  let lines: { msg: string; [k: string]: unknown }[] = [];
   const T = `bounds${Date.now()}`;
 
   before(async () => {
-    solr = await ensureTestSolr();
-    const settings = loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', SOLR_URL: solr });
-    const sink = new Writable({
-      write(chunk, _enc, cb) {
-        for (const l of String(chunk).split('\n')) if (l) lines.push(JSON.parse(l));
-        cb();
-      },
-    });
-    const platform = checked(await startPlatform({ settings, log: pino({ level: 'info' }, sink) }));
-    p = Object.assign(platform, { base: `${platform.url}/content-service` });
-    editor = await new Client(p.base).login('editor');
-    anon = new Client(p.base);
-    store = new ContentStore(p.redis, settings.PARTITIONS, settings.EVENTS_MAXLEN, settings.DEDUP_TTL_SECONDS);
+    ({ p, solr, editor, anon, store, lines } = await startIndexingPlatform());
   });
   after(async () => p?.stop());
 

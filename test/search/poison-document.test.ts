@@ -1,22 +1,18 @@
 import { expect } from 'chai';
-import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import { loadSettings } from '../../config/settings.js';
-import { ContentStore } from '../../src/adapters/content-store.js';
+import type { ContentStore } from '../../src/adapters/content-store.js';
 import { newCommandId, newContentKey, partitionOf } from '../../src/adapters/ids.js';
 import { keys } from '../../src/adapters/redis.js';
 import { Mailbox } from '../../src/actors/mailbox.js';
 import { IndexWriter } from '../../src/actors/index-writer.js';
 import { SolrEngine } from '../../src/adapters/search-engine.js';
 import type { ContentCommand } from '../../src/actors/content/content-actor.js';
-import { startPlatform } from '../../src/main.js';
 import { Client } from '../support/platform.js';
 import type { AnyJson } from '../../src/client/index.js';
-import { ensureTestSolr } from '../support/solr.js';
+import { type IndexingPlatform, startIndexingPlatform } from '../support/indexing-platform.js';
 import { eventually } from '../support/wait.js';
-import { checked } from '../support/openapi-check.js';
 
-type P = Awaited<ReturnType<typeof startPlatform>> & { base: string };
+type P = IndexingPlatform;
 type SolrDoc = Record<string, unknown> & { id: string };
 
 /**
@@ -32,23 +28,11 @@ describe("search documents: the indexer's fields, the write-time schema check, d
   let editor: Client;
   let anon: Client;
   let store: ContentStore;
-  const lines: { msg: string; [k: string]: unknown }[] = [];
+  let lines: { msg: string; [k: string]: unknown }[] = [];
   const T = `poison${Date.now()}`;
 
   before(async () => {
-    solr = await ensureTestSolr();
-    const settings = loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', SOLR_URL: solr });
-    const sink = new Writable({
-      write(chunk, _enc, cb) {
-        for (const l of String(chunk).split('\n')) if (l) lines.push(JSON.parse(l));
-        cb();
-      },
-    });
-    const platform = checked(await startPlatform({ settings, log: pino({ level: 'info' }, sink) }));
-    p = Object.assign(platform, { base: `${platform.url}/content-service` });
-    editor = await new Client(p.base).login('editor');
-    anon = new Client(p.base);
-    store = new ContentStore(p.redis, settings.PARTITIONS, settings.EVENTS_MAXLEN, settings.DEDUP_TTL_SECONDS);
+    ({ p, solr, editor, anon, store, lines } = await startIndexingPlatform());
   });
   after(async () => p?.stop());
 
