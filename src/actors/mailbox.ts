@@ -66,9 +66,9 @@ export class Mailbox {
     const old = [...this.waiting.entries()].filter(([, w]) => now - w.since > LOST_REPLY_AFTER_MS);
     if (!old.length) return;
     const found = await Promise.all(old.map(([id, w]) => recordedReply(this.redis, w.partition, id).catch(() => null)));
-    old.forEach((_, i) => {
+    old.forEach(([id], i) => {
       const buf = found[i];
-      if (buf) this.deliver(buf);
+      if (buf) this.deliver(buf, id);
     });
   }
 
@@ -136,8 +136,13 @@ export class Mailbox {
     });
   }
 
-  /** Hands a reply to the request waiting for it; a late or duplicate reply finds none. */
-  private deliver(body: Buffer): void {
+  /**
+   * Hands a reply to the request waiting for it; a late or duplicate reply finds none, and is
+   * not decoded when its command's id came with it (`id`): a large reply of a slow command was
+   * decoded twice, from the recorded reply and again from the stream.
+   */
+  private deliver(body: Buffer, id?: string): void {
+    if (id !== undefined && !this.waiting.has(id)) return;
     let reply: Reply;
     try {
       reply = unpack<Reply>(body);
@@ -161,7 +166,9 @@ export class Mailbox {
       if (res === 'failed' || !res) continue;
       for (const [id, fields] of res[0][1]) {
         last = id.toString();
-        if (fields[1]) this.deliver(fields[1]);
+        // `i` <command id> `r` <reply>; an actor of an earlier release wrote `r` <reply> alone.
+        if (fields.length >= 4 && fields[0].toString() === 'i') this.deliver(fields[3], fields[1].toString());
+        else if (fields[1]) this.deliver(fields[1]);
       }
       // Replies read are not needed again; keep the stream short.
       trimmer.consumed(last, res[0][1].length);

@@ -59,13 +59,15 @@ const REPLY_STREAM_MAXLEN = 100000;
 const BLOCK_MS = 2000;
 
 /**
- * Sends a reply to the gateway that is waiting for it (its own reply stream). The gateway
- * keeps a TTL on its stream, so the stream of a gateway that died goes away.
+ * Sends the reply of command `id` to the gateway that is waiting for it (its own reply stream),
+ * the id in a field of its own (`i`) so that a gateway no longer waiting for it (it answered
+ * from the recorded reply already, or 503) never decodes the reply. The gateway keeps a TTL on
+ * its stream, so the stream of a gateway that died goes away.
  */
-export function sendReply(redis: RedisClient, replyTo: string | undefined, reply: Reply | Buffer): void {
+export function sendReply(redis: RedisClient, replyTo: string | undefined, id: string, reply: Reply | Buffer): void {
   if (!replyTo) return;
   const body = Buffer.isBuffer(reply) ? reply : pack(reply);
-  redis.xadd(replyTo, 'MAXLEN', '~', REPLY_STREAM_MAXLEN, '*', 'r', body).catch(() => undefined);
+  redis.xadd(replyTo, 'MAXLEN', '~', REPLY_STREAM_MAXLEN, '*', 'i', id, 'r', body).catch(() => undefined);
 }
 
 /**
@@ -477,7 +479,7 @@ class PartitionLoop<C extends CommandBase> {
         }
         // A refusal past the deadline reaches a gateway still waiting (within the grace); later
         // its gateway answered 503 already, or is gone, and its reply stream is not made anew.
-        if (!out.expired || Date.now() <= Number(cmd.deadline) + this.settings.ACTOR_DEADLINE_GRACE_MS) sendReply(this.redis, cmd.replyTo, out.reply);
+        if (!out.expired || Date.now() <= Number(cmd.deadline) + this.settings.ACTOR_DEADLINE_GRACE_MS) sendReply(this.redis, cmd.replyTo, cmd.id, out.reply);
         if (!out.committed) await this.redis.xack(this.stream, ACTOR_GROUP, entryId);
         this.attempts.delete(entryId);
         return;
@@ -495,7 +497,8 @@ class PartitionLoop<C extends CommandBase> {
     await this.redis.xadd(keys.deadLetter(this.partition), 'MAXLEN', '~', 100000, '*', 'm', raw ?? '', 'reason', reason, 'entry', entryId);
     await this.redis.xack(this.stream, ACTOR_GROUP, entryId);
     this.log.error({ partition: this.partition, entry: entryId, command: cmd?.id, requestId: cmd?.requestId, reason }, 'command moved to dead-letter stream');
-    if (cmd) sendReply(this.redis, cmd.replyTo, { id: cmd.id, ok: false, error: new AppError('INTERNAL', 'The command could not be processed').toWire() });
+    if (cmd)
+      sendReply(this.redis, cmd.replyTo, cmd.id, { id: cmd.id, ok: false, error: new AppError('INTERNAL', 'The command could not be processed').toWire() });
   }
 }
 

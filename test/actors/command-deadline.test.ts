@@ -12,11 +12,13 @@ import { createLogger } from '../../src/adapters/log.js';
 import { connectRedis } from '../../src/adapters/redis.js';
 import { ContentActor, type ContentCommand } from '../../src/actors/content/content-actor.js';
 import type { LifecycleHook } from '../../src/actors/content/lifecycle-hooks.js';
-import { ActorHost, type Reply } from '../../src/actors/runtime.js';
+import { ActorHost } from '../../src/actors/runtime.js';
 import { startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.js';
 import { loadSecurityConfig } from '../../src/security/security-config.js';
 import type { Answer } from '../../src/client/index.js';
 import { Client, article, startTestPlatform } from '../support/platform.js';
+import { valueWithin } from '../support/wait.js';
+import { repliesOn } from '../support/replies.js';
 
 /**
  * A command's deadline (security hunt F2): the gateway sets it when it sends a command (sent +
@@ -36,15 +38,7 @@ const TIMEOUT_MS = 1000;
 const GRACE_MS = 300;
 const PASSWORD = 'deadline-password-1';
 
-async function until<T>(check: () => Promise<T | null | undefined | false>, ms: number, what: string): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await check();
-    if (v !== null && v !== undefined && v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(50);
-  }
-}
+const until = valueWithin;
 
 const sportsOwned = (title: string) => ({
   ...article(title),
@@ -348,15 +342,7 @@ describe('command deadline: the actor runtime and the gateway (security hunt F2)
   });
   const aliasOf = (cmd: ContentCommand) => (cmd as { ops: { alias: string }[] }).ops[0].alias;
   const append = async (cmd: ContentCommand) => redis.xadd(`cmd:{${partitionOf(cmd.cid, P)}}`, '*', 'm', pack(cmd));
-  const replies = (stream: string, n: number) =>
-    until(
-      async () => {
-        const rows = (await redis.xrangeBuffer(stream, '-', '+')) as [Buffer, Buffer[]][];
-        return rows.length >= n ? rows.map(([, f]) => unpack<Reply>(f[1])) : null;
-      },
-      10_000,
-      `${n} replies on ${stream}`,
-    );
+  const replies = (stream: string, n: number) => repliesOn(redis, stream, n);
   /** Once a later command of the same partition is answered, every earlier one was taken. */
   const drained = async (cmd: ContentCommand) => {
     for (;;) {

@@ -4,6 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { partitionOf } from '../../src/adapters/ids.js';
 import { Client, article, startTestPlatform } from '../support/platform.js';
+import { valueWithin } from '../support/wait.js';
 
 /**
  * The issue's crash test (ARCHITECTURE principles 1 and 3, 6): a web-only gateway in this
@@ -28,17 +29,9 @@ interface Actor {
   output: string[];
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const _sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function until<T>(check: () => Promise<T | null | undefined | false>, ms: number, what: string): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await check();
-    if (v !== null && v !== undefined && v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(50);
-  }
-}
+const until = valueWithin;
 
 const alive = (c: ChildProcess) => c.exitCode === null && c.signalCode === null;
 

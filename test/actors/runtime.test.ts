@@ -10,6 +10,7 @@ import { ContentActor, type ContentCommand } from '../../src/actors/content/cont
 import { ActorHost, type CommandHandler, type Reply } from '../../src/actors/runtime.js';
 import { loadSecurityConfig } from '../../src/security/security-config.js';
 import { Client, article, startTestPlatform } from '../support/platform.js';
+import { repliesOn } from '../support/replies.js';
 
 /** The actor runtime against the real Redis (ARCHITECTURE principles 1-3, 6). */
 
@@ -90,15 +91,7 @@ describe('actor runtime (ARCHITECTURE principles 1-3)', function () {
   const append = async (cmd: ContentCommand | Buffer, cid: string) =>
     (await redis.xadd(`cmd:{${partitionOf(cid, P)}}`, '*', 'm', Buffer.isBuffer(cmd) ? cmd : pack(cmd)))!;
 
-  const replies = async (stream: string, n: number): Promise<Reply[]> =>
-    waitFor(
-      async () => {
-        const rows = (await redis.xrangeBuffer(stream, '-', '+')) as [Buffer, Buffer[]][];
-        return rows.length >= n ? rows.map(([, f]) => unpack<Reply>(f[1])) : null;
-      },
-      10000,
-      `${n} replies on ${stream}`,
-    );
+  const replies = (stream: string, n: number): Promise<Reply[]> => repliesOn(redis, stream, n);
 
   describe('(a) idempotent replay', () => {
     it('a command appended twice (same command id) commits once; both get the same reply, and a third copy later too', async () => {

@@ -19,3 +19,14 @@ export async function eventually<T>(check: () => Promise<T>, ms = 4000): Promise
     }
   }
 }
+
+/** Polls `check` until it answers a value (not null, undefined or false) and answers it; fails after `ms` naming `what`. */
+export async function valueWithin<T>(check: () => Promise<T | null | undefined | false>, ms: number, what: string): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await check();
+    if (v !== null && v !== undefined && v !== false) return v;
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
