@@ -1,7 +1,7 @@
 import { AppError } from '../errors.js';
 import SolrNode from 'solr-node';
 import type { Json } from '../content/model.js';
-import { escapePhrase, escapeTerm, idsOfBlock, type RawSchema } from '../content/search-document.js';
+import { escapePhrase, escapeTerm, type RawSchema } from '../content/search-document.js';
 
 /** A search document: the fields of an svcSolrDocument aspect, `_type` removed. */
 export type SearchDoc = Record<string, Json>;
@@ -104,14 +104,12 @@ export class SolrEngine {
   private pinging?: Promise<boolean>;
 
   /**
-   * Makes the index hold exactly `docs` for each content: the documents the index holds for
-   * these contents are looked up (a cheap prefix query; not for a content with one revision,
-   * see `firstRevision`), those not among `docs` and their children (older versions, views
-   * left, a deleted content) are deleted by id, then `docs` are added. Solr replaces an added
-   * document's whole block (its child documents) through `_root_`, and a delete by the id of a
-   * root document removes its block. A delete-by-query is kept for the rare batch whose lookup
-   * would not fit one page. Throws DocumentRefused when the engine refuses a document of the
-   * batch (the documents before it in the batch may be added), anything else on an outage.
+   * Makes the index hold exactly `docs` for each content: everything the index holds for these
+   * contents but the root documents of `docs` is deleted by one query (not for a content with
+   * one revision, see `firstRevision`), then `docs` are added. Solr replaces an added document's
+   * whole block (its child documents) through `_root_`, so the children of a kept root deleted
+   * by the query come back with it. Throws DocumentRefused when the engine refuses a document of
+   * the batch (the documents before it in the batch may be added), anything else on an outage.
    */
   async replace(contents: ContentDocs[]): Promise<void> {
     if (!contents.length) return;
@@ -135,31 +133,21 @@ export class SolrEngine {
     if (ids.length) await this.update({ delete: ids }, { commitWithin: String(this.commitWithinMs) });
   }
 
-  /** Deletes what the index holds for these contents that is not among their documents now. */
+  /**
+   * Deletes what the index holds for these contents that is not among their documents now: one
+   * delete-by-query, which the engine applies in update order, to documents added but not yet
+   * searchable too. Looking the documents up first (a select, then a delete by id) missed those
+   * added within the soft commit before (`commitWithin`, 500 ms): a content deleted, taken off
+   * its view or given a new version within half a second of its last indexing kept its old
+   * document in the index for good, found by anyone its old owners and views let see it (found
+   * by a hunt).
+   */
   private async deleteStale(contents: ContentDocs[]): Promise<void> {
-    const wanted = new Set(contents.flatMap((c) => c.docs.flatMap((d) => idsOfBlock(d))));
     const roots = contents.flatMap((c) => c.docs.map((d) => String(d.id)));
     const prefixes = contents.map(({ cid }) => `id:${escapeTerm(`c:${cid}:`)}*`);
-    const rows = Math.max(100, contents.length * 20);
-    const found = (await this.postSelect(this.collection, new URLSearchParams({ q: prefixes.join(' OR '), fl: 'id', rows: String(rows), wt: 'json' }))) as {
-      response: { numFound: number; docs: { id: string }[] };
-    };
-    const commitWithin = String(this.commitWithinMs);
-    if (found.response.numFound > rows) {
-      // Children of the documents kept go too: the add that follows puts their blocks back whole.
-      const keep = roots.map((id) => `"${escapePhrase(id)}"`).join(' OR ');
-      const query = `(${prefixes.join(' OR ')})${keep ? ` AND -id:(${keep})` : ''}`;
-      await this.update({ delete: { query } }, { commitWithin });
-    } else {
-      const stale = found.response.docs.map((d) => d.id).filter((id) => !wanted.has(id));
-      if (stale.length) await this.update({ delete: stale }, { commitWithin });
-    }
-  }
-
-  private async postSelect(collection: string, params: URLSearchParams): Promise<unknown> {
-    const r = await this.select(collection, params);
-    if (r.status !== 200) throw new Error(`Solr select failed: ${r.status} ${r.body.slice(0, 300)}`);
-    return JSON.parse(r.body);
+    const keep = roots.map((id) => `"${escapePhrase(id)}"`).join(' OR ');
+    const query = `(${prefixes.join(' OR ')})${keep ? ` AND -id:(${keep})` : ''}`;
+    await this.update({ delete: { query } }, { commitWithin: String(this.commitWithinMs) });
   }
 
   /** Makes every change so far searchable (tests and re-index completion). */

@@ -6,7 +6,6 @@ import { dateRange } from './variants.js';
 import {
   checkSearchDocument,
   contentFields,
-  idsOfBlock,
   indexSchemaOf,
   isDateRange,
   isIndexerField,
@@ -107,7 +106,6 @@ describe('search documents (spec Categorization and search index documents, CONT
         tags_ss: ['a', 'b'],
       });
       expect(searchBlock(block, 'c:me:k1')).to.deep.equal(block);
-      expect(idsOfBlock(block)).to.deep.equal(['c:me:k1', 'c:me:k1/parts/0', 'c:me:k1/parts/0/sub/0', 'c:me:k1/parts/1', 'c:me:k1/one']);
     });
 
     it('searchBlock treats every object of a list as a child, also in a list mixed with values', () => {

@@ -64,20 +64,6 @@ function withChildBlocks(doc: Doc, id: string, root: string): Doc {
   return out;
 }
 
-/** The ids of a block: its root document's and every child document's, at any depth. */
-export function idsOfBlock(doc: Doc): string[] {
-  const out: string[] = [];
-  const walk = (d: Doc) => {
-    if (typeof d.id === 'string') out.push(d.id);
-    for (const v of Object.values(d)) {
-      if (isDoc(v)) walk(v);
-      else if (Array.isArray(v)) for (const e of v) if (isDoc(e)) walk(e);
-    }
-  };
-  walk(doc);
-  return out;
-}
-
 function childBlock(doc: Doc, id: string, root: string): Doc {
   const own: Doc = {};
   for (const [k, v] of Object.entries(doc)) if (!isIndexerField(k)) own[k] = v;
