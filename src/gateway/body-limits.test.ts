@@ -5,15 +5,17 @@ import { parseJsonBody } from './http.js';
 
 /** The unit side of test/gateway/body-limits.test.ts (CONTRACT §20 "Limits"). */
 describe('body limits: what a JSON body may hold to be stored as sent', () => {
-  const refusal = (body: unknown): AppError | null => {
+  /** The AppError `check` throws, or null. */
+  const refused = (check: () => unknown): AppError | null => {
     try {
-      checkStorable(body);
+      check();
       return null;
     } catch (e) {
       expect(e).to.be.instanceOf(AppError);
       return e as AppError;
     }
   };
+  const refusal = (body: unknown): AppError | null => refused(() => checkStorable(body));
   const keys = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, i]));
   const nested = (n: number): unknown => (n === 0 ? 1 : { a: nested(n - 1) });
 
@@ -69,14 +71,7 @@ describe('body limits: what a JSON body may hold to be stored as sent', () => {
 
   it('a JSON body is refused on its bytes, before it is parsed; a bulk line holds one container more (its {op, content})', () => {
     const over = Buffer.from(JSON.stringify(containers(MAX_CONTAINERS_PER_BODY + 1)));
-    const e = (() => {
-      try {
-        parseJsonBody(over);
-      } catch (err) {
-        return err as AppError;
-      }
-      return null;
-    })();
+    const e = refused(() => parseJsonBody(over));
     expect(e?.http).to.equal(413);
     expect(e?.extraInfo).to.deep.equal({ containers: MAX_CONTAINERS_PER_BODY + 1, max: MAX_CONTAINERS_PER_BODY });
     expect(parseJsonBody(Buffer.from(JSON.stringify(containers(MAX_CONTAINERS_PER_BODY))))).to.have.key('a');
@@ -96,14 +91,7 @@ describe('body limits: what a JSON body may hold to be stored as sent', () => {
     // 4 objects of 50,000 keys and their 4 keys in the body: 200,004
     const over = Buffer.from(JSON.stringify(objects(4, 50_000)));
     const cpu = process.cpuUsage();
-    const e = (() => {
-      try {
-        parseJsonBody(over);
-      } catch (err) {
-        return err as AppError;
-      }
-      return null;
-    })();
+    const e = refused(() => parseJsonBody(over));
     const used = process.cpuUsage(cpu);
     expect(e?.http).to.equal(413);
     expect(e?.extraInfo).to.deep.equal({ keys: 200_004, max: MAX_KEYS_PER_BODY });

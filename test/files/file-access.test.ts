@@ -1,12 +1,12 @@
-import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import type * as Minio from 'minio';
 import { newObjectId } from '../../src/adapters/file-store.js';
 import type { S3FileStore } from '../../src/adapters/file-store-s3.js';
 import type { Answer } from '../../src/client/index.js';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { ensureTestS3 } from '../support/s3.js';
+import { storedUnder as storedFiles } from '../support/stored-files.js';
 
 /**
  * Who may touch a file (CONTRACT §20 "Files in content/<key>/", "Files in tmp/"; issue 14,
@@ -87,20 +87,7 @@ for (const kind of ['disk', 's3'] as const) {
     /** What stays of status and body once the object ids are taken out (they differ by design). */
     const shape = (r: { status: number; text: string }) => ({ status: r.status, body: r.text.replace(/[0-9A-HJKMNP-TV-Z]{26}/g, '<id>') });
 
-    /** Every object stored under `<space>/<host>/`. */
-    async function storedUnder(space: string, host: string): Promise<string[]> {
-      if (p.files!.kind === 'disk') {
-        try {
-          return readdirSync(join(p.settings.FILES_DIR, space, host));
-        } catch {
-          return [];
-        }
-      }
-      const s3 = p.files as S3FileStore;
-      const out: string[] = [];
-      for await (const o of s3.client.listObjectsV2(s3.bucket, `${space}/${host}/`, true) as AsyncIterable<Minio.BucketItem>) if (o.name) out.push(o.name);
-      return out;
-    }
+    const storedUnder = (space: string, host: string) => storedFiles(p.files!, p.settings.FILES_DIR, space, host);
 
     function expectRefusal(r: Answer, permission: string, user: string) {
       expect(r.status, r.text).to.equal(403);

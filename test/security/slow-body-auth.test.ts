@@ -2,11 +2,10 @@ import { readdirSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import type * as Minio from 'minio';
-import type { S3FileStore } from '../../src/adapters/file-store-s3.js';
 import { Client, article, startTestPlatform } from '../support/platform.js';
 import { parseHead } from '../support/raw-http.js';
 import { ensureTestS3 } from '../support/s3.js';
+import { storedUnder as storedFiles } from '../support/stored-files.js';
 
 /**
  * A write whose body arrives slowly acts for its caller as they are once the body is complete
@@ -284,20 +283,7 @@ for (const kind of ['disk', 's3'] as const) {
     });
     after(async () => p?.stop());
 
-    /** Every object stored under `<space>/<host>/` (the incoming directory of the disk store is not under it). */
-    async function storedUnder(space: string, host: string): Promise<string[]> {
-      if (p.files!.kind === 'disk') {
-        try {
-          return readdirSync(join(p.settings.FILES_DIR, space, host));
-        } catch {
-          return [];
-        }
-      }
-      const s3 = p.files as S3FileStore;
-      const out: string[] = [];
-      for await (const o of s3.client.listObjectsV2(s3.bucket, `${space}/${host}/`, true) as AsyncIterable<Minio.BucketItem>) if (o.name) out.push(o.name);
-      return out;
-    }
+    const storedUnder = (space: string, host: string) => storedFiles(p.files!, p.settings.FILES_DIR, space, host);
 
     /** Nothing of an upload left in the disk store's incoming directory (S3: no multipart upload waits). */
     function incomingEmpty(): void {
