@@ -3,6 +3,7 @@ import { AppError } from '../errors.js';
 import {
   checkSearchParams,
   isAllowedSearchParameter,
+  MAX_GROUPED_DOCUMENTS,
   MAX_VALUE_LENGTH,
   SEARCH_PARAMETER_ALLOWLIST,
   type SearchLimits,
@@ -658,6 +659,28 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
       expect(r?.message).to.contain('SEARCH_MAX_FILTER_QUERIES').and.contain('at most 20');
       expect(refusal([['facet', 'true'], ...many('facet.query', 21)])?.parameter).to.equal('facet.query');
       expect(refusal(many('fq', 4), { maxRangeBuckets: 1000, maxFilterQueries: 3 })?.parameter).to.equal('fq');
+    });
+
+    it('grouped searches answer at most MAX_GROUPED_DOCUMENTS documents: rows × group.limit per group.field (rows 1000 × group.limit 1000 asked for a million)', () => {
+      const group = (extra: Record<string, string> | [string, string][]) =>
+        [['group', 'true'], ['group.field', 'svc_type_s'], ...(Array.isArray(extra) ? extra : Object.entries(extra))] as [string, string][];
+      const r = refusal(group({ rows: '1000', 'group.limit': '1000' }));
+      expect(r?.parameter).to.equal('group.limit');
+      expect(r?.message).to.contain('1000000').and.contain(`at most ${MAX_GROUPED_DOCUMENTS}`);
+      expect(refusal(group({ rows: '1000', 'group.limit': '10' }))).to.equal(null);
+      expect(refusal(group({ rows: '100', 'group.limit': '100' }))).to.equal(null);
+      expect(refusal(group({ rows: '100', 'group.limit': '101' }))?.parameter).to.equal('group.limit');
+      expect(
+        refusal(
+          group([
+            ['rows', '100'],
+            ['group.limit', '100'],
+            ['group.field', 'svc_views_ss'],
+          ]),
+        )?.parameter,
+      ).to.equal('group.limit');
+      // not grouped: group.limit means nothing to the engine
+      expect(refusal({ rows: '1000', 'group.limit': '1000' })).to.equal(null);
     });
 
     it('facet values: a pivot counts every node of its tree (the reported three levels at the default limit answered 115 MB), each facet.field its limit; at most SEARCH_MAX_FACET_VALUES', () => {

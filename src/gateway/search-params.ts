@@ -608,6 +608,26 @@ function checkFacetValues(engine: URLSearchParams, limits: Required<Omit<SearchL
   }
 }
 
+/**
+ * Most documents one grouped search answers: each group.field makes `rows` groups of up to
+ * `group.limit` documents, so rows 1000 with group.limit 1000 answered up to a million (rows 1000
+ * and group.limit 10, or 100 and 100, fit). Past it, 400 naming group.limit.
+ */
+export const MAX_GROUPED_DOCUMENTS = 10_000;
+
+function checkGroupedDocuments(engine: URLSearchParams): void {
+  if (!['true', 'on'].includes(engine.get('group') ?? '')) return;
+  const fields = Math.max(1, engine.getAll('group.field').length);
+  const rows = Number(engine.get('rows') ?? 10);
+  const limit = Number(engine.get('group.limit') ?? 1);
+  const documents = fields * rows * limit;
+  if (documents > MAX_GROUPED_DOCUMENTS)
+    throw parameterRefused(
+      'group.limit',
+      `the grouped search asks for up to ${documents} documents (${fields} group.field × rows ${rows} × group.limit ${limit}); at most ${MAX_GROUPED_DOCUMENTS}`,
+    );
+}
+
 /** facet.mincount: at least 1, so that no facet lists terms of documents outside the result. */
 const mincount: Rule = (v) => String(Math.max(1, Number(integer(-INT32_MAX, INT32_MAX)(v))));
 /** facet.limit: `-1` (every value) is sent as ALL_FACET_VALUES. */
@@ -767,6 +787,7 @@ export function checkSearchParams(params: URLSearchParams, searchLimits: SearchL
   checkRangeBuckets(engine, limits);
   checkQueryCost(engine, limits);
   checkFacetValues(engine, limits);
+  checkGroupedDocuments(engine);
   // Facets count only the result: a term with no document in it is never listed.
   if (!engine.has('facet.mincount')) engine.set('facet.mincount', '1');
   // Every search has a time: the caller's, at most the default (0 would be none to the engine).
