@@ -126,6 +126,14 @@ const loneSurrogate = (what: 'string' | 'key', at: string) => new AppError('BAD_
 
 const wellFormed = (s: string): boolean => (s as unknown as { isWellFormed(): boolean }).isWellFormed();
 
+/**
+ * A scalar that needs no more checking (a finite number, a well-formed string, a boolean, null),
+ * decided without a call of `visit`: most of a large body is scalars. Anything else is visited,
+ * which refuses a bad scalar naming where it is.
+ */
+const storableScalar = (item: unknown): boolean =>
+  typeof item === 'number' ? Number.isFinite(item) : typeof item === 'string' ? wellFormed(item) : item === null || typeof item !== 'object';
+
 /** Checks `value`, `steps` keys below the body (its path is `w.path[0..steps)`). */
 function visit(w: Walk, value: unknown, steps: number): void {
   if (typeof value === 'string') {
@@ -142,12 +150,7 @@ function visit(w: Walk, value: unknown, steps: number): void {
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
       const item: unknown = value[i];
-      // Scalars are checked here, without a call: most of a large body is scalars in arrays.
-      if (typeof item === 'number') {
-        if (Number.isFinite(item)) continue;
-      } else if (typeof item === 'string') {
-        if (wellFormed(item)) continue;
-      } else if (item === null || typeof item !== 'object') continue;
+      if (storableScalar(item)) continue;
       w.path[steps] = i;
       visit(w, item, steps + 1);
     }
@@ -170,11 +173,7 @@ function visit(w: Walk, value: unknown, steps: number): void {
     }
     if (!wellFormed(key)) throw loneSurrogate('key', spell(w, steps));
     const item: unknown = (value as Record<string, unknown>)[key];
-    if (typeof item === 'number') {
-      if (Number.isFinite(item)) continue;
-    } else if (typeof item === 'string') {
-      if (wellFormed(item)) continue;
-    } else if (item === null || typeof item !== 'object') continue;
+    if (storableScalar(item)) continue;
     w.path[steps] = key;
     visit(w, item, steps + 1);
   }
