@@ -85,6 +85,7 @@ async function one(): Promise<number> {
       expectedRev: 0,
       rev: 1,
       snapshot: blobs.snapshot,
+      head: vk,
       versionKey: vk,
       version: blobs.version,
       versionIndexEntry: blobs.index,
