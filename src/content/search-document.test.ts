@@ -24,17 +24,19 @@ const check = (doc: Record<string, Json>) => checkSearchDocument({ _type: 'svcSo
 describe('search documents (spec Categorization and search index documents, CONTRACT §20 Search documents)', () => {
   describe('the bundled schema', () => {
     it('knows the spec fields, dynamic fields and their types', () => {
-      expect(ruleOf(schema, 'id')).to.deep.equal({ type: 'string', kind: 'text', multiValued: false });
-      expect(ruleOf(schema, 'version')).to.deep.equal({ type: 'plong', kind: 'long', multiValued: false });
-      expect(ruleOf(schema, 'title_s')).to.deep.equal({ type: 'string', kind: 'text', multiValued: false });
-      expect(ruleOf(schema, 'tags_ss')).to.deep.equal({ type: 'string', kind: 'text', multiValued: true });
+      expect(ruleOf(schema, 'id')).to.deep.equal({ type: 'string', kind: 'text', multiValued: false, tokenized: false, docValues: true });
+      expect(ruleOf(schema, 'version')).to.deep.equal({ type: 'plong', kind: 'long', multiValued: false, tokenized: false, docValues: true });
+      expect(ruleOf(schema, 'title_s')).to.deep.equal({ type: 'string', kind: 'text', multiValued: false, tokenized: false, docValues: true });
+      expect(ruleOf(schema, 'tags_ss')).to.deep.equal({ type: 'string', kind: 'text', multiValued: true, tokenized: false, docValues: true });
       expect(ruleOf(schema, 'when_dt')?.kind).to.equal('date');
-      expect(ruleOf(schema, 'window_drange')).to.deep.equal({ type: 'daterange', kind: 'daterange', multiValued: true });
+      expect(ruleOf(schema, 'window_drange')).to.deep.equal({ type: 'daterange', kind: 'daterange', multiValued: true, tokenized: false, docValues: false });
       expect(ruleOf(schema, 'n_l')?.kind).to.equal('long');
       expect(ruleOf(schema, 'n_i')?.kind).to.equal('int');
-      expect(ruleOf(schema, 'on_b')).to.deep.equal({ type: 'boolean', kind: 'boolean', multiValued: false });
+      expect(ruleOf(schema, 'on_b')).to.deep.equal({ type: 'boolean', kind: 'boolean', multiValued: false, tokenized: false, docValues: true });
       expect(ruleOf(schema, 'on_bs')?.multiValued).to.equal(true);
-      expect(ruleOf(schema, 'words_lc')).to.deep.equal({ type: 'text_lc', kind: 'text', multiValued: true });
+      expect(ruleOf(schema, 'words_lc')).to.deep.equal({ type: 'text_lc', kind: 'text', multiValued: true, tokenized: true, docValues: false });
+      expect(ruleOf(schema, 'svc_text')).to.deep.equal({ type: 'text_general', kind: 'text', multiValued: false, tokenized: true, docValues: false });
+      expect(ruleOf(schema, '_root_')?.docValues, '_root_ (docValues="false" on the field)').to.equal(false);
       expect(ruleOf(schema, 'headline')).to.equal(undefined);
       expect(ruleOf(schema, 'count_f')).to.equal(undefined);
     });

@@ -80,6 +80,10 @@ export interface FieldRule {
   type: string;
   kind: ValueKind;
   multiValued: boolean;
+  /** Is the field analyzed into many terms (full text: a TextField and its kin)? */
+  tokenized: boolean;
+  /** Does the field keep docValues (a column per document), which sorting, faceting, grouping and stats read? */
+  docValues: boolean;
 }
 
 export interface IndexSchema {
@@ -92,12 +96,13 @@ export interface IndexSchema {
 export interface RawSchema {
   fields: RawField[];
   dynamicFields: RawField[];
-  fieldTypes: { name: string; class: string; multiValued?: boolean | string }[];
+  fieldTypes: { name: string; class: string; multiValued?: boolean | string; docValues?: boolean | string }[];
 }
 interface RawField {
   name: string;
   type: string;
   multiValued?: boolean | string;
+  docValues?: boolean | string;
 }
 
 const KIND_OF_CLASS: Record<string, ValueKind> = {
@@ -118,15 +123,58 @@ const KIND_OF_CLASS: Record<string, ValueKind> = {
   DateRangeField: 'daterange',
 };
 
+/**
+ * Field type classes whose values are analyzed into many terms (full text). Without docValues
+ * (a TextField never has them), sorting, faceting, grouping or stats on such a field needs Solr
+ * to un-invert every term of every document into its heap (SECURITY.md), and answers terms, not
+ * values; SortableTextField and NestPathField keep docValues of the whole value.
+ */
+const TOKENIZED_CLASSES = new Set(['TextField', 'SortableTextField', 'NestPathField', 'PreAnalyzedField']);
+/**
+ * Field type classes that keep docValues unless the field or its type says `docValues="false"`:
+ * Solr 9's default for schema version 1.7, the bundled schema's (the embedded Solr 9.7's
+ * `showDefaults` says so of the string, boolean, point, Trie, UUID, sortable text, nest path,
+ * collation and spatial classes; the Schema API leaves defaults out of its answer, and its version
+ * is not read). TextField, DateRangeField and BinaryField have none; a class not listed here has
+ * docValues only where the schema says so.
+ */
+const DOC_VALUES_BY_DEFAULT = new Set([
+  'StrField',
+  'UUIDField',
+  'BoolField',
+  'IntPointField',
+  'LongPointField',
+  'FloatPointField',
+  'DoublePointField',
+  'DatePointField',
+  'TrieIntField',
+  'TrieLongField',
+  'TrieFloatField',
+  'TrieDoubleField',
+  'TrieDateField',
+  'EnumFieldType',
+  'SortableTextField',
+  'NestPathField',
+  'CollationField',
+  'ICUCollationField',
+  'LatLonPointSpatialField',
+]);
+
 const flag = (v: boolean | string | undefined): boolean | undefined => (v === undefined ? undefined : v === true || v === 'true');
 
-/** The rules of a raw schema: each field's value kind and whether it is multi-valued. */
+/** The rules of a raw schema: each field's value kind, whether it is multi-valued, tokenized, and keeps docValues. */
 export function indexSchemaOf(raw: RawSchema): IndexSchema {
   const types = new Map(raw.fieldTypes.map((t) => [t.name, t]));
   const rule = (f: RawField): FieldRule => {
     const t = types.get(f.type);
     const cls = t?.class.split('.').pop() ?? '';
-    return { type: f.type, kind: KIND_OF_CLASS[cls] ?? 'any', multiValued: flag(f.multiValued) ?? flag(t?.multiValued) ?? false };
+    return {
+      type: f.type,
+      kind: KIND_OF_CLASS[cls] ?? 'any',
+      multiValued: flag(f.multiValued) ?? flag(t?.multiValued) ?? false,
+      tokenized: TOKENIZED_CLASSES.has(cls),
+      docValues: flag(f.docValues) ?? flag(t?.docValues) ?? DOC_VALUES_BY_DEFAULT.has(cls),
+    };
   };
   return {
     fields: new Map(raw.fields.map((f) => [f.name, rule(f)])),
@@ -141,8 +189,14 @@ export function parseSchemaXml(xml: string): RawSchema {
   for (const m of body.matchAll(/<(field|dynamicField|fieldType)\s([^>]*?)\/?>/g)) {
     const attrs = Object.fromEntries([...m[2].matchAll(/([A-Za-z_]+)\s*=\s*"([^"]*)"/g)].map((a) => [a[1], a[2]]));
     if (!attrs.name) continue;
-    if (m[1] === 'fieldType') raw.fieldTypes.push({ name: attrs.name, class: attrs.class ?? '', multiValued: attrs.multiValued });
-    else (m[1] === 'field' ? raw.fields : raw.dynamicFields).push({ name: attrs.name, type: attrs.type ?? '', multiValued: attrs.multiValued });
+    if (m[1] === 'fieldType') raw.fieldTypes.push({ name: attrs.name, class: attrs.class ?? '', multiValued: attrs.multiValued, docValues: attrs.docValues });
+    else
+      (m[1] === 'field' ? raw.fields : raw.dynamicFields).push({
+        name: attrs.name,
+        type: attrs.type ?? '',
+        multiValued: attrs.multiValued,
+        docValues: attrs.docValues,
+      });
   }
   return raw;
 }

@@ -624,7 +624,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   'GET /search-service/:collection/select': {
     summary: 'Search (permission-filtered)',
     description:
-      'The engine’s standard parameters from an allowlist; anything else answers 400 naming the parameter, and so does a search past a bound of what it may cost the engine (clauses, wildcards, `fq`, facet values: the `SEARCH_*` settings). Every search carries `timeAllowed` (the caller’s, at most `SEARCH_TIME_ALLOWED_MS`); one that runs out answers 200 with `responseHeader.partialResults: true`, kept even with `omitHeader`.',
+      'The engine’s standard parameters from an allowlist; anything else answers 400 naming the parameter, and so does a search past a bound of what it may cost the engine (clauses, wildcards, `fq`, facet values: the `SEARCH_*` settings) or a facet, sort, group or stats on a field without docValues (a full-text field such as `svc_text`). Every search carries `timeAllowed` (the caller’s, at most `SEARCH_TIME_ALLOWED_MS`); one that runs out answers 200 with `responseHeader.partialResults: true`, kept even with `omitHeader`.',
     auth: 'optional',
     query: searchQuery,
     responses: {

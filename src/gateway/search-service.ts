@@ -1,5 +1,6 @@
 import type { Settings } from '../../config/settings.js';
 import type { ContentStore } from '../adapters/content-store.js';
+import { indexSchema } from '../adapters/index-schema.js';
 import type { SolrEngine } from '../adapters/search-engine.js';
 import { escapePhrase } from '../content/search-document.js';
 import { parseVersionId } from '../content/model.js';
@@ -88,14 +89,18 @@ export class SearchService {
     // as one that does not exist, so the proxy tells nothing of what else the engine holds.
     if (p.collection !== this.d.settings.SOLR_COLLECTION) throw new AppError('NOT_FOUND', noCollection(p.collection));
     const s = this.d.settings;
-    const request = checkSearchParams(await this.params(x), {
-      maxRangeBuckets: s.SEARCH_MAX_RANGE_BUCKETS,
-      timeAllowedMs: s.SEARCH_TIME_ALLOWED_MS,
-      maxClauses: s.SEARCH_MAX_CLAUSES,
-      maxMultiTerms: s.SEARCH_MAX_MULTI_TERMS,
-      maxFilterQueries: s.SEARCH_MAX_FILTER_QUERIES,
-      maxFacetValues: s.SEARCH_MAX_FACET_VALUES,
-    });
+    const request = checkSearchParams(
+      await this.params(x),
+      {
+        maxRangeBuckets: s.SEARCH_MAX_RANGE_BUCKETS,
+        timeAllowedMs: s.SEARCH_TIME_ALLOWED_MS,
+        maxClauses: s.SEARCH_MAX_CLAUSES,
+        maxMultiTerms: s.SEARCH_MAX_MULTI_TERMS,
+        maxFilterQueries: s.SEARCH_MAX_FILTER_QUERIES,
+        maxFacetValues: s.SEARCH_MAX_FACET_VALUES,
+      },
+      indexSchema(),
+    );
     const user = await this.d.tokens.caller(x.header('x-auth-token'));
     const now = this.d.clock();
     const out = request.engine;
