@@ -28,7 +28,7 @@ export class IndexingRules {
 
   async docsOf(cid: string): Promise<ContentDocs> {
     const head = await this.store.head(cid);
-    if (!head || head.deleted) return { cid, docs: [] };
+    if (!head || head.deleted) return { cid, docs: [], gone: true };
     const keys = new Set<string>();
     for (const v of this.indexedViews) {
       const k = resolveView(head, v);

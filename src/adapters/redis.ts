@@ -19,6 +19,13 @@ export const keys = {
   indexerDeadLetter: (p: number) => `indexer-dead:{${p}}`,
   /** Hash: content id → why the engine refused its documents, until that content is indexed. */
   indexerRefused: 'indexer:refused',
+  /**
+   * Hash: content id -> the root documents the indexer sent for it that the index may still
+   * hold, and the indexers in flight on it (src/actors/index-writer.ts; the scripts
+   * index-claim-1.lua and index-settle-1.lua write it). No field: the content was not indexed
+   * since records were kept, or it is gone and its documents deleted.
+   */
+  indexedDocs: (p: number) => `ixd:{${p}}`,
   done: (p: number, commandId: string) => `done:{${p}}:${commandId}`,
   content: (p: number, cid: string) => `ct:{${p}}:${cid}`,
   revisions: (p: number, cid: string) => `rv:{${p}}:${cid}`,
@@ -84,6 +91,17 @@ export interface ScriptCommands {
   /** Keeps the summary of a draft stored before summaries were kept, while that draft (of `size` bytes) is still there: 1 when written. */
   draftSummaryAdopt(drafts: string, workspace: string, summaryField: string, summary: Buffer, size: number): Promise<number>;
   releaseAlias(key: string, cid: string): Promise<number>;
+  /**
+   * Per content (id, n, n record keys): adds its documents to its record in `ixd:{p}` and notes
+   * the writer `token` in flight for `leaseMs`; answers per content what the record kept before
+   * (null: no record, or one whose content's older documents were not yet deleted by query).
+   */
+  indexClaim(key: string, token: string, leaseMs: number, ...contents: (string | number)[]): Promise<(string[] | null)[]>;
+  /**
+   * Per content (id, gone 1/0, swept 1/0, n, n record keys): ends the writer's claim; the record
+   * keeps exactly these documents when no other writer was in flight beside it and `release` is 0.
+   */
+  indexSettle(key: string, token: string, release: 0 | 1, ...contents: (string | number)[]): Promise<number>;
   archiveMove(...keysThenArgs: [...keys: string[], args: Buffer]): Promise<number>;
   /** Field ARGV[i] of hash KEYS[i] for every i, in one call (keys of one partition). */
   hgetEachBuffer(numKeys: number, ...keysThenFields: string[]): Promise<(Buffer | null)[]>;

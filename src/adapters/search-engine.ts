@@ -12,9 +12,12 @@ export interface ContentDocs {
   docs: SearchDoc[];
   /**
    * The content has one revision: the index can hold no document of it but these (its one
-   * version), so there is nothing stale to look up. Most of a create-heavy load is such.
+   * version), so a content the indexer kept no record of has nothing stale to delete. Most of a
+   * create-heavy load is such.
    */
   firstRevision?: boolean;
+  /** The content is deleted (or unknown): once its documents are deleted, nothing of it is kept (src/actors/index-writer.ts). */
+  gone?: boolean;
 }
 
 /**
@@ -33,10 +36,21 @@ class UpdateFailed extends Error {
   constructor(
     readonly status: number,
     readonly reason: string,
+    /** The engine answered, or was never reached (connection refused): nothing of the request can be applied later. */
+    readonly ended: boolean,
   ) {
     super(`Solr update failed: ${status ? `${status} ` : ''}${reason}`);
     this.name = 'UpdateFailed';
   }
+}
+
+/**
+ * May the engine still apply an update that failed with `e`? Yes after a timeout or a broken
+ * connection (the request may be in the engine yet) and for any error this module did not make;
+ * no when the engine answered (a refusal, a 5xx) or was never reached.
+ */
+export function mayStillApply(e: unknown): boolean {
+  return !(e instanceof DocumentRefused) && !(e instanceof UpdateFailed && e.ended);
 }
 
 /** A long batch may take the engine this long; a hung connection is an outage after it. */
@@ -104,22 +118,10 @@ export class SolrEngine {
   private pinging?: Promise<boolean>;
 
   /**
-   * Makes the index hold exactly `docs` for each content: everything the index holds for these
-   * contents but the root documents of `docs` is deleted by one query (not for a content with
-   * one revision, see `firstRevision`), then `docs` are added. Solr replaces an added document's
-   * whole block (its child documents) through `_root_`, so the children of a kept root deleted
-   * by the query come back with it. Throws DocumentRefused when the engine refuses a document of
-   * the batch (the documents before it in the batch may be added), anything else on an outage.
+   * Adds (or replaces) documents with their blocks: Solr replaces an added document's whole
+   * block (its child documents) through `_root_`. DocumentRefused when the engine refuses one
+   * (the documents before it in the batch may be added), anything else on an outage.
    */
-  async replace(contents: ContentDocs[]): Promise<void> {
-    if (!contents.length) return;
-    const docs = contents.flatMap((c) => c.docs);
-    const older = contents.filter((c) => !c.firstRevision);
-    if (older.length) await this.deleteStale(older);
-    if (docs.length) await this.add(docs);
-  }
-
-  /** Adds (or replaces) documents with their blocks; DocumentRefused when the engine refuses one. */
   async add(docs: SearchDoc[]): Promise<void> {
     try {
       await this.update(docs, { commitWithin: String(this.commitWithinMs) });
@@ -128,21 +130,28 @@ export class SolrEngine {
     }
   }
 
-  /** Deletes documents (each with its block, a root's id removes its children) by id. */
+  /**
+   * Deletes root documents by id, each with its block (a root's id removes its children). The
+   * engine applies a delete by id in update order, to documents added but not yet searchable too.
+   */
   async remove(ids: string[]): Promise<void> {
     if (ids.length) await this.update({ delete: ids }, { commitWithin: String(this.commitWithinMs) });
   }
 
   /**
-   * Deletes what the index holds for these contents that is not among their documents now: one
-   * delete-by-query, which the engine applies in update order, to documents added but not yet
-   * searchable too. Looking the documents up first (a select, then a delete by id) missed those
-   * added within the soft commit before (`commitWithin`, 500 ms): a content deleted, taken off
-   * its view or given a new version within half a second of its last indexing kept its old
-   * document in the index for good, found by anyone its old owners and views let see it (found
-   * by a hunt).
+   * Deletes everything the index holds for these contents but the root documents of their
+   * `docs` (whose children come back when the roots are added again): one delete-by-query, which
+   * the engine applies in update order, to documents added but not yet searchable too. About
+   * twice the engine's CPU of an update batch (bench/RESULTS.md "Stale documents"): the indexer
+   * deletes by id what it recorded sending (src/actors/index-writer.ts) and sends this only for
+   * a content it has no record of (indexed before records were kept, or deleted since). Looking
+   * the documents up first (a select, then a delete by id) missed those added within the soft
+   * commit (`commitWithin`, 500 ms): a content deleted, taken off its view or given a new version
+   * within half a second of its last indexing kept its old document in the index for good, found
+   * by anyone its old owners and views let see it (found by a hunt).
    */
-  private async deleteStale(contents: ContentDocs[]): Promise<void> {
+  async deleteStale(contents: ContentDocs[]): Promise<void> {
+    if (!contents.length) return;
     const roots = contents.flatMap((c) => c.docs.map((d) => String(d.id)));
     const prefixes = contents.map(({ cid }) => `id:${escapeTerm(`c:${cid}:`)}*`);
     const keep = roots.map((id) => `"${escapePhrase(id)}"`).join(' OR ');
@@ -184,11 +193,12 @@ export class SolrEngine {
         signal: AbortSignal.timeout(UPDATE_TIMEOUT_MS),
       });
     } catch (e) {
-      throw new UpdateFailed(0, String((e as Error).cause ?? e));
+      const cause = (e as Error).cause as { code?: unknown } | undefined;
+      throw new UpdateFailed(0, String(cause ?? e), cause?.code === 'ECONNREFUSED');
     }
     const text = await res.text();
     if (res.ok) return;
-    throw new UpdateFailed(res.status, reasonOf(text) ?? `HTTP ${res.status}`);
+    throw new UpdateFailed(res.status, reasonOf(text) ?? `HTTP ${res.status}`, true);
   }
 
   /** Sends a select to the engine and answers its status, content type and body unchanged. */

@@ -17,6 +17,8 @@ export const VOLATILE_KEY_PATTERNS = [
   '^lease:',
   '^indexer%-dead:{',
   '^indexer:refused$',
+  // the root documents the indexer sent for each content (src/actors/index-writer.ts)
+  '^ixd:{',
   '^reindex:',
   '^changes:owner$',
   '^changes:trimmed:',
