@@ -1,5 +1,6 @@
 import { newCommandId, newContentKey } from '../adapters/ids.js';
 import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
+import { isMainNamespace } from '../content/aliases.js';
 import { IF_MATCH_FORM, type Aspect } from '../content/model.js';
 import type { Principal } from '../content/permissions.js';
 import type { UpdateMode } from '../content/update-modes.js';
@@ -132,6 +133,15 @@ export class ContentWrites {
   }
 
   /** The content key of an alias; 400 for a malformed one, 404 (40400) when no content has it. */
+  /**
+   * The content key of an alias of the main namespace (`contentid/<key>`: the key itself), at
+   * once; undefined for another namespace, which `cidOf` looks up. 400 for an alias that cannot be.
+   */
+  knownCid(p: AliasRef): string | undefined {
+    checkAlias(p.ns, p.alias);
+    return isMainNamespace(p.ns) ? p.alias : undefined;
+  }
+
   async cidOf(p: AliasRef): Promise<string> {
     checkAlias(p.ns, p.alias);
     const cid = await this.d.store.resolveAlias(p.ns, p.alias);

@@ -62,10 +62,8 @@ export class HeadCache {
 
   /** The head of a content (null when it never existed), at least at revision `atLeast`. */
   async get(cid: string, atLeast = 0): Promise<Snapshot | null> {
-    if (this.ready) {
-      const hit = this.heads.get(cid);
-      if (hit && (atLeast === 0 || (hit.snap !== null && hit.snap.rev >= atLeast))) return hit.snap;
-    }
+    const hit = this.peek(cid, atLeast);
+    if (hit !== undefined) return hit;
     const started = this.epoch;
     const snap = await this.store.head(cid);
     // Kept unless the head was dropped while it loaded (a drop sets a later epoch). A drop before
@@ -73,6 +71,13 @@ export class HeadCache {
     // kept until another content changed, and every read of it went to Redis.
     if (this.ready && (this.dropped.get(cid) ?? -1) <= started) this.heads.set(cid, { snap });
     return snap;
+  }
+
+  /** `get` answered from the cache at once (no promise); undefined when it must read Redis. */
+  peek(cid: string, atLeast = 0): Snapshot | null | undefined {
+    if (!this.ready) return undefined;
+    const hit = this.heads.get(cid);
+    return hit && (atLeast === 0 || (hit.snap !== null && hit.snap.rev >= atLeast)) ? hit.snap : undefined;
   }
 
   /** Forgets a head (a write of this gateway, or an event of any). */

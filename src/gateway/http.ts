@@ -59,19 +59,14 @@ function endHead(res: HttpResponse, length: number): void {
   res.endWithoutBody();
 }
 
-/** Headers read once, synchronously, from the uWS request (it is invalid after the handler returns). */
-const READ_HEADERS = [
-  'x-auth-token',
-  'if-match',
-  'if-none-match',
-  'accept',
-  'content-type',
-  'content-length',
-  'transfer-encoding',
-  'x-request-id',
-  'range',
-  'x-forwarded-for',
-] as const;
+/**
+ * Headers read once, synchronously, from the uWS request (it is invalid after the handler
+ * returns). Those of a request body only for methods that have one: each read crosses into uWS
+ * (about 0.1 µs), and a GET's body headers are never looked at.
+ */
+const REQUEST_HEADERS = ['x-auth-token', 'if-match', 'if-none-match', 'accept', 'x-request-id', 'range', 'x-forwarded-for'] as const;
+const BODY_HEADERS = ['content-type', 'content-length', 'transfer-encoding'] as const;
+const READ_HEADERS = [...REQUEST_HEADERS, ...BODY_HEADERS] as const;
 
 /** One request as the route handlers see it: copied out of uWS, with its body to come. */
 export class Exchange {
@@ -126,7 +121,7 @@ export class Exchange {
     this.method = req.getMethod().toUpperCase();
     this.path = req.getUrl();
     this.rawQuery = req.getQuery() ?? '';
-    for (const h of READ_HEADERS) {
+    for (const h of this.method === 'GET' || this.method === 'HEAD' ? REQUEST_HEADERS : READ_HEADERS) {
       const v = req.getHeader(h);
       if (v !== '') this.headers[h] = v;
     }
@@ -172,6 +167,11 @@ export class Exchange {
   get query(): URLSearchParams {
     this.parsedQuery ??= new URLSearchParams(this.rawQuery);
     return this.parsedQuery;
+  }
+
+  /** One query parameter (`query.get`), without parsing a query that is not there. */
+  param(name: string): string | null {
+    return this.rawQuery === '' ? null : this.query.get(name);
   }
 
   header(name: (typeof READ_HEADERS)[number]): string | undefined {

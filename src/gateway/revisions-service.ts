@@ -97,7 +97,7 @@ export class RevisionsService {
   private async restore(x: Exchange, p: Params): Promise<void> {
     const user = await this.content.authenticate(x);
     const ifMatch = requiredIfMatch(x.header('if-match'), 'A restore');
-    const fmt = formatOf(x.query.get('format'), x.header('accept')); // refused before anything is written
+    const fmt = formatOf(x.param('format'), x.header('accept')); // refused before anything is written
     const version = x.query.get('version');
     if (version === null || version === '') throw new AppError('BAD_REQUEST', 'version is required: a version id');
     // The actor answers for a deleted content and for Update permission, as on an update.

@@ -51,17 +51,20 @@ export class Router {
   }
 }
 
+const REVISION = /^[1-9][0-9]{0,14}$/;
+
+/** The params of `segs` when they match `pattern`, else null (its literals are compared before anything is allocated). */
 function matchPattern(pattern: string[], segs: string[]): Params | null {
   if (pattern.length !== segs.length) return null;
+  for (let i = 0; i < pattern.length; i++) {
+    const p = pattern[i];
+    if (p[0] === ':') continue;
+    if (p[0] === '#' ? !REVISION.test(segs[i]) : p !== segs[i]) return null;
+  }
   const params: Params = {};
   for (let i = 0; i < pattern.length; i++) {
     const p = pattern[i];
-    const s = segs[i];
-    if (p[0] === ':') params[p.slice(1)] = s;
-    else if (p[0] === '#') {
-      if (!/^[1-9][0-9]{0,14}$/.test(s)) return null;
-      params[p.slice(1)] = s;
-    } else if (p !== s) return null;
+    if (p[0] === ':' || p[0] === '#') params[p.slice(1)] = segs[i];
   }
   return params;
 }

@@ -124,7 +124,7 @@ export class Gateway {
       // File uploads and bulk imports stream from the socket instead of being collected (no
       // MAX_BODY_BYTES for the whole body; a bulk line has that limit).
       const streamed = req.getMethod() === 'post' && streamsBody(req.getUrl());
-      this.dispatch(new Exchange(res, req, this.d.settings.MAX_BODY_BYTES, streamed));
+      void this.dispatch(new Exchange(res, req, this.d.settings.MAX_BODY_BYTES, streamed));
     });
     return new Promise((resolve, reject) => {
       app.listen(this.d.settings.HOST, this.d.settings.PORT, (sock) => {
@@ -149,21 +149,25 @@ export class Gateway {
     this.schemaLearning?.stop();
   }
 
-  private dispatch(x: Exchange): void {
+  /** Serves one request: its answer, or its error's; counted in flight until it ends. Never rejects. */
+  private async dispatch(x: Exchange): Promise<void> {
     x.baseHeaders.push(this.versionHeader);
     this.active++;
-    this.handle(x)
-      .catch((e: unknown) => {
+    try {
+      await this.handle(x);
+    } catch (e) {
+      try {
         x.discardBody();
         x.sendError(e, (err) => this.d.log.error({ err, method: x.method, path: x.path, requestId: x.requestId }, 'request failed'));
-      })
-      // Answering failed itself (Exchange.send closed the connection): logged, never left as an
-      // unhandled rejection, which would stop the process.
-      .catch((e: unknown) => this.d.log.error({ err: e, method: x.method, path: x.path, requestId: x.requestId }, 'answer failed'))
-      .finally(() => {
-        this.active--;
-        this.d.metrics.observe(x.route, x.method, x.status || 499, (performance.now() - x.started) / 1000);
-      });
+      } catch (failed) {
+        // Answering failed itself (Exchange.send closed the connection): logged, never left as an
+        // unhandled rejection, which would stop the process.
+        this.d.log.error({ err: failed, method: x.method, path: x.path, requestId: x.requestId }, 'answer failed');
+      }
+    } finally {
+      this.active--;
+      this.d.metrics.observe(x.route, x.method, x.status || 499, (performance.now() - x.started) / 1000);
+    }
   }
 
   private async handle(x: Exchange): Promise<void> {

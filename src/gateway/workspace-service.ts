@@ -54,7 +54,7 @@ export class WorkspaceService {
   private async create(x: Exchange, p: Params): Promise<void> {
     const user = await this.content.authenticate(x);
     const ws = this.workspace(p);
-    const fmt = formatOf(x.query.get('format'), x.header('accept')); // refused before anything is written
+    const fmt = formatOf(x.param('format'), x.header('accept')); // refused before anything is written
     const env = parseEnvelope(await x.json());
     if (!env.contentType) throw new AppError('BAD_REQUEST', 'system.contentType is required on create');
     const aspects = Object.fromEntries(Object.entries(env.aspects).filter(([, a]) => a !== null)) as Record<string, NonNullable<(typeof env.aspects)[string]>>;
@@ -122,7 +122,7 @@ export class WorkspaceService {
     if (!draft && !head) throw new AppError('NOT_FOUND', `No draft of this content in workspace ${ws}, and none in main`);
     const type = draft?.type ?? head!.type;
     const variant = this.content.variantOf(x, type);
-    const fmt = formatOf(x.query.get('format'), x.header('accept'));
+    const fmt = formatOf(x.param('format'), x.header('accept'));
     if (draft) {
       let aspects = draft.aspects;
       if (variant !== null) {
@@ -155,7 +155,7 @@ export class WorkspaceService {
     const m = x.query.get('updateMode') ?? 'update';
     if (m !== 'update' && m !== 'replace') throw new AppError('BAD_REQUEST', `updateMode '${m}' is not allowed on a workspace: use update or replace`);
     if (x.query.has('variant')) throw new AppError('BAD_REQUEST', 'Variants cannot be used when updating');
-    const fmt = formatOf(x.query.get('format'), x.header('accept')); // refused before anything is written
+    const fmt = formatOf(x.param('format'), x.header('accept')); // refused before anything is written
     const env = parseEnvelope(await x.json());
     const cid = await this.cidOf(p, ws);
     const files = await this.content.readableFiles(user, env.aspects.svcFiles);
@@ -188,7 +188,7 @@ export class WorkspaceService {
   private async promote(x: Exchange, p: Params): Promise<void> {
     const user = await this.content.authenticate(x);
     const ws = this.workspace(p);
-    const fmt = formatOf(x.query.get('format'), x.header('accept')); // refused before anything is written
+    const fmt = formatOf(x.param('format'), x.header('accept')); // refused before anything is written
     const cid = await this.cidOf(p, ws);
     // Promote writes main as the promoter: the draft's files are checked for the promoter. The
     // draft is looked at here only for a caller who may update the content in main (the actor

@@ -589,8 +589,8 @@ export class TokenService {
    */
   async authenticate(token: string | undefined): Promise<Principal | null> {
     if (!token || token.length > MAX_TOKEN_CHARS) return null;
-    const hit = this.feed.up ? this.cache.get(token) : undefined;
-    if (hit) return hit.expireTime > Date.now() ? hit.principal : null;
+    const hit = this.cached(token);
+    if (hit !== undefined) return hit;
     let pending = this.inflight.get(token);
     if (!pending) {
       pending = this.lookup(token).finally(() => this.inflight.delete(token));
@@ -608,6 +608,23 @@ export class TokenService {
     const principal = await this.authenticate(token);
     if (!principal) throw new AppError('NOT_AUTHENTICATED', 'Invalid or expired token');
     return principal;
+  }
+
+  /**
+   * The principal of a valid token this process holds in its cache, at once (no promise: a read
+   * answered from caches awaits nothing); undefined when the token must be looked up or is not
+   * valid, for `required` to answer. The same cache `authenticate` reads first.
+   */
+  known(token: string | undefined): Principal | undefined {
+    if (!token || token.length > MAX_TOKEN_CHARS) return undefined;
+    return this.cached(token) ?? undefined;
+  }
+
+  /** A cached token: its principal, null when it expired, undefined when not cached (or the revocation feed is down). */
+  private cached(token: string): Principal | null | undefined {
+    const hit = this.feed.up ? this.cache.get(token) : undefined;
+    if (!hit) return undefined;
+    return hit.expireTime > Date.now() ? hit.principal : null;
   }
 
   /** The caller of a request that needs a token: 401 without one or for one that is not valid. */
