@@ -44,6 +44,12 @@ describe('security: DELETE security/token revokes the token at once on every pro
     expect((await onA.readContent(id)).status).to.equal(200);
     expect((await onB.readContent(id)).status).to.equal(200);
     expect((await onA.download(fileInfo)).status).to.equal(200);
+    // The versioned answer too, on both processes: a read answered wholly from their caches
+    // (token, head, revision) awaits nothing (knownCaller) and must still see the revocation.
+    const versioned = (await onA.req('GET', `/content/alias/${id}`)).headers.get('location')!;
+    const versionedOnB = versioned.replace(a.url, b.url);
+    expect((await onA.req('GET', versioned)).status).to.equal(200);
+    expect((await onB.req('GET', versionedOnB)).status).to.equal(200);
 
     const res = await onA.revoke();
     expect(res.status, res.text).to.equal(204);
@@ -53,6 +59,8 @@ describe('security: DELETE security/token revokes the token at once on every pro
     for (const [what, r] of [
       ['read on the revoking process', await onA.req('GET', `/content/alias/${id}`)],
       ['read on the other process', await onB.req('GET', `/content/alias/${id}`)],
+      ['versioned read on the revoking process', await onA.req('GET', versioned)],
+      ['versioned read on the other process', await onB.req('GET', versionedOnB)],
       ['permission on the other process', await onB.permission('editor')],
     ] as const) {
       expect(r.status, `${what}: ${r.text}`).to.equal(401);
