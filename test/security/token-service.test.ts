@@ -294,9 +294,13 @@ describe('security: token service (spec Token response, CONTRACT §3-4)', functi
       await short.start();
       const t = await short.login('reader', 'reader');
       expect(await raw.ttl(short.keyOfToken(t.token))).to.be.within(0, 1);
+      // Looked up once: cached, and known at once (the reads' path that awaits nothing).
+      expect((await short.authenticate(t.token))?.userId).to.equal('reader');
+      expect(short.known(t.token)?.userId).to.equal('reader');
       // Redis expires the token; wait until it has, then the service must refuse it.
       await until(async () => (await raw.exists(short.keyOfToken(t.token))) === 0, 15_000, 'the token to expire in Redis');
       expect((await appError(short.renew('reader', t.token))).http).to.equal(401);
+      expect(short.known(t.token), 'an expired token is not known from the cache').to.equal(undefined);
       expect(await short.authenticate(t.token)).to.equal(null);
     });
   });
