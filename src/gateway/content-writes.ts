@@ -132,7 +132,6 @@ export class ContentWrites {
     return readableFileUris(this.d, user, aspect);
   }
 
-  /** The content key of an alias; 400 for a malformed one, 404 (40400) when no content has it. */
   /**
    * The content key of an alias of the main namespace (`contentid/<key>`: the key itself), at
    * once; undefined for another namespace, which `cidOf` looks up. 400 for an alias that cannot be.
@@ -142,8 +141,10 @@ export class ContentWrites {
     return isMainNamespace(p.ns) ? p.alias : undefined;
   }
 
+  /** The content key of an alias; 400 for a malformed one, 404 (40400) when no content has it. */
   async cidOf(p: AliasRef): Promise<string> {
-    checkAlias(p.ns, p.alias);
+    const known = this.knownCid(p);
+    if (known !== undefined) return known;
     const cid = await this.d.store.resolveAlias(p.ns, p.alias);
     if (!cid) throw new AppError('NOT_FOUND', `Content ${p.ns}/${p.alias} not found`);
     return cid;

@@ -25,7 +25,7 @@ export async function authenticateRequest(tokens: Pick<TokenService, 'required' 
   // A body complete before the first check began (a DELETE's, read by noBody first): one check.
   const arrived = x.arrived;
   const token = x.header('x-auth-token');
-  const first = knownCaller(tokens, x) ?? (await tokens.required(token));
+  const first = tokens.known(token) ?? (await tokens.required(token));
   if (arrived) return first;
   await x.whole();
   if (x.aborted) throw new AppError('BAD_REQUEST', 'The client went away before the body was complete');

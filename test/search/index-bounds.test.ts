@@ -7,11 +7,10 @@ import { keys } from '../../src/adapters/redis.js';
 import type { Aspects, Json } from '../../src/content/model.js';
 import type { AnyJson } from '../../src/client/index.js';
 import type { Client } from '../support/platform.js';
-import { type IndexingPlatform, startIndexingPlatform } from '../support/indexing-platform.js';
+import { type IndexingPlatform, type SolrDoc, solrSelect, startIndexingPlatform } from '../support/indexing-platform.js';
 import { eventually } from '../support/wait.js';
 
 type P = IndexingPlatform;
-type SolrDoc = Record<string, unknown> & { id: string };
 type Answer = { status: number; json: AnyJson; text: string };
 
 /**
@@ -38,14 +37,12 @@ describe('bounds of search documents: date ranges, tag paths, views (SECURITY.md
   });
   after(async () => p?.stop());
 
-  async function solrSelect(q: string, fl = '*'): Promise<SolrDoc[]> {
-    const r = await fetch(`${solr}/content/select?${new URLSearchParams({ q, fl, rows: '100', wt: 'json' })}`);
-    return ((await r.json()) as { response: { docs: SolrDoc[] } }).response.docs;
-  }
+  /** Straight to the engine, behind the platform's filters. */
+  const select = (q: string, fl = '*') => solrSelect(solr, q, fl, 100);
   /** The one document of a version, once the index holds it. */
   const indexed = (version: string) =>
     eventually(async () => {
-      const docs = await solrSelect(`id:"${version}"`);
+      const docs = await select(`id:"${version}"`);
       expect(docs, version).to.have.length(1);
       return docs[0];
     }, 30_000);

@@ -9,11 +9,10 @@ import { SolrEngine } from '../../src/adapters/search-engine.js';
 import type { ContentCommand } from '../../src/actors/content/content-actor.js';
 import { Client } from '../support/platform.js';
 import type { AnyJson } from '../../src/client/index.js';
-import { type IndexingPlatform, startIndexingPlatform } from '../support/indexing-platform.js';
+import { type IndexingPlatform, type SolrDoc, solrSelect, startIndexingPlatform } from '../support/indexing-platform.js';
 import { eventually } from '../support/wait.js';
 
 type P = IndexingPlatform;
-type SolrDoc = Record<string, unknown> & { id: string };
 
 /**
  * CONTRACT §20 "Search documents": the indexer owns id, root, version and every svc_ field, on
@@ -37,10 +36,7 @@ describe("search documents: the indexer's fields, the write-time schema check, d
   after(async () => p?.stop());
 
   /** Straight to the engine, behind the platform's filters. */
-  async function solrSelect(q: string, fl = '*'): Promise<SolrDoc[]> {
-    const r = await fetch(`${solr}/content/select?${new URLSearchParams({ q, fl, rows: '2000', wt: 'json' })}`);
-    return ((await r.json()) as { response: { docs: SolrDoc[] } }).response.docs;
-  }
+  const select = (q: string, fl = '*') => solrSelect(solr, q, fl, 2000);
   async function solrCount(q: string): Promise<number> {
     const r = await fetch(`${solr}/content/select?${new URLSearchParams({ q, rows: '0', wt: 'json' })}`);
     return ((await r.json()) as { response: { numFound: number } }).response.numFound;
@@ -109,7 +105,7 @@ describe("search documents: the indexer's fields, the write-time schema check, d
 
       const root = (
         await eventually(async () => {
-          const docs = await solrSelect(`headline_s:"${T} poison"`);
+          const docs = await select(`headline_s:"${T} poison"`);
           expect(docs).to.have.length(1);
           return docs;
         }, 10_000)
@@ -123,7 +119,7 @@ describe("search documents: the indexer's fields, the write-time schema check, d
       expect(root.svc_timestate__drange).to.deep.equal(['[0000 TO 9999]']);
       expect(root).to.not.have.property('svc_timestate_svcPublic_drange');
 
-      const children = await solrSelect(`_root_:"${ownVersion}" AND -id:"${ownVersion}"`, 'id,root,svc_*,part_s,q_s,v_s');
+      const children = await select(`_root_:"${ownVersion}" AND -id:"${ownVersion}"`, 'id,root,svc_*,part_s,q_s,v_s');
       expect(children.map((c) => c.id).sort()).to.deep.equal([
         `${ownVersion}/one`,
         `${ownVersion}/parts/0`,
@@ -139,7 +135,7 @@ describe("search documents: the indexer's fields, the write-time schema check, d
       }
 
       // The victim's document is untouched and still the only one with its id.
-      const victimDocs = await solrSelect(`id:"${victimVersion}"`);
+      const victimDocs = await select(`id:"${victimVersion}"`);
       expect(victimDocs).to.have.length(1);
       expect(victimDocs[0].svc_views_ss).to.deep.equal(['svcLatest']);
       expect(victimDocs[0].svc_type_s).to.equal(`${T}v`);

@@ -4,7 +4,7 @@ import { IndexWriter } from '../../src/actors/index-writer.js';
 import { newContentKey, partitionOf } from '../../src/adapters/ids.js';
 import { keys } from '../../src/adapters/redis.js';
 import { type ContentDocs, type SearchDoc, SolrEngine } from '../../src/adapters/search-engine.js';
-import { type IndexingPlatform, startIndexingPlatform } from '../support/indexing-platform.js';
+import { type IndexingPlatform, solrSelect, startIndexingPlatform } from '../support/indexing-platform.js';
 import type { Client } from '../support/platform.js';
 import { eventually } from '../support/wait.js';
 
@@ -32,10 +32,7 @@ describe('stale search documents: a write right after indexing leaves no old doc
   });
   after(async () => p?.stop());
 
-  const solrIds = async (q: string): Promise<string[]> => {
-    const r = await fetch(`${solr}/content/select?${new URLSearchParams({ q, fl: 'id', rows: '100', wt: 'json' })}`);
-    return ((await r.json()) as { response: { docs: { id: string }[] } }).response.docs.map((d) => d.id);
-  };
+  const solrIds = async (q: string): Promise<string[]> => (await solrSelect(solr, q, 'id')).map((d) => d.id);
   const anonFinds = async (q: string): Promise<number> => {
     const r = await anon.req('GET', `${p.url}/search-service/content/select?${new URLSearchParams({ q, rows: '0' })}`, { token: null });
     expect(r.status, r.text).to.equal(200);

@@ -7,6 +7,15 @@ import { checked } from './openapi-check.js';
 import { Client } from './platform.js';
 import { ensureTestSolr } from './solr.js';
 
+/** A document as the test Solr holds it. */
+export type SolrDoc = Record<string, unknown> & { id: string };
+
+/** Documents of the test Solr's collection straight from the engine, behind the platform's filters. */
+export async function solrSelect(solr: string, q: string, fl = '*', rows = 100): Promise<SolrDoc[]> {
+  const r = await fetch(`${solr}/content/select?${new URLSearchParams({ q, fl, rows: String(rows), wt: 'json' })}`);
+  return ((await r.json()) as { response: { docs: SolrDoc[] } }).response.docs;
+}
+
 export type IndexingPlatform = Awaited<ReturnType<typeof startPlatform>> & { base: string };
 
 /**
