@@ -190,6 +190,12 @@ export const settingsSchema = z.object({
     .default('svcReindexEvents'),
   /** Documents per request to the search engine. */
   INDEX_BATCH: int(1, 100000).default(500),
+  /**
+   * The indexer's pause (ms) after a read that found less than a batch: what commits meanwhile is
+   * indexed as one batch. Longer pauses mean fewer, larger requests to the engine and fewer wake-ups
+   * beside the requests of a process that also serves; each adds to commit → searchable (2 s budget).
+   */
+  INDEX_FOLLOW_MS: int(0, 1000).default(50),
   /** Range facet buckets of one search, over all its range facets; past it the search answers 400 before the engine is asked. */
   SEARCH_MAX_RANGE_BUCKETS: int(1, 1000000).default(1000),
   /** Solr's `timeAllowed` (ms) of every search: sent when the caller sends none, and the most a caller's may be. */

@@ -13,8 +13,6 @@ import { sleep } from '../wait.js';
 import { retryWithBackoff } from '../wait.js';
 
 const BLOCK_MS = 1000;
-/** The indexer's pause after a read that found less than a batch. */
-const FOLLOW_IDLE_MS = 10;
 /**
  * Events read by a consumer that died are taken over after this long. Short, because indexing
  * is idempotent (the current documents of a content are sent again): taking over the events of
@@ -85,7 +83,7 @@ export class Indexer {
       await this.indexUntilDone(res.map(([stream, entries]) => ({ stream: stream.toString(), entries })));
       // Caught up: the next read waits a little and indexes what came meanwhile as one batch,
       // rather than one read and one update request per commit (searchable budget: 2 s).
-      if (res.every(([, entries]) => entries.length < this.settings.INDEX_BATCH)) await sleep(FOLLOW_IDLE_MS);
+      if (res.every(([, entries]) => entries.length < this.settings.INDEX_BATCH)) await sleep(this.settings.INDEX_FOLLOW_MS);
     }
   }
 
