@@ -106,7 +106,7 @@ export const settingsSchema = z.object({
   /** Lines of one bulk import (CONTRACT §16); the lines past it answer 413. Each line may be up to MAX_BODY_BYTES, as its single request. */
   BULK_MAX_LINES: int(1, 100000000).default(100000),
   /** Lines of one bulk import in flight at once (sent to the actors, or answered and waiting for an earlier line); reading the body pauses at this. */
-  BULK_IN_FLIGHT: int(1, 100000).default(1000),
+  BULK_IN_FLIGHT: int(1, 100000).default(2000),
   /** Versioned reads kept in memory per gateway. */
   READ_CACHE_ENTRIES: int(0, 10000000).default(50000),
   /** Bytes of versioned reads kept in memory per gateway (rendered answers and their snapshots); one answer larger than a sixteenth of it is not kept. */
