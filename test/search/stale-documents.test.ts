@@ -2,10 +2,11 @@ import { expect } from 'chai';
 import { pino } from 'pino';
 import { IndexWriter } from '../../src/actors/index-writer.js';
 import { newContentKey, partitionOf } from '../../src/adapters/ids.js';
-import { keys } from '../../src/adapters/redis.js';
+import { connectRedis, keys } from '../../src/adapters/redis.js';
 import { type ContentDocs, type SearchDoc, SolrEngine } from '../../src/adapters/search-engine.js';
 import { type IndexingPlatform, solrSelect, startIndexingPlatform } from '../support/indexing-platform.js';
 import type { Client } from '../support/platform.js';
+import { startRedisCluster } from '../support/redis-cluster.js';
 import { eventually } from '../support/wait.js';
 
 /**
@@ -272,5 +273,31 @@ describe('stale search documents: a write right after indexing leaves no old doc
     await writerOf().write([{ cid, docs: [], gone: true }]);
     expect(await docsIn(cid)).to.deep.equal([]);
     expect(await recordOf(cid)).to.equal(null);
+  });
+  it('on Redis Cluster (a script stays in one slot): a batch over every partition is recorded, updated and deleted exactly, one script call a partition', async function () {
+    this.timeout(180_000);
+    const cluster = await startRedisCluster(3);
+    const redis = connectRedis({ REDIS_URL: '', REDIS_CLUSTER_NODES: cluster.nodes }, { name: 'stale-documents-cluster', log: silent });
+    try {
+      const P = p.settings.PARTITIONS;
+      const recordIn = async (cid: string) => {
+        const raw = await redis.hget(keys.indexedDocs(partitionOf(cid, P)), cid);
+        return raw === null ? null : (JSON.parse(raw) as { k: string[] });
+      };
+      const cids = Array.from({ length: 40 }, () => newContentKey());
+      const partitions = new Set(cids.map((cid) => partitionOf(cid, P)));
+      expect(partitions.size, 'the batch spans partitions').to.be.greaterThan(4);
+      const writer = new IndexWriter(new SolrEngine(solr, 'content'), redis, P, silent);
+      await writer.write(cids.map((cid) => ({ cid, docs: [doc(cid, 'v1')], firstRevision: true })));
+      for (const cid of cids) expect(await recordIn(cid), cid).to.deep.equal({ k: ['v1'] });
+      await writer.write(cids.map((cid, i) => (i % 2 ? { cid, docs: [], gone: true } : { cid, docs: [doc(cid, 'v2')] })));
+      for (const [i, cid] of cids.entries()) {
+        expect(await docsIn(cid), cid).to.deep.equal(i % 2 ? [] : block(cid, 'v2'));
+        expect(await recordIn(cid), cid).to.deep.equal(i % 2 ? null : { k: ['v2'] });
+      }
+    } finally {
+      redis.disconnect();
+      await cluster.stop();
+    }
   });
 });
