@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { pino } from 'pino';
 import { IndexWriter } from '../../src/actors/index-writer.js';
 import { newContentKey, partitionOf } from '../../src/adapters/ids.js';
-import { connectRedis, keys } from '../../src/adapters/redis.js';
+import { connectRedis, keys, type RedisClient } from '../../src/adapters/redis.js';
 import { type ContentDocs, type SearchDoc, SolrEngine } from '../../src/adapters/search-engine.js';
 import { type IndexingPlatform, solrSelect, startIndexingPlatform } from '../support/indexing-platform.js';
 import type { Client } from '../support/platform.js';
@@ -78,8 +78,8 @@ describe('stale search documents: a write right after indexing leaves no old doc
   // ---- the record of what the indexer sent (src/actors/index-writer.ts) ----
 
   /** The record of a content: the root ids kept (null: no record) and the writers in flight. */
-  const recordOf = async (cid: string): Promise<{ k: string[]; w?: Record<string, unknown> } | null> => {
-    const raw = await p.redis.hget(keys.indexedDocs(partitionOf(cid, p.settings.PARTITIONS)), cid);
+  const recordOf = async (cid: string, redis: RedisClient = p.redis): Promise<{ k: string[]; w?: Record<string, unknown> } | null> => {
+    const raw = await redis.hget(keys.indexedDocs(partitionOf(cid, p.settings.PARTITIONS)), cid);
     if (raw === null) return null;
     const rec = JSON.parse(raw) as { k: string[] | Record<string, never>; w?: Record<string, unknown> };
     return { ...rec, k: Array.isArray(rec.k) ? rec.k : [] };
@@ -280,20 +280,16 @@ describe('stale search documents: a write right after indexing leaves no old doc
     const redis = connectRedis({ REDIS_URL: '', REDIS_CLUSTER_NODES: cluster.nodes }, { name: 'stale-documents-cluster', log: silent });
     try {
       const P = p.settings.PARTITIONS;
-      const recordIn = async (cid: string) => {
-        const raw = await redis.hget(keys.indexedDocs(partitionOf(cid, P)), cid);
-        return raw === null ? null : (JSON.parse(raw) as { k: string[] });
-      };
       const cids = Array.from({ length: 40 }, () => newContentKey());
       const partitions = new Set(cids.map((cid) => partitionOf(cid, P)));
       expect(partitions.size, 'the batch spans partitions').to.be.greaterThan(4);
       const writer = new IndexWriter(new SolrEngine(solr, 'content'), redis, P, silent);
       await writer.write(cids.map((cid) => ({ cid, docs: [doc(cid, 'v1')], firstRevision: true })));
-      for (const cid of cids) expect(await recordIn(cid), cid).to.deep.equal({ k: ['v1'] });
+      for (const cid of cids) expect(await recordOf(cid, redis), cid).to.deep.equal({ k: ['v1'] });
       await writer.write(cids.map((cid, i) => (i % 2 ? { cid, docs: [], gone: true } : { cid, docs: [doc(cid, 'v2')] })));
       for (const [i, cid] of cids.entries()) {
         expect(await docsIn(cid), cid).to.deep.equal(i % 2 ? [] : block(cid, 'v2'));
-        expect(await recordIn(cid), cid).to.deep.equal(i % 2 ? null : { k: ['v2'] });
+        expect(await recordOf(cid, redis), cid).to.deep.equal(i % 2 ? null : { k: ['v2'] });
       }
     } finally {
       redis.disconnect();
