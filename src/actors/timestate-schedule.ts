@@ -21,7 +21,7 @@ export const changeKeys = {
   trimmed: (p: number) => `changes:trimmed:{${p}}`,
   /** The lease of the one process that fires boundaries and trims the streams. */
   owner: 'changes:owner',
-  /** String: the 32-byte key cursors are sealed with (CursorSeal in src/gateway/change-source.ts), written once. */
+  /** String: the 32-byte key cursors are sealed with (CursorSeal in src/gateway/cursor-seal.ts), written once. */
   cursorKey: 'changes:cursor-key',
 } as const;
 

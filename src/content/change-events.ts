@@ -247,7 +247,7 @@ function putVarint(buf: Buffer, at: number, n: number): number {
  * every partition at a time within 199 days of the latest (at the first event of its
  * millisecond), or within 17 minutes with a sequence and a sub-event below 128. Positions that
  * need more take a multiple of the partition count more. So the length of a cursor does not tell
- * which partitions moved or when (see CursorSeal in src/gateway/change-source.ts); only on a feed with partitions idle for more
+ * which partitions moved or when (see CursorSeal in src/gateway/cursor-seal.ts); only on a feed with partitions idle for more
  * than half a year could it change with a commit, by a step of one byte a partition.
  */
 const paddedLength = (partitions: number, used: number): number => {

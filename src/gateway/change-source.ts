@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { pooledRandomBytes } from '../adapters/ids.js';
 import { EventReader, snapshotBytes } from '../adapters/event-reader.js';
@@ -6,22 +6,11 @@ import { AppError } from '../errors.js';
 import type { ContentStore } from '../adapters/content-store.js';
 import { keys, type RedisClient } from '../adapters/redis.js';
 import { changeKeys } from '../actors/timestate-schedule.js';
-import {
-  type ChangeEvent,
-  type ChangeFilter,
-  compareIds,
-  decodePositions,
-  encodePositions,
-  MAX_CURSOR_LENGTH,
-  malformedCursor,
-  matchesFilter,
-  parseStreamId,
-  type StreamPosition,
-  streamIdOf,
-} from '../content/change-events.js';
+import { type ChangeEvent, type ChangeFilter, compareIds, matchesFilter, parseStreamId, type StreamPosition, streamIdOf } from '../content/change-events.js';
 import type { Snapshot } from '../content/model.js';
 import type { Principal } from '../content/permissions.js';
 import type { Reads } from './reads.js';
+import { type CursorBatch, CursorSeal } from './cursor-seal.js';
 
 /** One entry of a partition's event stream, read against its snapshots: its feed events, and who may see them. */
 export interface ResolvedEntry {
@@ -47,7 +36,8 @@ export interface ResolvedEntry {
  */
 export class Delivered {
   constructor(
-    readonly cursor: string,
+    /** Set when the page it is in is sealed (CursorBatch), for an event of a page. */
+    public cursor: string,
     readonly event: ChangeEvent,
     /** The event's JSON without its opening brace. */
     private readonly rest: string,
@@ -68,60 +58,6 @@ export interface PageResult {
   changes: Delivered[];
   positions: StreamPosition[];
   exhausted: boolean;
-}
-
-/** The first byte of a cursor: its format. 1 and 2 held the positions in clear (before 2026-11-26). */
-const SEALED = 3;
-const NONCE_BYTES = 12;
-const TAG_BYTES = 16;
-const HEADER = Buffer.from([SEALED]);
-
-/**
- * Cursors as clients hold them (CONTRACT §13 "opaque", §20): the positions sealed with
- * AES-256-GCM under the platform's feed key and a random nonce, in base64url. A position moves
- * past every event of a stream, also past those the caller may not read, so in clear it would
- * tell when content the caller may not read changed. Sealed, a cursor tells nothing: two cursors
- * of the same positions differ, its length does not depend on which partitions moved
- * (encodePositions pads), and the caller cannot make one up (a cursor the platform did not write
- * answers 400), so positions it never reached cannot be probed for a 410 either. About 480
- * characters for 64 partitions.
- */
-export class CursorSeal {
-  constructor(
-    private readonly key: Buffer,
-    readonly partitions: number,
-    /** Random bytes for the nonces (a pooled source: one is drawn for every event delivered). */
-    private readonly random: (n: number) => Buffer,
-  ) {
-    if (key.length !== 32) throw new Error('the cursor key must be 32 bytes');
-  }
-
-  encode(positions: readonly StreamPosition[]): string {
-    const nonce = this.random(NONCE_BYTES);
-    const cipher = createCipheriv('aes-256-gcm', this.key, nonce, { authTagLength: TAG_BYTES });
-    cipher.setAAD(HEADER);
-    const body = cipher.update(encodePositions(positions));
-    cipher.final();
-    return Buffer.concat([HEADER, nonce, body, cipher.getAuthTag()]).toString('base64url');
-  }
-
-  /** The positions of a cursor this platform wrote; 400 for anything else. */
-  decode(cursor: string): StreamPosition[] {
-    if (cursor.length === 0 || cursor.length > MAX_CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw malformedCursor();
-    const buf = Buffer.from(cursor, 'base64url');
-    // base64url ignores bits past the last whole byte: one cursor, one spelling.
-    if (buf[0] !== SEALED || buf.length < 1 + NONCE_BYTES + TAG_BYTES + 2 || buf.toString('base64url') !== cursor) throw malformedCursor();
-    const decipher = createDecipheriv('aes-256-gcm', this.key, buf.subarray(1, 1 + NONCE_BYTES), { authTagLength: TAG_BYTES });
-    decipher.setAAD(HEADER);
-    decipher.setAuthTag(buf.subarray(buf.length - TAG_BYTES));
-    let plain: Buffer;
-    try {
-      plain = Buffer.concat([decipher.update(buf.subarray(1 + NONCE_BYTES, buf.length - TAG_BYTES)), decipher.final()]);
-    } catch {
-      throw malformedCursor();
-    }
-    return decodePositions(plain, this.partitions);
-  }
 }
 
 /** 410 (41000): the stream no longer holds what follows this cursor. */
@@ -299,7 +235,8 @@ export class ChangeSource {
     filter: ChangeFilter,
     out: Delivered[],
     room: number,
-    cursors?: string[],
+    /** The fan-out's cursors made once for all (ResolvedEntry.cursors), or a page's batch its cursors are sealed in. */
+    cursors?: string[] | CursorBatch,
   ): boolean {
     const cur = pos[entry.p];
     const d = compareIds(entry, cur);
@@ -314,11 +251,12 @@ export class ChangeSource {
         pos[entry.p] = i === from ? cur : { ms: entry.ms, seq: entry.seq, sub: i };
         return false;
       }
-      let cursor: string;
-      if (cursors) cursor = cursors[i];
+      let cursor = '';
+      if (Array.isArray(cursors)) cursor = cursors[i];
       else {
         pos[entry.p] = { ms: entry.ms, seq: entry.seq, sub: i + 1 === entry.changes.length ? 0 : i + 1 };
-        cursor = this.cursors.encode(pos);
+        if (cursors) cursors.add(pos);
+        else cursor = this.cursors.encode(pos);
       }
       entry.rests ??= [];
       let rest = entry.rests[i];
@@ -354,6 +292,7 @@ export class ChangeSource {
     const from = pos.map((p) => ({ ...p }));
     const ended = new Array<boolean>(P).fill(false);
     let scanned = 0;
+    const batch = this.cursors.batch();
     for (;;) {
       const reading = held.map((_, p) => p).filter((p) => !ended[p]);
       const count = Math.max(4, Math.ceil((limit - out.length) / Math.max(1, reading.length)));
@@ -383,13 +322,17 @@ export class ChangeSource {
       ready.sort((a, b) => compareIds(a, b) || a.p - b.p);
       let full = false;
       for (const entry of ready) {
-        if (!this.consume(entry, pos, principal, filter, out, limit)) {
+        if (!this.consume(entry, pos, principal, filter, out, limit, batch)) {
           full = true;
           break;
         }
       }
       const drained = !full && held.every((h, p) => ended[p] && h.length === 0);
-      if (full || out.length >= limit || drained || scanned >= budget) return { changes: out, positions: pos, exhausted: drained };
+      if (full || out.length >= limit || drained || scanned >= budget) {
+        const sealed = await batch.sealed();
+        for (let i = 0; i < out.length; i++) out[i].cursor = sealed[i];
+        return { changes: out, positions: pos, exhausted: drained };
+      }
     }
   }
 }

@@ -1,6 +1,5 @@
-import { fileURLToPath } from 'node:url';
-import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { unpack } from '../adapters/codec.js';
+import { ModuleWorker, serveJobs } from '../adapters/module-worker.js';
 import { mainAlias, type Snapshot, type VersionRecord, versionId } from '../content/model.js';
 import type { Principal, SecurityConfig } from '../content/permissions.js';
 import { resolveView, viewsOfVersion } from '../content/views.js';
@@ -62,76 +61,67 @@ const ROLE = 'export-render';
 
 /** A batch for the worker: the stored snapshot and version of each content, one after the other, and where each ends. */
 interface Job {
-  id: number;
   data: ArrayBuffer;
   /** Per content: where its snapshot ends, then where its version ends (an empty one: not read). */
   ends: Uint32Array;
   filter: ExportFilter;
 }
-type Done = { id: number; lines: ArrayBuffer; size: number; wanting: VersionWanted[] } | { id: number; error: string };
-
-/** The worker's side: renders each batch it is sent. */
-function serve(): void {
-  const port = parentPort!;
-  port.on('message', (job: Job) => {
-    try {
-      const data = new Uint8Array(job.data);
-      // Each line is written as UTF-8 into the answer as it is made: joining the lines into one
-      // string first made the encoder flatten a rope of hundreds of KB.
-      let out = Buffer.from(new ArrayBuffer(Math.max(4096, data.length * 2)));
-      let size = 0;
-      const wanting: VersionWanted[] = [];
-      for (let i = 0, at = 0; i < job.ends.length; i += 2) {
-        const s = data.subarray(at, job.ends[i]);
-        const v = data.subarray(job.ends[i], job.ends[i + 1]);
-        at = job.ends[i + 1];
-        if (!s.length) continue; // the content is gone
-        const h = unpack<Snapshot>(s);
-        if (!exported(h, job.filter)) continue;
-        // Not read with it, or not its head's: a field h left behind by a commit of an earlier
-        // build, which kept none (a rolling deploy, a rollback) names an older version.
-        const version = v.length ? unpack<VersionRecord>(v) : null;
-        if (version?.key !== h.head) {
-          wanting.push({ cid: h.cid, head: h.head, snapshot: s.slice() });
-          continue;
-        }
-        const line = exportLine(h, version);
-        // At most 3 bytes of UTF-8 per UTF-16 unit, and the newline.
-        if (out.length - size < line.length * 3 + 1) {
-          const grown = Buffer.from(new ArrayBuffer(Math.max(out.length * 2, size + line.length * 3 + 1)));
-          out.copy(grown, 0, 0, size);
-          out = grown;
-        }
-        size += out.write(line, size);
-        out[size++] = 0x0a;
-      }
-      // Its own ArrayBuffer, handed over with the length used.
-      const lines = out.buffer as ArrayBuffer;
-      port.postMessage({ id: job.id, lines, size, wanting } satisfies Done, [lines]);
-    } catch (e) {
-      port.postMessage({ id: job.id, error: (e as Error).message ?? String(e) } satisfies Done);
-    }
-  });
+interface Done {
+  lines: ArrayBuffer;
+  size: number;
+  wanting: VersionWanted[];
 }
 
-if (!isMainThread && (workerData as { role?: string } | null)?.role === ROLE) serve();
+/** The worker's side: renders each batch it is sent. */
+serveJobs<Job, Done>(ROLE, (job) => {
+  const data = new Uint8Array(job.data);
+  // Each line is written as UTF-8 into the answer as it is made: joining the lines into one
+  // string first made the encoder flatten a rope of hundreds of KB.
+  let out = Buffer.from(new ArrayBuffer(Math.max(4096, data.length * 2)));
+  let size = 0;
+  const wanting: VersionWanted[] = [];
+  for (let i = 0, at = 0; i < job.ends.length; i += 2) {
+    const s = data.subarray(at, job.ends[i]);
+    const v = data.subarray(job.ends[i], job.ends[i + 1]);
+    at = job.ends[i + 1];
+    if (!s.length) continue; // the content is gone
+    const h = unpack<Snapshot>(s);
+    if (!exported(h, job.filter)) continue;
+    // Not read with it, or not its head's: a field h left behind by a commit of an earlier
+    // build, which kept none (a rolling deploy, a rollback) names an older version.
+    const version = v.length ? unpack<VersionRecord>(v) : null;
+    if (version?.key !== h.head) {
+      wanting.push({ cid: h.cid, head: h.head, snapshot: s.slice() });
+      continue;
+    }
+    const line = exportLine(h, version);
+    // At most 3 bytes of UTF-8 per UTF-16 unit, and the newline.
+    if (out.length - size < line.length * 3 + 1) {
+      const grown = Buffer.from(new ArrayBuffer(Math.max(out.length * 2, size + line.length * 3 + 1)));
+      out.copy(grown, 0, 0, size);
+      out = grown;
+    }
+    size += out.write(line, size);
+    out[size++] = 0x0a;
+  }
+  // Its own ArrayBuffer, handed over with the length used.
+  const lines = out.buffer as ArrayBuffer;
+  return { done: { lines, size, wanting }, transfer: [lines] };
+});
 
 /**
- * The gateway's side: one worker per process (`exportRenderer`), started on the first export and
- * not holding the process open. A worker that fails fails the batches it held (their exports are cut, never
- * ended as if complete); the next batch starts another.
+ * The gateway's side: one worker per process (`exportRenderer`, a ModuleWorker). A worker that
+ * fails fails the batches it held (their exports are cut, never ended as if complete).
  */
 export class ExportRenderer {
-  /** The worker, with the batches it holds. */
-  private current: { worker: Worker; pending: Map<number, { resolve: (r: Rendered) => void; reject: (e: Error) => void }> } | null = null;
-  private seq = 0;
+  private readonly worker = new ModuleWorker<Job, Done>(import.meta.url, ROLE, 'export rendering');
 
   /**
    * The lines of the contents the filter keeps, of these: per content its stored snapshot, then
    * its stored version (null: not read; the content comes back in `wanting` if it is kept), flat.
    */
-  render(stored: readonly (Buffer | Uint8Array | null)[], filter: ExportFilter): Promise<Rendered> {
-    if (!stored.length) return Promise.resolve({ lines: Buffer.alloc(0), wanting: [] });
+  async render(stored: readonly (Buffer | Uint8Array | null)[], filter: ExportFilter): Promise<Rendered> {
+    if (!stored.length) return { lines: Buffer.alloc(0), wanting: [] };
     let size = 0;
     for (const b of stored) size += b?.length ?? 0;
     const data = new Uint8Array(size);
@@ -141,48 +131,12 @@ export class ExportRenderer {
       if (b) data.set(b, at);
       ends[i] = at += b?.length ?? 0;
     });
-    const { worker, pending } = this.start();
-    const id = this.seq++;
-    return new Promise<Rendered>((resolve, reject) => {
-      pending.set(id, { resolve, reject });
-      worker.postMessage({ id, data: data.buffer, ends, filter } satisfies Job, [data.buffer, ends.buffer]);
-    });
+    const done = await this.worker.run({ data: data.buffer, ends, filter }, [data.buffer, ends.buffer]);
+    return { lines: Buffer.from(done.lines, 0, done.size), wanting: done.wanting };
   }
 
-  async close(): Promise<void> {
-    const c = this.current;
-    this.current = null;
-    await c?.worker.terminate();
-  }
-
-  private start(): NonNullable<ExportRenderer['current']> {
-    if (this.current) return this.current;
-    const file = fileURLToPath(import.meta.url);
-    // Run from TypeScript sources (tests, tsx): the worker registers tsx before it loads this module.
-    const w = file.endsWith('.ts')
-      ? new Worker(`import('tsx/esm/api').then((t) => t.register()).then(() => import(${JSON.stringify(import.meta.url)}))`, {
-          eval: true,
-          workerData: { role: ROLE },
-        })
-      : new Worker(file, { workerData: { role: ROLE } });
-    w.unref();
-    const c: NonNullable<ExportRenderer['current']> = { worker: w, pending: new Map() };
-    w.on('message', (m: Done) => {
-      const p = c.pending.get(m.id);
-      if (!p) return;
-      c.pending.delete(m.id);
-      if ('error' in m) p.reject(new Error(`export rendering failed: ${m.error}`));
-      else p.resolve({ lines: Buffer.from(m.lines, 0, m.size), wanting: m.wanting });
-    });
-    const fail = (e: Error) => {
-      if (this.current === c) this.current = null;
-      for (const p of c.pending.values()) p.reject(e);
-      c.pending.clear();
-    };
-    w.on('error', fail);
-    w.on('exit', (code) => fail(new Error(`the export renderer stopped (exit code ${code})`)));
-    this.current = c;
-    return c;
+  close(): Promise<void> {
+    return this.worker.close();
   }
 }
 

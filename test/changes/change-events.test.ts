@@ -13,7 +13,7 @@ import {
   timestateEvent,
 } from '../../src/content/change-events.js';
 import type { ContentEvent, Snapshot } from '../../src/content/model.js';
-import { CursorSeal } from '../../src/gateway/change-source.js';
+import { CursorSeal, stopSealingThread } from '../../src/gateway/cursor-seal.js';
 import { randomBytes } from 'node:crypto';
 import { AppError } from '../../src/errors.js';
 
@@ -163,6 +163,31 @@ describe('change feed domain (CONTRACT §13)', () => {
     expect(decodePositions(plain, 64)).to.deep.equal(rest);
     for (const b of [Buffer.concat([plain, Buffer.from([0])]), Buffer.concat([plain.subarray(0, -1), Buffer.from([1])])])
       expect(() => decodePositions(b, 64)).to.throw(AppError);
+  });
+
+  it('cursors of a page: sealed in chunks on the sealing thread and here, in order; a thread that stops leaves none unsealed', async () => {
+    const seal = new CursorSeal(randomBytes(32), 64, randomBytes);
+    const at = (k: number): StreamPosition[] => Array.from({ length: 64 }, (_, p) => ({ ms: 1_790_000_000_000 + k * 10 + p, seq: k % 4, sub: 0 }));
+    for (const n of [0, 1, 63, 64, 65, 200]) {
+      const batch = seal.batch();
+      for (let k = 0; k < n; k++) batch.add(at(k));
+      const cursors = await batch.sealed();
+      expect(cursors, `${n} events`).to.have.length(n);
+      expect(
+        cursors.map((c) => seal.decode(c)),
+        `${n} events`,
+      ).to.deep.equal(Array.from({ length: n }, (_, k) => at(k)));
+    }
+    // The thread stops while it holds chunks: they are sealed here instead; the next page starts it again.
+    const held = seal.batch();
+    for (let k = 0; k < 300; k++) held.add(at(k));
+    await stopSealingThread();
+    const cursors = await held.sealed();
+    expect(cursors.map((c) => seal.decode(c))).to.deep.equal(Array.from({ length: 300 }, (_, k) => at(k)));
+    const next = seal.batch();
+    for (let k = 0; k < 130; k++) next.add(at(k));
+    expect((await next.sealed()).map((c) => seal.decode(c)[0])).to.deep.equal(Array.from({ length: 130 }, (_, k) => at(k)[0]));
+    await stopSealingThread();
   });
 
   it('time-state boundaries: those ahead that change visibility; a changed one no longer holds', () => {
