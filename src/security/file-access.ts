@@ -18,8 +18,11 @@ export const CONTENT_FILE_PERMISSION: Record<FileAction, 'Read' | 'Update'> = { 
 
 export interface FileAccessDeps {
   security: SecurityConfig;
-  /** Heads of contents: a file in `content/<key>/` belongs to content `contentid/<key>` while it exists. */
-  store: { head(cid: string): Promise<Snapshot | null> };
+  /**
+   * Heads of contents (a file in `content/<key>/` belongs to content `contentid/<key>` while it
+   * exists) and their versions (the files a content maps).
+   */
+  store: { head(cid: string): Promise<Snapshot | null>; version(cid: string, key: string): Promise<{ aspects: Record<string, Aspect> } | null> };
   files: Pick<FileStore, 'stat'>;
 }
 
@@ -37,6 +40,10 @@ export type FileDecision = { kind: 'allowed'; file: StoredFile | null } | { kind
  *
  * - `content/<key>/` while content `contentid/<key>` exists and is not deleted: that content's
  *   permissions (Read to read, Update to upload or delete), checked before any file lookup.
+ *   A file uploaded there before the content existed (to its future host, as anyone may) is the
+ *   content's only while the content's head maps it in `svcFiles`; until then it stays its
+ *   uploader's, as below. Else whoever creates the content, such as a user who took over the
+ *   draft of new content it was uploaded for, would get another user's files with it.
  * - Otherwise (`tmp/`, or a content host that does not exist: generated, future or deleted):
  *   anyone may upload (the file becomes theirs); reading and deleting is for the uploader and
  *   `sysadmin` only. A file stored before uploaders were recorded has none: sysadmin only.
@@ -51,13 +58,30 @@ export async function fileAccess(d: FileAccessDeps, principal: Principal, key: F
     const head = await d.store.head(key.host);
     if (head && !head.deleted) {
       const permission = CONTENT_FILE_PERMISSION[action];
-      return isAllowed(d.security, principal, permission, head.type, contextsOf(head.meta)) ? { kind: 'allowed', file: null } : { kind: 'denied', permission };
+      if (!isAllowed(d.security, principal, permission, head.type, contextsOf(head.meta))) return { kind: 'denied', permission };
+      if (action === 'upload') return { kind: 'allowed', file: null };
+      const file = await d.files.stat(key);
+      if (!file || file.creationTime >= head.created || isUploaderOrSysadmin(principal, file) || (await headMaps(d, head, key)))
+        return { kind: 'allowed', file };
+      return { kind: 'hidden' };
     }
   }
   if (action === 'upload') return { kind: 'allowed', file: null };
   const file = await d.files.stat(key);
-  if (file && (isSysadmin(principal) || (file.uploader !== undefined && file.uploader === principal.userId))) return { kind: 'allowed', file };
+  if (file && isUploaderOrSysadmin(principal, file)) return { kind: 'allowed', file };
   return { kind: 'hidden' };
+}
+
+const isUploaderOrSysadmin = (principal: Principal, file: StoredFile): boolean =>
+  isSysadmin(principal) || (file.uploader !== undefined && file.uploader === principal.userId);
+
+/** Does the content's head version map the file (its `svcFiles`)? */
+async function headMaps(d: FileAccessDeps, head: Snapshot, key: FileKey): Promise<boolean> {
+  const version = await d.store.version(head.cid, head.head);
+  return fileReferencesOf(version?.aspects.svcFiles).some((r) => {
+    const k = fileKeyOfUri(r.fileUri);
+    return k !== null && k.space === key.space && k.host === key.host && k.path === key.path;
+  });
 }
 
 /** One entry of `svcFiles`: the path in the content and the file URI it maps. */

@@ -200,6 +200,59 @@ for (const kind of ['disk', 's3'] as const) {
         expect((await get(sysadmin, addr)).text).to.equal('early');
       });
 
+      it("a future host's files stay their uploader's when another user's draft takes the host, unless the content maps them", async () => {
+        // A culture draft of new content X; its editor uploads to X's future host and maps one file.
+        const ws = `takeover${Date.now().toString(36)}`;
+        const d = await editor.req('POST', `/content/workspace/${ws}`, {
+          body: {
+            system: { contentType: TYPE },
+            aspects: { body: { title: 'culture draft' } },
+            operations: [{ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: ['culture'] } } }],
+          },
+        });
+        expect(d.status, d.text).to.equal(201);
+        const id = d.json.system.id;
+        const key = id.split('/')[1];
+        const secret = await stored(editor, `content/${key}/secret.txt`, 'culture secret');
+        const mapped = await stored(editor, `content/${key}/mapped.txt`, 'culture mapped');
+        // A sportseditor may replace a draft of new content (spec Authentication 6): it makes X
+        // its own, maps the one file and drops the culture owners, then promotes.
+        const mappedUri = `content://${mapped.split('/').slice(1).join('/')}`;
+        const r = await sports.req('PUT', `/content/workspace/${ws}/alias/${id}?updateMode=replace`, {
+          body: {
+            aspects: { body: { title: 'taken' } },
+            operations: [{ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: ['sports'] } } }],
+          },
+        });
+        expect(r.status, r.text).to.equal(200);
+        expect((await sports.req('POST', `/content/workspace/${ws}/alias/${id}/promote`)).status).to.equal(200);
+        // X exists, owned by sports: the file uploaded before it existed, which X does not map,
+        // answers the sportseditor exactly as a missing file does; its uploader and sysadmin still read it.
+        for (const [c, op] of [
+          [sports, get],
+          [sports, info],
+          [sports, del],
+          [reader, get],
+        ] as const)
+          expect(shape(await op(c, secret))).to.deep.equal(shape(await op(c, missing(secret))));
+        expect((await get(editor, secret)).text).to.equal('culture secret');
+        expect((await get(sysadmin, secret)).text).to.equal('culture secret');
+        // It cannot be mapped by the sportseditor either (a file it may not read).
+        const map = await sports.req('PUT', `/content/alias/${id}?unsafeUpdate=true`, {
+          body: { aspects: { svcFiles: { files: { s: { fileUri: `content://${secret.split('/').slice(1).join('/')}`, filePath: 's.txt' } } } } },
+        });
+        expect(map.status, map.text).to.equal(400);
+        // A file of the host that the content maps (its uploader mapped it) is the content's.
+        const e = await editor.req('PUT', `/content/alias/${id}?unsafeUpdate=true`, {
+          body: { aspects: { body: { title: 'taken' }, svcFiles: { files: { m: { fileUri: mappedUri, filePath: 'm.txt' } } } } },
+        });
+        expect(e.status, e.text).to.equal(200);
+        expect((await get(sports, mapped)).text).to.equal('culture mapped');
+        // A file uploaded into the existing content follows its permissions as before.
+        const after = await stored(sports, `content/${key}/after.txt`, 'after');
+        expect((await get(reader, after)).text).to.equal('after');
+      });
+
       it('a deleted content: its files fall back to their uploader', async () => {
         const c = await editor.create({ system: { contentType: TYPE }, aspects: { body: { title: 'short-lived' } } });
         const key = c.json.system.id.split('/')[1];
