@@ -31,8 +31,12 @@ export const settingsSchema = z.object({
     .regex(/^[^,:\s]+:\d+(,[^,:\s]+:\d+)*$/, 'must be host:port[,host:port...]')
     .optional(),
 
-  /** Number of actor partitions; fixed at deploy time. */
-  PARTITIONS: int(1, 16384).default(64),
+  /**
+   * Number of actor partitions; fixed at deploy time. At most 272: a change-feed cursor holds a
+   * position in every partition, and those of more would pass CONTRACT §13's 2,048 characters
+   * (`cursorLength` in src/content/change-events.ts).
+   */
+  PARTITIONS: int(1, 272).default(64),
   /** Lease of a partition owner, renewed at a third of it. */
   LEASE_MS: int(500, 600000).default(5000),
   /**

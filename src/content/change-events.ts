@@ -243,58 +243,160 @@ function putVarint(buf: Buffer, at: number, n: number): number {
 }
 
 /**
- * Bytes the positions of `partitions` partitions are padded to: five a partition, enough for
- * every partition at a time within 199 days of the latest (at the first event of its
- * millisecond), or within 17 minutes with a sequence and a sub-event below 128. Positions that
- * need more take a multiple of the partition count more. So the length of a cursor does not tell
- * which partitions moved or when (see CursorSeal in src/gateway/cursor-seal.ts); only on a feed with partitions idle for more
- * than half a year could it change with a commit, by a step of one byte a partition.
+ * A partition's record (encodePositions): its time below the latest (`rel`, ms), its sequence (9
+ * bits) and its sub-event count (4 bits). Six bytes a record (35 bits of time: 397 days) up to 250
+ * partitions; from 251, 44 bits (31 bits of time: 24 days), two records in 11 bytes, so that a
+ * cursor of 272 partitions still fits in 2,048 characters.
  */
-const paddedLength = (partitions: number, used: number): number => {
-  const base = 12 + partitions * 5;
-  return used <= base ? base : base + Math.ceil((used - base) / partitions) * partitions;
-};
+const SEQ_BITS = 9;
+const SUB_BITS = 4;
+const SEQ_ONE = 2 ** SUB_BITS;
+const REL_ONE = 2 ** (SEQ_BITS + SUB_BITS);
+const WIDE_UP_TO = 250;
+const relBits = (partitions: number): number => (partitions <= WIDE_UP_TO ? 35 : 31);
+/** A record with no time but a sequence and sub-event: its position follows, in varints, after the records. */
+const ESCAPE = (2 ** SEQ_BITS - 1) * SEQ_ONE + (2 ** SUB_BITS - 1);
+/** Bytes of the records of `partitions` partitions. */
+const recordBytes = (partitions: number): number => (partitions <= WIDE_UP_TO ? partitions * 6 : Math.ceil(partitions * 5.5));
+/** Does a record hold this position (relative time `rel`, 0: none)? */
+const fits = (partitions: number, rel: number, seq: number, sub: number): boolean =>
+  rel < 2 ** relBits(partitions) && seq < 2 ** SEQ_BITS && sub < 2 ** SUB_BITS && (rel > 0 || (seq === 0 && sub === 0));
+
+/** Writes record `i` of `partitions` (its value `v`) into the records starting at `start`. */
+function putRecord(buf: Buffer, start: number, partitions: number, i: number, v: number): void {
+  if (partitions <= WIDE_UP_TO) {
+    buf.writeUIntBE(v, start + i * 6, 6);
+    return;
+  }
+  const at = start + (i >> 1) * 11;
+  if (i % 2 === 0) {
+    buf.writeUIntBE(Math.floor(v / 16), at, 5);
+    buf[at + 5] = ((v % 16) << 4) | (buf[at + 5] & 0x0f);
+  } else {
+    buf[at + 5] = (buf[at + 5] & 0xf0) | Math.floor(v / 2 ** 40);
+    buf.writeUIntBE(v % 2 ** 40, at + 6, 5);
+  }
+}
+
+function getRecord(buf: Buffer, start: number, partitions: number, i: number): number {
+  if (partitions <= WIDE_UP_TO) return buf.readUIntBE(start + i * 6, 6);
+  const at = start + (i >> 1) * 11;
+  return i % 2 === 0 ? buf.readUIntBE(at, 5) * 16 + (buf[at + 5] >> 4) : (buf[at + 5] & 0x0f) * 2 ** 40 + buf.readUIntBE(at + 6, 5);
+}
 
 /**
- * A position in every partition as bytes: the partition count, the latest time among the
- * positions, then per partition one varint: 0 for no position, else twice (its time below that
- * latest one, plus one), plus 1 when the sequence and sub-event count follow as varints (when
- * either is not 0); then zeros up to paddedLength. Written into one scratch buffer, valid until
- * the next call (it is made for every event delivered, without arrays).
+ * A position in every partition as bytes, of one length for every position a feed's partitions
+ * are at in practice: the partition count (a varint), the latest time among the positions (6
+ * bytes), then a record a partition: its time below that latest one plus one (0 for no position), its
+ * sequence and its sub-event count. A position that does not fit (a partition idle for more than
+ * 397 days behind the latest, 24 from 251 partitions; a millisecond with more than 511 entries in
+ * one partition; a page that stopped past the 15th event of one commit) is written
+ * as an escape record, its values as varints after the records. So the length of a cursor does
+ * not tell which partitions moved, how far or when (CursorSeal in src/gateway/cursor-seal.ts): a
+ * commit the caller may not read moves the latest time and its partition's record, never the
+ * length. 560 characters sealed for 64 partitions, 1,926 for 256. Written into one scratch
+ * buffer, valid until the next call (it is made for every event delivered, without arrays).
  */
 export function encodePositions(positions: readonly StreamPosition[]): Buffer {
-  // At most 3 varints of 8 bytes a partition, and less than one byte a partition of padding past that.
-  const need = 16 + positions.length * 28;
+  const need = 16 + positions.length * 30;
   if (scratch.length < need) scratch = Buffer.alloc(need * 2);
   const buf = scratch;
-  // The latest time: most partitions of a busy feed are close to it, and a partition no one
-  // wrote to for long costs only its own bytes.
   let base = 0;
   for (const p of positions) if (p.ms > base) base = p.ms;
   let at = putVarint(buf, 0, positions.length);
-  at = putVarint(buf, at, base);
-  for (const p of positions) {
-    if (p.ms === 0) {
-      buf[at++] = 0;
-      continue;
-    }
-    const more = p.seq !== 0 || p.sub !== 0;
-    at = putVarint(buf, at, (base - p.ms + 1) * 2 + (more ? 1 : 0));
-    if (more) {
-      at = putVarint(buf, at, p.seq);
-      at = putVarint(buf, at, p.sub);
+  buf.writeUIntBE(base, at, 6);
+  at += 6;
+  const records = recordBytes(positions.length);
+  buf.fill(0, at, at + records);
+  let tail = at + records;
+  for (let i = 0; i < positions.length; i++) {
+    const p = positions[i];
+    const rel = p.ms === 0 ? 0 : base - p.ms + 1;
+    if (fits(positions.length, rel, p.seq, p.sub)) putRecord(buf, at, positions.length, i, rel * REL_ONE + p.seq * SEQ_ONE + p.sub);
+    else {
+      putRecord(buf, at, positions.length, i, ESCAPE);
+      tail = putVarint(buf, tail, rel);
+      tail = putVarint(buf, tail, p.seq);
+      tail = putVarint(buf, tail, p.sub);
     }
   }
-  const end = paddedLength(positions.length, at);
-  buf.fill(0, at, end);
-  return buf.subarray(0, end);
+  return buf.subarray(0, tail);
 }
+
+/** The longest cursor of `partitions` partitions whose positions fit their records (CursorSeal adds 29 bytes, base64url 4 characters for 3). */
+export const cursorLength = (partitions: number): number => Math.ceil(((29 + (partitions < 128 ? 1 : 2) + 6 + recordBytes(partitions)) * 4) / 3);
 
 /** 400: not a cursor of this platform. */
 export const malformedCursor = (): AppError => new AppError('BAD_REQUEST', 'Malformed cursor', { parameter: 'since' });
 
-/** The positions of encodePositions' bytes for `partitions` partitions; 400 when they are not. */
+/** Reads varints from `buf` at `at`; 400 past its end or past 8 bytes. */
+function varintReader(buf: Uint8Array, start: number): { next(): number; at(): number } {
+  let at = start;
+  return {
+    next() {
+      let n = 0;
+      let mul = 1;
+      for (let i = 0; i < 8; i++) {
+        if (at >= buf.length) throw malformedCursor();
+        const byte = buf[at++];
+        n += (byte & 0x7f) * mul;
+        if (byte < 0x80) return n;
+        mul *= 0x80;
+      }
+      throw malformedCursor();
+    },
+    at: () => at,
+  };
+}
+
+/** The positions of encodePositions' bytes for `partitions` partitions; 400 when they are not (one position, one spelling). */
 export function decodePositions(buf: Buffer, partitions: number): StreamPosition[] {
+  const head = varintReader(buf, 0);
+  if (head.next() !== partitions) throw malformedCursor();
+  let at = head.at();
+  const records = recordBytes(partitions);
+  if (buf.length < at + 6 + records) throw malformedCursor();
+  const base = buf.readUIntBE(at, 6);
+  at += 6;
+  // An odd count of narrow records leaves the last half byte unused: zero.
+  if (partitions > WIDE_UP_TO && partitions % 2 === 1 && (buf[at + records - 1] & 0x0f) !== 0) throw malformedCursor();
+  const tail = varintReader(buf, at + records);
+  const out: StreamPosition[] = [];
+  for (let p = 0; p < partitions; p++) {
+    const v = getRecord(buf, at, partitions, p);
+    let rel = Math.floor(v / REL_ONE);
+    let seq = Math.floor(v / SEQ_ONE) % 2 ** SEQ_BITS;
+    let sub = v % SEQ_ONE;
+    if (rel === 0 && v !== 0) {
+      if (v !== ESCAPE) throw malformedCursor();
+      rel = tail.next();
+      seq = tail.next();
+      sub = tail.next();
+      // Escaped only what a record cannot hold.
+      if (fits(partitions, rel, seq, sub) || (rel === 0 && (seq > 0 || sub > 0))) throw malformedCursor();
+    }
+    if (rel > base) throw malformedCursor();
+    out.push({ ms: rel === 0 ? 0 : base - rel + 1, seq, sub });
+  }
+  if (tail.at() !== buf.length) throw malformedCursor();
+  // The latest time is one of the positions'.
+  if (base !== 0 && !out.some((p) => p.ms === base)) throw malformedCursor();
+  return out;
+}
+
+/**
+ * The padding of the cursors of format 3 (before 2026-11-27): five bytes a partition, then
+ * multiples of the partition count. Their length could change with a commit the caller may not
+ * read (a partition with a sequence, idle for 17 minutes to 37 hours), so cursors are no longer
+ * written this way; those clients hold are still read (decodePositionsV3).
+ */
+const paddedLengthV3 = (partitions: number, used: number): number => {
+  const base = 12 + partitions * 5;
+  return used <= base ? base : base + Math.ceil((used - base) / partitions) * partitions;
+};
+
+/** The positions of a format-3 cursor's bytes (varints padded by paddedLengthV3); 400 when they are not. */
+export function decodePositionsV3(buf: Buffer, partitions: number): StreamPosition[] {
   let at = 0;
   const varint = (): number => {
     let n = 0;
@@ -324,7 +426,7 @@ export function decodePositions(buf: Buffer, partitions: number): StreamPosition
     }
     out.push({ ms: rel === 0 ? 0 : base - rel + 1, seq, sub });
   }
-  if (buf.length !== paddedLength(partitions, at) || buf.subarray(at).some((b) => b !== 0)) throw malformedCursor();
+  if (buf.length !== paddedLengthV3(partitions, at) || buf.subarray(at).some((b) => b !== 0)) throw malformedCursor();
   if (!out.every((p) => Number.isSafeInteger(p.ms) && p.ms >= 0)) throw malformedCursor();
   return out;
 }

@@ -1,23 +1,29 @@
 import { createCipheriv, createDecipheriv } from 'node:crypto';
 import { pooledRandomBytes } from '../adapters/ids.js';
 import { ModuleWorker, serveJobs } from '../adapters/module-worker.js';
-import { decodePositions, encodePositions, MAX_CURSOR_LENGTH, malformedCursor, type StreamPosition } from '../content/change-events.js';
+import { decodePositions, decodePositionsV3, encodePositions, MAX_CURSOR_LENGTH, malformedCursor, type StreamPosition } from '../content/change-events.js';
 
-/** The first byte of a cursor: its format. 1 and 2 held the positions in clear (before 2026-11-26). */
-const SEALED = 3;
+/**
+ * The first byte of a cursor: its format. 1 and 2 held the positions in clear (before
+ * 2026-11-26); 3 sealed them padded (decodePositionsV3), still read; 4 seals them in records of
+ * one length (encodePositions).
+ */
+const SEALED = 4;
+const SEALED_V3 = 3;
 const NONCE_BYTES = 12;
 const TAG_BYTES = 16;
 const HEADER = Buffer.from([SEALED]);
+const HEADER_V3 = Buffer.from([SEALED_V3]);
 
 /**
  * Cursors as clients hold them (CONTRACT §13 "opaque", §20): the positions sealed with
  * AES-256-GCM under the platform's feed key and a random nonce, in base64url. A position moves
  * past every event of a stream, also past those the caller may not read, so in clear it would
  * tell when content the caller may not read changed. Sealed, a cursor tells nothing: two cursors
- * of the same positions differ, its length does not depend on which partitions moved
- * (encodePositions pads), and the caller cannot make one up (a cursor the platform did not write
- * answers 400), so positions it never reached cannot be probed for a 410 either. About 480
- * characters for 64 partitions.
+ * of the same positions differ, its length does not depend on which partitions moved or when
+ * (encodePositions writes records of one length), and the caller cannot make one up (a cursor the
+ * platform did not write answers 400), so positions it never reached cannot be probed for a 410
+ * either. 560 characters for 64 partitions.
  */
 export class CursorSeal {
   constructor(
@@ -48,9 +54,10 @@ export class CursorSeal {
     if (cursor.length === 0 || cursor.length > MAX_CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw malformedCursor();
     const buf = Buffer.from(cursor, 'base64url');
     // base64url ignores bits past the last whole byte: one cursor, one spelling.
-    if (buf[0] !== SEALED || buf.length < 1 + NONCE_BYTES + TAG_BYTES + 2 || buf.toString('base64url') !== cursor) throw malformedCursor();
+    if ((buf[0] !== SEALED && buf[0] !== SEALED_V3) || buf.length < 1 + NONCE_BYTES + TAG_BYTES + 2 || buf.toString('base64url') !== cursor)
+      throw malformedCursor();
     const decipher = createDecipheriv('aes-256-gcm', this.key, buf.subarray(1, 1 + NONCE_BYTES), { authTagLength: TAG_BYTES });
-    decipher.setAAD(HEADER);
+    decipher.setAAD(buf[0] === SEALED ? HEADER : HEADER_V3);
     decipher.setAuthTag(buf.subarray(buf.length - TAG_BYTES));
     let plain: Buffer;
     try {
@@ -58,7 +65,7 @@ export class CursorSeal {
     } catch {
       throw malformedCursor();
     }
-    return decodePositions(plain, this.partitions);
+    return buf[0] === SEALED ? decodePositions(plain, this.partitions) : decodePositionsV3(plain, this.partitions);
   }
 
   /** The cursors of many events, made as a page goes (CursorBatch). */

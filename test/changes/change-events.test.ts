@@ -6,6 +6,7 @@ import {
   changesOf,
   decodePositions,
   encodePositions,
+  cursorLength,
   MAX_CURSOR_LENGTH,
   matchesFilter,
   parseFilter,
@@ -138,31 +139,71 @@ describe('change feed domain (CONTRACT §13)', () => {
     expect(() => new CursorSeal(key, 8, randomBytes).decode(c)).to.throw(AppError);
   });
 
-  it('cursors: their length does not tell which partitions moved, or how far', () => {
+  it('cursors: their length does not tell which partitions moved, how far or when', () => {
     const seal = new CursorSeal(randomBytes(32), 64, randomBytes);
     const now = 1_790_000_000_000;
-    // a feed at rest, then one where one partition (or many) moved by a second, a minute, a day
-    const rest = Array.from({ length: 64 }, (_, p) => ({ ms: now - p * 1000, seq: 0, sub: 0 }));
     const lengths = new Set<number>();
-    for (const step of [0, 1, 1000, 60_000, 86_400_000, 90 * 86_400_000]) {
-      for (const moved of [[0], [5], [63], Array.from({ length: 32 }, (_, p) => p * 2)]) {
-        const pos = rest.map((r, p) => (moved.includes(p) ? { ms: now + step, seq: p % 7, sub: 0 } : r));
-        const c = seal.encode(pos);
-        expect(seal.decode(c)).to.deep.equal(pos);
-        lengths.add(c.length);
+    // A feed at rest (each partition last written a second apart), with none, five or every
+    // partition resting inside a busy millisecond (a sequence), then one partition (or many)
+    // moved by a commit the caller may not read, after a pause of up to 150 days.
+    for (const busy of [0, 5, 64]) {
+      const rest = Array.from({ length: 64 }, (_, p) => ({ ms: now - p * 1000, seq: p < busy ? 1 + (p % 3) : 0, sub: 0 }));
+      for (const step of [0, 1, 1000, 60_000, 20 * 60_000, 38 * 3_600_000, 10 * 86_400_000, 150 * 86_400_000, 390 * 86_400_000]) {
+        for (const moved of [[0], [5], [63], Array.from({ length: 32 }, (_, p) => p * 2)]) {
+          const pos = rest.map((r, p) => (moved.includes(p) ? { ms: now + step, seq: p % 7, sub: p % 3 } : r));
+          const c = seal.encode(pos);
+          expect(seal.decode(c)).to.deep.equal(pos);
+          lengths.add(c.length);
+        }
       }
     }
-    expect([...lengths]).to.have.length(1);
-    // a cursor of 64 partitions stays short enough to go with every event
-    expect([...lengths][0]).to.be.below(500);
-    // positions the padding cannot hold (every partition idle for years, deep in a busy millisecond) still round-trip
+    expect([...lengths]).to.deep.equal([cursorLength(64)]);
+    expect(cursorLength(64)).to.equal(560);
+    // Positions a record cannot hold (a partition idle for years, deep in a busy millisecond, far into one commit) still round-trip.
     const far = Array.from({ length: 64 }, (_, p) => ({ ms: now - p * 3_000_000_000, seq: 100_000 + p, sub: 300 }));
     expect(seal.decode(seal.encode(far))).to.deep.equal(far);
-    // bytes in clear: nothing past the padding, nothing but zeros in it
-    const plain = Buffer.from(encodePositions(rest));
-    expect(decodePositions(plain, 64)).to.deep.equal(rest);
-    for (const b of [Buffer.concat([plain, Buffer.from([0])]), Buffer.concat([plain.subarray(0, -1), Buffer.from([1])])])
-      expect(() => decodePositions(b, 64)).to.throw(AppError);
+    const none = Array.from({ length: 64 }, () => ({ ms: 0, seq: 0, sub: 0 }));
+    expect(seal.decode(seal.encode(none))).to.deep.equal(none);
+    for (const n of [1, 3, 4]) {
+      const some = far.slice(0, n).map((p, i) => (i === 1 ? { ms: 0, seq: 0, sub: 0 } : { ...p, seq: p.seq % 500, sub: p.sub % 16 }));
+      expect(decodePositions(Buffer.from(encodePositions(some)), n), `${n} partitions`).to.deep.equal(some);
+    }
+    // One position, one spelling: bytes past the records, too few, an escape of what a record
+    // holds, an escaped sequence without a time; from 251 partitions, a used last half byte.
+    const escaping = [
+      { ms: now, seq: 100_000, sub: 0 },
+      { ms: now - 5, seq: 0, sub: 0 },
+      { ms: now - 9, seq: 2, sub: 1 },
+    ];
+    const plain = Buffer.from(encodePositions(escaping));
+    expect(decodePositions(plain, 3)).to.deep.equal(escaping);
+    const tailAt = plain.length - 4; // the varints 1, 100000 (3 bytes), 0
+    const bad = [
+      Buffer.concat([plain, Buffer.from([0])]),
+      plain.subarray(0, -1),
+      Buffer.concat([plain.subarray(0, tailAt), Buffer.from([1, 5, 0])]),
+      Buffer.concat([plain.subarray(0, tailAt), Buffer.from([0, 0x80, 0x80, 0x10, 0])]),
+    ];
+    for (const b of bad) expect(() => decodePositions(b, 3), b.toString('hex')).to.throw(AppError);
+    const odd = Buffer.from(encodePositions(Array.from({ length: 251 }, (_, p) => ({ ms: now - p, seq: 0, sub: 0 }))));
+    expect(decodePositions(Buffer.from(odd), 251)[250]).to.deep.equal({ ms: now - 250, seq: 0, sub: 0 });
+    odd[odd.length - 1] |= 1;
+    expect(() => decodePositions(odd, 251)).to.throw(AppError);
+    // PARTITIONS is at most 272 (config/settings.ts): the cursors of more would pass 2,048 characters.
+    expect(cursorLength(272)).to.be.at.most(MAX_CURSOR_LENGTH);
+    expect(cursorLength(273)).to.be.above(MAX_CURSOR_LENGTH);
+    const wide = new CursorSeal(randomBytes(32), 272, randomBytes);
+    const at272 = Array.from({ length: 272 }, (_, p) => ({ ms: now - p * 77_777, seq: p % 500, sub: p % 16 }));
+    expect(wide.encode(at272)).to.have.length(cursorLength(272));
+    expect(wide.decode(wide.encode(at272))).to.deep.equal(at272);
+    // Cursors of format 3 (positions padded, before 2026-11-27) that clients hold are still read.
+    const v3 = new CursorSeal(Buffer.alloc(32, 7), 4, randomBytes);
+    expect(v3.decode('A889xxOCZGqQevdEAdOSOH5u0VRRWECHh58RG5oIBINGHnqcOA_66rNrLvsFZnft_q8PJQY7fA_bHl4h5Q')).to.deep.equal([
+      { ms: 0, seq: 0, sub: 0 },
+      { ms: 1_790_000_000_000, seq: 0, sub: 0 },
+      { ms: 1_790_000_000_500, seq: 3, sub: 1 },
+      { ms: 1_789_000_000_000, seq: 0, sub: 2 },
+    ]);
   });
 
   it('cursors of a page: sealed in chunks on the sealing thread and here, in order; a thread that stops leaves none unsealed', async () => {
