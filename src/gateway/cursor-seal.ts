@@ -159,5 +159,19 @@ export class CursorBatch {
   }
 }
 
+/**
+ * Starts the sealing thread and has it seal a few hundred cursors, so that the first page a
+ * process serves does not wait for the thread to load and its code to be compiled (about 40 ms,
+ * most of a page of 1,000 events). Called once the feed's key is read.
+ */
+export function warmSealingThread(seal: CursorSeal): void {
+  const plain = encodePositions(Array.from({ length: seal.partitions }, () => ({ ms: 0, seq: 0, sub: 0 })));
+  const n = 256;
+  const all = new Uint8Array(plain.length * n);
+  for (let i = 0; i < n; i++) all.set(plain, i * plain.length);
+  const ends = Uint32Array.from({ length: n }, (_, i) => (i + 1) * plain.length);
+  sealer.run({ key: seal.key, plain: all.buffer, ends }, [all.buffer]).catch(() => undefined);
+}
+
 /** Stops the sealing thread (tests; a later page starts it again). */
 export const stopSealingThread = (): Promise<void> => sealer.close();
