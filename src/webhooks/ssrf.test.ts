@@ -41,6 +41,9 @@ describe('webhooks: the SSRF guard (CONTRACT §14 "Targets")', () => {
       '2001:0:4136:e378:8000:63bf:3fff:fdd2',
       '2001:db8::1',
       '100::1',
+      // found in a review of 2026-11-27: IPv4-translated
+      '::ffff:0:127.0.0.1',
+      '::ffff:0:a00:1',
     ];
     refused.push('192.0.2.1', '198.51.100.7', '203.0.113.255', '192.88.99.1');
     for (const ip of [...refused, ...refused6]) expect(forbiddenAddress(ip), ip).to.be.a('string');
@@ -52,6 +55,7 @@ describe('webhooks: the SSRF guard (CONTRACT §14 "Targets")', () => {
       '11.0.0.1',
       '2606:4700::1111',
       '::ffff:8.8.8.8',
+      '::ffff:0:8.8.8.8',
       '64:ff9b::808:808',
       '2002:808:808::1',
       '2001:4860::8888',

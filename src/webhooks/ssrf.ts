@@ -72,10 +72,13 @@ function v6Reason(ip: string): string | null {
   const g = ipv6Groups(ip);
   if (g.every((x) => x === 0)) return 'unspecified';
   if (g.slice(0, 7).every((x) => x === 0) && g[7] === 1) return 'loopback';
-  // IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d), NAT64 (64:ff9b::a.b.c.d) and
-  // 6to4 (2002:aabb:ccdd::) carry an IPv4 address: judge that one.
+  // IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d), IPv4-translated
+  // (::ffff:0:a.b.c.d, RFC 6145), NAT64 (64:ff9b::a.b.c.d) and 6to4 (2002:aabb:ccdd::) carry an
+  // IPv4 address: judge that one.
   const embedded =
-    (g.slice(0, 5).every((x) => x === 0) && (g[5] === 0xffff || g[5] === 0)) || (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0));
+    (g.slice(0, 5).every((x) => x === 0) && (g[5] === 0xffff || g[5] === 0)) ||
+    (g.slice(0, 4).every((x) => x === 0) && g[4] === 0xffff && g[5] === 0) ||
+    (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0));
   const sixToFour = g[0] === 0x2002;
   if (embedded || sixToFour) {
     const [hi, lo] = sixToFour ? [g[1], g[2]] : [g[6], g[7]];
