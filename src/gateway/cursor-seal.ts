@@ -86,7 +86,7 @@ interface SealJob {
 /** The sealing thread's side: the cursors of a chunk, joined by spaces (base64url has none). */
 let threadSeal: CursorSeal | null = null;
 serveJobs<SealJob, string>(ROLE, (job) => {
-  if (!threadSeal || !threadSeal.key.equals(job.key)) threadSeal = new CursorSeal(Buffer.from(job.key), 0);
+  if (!threadSeal?.key.equals(job.key)) threadSeal = new CursorSeal(Buffer.from(job.key), 0);
   return { done: sealAll(threadSeal, new Uint8Array(job.plain), job.ends).join(' ') };
 });
 

@@ -15,7 +15,7 @@ import type { ContentEvent, Draft, Snapshot, VersionRecord, ViewEvent } from '..
 describe('commit scripts: packed arguments, the same key layout and blobs (ARCHITECTURE principle 2)', function () {
   this.timeout(20000);
   // Many partitions, and keys on partitions the other actor tests (4 partitions) never own.
-  const P = 1024;
+  const P = 272; // the most PARTITIONS allows (config/settings.ts)
   const s = loadSettings({ ...process.env, PARTITIONS: String(P) });
   const client = connectRedis(s);
   const store = new ContentStore(client, P, s.EVENTS_MAXLEN, s.DEDUP_TTL_SECONDS);
