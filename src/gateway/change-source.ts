@@ -10,7 +10,7 @@ import { type ChangeEvent, type ChangeFilter, compareIds, matchesFilter, parseSt
 import type { Snapshot } from '../content/model.js';
 import type { Principal } from '../content/permissions.js';
 import type { Reads } from './reads.js';
-import { type CursorBatch, CursorSeal, warmSealingThread } from './cursor-seal.js';
+import { type CursorBatch, CursorSeal } from './cursor-seal.js';
 
 /** One entry of a partition's event stream, read against its snapshots: its feed events, and who may see them. */
 export interface ResolvedEntry {
@@ -127,7 +127,6 @@ export class ChangeSource {
       const key = await this.redis.getBuffer(changeKeys.cursorKey);
       if (key?.length !== 32) throw new Error(`${changeKeys.cursorKey} does not hold a key of 32 bytes`);
       this.seal = new CursorSeal(key, this.partitions, pooledRandomBytes);
-      warmSealingThread(this.seal);
       return this.seal;
     })().catch((e: unknown) => {
       this.sealing = undefined;

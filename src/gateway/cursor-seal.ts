@@ -68,8 +68,18 @@ export class CursorSeal {
     return buf[0] === SEALED ? decodePositions(plain, this.partitions) : decodePositionsV3(plain, this.partitions);
   }
 
-  /** The cursors of many events, made as a page goes (CursorBatch). */
+  private warmed = false;
+
+  /**
+   * The cursors of many events, made as a page goes (CursorBatch). The first starts the sealing
+   * thread (warmSealingThread): a process that never serves the feed has none (a thread costs
+   * about 30 MB of memory).
+   */
   batch(): CursorBatch {
+    if (!this.warmed) {
+      this.warmed = true;
+      warmSealingThread(this);
+    }
     return new CursorBatch(this);
   }
 }
@@ -160,11 +170,11 @@ export class CursorBatch {
 }
 
 /**
- * Starts the sealing thread and has it seal a few hundred cursors, so that the first page a
- * process serves does not wait for the thread to load and its code to be compiled (about 40 ms,
- * most of a page of 1,000 events). Called once the feed's key is read.
+ * Starts the sealing thread and has it seal a few hundred cursors, so that the pages after the
+ * first do not wait for the thread to load and its code to be compiled (about 40 ms, most of a
+ * page of 1,000 events). Called by a feed's first page.
  */
-export function warmSealingThread(seal: CursorSeal): void {
+function warmSealingThread(seal: CursorSeal): void {
   const plain = encodePositions(Array.from({ length: seal.partitions }, () => ({ ms: 0, seq: 0, sub: 0 })));
   const n = 256;
   const all = new Uint8Array(plain.length * n);
