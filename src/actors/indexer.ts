@@ -1,9 +1,10 @@
 import { hostname } from 'node:os';
+import { setImmediate as yieldToIo } from 'node:timers/promises';
 import { unpack } from '../adapters/codec.js';
 import { keys, connectRedis, INDEXER_GROUP, type RedisClient } from '../adapters/redis.js';
 import { autoclaim, ensureGroup, type StreamEntry } from '../adapters/redis-streams.js';
 import type { Logger } from '../adapters/log.js';
-import type { SolrEngine } from '../adapters/search-engine.js';
+import type { ContentDocs, SolrEngine } from '../adapters/search-engine.js';
 import type { Settings } from '../../config/settings.js';
 import type { ContentEvent } from '../content/model.js';
 import type { IndexingRules } from './indexing.js';
@@ -13,6 +14,8 @@ import { sleep } from '../wait.js';
 import { retryWithBackoff } from '../wait.js';
 
 const BLOCK_MS = 1000;
+/** Contents whose documents are made together before the event loop takes its other work (Indexer.index). */
+const DOCS_AT_ONCE = 32;
 /**
  * Events read by a consumer that died are taken over after this long. Short, because indexing
  * is idempotent (the current documents of a content are sent again): taking over the events of
@@ -129,9 +132,18 @@ export class Indexer {
     await Promise.all(batch.map(({ stream, entries }) => entries.length && this.redis.xack(stream, INDEXER_GROUP, ...entries.map(([id]) => id))));
   }
 
-  /** Sends the current documents of these contents to the engine, in batches. */
+  /**
+   * Sends the current documents of these contents to the engine, in batches. The documents are
+   * made DOCS_AT_ONCE contents at a time, with the event loop's other work between: made all at
+   * once, the documents of a batch of hundreds of creates held every request of a process that
+   * also serves HTTP for tens of milliseconds (its p99).
+   */
   async index(cids: string[]): Promise<void> {
-    const all = await Promise.all(cids.map((cid) => this.rules.docsOf(cid)));
+    const all: ContentDocs[] = [];
+    for (let i = 0; i < cids.length; i += DOCS_AT_ONCE) {
+      if (i > 0) await yieldToIo();
+      all.push(...(await Promise.all(cids.slice(i, i + DOCS_AT_ONCE).map((cid) => this.rules.docsOf(cid)))));
+    }
     for (let i = 0; i < all.length; i += this.settings.INDEX_BATCH) await this.writer.write(all.slice(i, i + this.settings.INDEX_BATCH));
   }
 
