@@ -192,8 +192,13 @@ export const settingsSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9_.:-]+$/)
     .default('svcReindexEvents'),
-  /** Documents per request to the search engine. */
-  INDEX_BATCH: int(1, 100000).default(500),
+  /**
+   * Documents per request to the search engine (and stream entries per partition an indexer read
+   * takes). 200: a request of 500 made the event loop of a process that also serves HTTP stall
+   * for up to 150 ms (bench/RESULTS.md, eleventh session); the engine's cost per request is
+   * about 0.5 ms, per document 50-70 µs.
+   */
+  INDEX_BATCH: int(1, 100000).default(200),
   /**
    * The indexer's pause (ms) after a read that found less than a batch: what commits meanwhile is
    * indexed as one batch. Longer pauses mean fewer, larger requests to the engine and fewer wake-ups
