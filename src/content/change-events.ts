@@ -414,19 +414,8 @@ const paddedLengthV3 = (partitions: number, used: number): number => {
 
 /** The positions of a format-3 cursor's bytes (varints padded by paddedLengthV3); 400 when they are not. */
 export function decodePositionsV3(buf: Buffer, partitions: number): StreamPosition[] {
-  let at = 0;
-  const varint = (): number => {
-    let n = 0;
-    let mul = 1;
-    for (let i = 0; i < 8; i++) {
-      if (at >= buf.length) throw malformedCursor();
-      const byte = buf[at++];
-      n += (byte & 0x7f) * mul;
-      if (byte < 0x80) return n;
-      mul *= 0x80;
-    }
-    throw malformedCursor();
-  };
+  const reader = varintReader(buf, 0);
+  const varint = reader.next;
   if (varint() !== partitions) throw malformedCursor();
   const base = varint();
   const out: StreamPosition[] = [];
@@ -443,6 +432,7 @@ export function decodePositionsV3(buf: Buffer, partitions: number): StreamPositi
     }
     out.push({ ms: rel === 0 ? 0 : base - rel + 1, seq, sub });
   }
+  const at = reader.at();
   if (buf.length !== paddedLengthV3(partitions, at) || buf.subarray(at).some((b) => b !== 0)) throw malformedCursor();
   if (!out.every((p) => Number.isSafeInteger(p.ms) && p.ms >= 0)) throw malformedCursor();
   return out;
