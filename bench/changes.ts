@@ -124,8 +124,10 @@ async function main(): Promise<void> {
     }
     const start = ((await (await fetch(`${base}/changes?since=now`, { headers })).json()) as { last: string }).last;
 
-    for (const transport of TRANSPORTS) {
-      for (const n of SUBSCRIBERS) {
+    // Fewest subscribers first, both transports at each count: the web process's RSS is a high
+    // water mark, so a run after a larger one would report that one's memory as its own.
+    for (const n of SUBSCRIBERS) {
+      for (const transport of TRANSPORTS) {
         const since = ((await (await fetch(`${base}/changes?since=now`, { headers })).json()) as { last: string }).last;
         const lat: number[] = [];
         let delivered = 0;
