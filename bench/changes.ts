@@ -175,6 +175,9 @@ async function main(): Promise<void> {
         const until = Date.now() + 10_000;
         while (delivered < want && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
         const rss = rssMb(child.pid!);
+        // What the RSS holds: the V8 heap, and memory outside it (Buffers, uWS's own), from /metrics.
+        const metrics = await (await fetch(`${root}/metrics`)).text();
+        const gauge = (name: string) => Math.round(Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(metrics)?.[1] ?? NaN) / 2 ** 20);
         for (const s of subs) s.close();
         result({
           workload: `change feed ${transport}, ${n} subscriber${n === 1 ? '' : 's'}`,
@@ -184,6 +187,8 @@ async function main(): Promise<void> {
           expected: want,
           latencyMs: latencyOf(lat),
           webRssMb: rss,
+          webHeapUsedMb: gauge('nodejs_heap_size_used_bytes'),
+          webExternalMb: gauge('nodejs_external_memory_bytes'),
         });
         await new Promise((r) => setTimeout(r, 1000));
       }
