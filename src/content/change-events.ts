@@ -254,14 +254,15 @@ const SEQ_ONE = 2 ** SUB_BITS;
 const SEQ_LIMIT = 2 ** SEQ_BITS;
 const REL_ONE = 2 ** (SEQ_BITS + SUB_BITS);
 const WIDE_UP_TO = 250;
-const relBits = (partitions: number): number => (partitions <= WIDE_UP_TO ? 35 : 31);
+/** The first relative time a record of `partitions` partitions cannot hold. */
+const relLimitOf = (partitions: number): number => (partitions <= WIDE_UP_TO ? 2 ** 35 : 2 ** 31);
 /** A record with no time but a sequence and sub-event: its position follows, in varints, after the records. */
-const ESCAPE = (2 ** SEQ_BITS - 1) * SEQ_ONE + (2 ** SUB_BITS - 1);
+const ESCAPE = (SEQ_LIMIT - 1) * SEQ_ONE + (SEQ_ONE - 1);
 /** Bytes of the records of `partitions` partitions. */
 const recordBytes = (partitions: number): number => (partitions <= WIDE_UP_TO ? partitions * 6 : Math.ceil(partitions * 5.5));
-/** Does a record hold this position (relative time `rel`, 0: none)? */
-const fits = (partitions: number, rel: number, seq: number, sub: number): boolean =>
-  rel < 2 ** relBits(partitions) && seq < 2 ** SEQ_BITS && sub < 2 ** SUB_BITS && (rel > 0 || (seq === 0 && sub === 0));
+/** Does a record hold this position (relative time `rel`, 0: none; `relLimit` from relLimitOf, taken once a cursor)? */
+const fits = (relLimit: number, rel: number, seq: number, sub: number): boolean =>
+  rel < relLimit && seq < SEQ_LIMIT && sub < SEQ_ONE && (rel > 0 || (seq === 0 && sub === 0));
 
 /**
  * Writes record `i` of `partitions` (relative time `rel`, and `low`: the sequence and sub-event
@@ -324,12 +325,11 @@ export function encodePositions(positions: readonly StreamPosition[]): Buffer {
   const records = recordBytes(positions.length);
   if (positions.length > WIDE_UP_TO) buf.fill(0, at, at + records);
   let tail = at + records;
-  const relLimit = 2 ** relBits(positions.length);
+  const relLimit = relLimitOf(positions.length);
   for (let i = 0; i < positions.length; i++) {
     const p = positions[i];
     const rel = p.ms === 0 ? 0 : base - p.ms + 1;
-    if (rel < relLimit && p.seq < SEQ_LIMIT && p.sub < SEQ_ONE && (rel > 0 || (p.seq === 0 && p.sub === 0)))
-      putRecord(buf, at, positions.length, i, rel, p.seq * SEQ_ONE + p.sub);
+    if (fits(relLimit, rel, p.seq, p.sub)) putRecord(buf, at, positions.length, i, rel, p.seq * SEQ_ONE + p.sub);
     else {
       putRecord(buf, at, positions.length, i, 0, ESCAPE);
       tail = putVarint(buf, tail, rel);
@@ -378,11 +378,12 @@ export function decodePositions(buf: Buffer, partitions: number): StreamPosition
   // An odd count of narrow records leaves the last half byte unused: zero.
   if (partitions > WIDE_UP_TO && partitions % 2 === 1 && (buf[at + records - 1] & 0x0f) !== 0) throw malformedCursor();
   const tail = varintReader(buf, at + records);
+  const relLimit = relLimitOf(partitions);
   const out: StreamPosition[] = [];
   for (let p = 0; p < partitions; p++) {
     const v = getRecord(buf, at, partitions, p);
     let rel = Math.floor(v / REL_ONE);
-    let seq = Math.floor(v / SEQ_ONE) % 2 ** SEQ_BITS;
+    let seq = Math.floor(v / SEQ_ONE) % SEQ_LIMIT;
     let sub = v % SEQ_ONE;
     if (rel === 0 && v !== 0) {
       if (v !== ESCAPE) throw malformedCursor();
@@ -390,7 +391,7 @@ export function decodePositions(buf: Buffer, partitions: number): StreamPosition
       seq = tail.next();
       sub = tail.next();
       // Escaped only what a record cannot hold.
-      if (fits(partitions, rel, seq, sub) || (rel === 0 && (seq > 0 || sub > 0))) throw malformedCursor();
+      if (fits(relLimit, rel, seq, sub) || (rel === 0 && (seq > 0 || sub > 0))) throw malformedCursor();
     }
     if (rel > base) throw malformedCursor();
     out.push({ ms: rel === 0 ? 0 : base - rel + 1, seq, sub });

@@ -26,6 +26,9 @@ const HEADER_V3 = Buffer.from([SEALED_V3]);
  * either. 560 characters for 64 partitions.
  */
 export class CursorSeal {
+  /** Has a page started the sealing thread (batch)? */
+  private warmed = false;
+
   constructor(
     readonly key: Buffer,
     readonly partitions: number,
@@ -67,8 +70,6 @@ export class CursorSeal {
     }
     return buf[0] === SEALED ? decodePositions(plain, this.partitions) : decodePositionsV3(plain, this.partitions);
   }
-
-  private warmed = false;
 
   /**
    * The cursors of many events, made as a page goes (CursorBatch). The first starts the sealing
@@ -114,6 +115,7 @@ const sealer = new ModuleWorker<SealJob, string>(import.meta.url, ROLE, 'cursor 
  * other core while the page goes on; what is left at the end of the page is sealed on the event loop.
  */
 const CHUNK = 64;
+const NOTHING = Buffer.alloc(0);
 
 /**
  * The cursors of one page's events, in the order they are added. A seal (one AES-GCM cipher a
@@ -124,7 +126,8 @@ const CHUNK = 64;
  */
 export class CursorBatch {
   private readonly chunks: Promise<string[]>[] = [];
-  private plain = Buffer.allocUnsafe(CHUNK * 512);
+  /** The positions not yet handed over; allocated by the first add (most long polls add none). */
+  private plain = NOTHING;
   private at = 0;
   private ends: number[] = [];
 
@@ -134,7 +137,7 @@ export class CursorBatch {
   add(positions: readonly StreamPosition[]): void {
     const bytes = encodePositions(positions);
     if (this.plain.length - this.at < bytes.length) {
-      const grown = Buffer.allocUnsafe(Math.max(this.plain.length * 2, this.at + bytes.length));
+      const grown = Buffer.allocUnsafe(Math.max(this.plain.length * 2, this.at + bytes.length, CHUNK * bytes.length));
       this.plain.copy(grown, 0, 0, this.at);
       this.plain = grown;
     }
@@ -163,7 +166,7 @@ export class CursorBatch {
         () => sealAll(this.seal, plain, ends),
       ),
     );
-    this.plain = Buffer.allocUnsafe(this.plain.length);
+    this.plain = NOTHING;
     this.at = 0;
     this.ends = [];
   }

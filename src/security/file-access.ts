@@ -5,7 +5,7 @@
  * rule, for Read) about the URIs their `svcFiles` carries.
  */
 import type { FileKey, FileStore, StoredFile } from '../adapters/file-store.js';
-import { fileKeyOf } from '../adapters/file-store.js';
+import { fileKeyOf, storageKeyOf } from '../adapters/file-store.js';
 import { contextsOf, type Aspect, type Snapshot } from '../content/model.js';
 import { AppError } from '../errors.js';
 import { isAllowed, isSysadmin, type Principal, type SecurityConfig } from '../content/permissions.js';
@@ -78,9 +78,10 @@ const isUploaderOrSysadmin = (principal: Principal, file: StoredFile): boolean =
 /** Does the content's head version map the file (its `svcFiles`)? */
 async function headMaps(d: FileAccessDeps, head: Snapshot, key: FileKey): Promise<boolean> {
   const version = await d.store.version(head.cid, head.head);
+  const wanted = storageKeyOf(key);
   return fileReferencesOf(version?.aspects.svcFiles).some((r) => {
     const k = fileKeyOfUri(r.fileUri);
-    return k !== null && k.space === key.space && k.host === key.host && k.path === key.path;
+    return k !== null && storageKeyOf(k) === wanted;
   });
 }
 
