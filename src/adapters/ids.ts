@@ -1,4 +1,3 @@
-import { monotonicFactory } from 'ulid';
 import { randomFillSync } from 'node:crypto';
 
 /**
@@ -30,14 +29,35 @@ export function pooledRandomBytes(n: number): Buffer {
   return Buffer.from(pool.subarray(at, at + n));
 }
 
-/** ulid's PRNG contract: a float in [0, 1), here from the pooled cryptographic bytes. */
-const prng = () => pool.readUInt32LE(take(4)) / 0x100000000;
-const ulid = monotonicFactory(prng);
+const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+/**
+ * A ULID (26 Crockford base32 characters: 48 bits of time in ms, 80 random bits) whose random
+ * part is drawn anew for every key, from the pooled cryptographic bytes. Not ulid's
+ * `monotonicFactory`: within a millisecond it made each key the previous one plus 1, so a
+ * caller's own keys named the keys minted just before and after them, those of content it may
+ * not read included, and told how many keys others minted in between (SECURITY.md: content and
+ * version keys). Keys of one millisecond are therefore in no particular order; nothing sorts them
+ * within a millisecond.
+ */
+function randomUlid(now = Date.now()): string {
+  let time = '';
+  for (let i = 0, t = now; i < 10; i++, t = Math.floor(t / 32)) time = CROCKFORD[t % 32] + time;
+  const at = take(10);
+  let rand = '';
+  // 80 bits as 16 characters: two 40-bit halves, 8 characters each.
+  for (let half = 0; half < 2; half++) {
+    let v = pool.readUIntBE(at + half * 5, 5);
+    let chars = '';
+    for (let i = 0; i < 8; i++, v = Math.floor(v / 32)) chars = CROCKFORD[v % 32] + chars;
+    rand += chars;
+  }
+  return time + rand;
+}
 
 /** A new content key: a ULID, URL-safe, without `:` or `/` (CONTRACT §5). */
-export const newContentKey = (): string => ulid();
-/** A new version key, sortable by creation. */
-export const newVersionKey = (): string => ulid();
+export const newContentKey = (): string => randomUlid();
+/** A new version key: a ULID, in creation order across milliseconds. */
+export const newVersionKey = (): string => randomUlid();
 /** A command id, recorded by the commit so that a replay is idempotent. */
 export const newCommandId = (): string => randomId(12);
 /**
