@@ -50,6 +50,8 @@ export interface ListedDraft {
 
 /** Contents (of one partition) or aliases read by one call to Redis where many are read at once: each call is short, however many are asked. */
 const BATCH = 256;
+/** Keys asked of a catalog per step of its scan. */
+const CATALOG_SCAN = 1000;
 
 export type CommitResult = { outcome: CommitOutcome.Committed | CommitOutcome.LeaseLost } | { outcome: CommitOutcome.RevisionMoved; rev: number };
 
@@ -349,19 +351,29 @@ export class ContentStore {
   // ---- catalog (re-indexing) ----
 
   /**
-   * One step of a cursor scan of a partition's catalog (every content that was ever committed,
-   * deleted ones included), or of its catalog of one type: the next cursor ('0' when done) and
-   * some content keys. A content in the catalog all along is returned at least once.
+   * Every content key of a partition's catalog (every content that was ever committed, deleted
+   * ones included), or of its catalogs of some types: distinct, in content-key order. The order
+   * is a function of the keys returned alone: a scan's own order (ZSCAN, SSCAN) follows the hash
+   * table, whose size every other key of the partition decides. A content in the catalog all
+   * along is returned; one added or removed meanwhile may or may not be.
    */
-  async scanCatalog(partition: number, cursor: string, count: number, type?: string): Promise<[string, string[]]> {
-    if (type !== undefined) {
-      const [next, cids] = await this.redis.sscan(keys.catalogOfType(partition, type), cursor, 'COUNT', count);
-      return [next, cids];
+  async catalogKeys(partition: number, types?: readonly string[]): Promise<string[]> {
+    const found = new Set<string>();
+    for (const type of types ?? [undefined]) {
+      let cursor = '0';
+      do {
+        if (type === undefined) {
+          const [next, flat] = await this.redis.zscan(keys.catalog(partition), cursor, 'COUNT', CATALOG_SCAN);
+          for (let i = 0; i < flat.length; i += 2) found.add(flat[i]);
+          cursor = next;
+        } else {
+          const [next, cids] = await this.redis.sscan(keys.catalogOfType(partition, type), cursor, 'COUNT', CATALOG_SCAN);
+          for (const cid of cids) found.add(cid);
+          cursor = next;
+        }
+      } while (cursor !== '0');
     }
-    const [next, flat] = await this.redis.zscan(keys.catalog(partition), cursor, 'COUNT', count);
-    const cids: string[] = [];
-    for (let i = 0; i < flat.length; i += 2) cids.push(flat[i]);
-    return [next, cids];
+    return [...found].sort();
   }
 
   /** Content keys of a partition changed between `from` and `to` (epoch ms, inclusive). */

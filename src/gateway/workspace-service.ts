@@ -79,7 +79,10 @@ export class WorkspaceService {
     const user = await this.content.authenticate(x);
     const ws = this.workspace(p);
     const drafts: Record<string, object> = {};
-    const members = await this.d.store.workspaceMembers(ws);
+    // In content-key order: a Redis set's own order depends on the size of its hash table, so
+    // drafts the caller may not read reordered those it may (the listing told that hidden drafts
+    // were added, and roughly how many).
+    const members = (await this.d.store.workspaceMembers(ws)).sort();
     // The drafts' summaries, not the drafts: a listing costs in proportion to its answer (40
     // drafts of 8 MB were decoded in full, 4-5 s of this thread, for an answer of 2 KB).
     const found = await this.d.store.workspaceDrafts(ws, members);
