@@ -217,6 +217,45 @@ export function compareIds(a: { ms: number; seq: number }, b: { ms: number; seq:
   return a.ms - b.ms || a.seq - b.seq;
 }
 
+/** An entry of a partition's event stream, where the feed orders it. */
+export interface FeedEntryId {
+  p: number;
+  ms: number;
+  seq: number;
+}
+
+/**
+ * The feed's order across partitions: by millisecond, then partition, then the stream's own
+ * order. Not by the stream id alone: its `seq` counts every entry of the partition in that
+ * millisecond, those of content the caller may not read included, so one hidden commit put the
+ * caller's own event after its event of another partition in the same millisecond.
+ */
+export function compareFeedOrder(a: FeedEntryId, b: FeedEntryId): number {
+  return a.ms - b.ms || a.p - b.p || a.seq - b.seq;
+}
+
+/**
+ * Which entries may be ordered now, while some partitions have more to read: an entry of
+ * partition p is placed once no partition still being read can bring one before it in the feed's
+ * order. `unread` holds, per partition still being read, the last id read there (what comes
+ * next there is later); `readyBefore(p)` answers the bound for entries of p (null: none).
+ */
+export function feedOrderBound(unread: readonly FeedEntryId[]): (p: number) => { ms: number; p: number } | null {
+  let first: FeedEntryId | null = null;
+  let second: FeedEntryId | null = null;
+  for (const u of unread) {
+    if (!first || compareFeedOrder(u, first) < 0) {
+      second = first;
+      first = u;
+    } else if (!second || compareFeedOrder(u, second) < 0) second = u;
+  }
+  return (p) => (first && first.p !== p ? first : second);
+}
+
+/** Is an entry before a bound of `feedOrderBound` (it may be placed)? */
+export const beforeBound = (e: FeedEntryId, bound: { ms: number; p: number } | null): boolean =>
+  bound === null || e.ms < bound.ms || (e.ms === bound.ms && e.p < bound.p);
+
 export function parseStreamId(id: string): { ms: number; seq: number } {
   const dash = id.indexOf('-');
   return { ms: Number(id.slice(0, dash)), seq: Number(id.slice(dash + 1)) };

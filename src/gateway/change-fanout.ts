@@ -1,7 +1,17 @@
 import type { Settings } from '../../config/settings.js';
 import type { Logger } from '../adapters/log.js';
 import { connectRedis, keys, type RedisClient } from '../adapters/redis.js';
-import { type ChangeFilter, compareIds, type StreamPosition, streamIdOf } from '../content/change-events.js';
+import {
+  beforeBound,
+  type ChangeFilter,
+  compareFeedOrder,
+  compareIds,
+  type FeedEntryId,
+  feedOrderBound,
+  parseStreamId,
+  type StreamPosition,
+  streamIdOf,
+} from '../content/change-events.js';
 import type { Principal } from '../content/permissions.js';
 import { sleep } from '../wait.js';
 import type { ChangeSource, Delivered, ResolvedEntry } from './change-source.js';
@@ -9,6 +19,8 @@ import type { ChangeSource, Delivered, ResolvedEntry } from './change-source.js'
 /** Entries kept per partition for subscribers that attach after a catch-up read. */
 const BUFFER_PER_PARTITION = 256;
 const BLOCK_MS = 2000;
+/** Entries read from each stream at most per read. */
+const READ_COUNT = 1000;
 
 /**
  * Where one subscriber's events go: `write` takes a batch and answers false while the client is
@@ -234,29 +246,56 @@ export class ChangeFanout {
 
   private async read(conn: RedisClient, parts: number[], last: string[]): Promise<void> {
     const streams = parts.map((p) => keys.events(p));
+    /** Per stream: entries read and not yet offered (a stream read only in part may still bring one before them). */
+    const held: ResolvedEntry[][] = parts.map(() => []);
     while (this.running) {
       let res: [Buffer, [Buffer, Buffer[]][]][] | null;
+      const holding = held.some((h) => h.length > 0);
       try {
-        res = (await conn.xreadBuffer('COUNT', 1000, 'BLOCK', BLOCK_MS, 'STREAMS', ...streams, ...parts.map((p) => last[p]))) as typeof res;
+        // While entries are held, their stream has more (or had exactly READ_COUNT): no wait.
+        res = (await (holding
+          ? conn.xreadBuffer('COUNT', READ_COUNT, 'STREAMS', ...streams, ...parts.map((p) => last[p]))
+          : conn.xreadBuffer('COUNT', READ_COUNT, 'BLOCK', BLOCK_MS, 'STREAMS', ...streams, ...parts.map((p) => last[p])))) as typeof res;
       } catch (e) {
         if (!this.running) return;
         this.log.warn({ err: String(e) }, 'change feed lost the event stream; reading again');
         await sleep(500);
         continue;
       }
-      if (!res) continue;
+      if (!res && !holding) continue;
       let resolved: ResolvedEntry[][];
       try {
-        resolved = await Promise.all(res.map(([stream, raw]) => this.source.resolve(parts[streams.indexOf(stream.toString())], raw)));
+        resolved = await Promise.all((res ?? []).map(([stream, raw]) => this.source.resolve(parts[streams.indexOf(stream.toString())], raw)));
       } catch (e) {
         // Snapshots could not be read (Redis failing): read the same entries again.
         this.log.warn({ err: String(e) }, 'change feed could not read snapshots; retrying');
         await sleep(500);
         continue;
       }
+      // A stream that gave READ_COUNT entries may have more: what it brings next may come before
+      // entries of other streams in the feed's order, so those wait for it (the order of a
+      // caller's events never depends on how many entries it may not read were read with them).
+      const unread: FeedEntryId[] = [];
+      (res ?? []).forEach(([stream, raw], k) => {
+        const i = streams.indexOf(stream.toString());
+        held[i].push(...resolved[k]);
+        if (!raw.length) return;
+        last[parts[i]] = raw[raw.length - 1][0].toString();
+        if (raw.length >= READ_COUNT) {
+          const { ms, seq } = parseStreamId(last[parts[i]]);
+          unread.push({ p: parts[i], ms, seq });
+        }
+      });
+      const boundOf = feedOrderBound(unread);
+      const ready: ResolvedEntry[] = [];
+      held.forEach((h, i) => {
+        const bound = boundOf(parts[i]);
+        let n = 0;
+        while (n < h.length && beforeBound(h[n], bound)) n++;
+        if (n) ready.push(...h.splice(0, n));
+      });
       // One offer per read: a subscriber gets what came meanwhile in one write.
-      this.dispatch(resolved.flat());
-      for (const [stream, raw] of res) if (raw.length) last[parts[streams.indexOf(stream.toString())]] = raw[raw.length - 1][0].toString();
+      this.dispatch(ready.sort(compareFeedOrder));
     }
   }
 
@@ -295,7 +334,8 @@ export class ChangeFanout {
       const d = compareIds(pos, this.covered[p]);
       if (d < 0 || (d === 0 && pos.sub > 0)) return false;
     }
-    for (const buf of this.buffers) s.offer(buf);
+    // In the feed's order, as a page would give them (not partition by partition).
+    s.offer(this.buffers.flat().sort(compareFeedOrder));
     // Caught up: where it lags the fan-out's position, nothing lies between (what did is in the
     // buffers and was just offered), so it moves up to it and shares its cursors from now on.
     for (let p = 0; p < this.source.partitions; p++) {

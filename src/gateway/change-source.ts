@@ -6,7 +6,19 @@ import { AppError } from '../errors.js';
 import type { ContentStore } from '../adapters/content-store.js';
 import { keys, type RedisClient } from '../adapters/redis.js';
 import { changeKeys } from '../actors/timestate-schedule.js';
-import { type ChangeEvent, type ChangeFilter, compareIds, matchesFilter, parseStreamId, type StreamPosition, streamIdOf } from '../content/change-events.js';
+import {
+  beforeBound,
+  type ChangeEvent,
+  type ChangeFilter,
+  compareFeedOrder,
+  compareIds,
+  type FeedEntryId,
+  feedOrderBound,
+  matchesFilter,
+  parseStreamId,
+  type StreamPosition,
+  streamIdOf,
+} from '../content/change-events.js';
 import type { Snapshot } from '../content/model.js';
 import type { Principal } from '../content/permissions.js';
 import type { Reads } from './reads.js';
@@ -271,15 +283,15 @@ export class ChangeSource {
   }
 
   /**
-   * One page for a caller from `positions`: the first `limit` events it may receive, in the order
-   * of their stream ids across partitions, examining at most about `budget` entries (a caller
+   * One page for a caller from `positions`: the first `limit` events it may receive, in the feed's
+   * order across partitions (compareFeedOrder), examining at most about `budget` entries (a caller
    * that may see little of a busy feed gets a short or empty page with an advanced cursor rather
    * than a request that runs for minutes).
    *
    * Which events a page holds depends only on the events the caller receives, never on entries
-   * it may not read (CONTRACT §20): entries are taken in id order up to the bound below which
-   * every partition still being read has been read, so an entry it may not read never pushes
-   * one it may out of a page. The partitions are read in rounds, each partition that is running
+   * it may not read (CONTRACT §20): entries are taken in the feed's order once no partition
+   * still being read can bring one before them, so an entry it may not read never pushes one it
+   * may out of a page, nor reorders them. The partitions are read in rounds, each partition that is running
    * low taking its share of what the page still misses; what a round reads past the page is read
    * again by the next page (resolved entries are cached).
    */
@@ -305,21 +317,23 @@ export class ChangeSource {
         if (got.length) from[p] = { ms: got[got.length - 1].ms, seq: got[got.length - 1].seq, sub: 0 };
         if (got.length < count) ended[p] = true;
       });
-      // Every entry up to the last one read of the partition that is least far is in hand, in
-      // every partition: below it the order is the streams' own, whatever the caller may read.
-      let bound: { ms: number; seq: number } | null = null;
+      // An entry is taken once no partition still being read can bring one before it in the
+      // feed's order: what is taken is in that order, whatever the caller may read.
+      const unread: FeedEntryId[] = [];
       for (let p = 0; p < P; p++) {
         if (ended[p]) continue;
         const last = held[p][held[p].length - 1] ?? from[p];
-        if (bound === null || compareIds(last, bound) < 0) bound = last;
+        unread.push({ p, ms: last.ms, seq: last.seq });
       }
+      const boundOf = feedOrderBound(unread);
       const ready: ResolvedEntry[] = [];
       for (let p = 0; p < P; p++) {
+        const bound = boundOf(p);
         let n = 0;
-        while (n < held[p].length && (bound === null || compareIds(held[p][n], bound) <= 0)) n++;
+        while (n < held[p].length && beforeBound(held[p][n], bound)) n++;
         ready.push(...held[p].splice(0, n));
       }
-      ready.sort((a, b) => compareIds(a, b) || a.p - b.p);
+      ready.sort(compareFeedOrder);
       let full = false;
       for (const entry of ready) {
         if (!this.consume(entry, pos, principal, filter, out, limit, batch)) {

@@ -1,7 +1,11 @@
 import { expect } from 'chai';
 import { mayRead } from '../../src/content/visibility.js';
 import {
+  beforeBound,
   boundariesOf,
+  compareFeedOrder,
+  type FeedEntryId,
+  feedOrderBound,
   boundaryHolds,
   changesOf,
   decodePositions,
@@ -229,6 +233,56 @@ describe('change feed domain (CONTRACT §13)', () => {
     for (let k = 0; k < 130; k++) next.add(at(k));
     expect((await next.sealed()).map((c) => seal.decode(c)[0])).to.deep.equal(Array.from({ length: 130 }, (_, k) => at(k)[0]));
     await stopSealingThread();
+  });
+
+  it('the feed order: entries read in parts of any size, across partitions, come out as one sorted list (compareFeedOrder, feedOrderBound)', () => {
+    // Pages and the fan-out read each partition's stream in parts and place an entry once no
+    // partition still being read can bring one before it; whatever the parts, the result must be
+    // the entries sorted by (ms, partition, seq), so hidden entries (which change where the parts
+    // end) never reorder the others.
+    for (let round = 0; round < 200; round++) {
+      const P = 1 + Math.floor(Math.random() * 6);
+      const streams: FeedEntryId[][] = Array.from({ length: P }, (_, p) => {
+        const out: FeedEntryId[] = [];
+        let ms = 1000;
+        let seq = 0;
+        for (let n = Math.floor(Math.random() * 40); n > 0; n--) {
+          if (Math.random() < 0.5) {
+            ms += Math.floor(Math.random() * 3) + 1;
+            seq = 0;
+          } else seq++;
+          out.push({ p, ms, seq });
+        }
+        return out;
+      });
+      const next = streams.map(() => 0);
+      const held: FeedEntryId[][] = streams.map(() => []);
+      const placed: FeedEntryId[] = [];
+      for (let guard = 0; placed.length < streams.flat().length; guard++) {
+        expect(guard, 'progress').to.be.lessThan(10_000);
+        // Each partition gives a part of any size; one that gave a full part may have more.
+        const unread: FeedEntryId[] = [];
+        for (let p = 0; p < P; p++) {
+          const count = 1 + Math.floor(Math.random() * 5);
+          const part = streams[p].slice(next[p], next[p] + count);
+          next[p] += part.length;
+          held[p].push(...part);
+          if (part.length === count && next[p] <= streams[p].length) {
+            const last = streams[p][next[p] - 1];
+            if (next[p] < streams[p].length || Math.random() < 0.5) unread.push(last);
+          }
+        }
+        const boundOf = feedOrderBound(unread);
+        const ready: FeedEntryId[] = [];
+        for (let p = 0; p < P; p++) {
+          let n = 0;
+          while (n < held[p].length && beforeBound(held[p][n], boundOf(p))) n++;
+          ready.push(...held[p].splice(0, n));
+        }
+        placed.push(...ready.sort(compareFeedOrder));
+      }
+      expect(placed).to.deep.equal(streams.flat().sort(compareFeedOrder));
+    }
   });
 
   it('time-state boundaries: those ahead that change visibility; a changed one no longer holds', () => {
