@@ -415,6 +415,17 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
     expect(checkSearchParams(new URLSearchParams({ facet: 'true', 'facet.field': 'id' })).engine.getAll('facet.mincount')).to.deep.equal(['1']);
   });
 
+  it('breaks every tie of the sort, and of the order within a group, by the document id (SECURITY.md: tied results)', () => {
+    const engine = (params: Record<string, string>) => checkSearchParams(new URLSearchParams(params)).engine;
+    expect(engine({ q: 'x' }).getAll('sort')).to.deep.equal(['score desc,id asc']);
+    expect(engine({ q: 'x', sort: 'n_i desc' }).getAll('sort')).to.deep.equal(['n_i desc,id asc']);
+    expect(engine({ q: 'x', sort: 'score asc, n_i desc' }).getAll('sort')).to.deep.equal(['score asc, n_i desc,id asc']);
+    // An id already in the sort decides every tie after it.
+    expect(engine({ q: 'x', sort: 'id desc,n_i asc' }).getAll('sort')).to.deep.equal(['id desc,n_i asc']);
+    expect(engine({ q: 'x', group: 'true', 'group.field': 'a_s' }).getAll('group.sort')).to.deep.equal(['score desc,id asc']);
+    expect(engine({ q: 'x' }).has('group.sort')).to.equal(false);
+  });
+
   describe('range facets: at most SEARCH_MAX_RANGE_BUCKETS buckets a request, counted before anything reaches the engine', () => {
     // A fixed NOW, so that date math counts the same whenever the test runs.
     const NOW = Date.UTC(2024, 0, 15, 12, 30, 0);

@@ -640,6 +640,19 @@ const FIELD_USES: Readonly<Record<string, string>> = {
   'stats.field': 'a stats field',
 };
 
+/**
+ * Results that tie on the sort (every result of a constant-score query, equal values of a field)
+ * come in the engine's document order, which follows its segments and their merges; the merge
+ * policy merges by size, so segments of content the caller may not read reordered the caller's
+ * own results. Every sort, and the order within a group, therefore ends with the document's id.
+ */
+function breakTiesById(engine: URLSearchParams): void {
+  const sort = engine.get('sort');
+  if (!sort) engine.set('sort', 'score desc,id asc');
+  else if (!namedFields('sort', sort).includes('id')) engine.set('sort', `${sort},id asc`);
+  if (['true', 'on'].includes(engine.get('group') ?? '')) engine.set('group.sort', 'score desc,id asc');
+}
+
 /** The field names a facet.field, facet.pivot, facet.range, sort, group.field or stats.field value names (`score` is no field). */
 function namedFields(key: string, value: string): string[] {
   if (key === 'sort')
@@ -853,6 +866,7 @@ export function checkSearchParams(
   if (schema) checkFieldUses(engine, schema);
   // Facets count only the result: a term with no document in it is never listed.
   if (!engine.has('facet.mincount')) engine.set('facet.mincount', '1');
+  breakTiesById(engine);
   // Every search has a time: the caller's, at most the default (0 would be none to the engine).
   const asked = Number(engine.get('timeAllowed') ?? 0);
   engine.set('timeAllowed', String(asked > 0 ? Math.min(asked, limits.timeAllowedMs) : limits.timeAllowedMs));
