@@ -19,6 +19,10 @@ import type { ChangeSource, Delivered, ResolvedEntry } from './change-source.js'
 /** Entries kept per partition for subscribers that attach after a catch-up read. */
 const BUFFER_PER_PARTITION = 256;
 const BLOCK_MS = 2000;
+/** An offer that took this long (ms) paces the next read (ChangeFanout.read). */
+const PACE_FROM_MS = 10;
+/** The longest pause between reads, whatever the offers cost. */
+const PACE_MAX_MS = 100;
 /** Entries read from each stream at most per read. */
 const READ_COUNT = 1000;
 
@@ -295,7 +299,15 @@ export class ChangeFanout {
         if (n) ready.push(...h.splice(0, n));
       });
       // One offer per read: a subscriber gets what came meanwhile in one write.
+      const started = performance.now();
       this.dispatch(ready.sort(compareFeedOrder));
+      // An offer costs a write per subscriber, however few events it carries: with thousands of
+      // subscribers, reading again at once would spend the event loop on offers of one event
+      // each. After an offer that took long, the next read waits twice as long, so offers take
+      // at most a third of the loop and carry what came meanwhile (a delay of about the offer's
+      // own duration, which a few subscribers never see).
+      const took = performance.now() - started;
+      if (took >= PACE_FROM_MS) await sleep(Math.min(PACE_MAX_MS, 2 * took));
     }
   }
 

@@ -39,6 +39,8 @@ export interface ResolvedEntry {
   cursors?: string[];
   /** Each of `changes` as JSON without its opening brace, made when first delivered. */
   rests?: string[];
+  /** Each of `changes` as delivered with `cursors`: one object, and its bytes, for every subscriber that shares them. */
+  shared?: Delivered[];
 }
 
 /**
@@ -47,8 +49,12 @@ export interface ResolvedEntry {
  * entry read and shared by every caller it is delivered to.
  */
 export class Delivered {
+  /** Its JSON and its server-sent event, made when first sent. */
+  private text?: string;
+  private frame?: string;
+
   constructor(
-    /** Set when the page it is in is sealed (CursorBatch), for an event of a page. */
+    /** Set when the page it is in is sealed (CursorBatch), for an event of a page: before it is first sent. */
     public cursor: string,
     readonly event: ChangeEvent,
     /** The event's JSON without its opening brace. */
@@ -59,9 +65,21 @@ export class Delivered {
     return this.event.kind;
   }
 
-  /** As JSON.stringify({ cursor, ...event }) would write it (a cursor is base64url: nothing to escape). */
+  /**
+   * As JSON.stringify({ cursor, ...event }) would write it (a cursor is base64url: nothing to
+   * escape). Made once: live subscribers whose position is the fan-out's share one Delivered per
+   * event (ChangeSource.consume), so 10,000 of them send the same string rather than each make
+   * one of about a kilobyte.
+   */
   json(): string {
-    return `{"cursor":"${this.cursor}",${this.rest}`;
+    this.text ??= `{"cursor":"${this.cursor}",${this.rest}`;
+    return this.text;
+  }
+
+  /** Its server-sent event (`id`, `event`, `data`), made once. */
+  sse(): string {
+    this.frame ??= `id: ${this.cursor}\nevent: ${this.kind}\ndata: ${this.json()}\n\n`;
+    return this.frame;
   }
 }
 
@@ -117,6 +135,9 @@ export class ChangeSource {
   });
   private sealing?: Promise<CursorSeal>;
   private seal?: CursorSeal;
+  /** The read of `info` under way, and the one the callers that came meanwhile wait for. */
+  private infoRunning: Promise<StreamInfo[]> | null = null;
+  private infoNext: Promise<StreamInfo[]> | null = null;
 
   constructor(
     private readonly redis: RedisClient,
@@ -187,8 +208,33 @@ export class ChangeSource {
     return this.resolve(p, raw);
   }
 
-  /** XINFO STREAM of every partition, with what retention removed (a stream that does not exist yet: nothing added or removed). */
-  async info(): Promise<StreamInfo[]> {
+  /**
+   * XINFO STREAM of every partition, with what retention removed (a stream that does not exist
+   * yet: nothing added or removed), read after the call: every subscriber, page and resumed
+   * stream asks it (128 commands with 64 partitions). Callers that come while a read is under
+   * way share the next one, never the one under way (it began before them, and may not see a
+   * trim they must), so 10,000 clients reconnecting at once make a few reads, not 10,000.
+   */
+  info(): Promise<StreamInfo[]> {
+    if (!this.infoRunning) return this.runInfo();
+    this.infoNext ??= this.infoRunning
+      .catch(() => undefined)
+      .then(() => {
+        this.infoNext = null;
+        return this.runInfo();
+      });
+    return this.infoNext;
+  }
+
+  private runInfo(): Promise<StreamInfo[]> {
+    const run: Promise<StreamInfo[]> = this.readInfo().finally(() => {
+      if (this.infoRunning === run) this.infoRunning = null;
+    });
+    this.infoRunning = run;
+    return run;
+  }
+
+  private readInfo(): Promise<StreamInfo[]> {
     return Promise.all(
       Array.from({ length: this.partitions }, async (_, p) => {
         const [reply, trimmed] = await Promise.all([
@@ -264,8 +310,15 @@ export class ChangeSource {
         return false;
       }
       let cursor = '';
-      if (Array.isArray(cursors)) cursor = cursors[i];
-      else {
+      if (Array.isArray(cursors)) {
+        entry.shared ??= [];
+        const shared = entry.shared[i];
+        if (shared) {
+          out.push(shared);
+          continue;
+        }
+        cursor = cursors[i];
+      } else {
         pos[entry.p] = { ms: entry.ms, seq: entry.seq, sub: i + 1 === entry.changes.length ? 0 : i + 1 };
         if (cursors) cursors.add(pos);
         else cursor = this.cursors.encode(pos);
@@ -276,7 +329,9 @@ export class ChangeSource {
         rest = JSON.stringify(c).slice(1);
         entry.rests[i] = rest;
       }
-      out.push(new Delivered(cursor, c, rest));
+      const delivered = new Delivered(cursor, c, rest);
+      if (Array.isArray(cursors)) entry.shared![i] = delivered;
+      out.push(delivered);
     }
     pos[entry.p] = { ms: entry.ms, seq: entry.seq, sub: 0 };
     return true;

@@ -342,11 +342,14 @@ export class ChangesService {
     return new Promise<void>((resolve) => {
       let ended = false;
       let lastWrite = Date.now();
-      const write = (chunk: string): boolean => {
+      /** Writes in one cork (one send): a comment, or each event's frame. False when the client is behind. */
+      const write = (comment: string | null, batch?: readonly Delivered[]): boolean => {
         if (ended || x.aborted) return true;
         let ok = true;
         res.cork(() => {
-          ok = res.write(chunk);
+          // One write: each write to a socket that is behind makes uWS try to send all it holds.
+          if (comment !== null) ok = res.write(comment);
+          else ok = res.write(batch!.length === 1 ? batch![0].sse() : batch!.map((e) => e.sse()).join(''));
         });
         lastWrite = Date.now();
         return ok;
@@ -365,7 +368,7 @@ export class ChangesService {
         resolve();
       };
       const sink: FeedSink = {
-        write: (batch) => write(batch.map((e) => `id: ${e.cursor}\nevent: ${e.kind}\ndata: ${e.json()}\n\n`).join('')),
+        write: (batch) => write(null, batch),
         close: (reason) => finish(reason === 'slow' || reason === 'failed'),
       };
       const sub = new FeedSubscriber(this.fanout, principal, filter, positions, sink, this.d.settings.CHANGES_SUBSCRIBER_BUFFER);
