@@ -14,6 +14,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { WebSocket } from 'ws';
 import http from 'node:http';
+import net from 'node:net';
 import { readFileSync } from 'node:fs';
 import { freePort, startRedisServer } from '../src/dev/redis-server.js';
 import { latencyOf, login, result, platformArgs } from './lib.js';
@@ -36,8 +37,15 @@ interface Sub {
   close(): void;
 }
 
-/** Opens one subscriber; `onEvent` gets each event's `time` (ms). */
-function subscribe(transport: 'sse' | 'ws', root: string, token: string, since: string, onEvent: (time: number) => void): Promise<Sub> {
+const EVENT_LINE = Buffer.from('\nevent: ');
+
+/**
+ * Opens one subscriber; `onEvent` gets each event's `time` (ms), or NaN when the subscriber is
+ * not `sampled`: then its events are only counted, on the bytes of a bare socket (SSE) or per
+ * message (WebSocket), so that the load generator spends little on each of 10,000 streams (it
+ * shares the machine's two cores with the platform).
+ */
+function subscribe(transport: 'sse' | 'ws', root: string, token: string, since: string, sampled: boolean, onEvent: (time: number) => void): Promise<Sub> {
   if (transport === 'ws') {
     return new Promise((resolve, reject) => {
       const ws = new WebSocketCtor(`${root.replace('http', 'ws')}/content-service/changes/ws`);
@@ -46,11 +54,34 @@ function subscribe(transport: 'sse' | 'ws', root: string, token: string, since: 
         resolve({ close: () => ws.terminate() });
       });
       ws.on('message', (data) => {
+        if (!sampled) return onEvent(Number.NaN);
         const s = String(data);
         const at = s.indexOf('"time":"');
         onEvent(Date.parse(s.slice(at + 8, at + 32)));
       });
       ws.on('error', (e) => reject(e));
+    });
+  }
+  if (!sampled) {
+    // A bare socket: no HTTP client, no decoding. Each event has one `event:` line; one cut by a
+    // chunk's end is found with the next chunk.
+    return new Promise((resolve, reject) => {
+      const { hostname, port } = new URL(root);
+      const socket = net.connect(Number(port), hostname, () => {
+        socket.write(`GET /content-service/changes?since=${since}&feed=sse HTTP/1.1\r\nHost: ${hostname}\r\nX-Auth-Token: ${token}\r\n\r\n`);
+        resolve({ close: () => socket.destroy() });
+      });
+      let tail = Buffer.alloc(0);
+      socket.on('data', (chunk: Buffer) => {
+        const b = tail.length ? Buffer.concat([tail, chunk]) : chunk;
+        let end = 0;
+        for (let at = b.indexOf(EVENT_LINE); at >= 0; at = b.indexOf(EVENT_LINE, end)) {
+          onEvent(Number.NaN);
+          end = at + EVENT_LINE.length;
+        }
+        tail = Buffer.from(b.subarray(Math.max(end, b.length - EVENT_LINE.length + 1)));
+      });
+      socket.on('error', reject);
     });
   }
   return new Promise((resolve, reject) => {
@@ -135,7 +166,7 @@ async function main(): Promise<void> {
         for (let i = 0; i < n; i++) {
           const sampled = i < SAMPLED;
           subs.push(
-            await subscribe(transport, root, token, since, (t) => {
+            await subscribe(transport, root, token, since, sampled, (t) => {
               delivered++;
               if (sampled) lat.push(Date.now() - t);
             }),
