@@ -1,9 +1,8 @@
 import { expect } from 'chai';
 import { partitionOf } from '../../src/adapters/ids.js';
 import { keys } from '../../src/adapters/redis.js';
-import { startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.js';
 import { bulk } from '../bulk/ndjson.js';
-import { Client, startTestPlatform } from '../support/platform.js';
+import { Client, startIsolatedPlatform } from '../support/platform.js';
 import { wsSession } from './feed-clients.js';
 
 /**
@@ -19,26 +18,20 @@ import { wsSession } from './feed-clients.js';
  */
 describe('change feed: the order of a caller own events tells nothing of hidden commits', function () {
   this.timeout(120_000);
-  let p: Awaited<ReturnType<typeof startTestPlatform>>;
+  let p: Awaited<ReturnType<typeof startIsolatedPlatform>>;
   let editor: Client;
   let sports: Client;
   const owners = (o: string[]) => ({ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: o } } });
   const keyOf = (id: string) => id.replace('contentid/', '');
 
-  let redis: RedisServerHandle;
-
   before(async () => {
     // A Redis of its own: the first case sets streams' last ids an hour ahead, and every later
     // entry of those streams would carry that time (other tests read times off stream ids).
-    redis = await startRedisServer({ appendonly: false });
-    p = await startTestPlatform({ REDIS_URL: redis.url });
+    p = await startIsolatedPlatform();
     editor = await new Client(p.base).login('editor');
     sports = await new Client(p.base).login('sportseditor');
   });
-  after(async () => {
-    await p?.stop();
-    await redis?.stop();
-  });
+  after(async () => p?.stop());
 
   it('a culture commit in the same millisecond does not reorder the sportseditor own events', async () => {
     const P = p.settings.PARTITIONS;

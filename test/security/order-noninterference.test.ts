@@ -1,8 +1,7 @@
 import { expect } from 'chai';
 import { partitionOf } from '../../src/adapters/ids.js';
-import { startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.js';
 import { bulk } from '../bulk/ndjson.js';
-import { Client, startTestPlatform } from '../support/platform.js';
+import { Client, startIsolatedPlatform } from '../support/platform.js';
 
 /**
  * What a caller's own keys and the order of its own answers tell about content it may not read
@@ -16,8 +15,7 @@ import { Client, startTestPlatform } from '../support/platform.js';
  */
 describe('security: keys and the order of answers tell nothing of content the caller may not read', function () {
   this.timeout(180_000);
-  let redis: RedisServerHandle;
-  let p: Awaited<ReturnType<typeof startTestPlatform>>;
+  let p: Awaited<ReturnType<typeof startIsolatedPlatform>>;
   let editor: Client;
   let sports: Client;
   const T = `on${Date.now().toString(36)}`;
@@ -36,15 +34,11 @@ describe('security: keys and the order of answers tell nothing of content the ca
 
   before(async () => {
     // A private Redis: the export reads every partition there is (default PARTITIONS, 8).
-    redis = await startRedisServer({ appendonly: false });
-    p = await startTestPlatform({ REDIS_URL: redis.url });
+    p = await startIsolatedPlatform();
     editor = await new Client(p.base).login('editor');
     sports = await new Client(p.base).login('sportseditor');
   });
-  after(async () => {
-    await p?.stop();
-    await redis?.stop();
-  });
+  after(async () => p?.stop());
 
   it('the keys next to a caller own are not the keys of content it may not read', async () => {
     const ALPHABET = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';

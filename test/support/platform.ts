@@ -5,6 +5,7 @@ import { loadSettings, type Settings } from '../../config/settings.js';
 import { createLogger } from '../../src/adapters/log.js';
 import { startPlatform, type Platform, type Role } from '../../src/main.js';
 import type { LifecycleHook } from '../../src/actors/content/lifecycle-hooks.js';
+import { startRedisServer } from '../../src/dev/redis-server.js';
 import { checkAnswersOf, stopCheckingAnswersOf } from './openapi-check.js';
 
 /**
@@ -43,6 +44,21 @@ export async function startTestPlatform(
     rmSync(filesDir, { recursive: true, force: true });
   };
   return Object.assign(p, { url: p.url ?? '', base: `${p.url}/content-service` });
+}
+
+/**
+ * A platform on a Redis of its own, stopped with it: for tests that read every partition (an
+ * export) or write to the event streams directly, which the shared Redis of the run must not see.
+ */
+export async function startIsolatedPlatform(overrides: Partial<Record<keyof Settings, string>> = {}): Promise<Awaited<ReturnType<typeof startTestPlatform>>> {
+  const redis = await startRedisServer({ appendonly: false });
+  const p = await startTestPlatform({ ...overrides, REDIS_URL: redis.url });
+  const stop = p.stop;
+  p.stop = async () => {
+    await stop();
+    await redis.stop();
+  };
+  return p;
 }
 
 /** The tests' HTTP client is the platform's typed client (src/client), so the two stay in step. */
