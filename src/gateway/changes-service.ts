@@ -41,8 +41,16 @@ const SSE_IDLE_MS = 9_000;
 const SSE_CHECK_MS = 5_000;
 /** A WebSocket must send its first message within this. */
 const WS_FIRST_MESSAGE_MS = 10_000;
-/** Bytes a WebSocket may hold unsent before its subscriber counts as behind. */
+/**
+ * Bytes a WebSocket may hold unsent before its subscriber counts as behind: WS_HIGH_WATER, or
+ * less when many subscribers share the process, so that all together hold at most about
+ * WS_BUFFERED_TOTAL (at 10,000 subscribers 256 KB each was up to 2.5 GB outside the V8 heap;
+ * the web process's RSS reached 1.5 GB), never less than WS_HIGH_WATER_MIN. What a subscriber
+ * cannot send waits in its queue, within CHANGES_SUBSCRIBER_BUFFER.
+ */
 const WS_HIGH_WATER = 256 * 1024;
+const WS_HIGH_WATER_MIN = 16 * 1024;
+const WS_BUFFERED_TOTAL = 256 * 1024 * 1024;
 /**
  * WebSocket close codes: a bad token, a bad first message, an expired cursor, a subscriber that
  * did not read or a user past CHANGES_MAX_STREAMS_PER_USER (429), a process past
@@ -108,7 +116,7 @@ export class ChangesService {
       maxPayloadLength: 1024 * 1024,
       idleTimeout: 120,
       sendPingsAutomatically: true,
-      // The sink sends nothing once WS_HIGH_WATER is buffered; this is only the outer bound. A
+      // The sink sends nothing once its high water is buffered; this is only the outer bound. A
       // message past it would be dropped (send answers 2): the socket is closed instead.
       maxBackpressure: 16 * 1024 * 1024,
       closeOnBackpressureLimit: 1,
@@ -434,16 +442,17 @@ export class ChangesService {
        */
       let pending: Delivered[] = [];
       /**
-       * Sends pending events one by one while the socket holds less than WS_HIGH_WATER (so uWS
+       * Sends pending events one by one while the socket holds less than its high water (so uWS
        * never has to drop one, CONTRACT §13); the rest waits for `drain`. True when all went and
        * the socket takes more. A message uWS dropped all the same (2) ends the socket as a
        * subscriber that did not read: the client resumes from the last event it received.
        */
       const flush = (): boolean => {
+        const highWater = Math.max(WS_HIGH_WATER_MIN, Math.min(WS_HIGH_WATER, Math.floor(WS_BUFFERED_TOTAL / Math.max(1, this.fanout.subscriberCount))));
         let sent = 0;
         let dropped = false;
         ws.cork(() => {
-          while (sent < pending.length && ws.getBufferedAmount() < WS_HIGH_WATER) {
+          while (sent < pending.length && ws.getBufferedAmount() < highWater) {
             if (ws.send(pending[sent].json(), false) === 2) {
               dropped = true;
               break;
@@ -457,7 +466,7 @@ export class ChangesService {
           data.sub?.close('slow');
           return true;
         }
-        return !pending.length && ws.getBufferedAmount() < WS_HIGH_WATER;
+        return !pending.length && ws.getBufferedAmount() < highWater;
       };
       data.drained = () => {
         if (flush()) data.sub?.writable();
