@@ -235,12 +235,15 @@ export function compareFeedOrder(a: FeedEntryId, b: FeedEntryId): number {
 }
 
 /**
- * Which entries may be ordered now, while some partitions have more to read: an entry of
- * partition p is placed once no partition still being read can bring one before it in the feed's
- * order. `unread` holds, per partition still being read, the last id read there (what comes
- * next there is later); `readyBefore(p)` answers the bound for entries of p (null: none).
+ * Takes out of `held` (entries read per partition, each list in stream order) those that may be
+ * placed now, in the feed's order: an entry of partition p is placed once no partition still
+ * being read can bring one before it. `unread` holds, per partition still being read, the last
+ * id read there (what comes next there is later). Pages and the fan-out both place entries so,
+ * so where reads happen to end (which entries the caller may not read decide) never reorders
+ * what a caller receives.
  */
-export function feedOrderBound(unread: readonly FeedEntryId[]): (p: number) => { ms: number; p: number } | null {
+export function takeInFeedOrder<T extends FeedEntryId>(held: T[][], unread: readonly FeedEntryId[]): T[] {
+  // The bound of partition p is the first unread position of another partition.
   let first: FeedEntryId | null = null;
   let second: FeedEntryId | null = null;
   for (const u of unread) {
@@ -249,12 +252,16 @@ export function feedOrderBound(unread: readonly FeedEntryId[]): (p: number) => {
       first = u;
     } else if (!second || compareFeedOrder(u, second) < 0) second = u;
   }
-  return (p) => (first && first.p !== p ? first : second);
+  const ready: T[] = [];
+  for (const h of held) {
+    if (!h.length) continue;
+    const bound = first && first.p !== h[0].p ? first : second;
+    let n = 0;
+    while (n < h.length && (bound === null || h[n].ms < bound.ms || (h[n].ms === bound.ms && h[n].p < bound.p))) n++;
+    if (n) ready.push(...h.splice(0, n));
+  }
+  return ready.sort(compareFeedOrder);
 }
-
-/** Is an entry before a bound of `feedOrderBound` (it may be placed)? */
-export const beforeBound = (e: FeedEntryId, bound: { ms: number; p: number } | null): boolean =>
-  bound === null || e.ms < bound.ms || (e.ms === bound.ms && e.p < bound.p);
 
 export function parseStreamId(id: string): { ms: number; seq: number } {
   const dash = id.indexOf('-');

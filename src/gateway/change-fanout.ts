@@ -2,12 +2,11 @@ import type { Settings } from '../../config/settings.js';
 import type { Logger } from '../adapters/log.js';
 import { connectRedis, keys, type RedisClient } from '../adapters/redis.js';
 import {
-  beforeBound,
   type ChangeFilter,
   compareFeedOrder,
   compareIds,
   type FeedEntryId,
-  feedOrderBound,
+  takeInFeedOrder,
   parseStreamId,
   type StreamPosition,
   streamIdOf,
@@ -267,9 +266,11 @@ export class ChangeFanout {
         continue;
       }
       if (!res && !holding) continue;
+      /** Each stream's index in `streams`. */
+      const at = (res ?? []).map(([stream]) => streams.indexOf(stream.toString()));
       let resolved: ResolvedEntry[][];
       try {
-        resolved = await Promise.all((res ?? []).map(([stream, raw]) => this.source.resolve(parts[streams.indexOf(stream.toString())], raw)));
+        resolved = await Promise.all((res ?? []).map(([, raw], k) => this.source.resolve(parts[at[k]], raw)));
       } catch (e) {
         // Snapshots could not be read (Redis failing): read the same entries again.
         this.log.warn({ err: String(e) }, 'change feed could not read snapshots; retrying');
@@ -280,8 +281,8 @@ export class ChangeFanout {
       // entries of other streams in the feed's order, so those wait for it (the order of a
       // caller's events never depends on how many entries it may not read were read with them).
       const unread: FeedEntryId[] = [];
-      (res ?? []).forEach(([stream, raw], k) => {
-        const i = streams.indexOf(stream.toString());
+      (res ?? []).forEach(([, raw], k) => {
+        const i = at[k];
         held[i].push(...resolved[k]);
         if (!raw.length) return;
         last[parts[i]] = raw[raw.length - 1][0].toString();
@@ -290,17 +291,10 @@ export class ChangeFanout {
           unread.push({ p: parts[i], ms, seq });
         }
       });
-      const boundOf = feedOrderBound(unread);
-      const ready: ResolvedEntry[] = [];
-      held.forEach((h, i) => {
-        const bound = boundOf(parts[i]);
-        let n = 0;
-        while (n < h.length && beforeBound(h[n], bound)) n++;
-        if (n) ready.push(...h.splice(0, n));
-      });
+      const ready = takeInFeedOrder(held, unread);
       // One offer per read: a subscriber gets what came meanwhile in one write.
       const started = performance.now();
-      this.dispatch(ready.sort(compareFeedOrder));
+      this.dispatch(ready);
       // An offer costs a write per subscriber, however few events it carries: with thousands of
       // subscribers, reading again at once would spend the event loop on offers of one event
       // each. After an offer that took long, the next read waits twice as long, so offers take

@@ -7,13 +7,11 @@ import type { ContentStore } from '../adapters/content-store.js';
 import { keys, type RedisClient } from '../adapters/redis.js';
 import { changeKeys } from '../actors/timestate-schedule.js';
 import {
-  beforeBound,
   type ChangeEvent,
   type ChangeFilter,
-  compareFeedOrder,
   compareIds,
   type FeedEntryId,
-  feedOrderBound,
+  takeInFeedOrder,
   matchesFilter,
   parseStreamId,
   type StreamPosition,
@@ -39,7 +37,7 @@ export interface ResolvedEntry {
   cursors?: string[];
   /** Each of `changes` as JSON without its opening brace, made when first delivered. */
   rests?: string[];
-  /** Each of `changes` as delivered with `cursors`: one object, and its bytes, for every subscriber that shares them. */
+  /** Each of `changes` as delivered with `cursors`: one object, and its JSON and frame, for every subscriber that shares them. */
   shared?: Delivered[];
 }
 
@@ -380,15 +378,7 @@ export class ChangeSource {
         const last = held[p][held[p].length - 1] ?? from[p];
         unread.push({ p, ms: last.ms, seq: last.seq });
       }
-      const boundOf = feedOrderBound(unread);
-      const ready: ResolvedEntry[] = [];
-      for (let p = 0; p < P; p++) {
-        const bound = boundOf(p);
-        let n = 0;
-        while (n < held[p].length && beforeBound(held[p][n], bound)) n++;
-        ready.push(...held[p].splice(0, n));
-      }
-      ready.sort(compareFeedOrder);
+      const ready = takeInFeedOrder(held, unread);
       let full = false;
       for (const entry of ready) {
         if (!this.consume(entry, pos, principal, filter, out, limit, batch)) {
