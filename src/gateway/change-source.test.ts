@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { ContentStore } from '../adapters/content-store.js';
 import { connectRedis, keys, type RedisClient } from '../adapters/redis.js';
 import { startRedisServer, type RedisServerHandle } from '../dev/redis-server.js';
-import { ChangeSource } from './change-source.js';
+import { ChangeSource, type PageResult, PagesAhead } from './change-source.js';
 import type { Reads } from './reads.js';
 
 describe('change source: the streams info every feed request reads (ChangeSource.info)', () => {
@@ -37,5 +37,59 @@ describe('change source: the streams info every feed request reads (ChangeSource
     expect((await calls()) - before).to.equal(8);
     // With no read under way, a caller reads at once.
     expect((await source.info())[1].last).to.deep.equal(next[1].last);
+  });
+});
+
+describe('pages made ahead (PagesAhead): only for the request they were made for', () => {
+  const editor = { userId: 'editor', contexts: { __global__: ['editor'] } };
+  const filter = { types: [], views: [], kinds: [] };
+  const at = (ms: number) => Array.from({ length: 4 }, (_, p) => ({ ms: ms + p, seq: 0, sub: 0 }));
+  const page = (n: number): PageResult => ({ changes: [], positions: at(n), exhausted: false });
+
+  it('answers a page once, to the same user, contexts, filter, limit and positions, within its time', async () => {
+    let now = 0;
+    const ahead = new PagesAhead(() => now);
+    let made = 0;
+    const make = () => {
+      made++;
+      return Promise.resolve(page(made));
+    };
+    ahead.make(editor, filter, at(1000), 100, make);
+    // Anything that decides what a page holds, changed: no page.
+    expect(await ahead.take({ userId: 'editor', contexts: { sports: ['editor'] } }, filter, at(1000), 100)).to.equal(null);
+    expect(await ahead.take({ userId: 'sportseditor', contexts: editor.contexts }, filter, at(1000), 100)).to.equal(null);
+    expect(await ahead.take(editor, { ...filter, types: ['article'] }, at(1000), 100)).to.equal(null);
+    expect(await ahead.take(editor, filter, at(1000), 99)).to.equal(null);
+    expect(await ahead.take(editor, filter, at(1001), 100)).to.equal(null);
+    expect((await ahead.take(editor, filter, at(1000), 100))?.positions).to.deep.equal(at(1));
+    expect(await ahead.take(editor, filter, at(1000), 100), 'once').to.equal(null);
+    // Past its time, it is made anew by the request.
+    ahead.make(editor, filter, at(2000), 100, make);
+    now += 3001;
+    expect(await ahead.take(editor, filter, at(2000), 100)).to.equal(null);
+    // A page that failed is made anew by the request.
+    ahead.make(editor, filter, at(3000), 100, () => Promise.reject(new Error('Redis went away')));
+    expect(await ahead.take(editor, filter, at(3000), 100)).to.equal(null);
+  });
+
+  it('makes at most 4 at once and keeps at most 32', async () => {
+    const ahead = new PagesAhead(() => 0);
+    const waiting: (() => void)[] = [];
+    let started = 0;
+    const slow = () => {
+      started++;
+      return new Promise<PageResult>((resolve) => waiting.push(() => resolve(page(0))));
+    };
+    for (let i = 0; i < 10; i++) ahead.make(editor, filter, at(i * 10), 100, slow);
+    expect(started).to.equal(4);
+    for (const w of waiting) w();
+    await new Promise((r) => setImmediate(r));
+    for (let i = 0; i < 40; i++) {
+      ahead.make(editor, filter, at(10000 + i * 10), 100, () => Promise.resolve(page(i)));
+      await new Promise((r) => setImmediate(r));
+    }
+    const kept: number[] = [];
+    for (let i = 0; i < 40; i++) if (await ahead.take(editor, filter, at(10000 + i * 10), 100)) kept.push(i);
+    expect(kept, 'the 32 made last').to.deep.equal(Array.from({ length: 32 }, (_, i) => i + 8));
   });
 });

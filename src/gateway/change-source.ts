@@ -16,6 +16,7 @@ import {
   parseStreamId,
   type StreamPosition,
   streamIdOf,
+  encodePositions,
 } from '../content/change-events.js';
 import type { Snapshot } from '../content/model.js';
 import type { Principal } from '../content/permissions.js';
@@ -396,4 +397,58 @@ export class ChangeSource {
   }
 }
 
-/** The 410 answer's error body: the cursor is past what is kept. */
+/** Pages made ahead at once: beyond, a page waits for the caller's request as before. */
+const AHEAD_RUNNING = 4;
+/** Pages made ahead and kept, and how long one waits for its request. */
+const AHEAD_KEPT = 32;
+const AHEAD_TTL_MS = 3000;
+
+/**
+ * Pages made ahead for callers paging through the feed (a pipeline catching up): after a page
+ * that did not reach the end, the next one (from that page's `last`) is made while the caller
+ * reads this one, so the gateway's work and the caller's overlap instead of taking turns (a
+ * page of 1,000 events is about a megabyte of JSON for the caller to parse). A page made ahead
+ * is what the caller's next request would have made a moment later: the same events after the
+ * same positions, chosen for the same user and contexts (what `mayRead` decides on), filter and
+ * limit; anything else makes the page anew. The request's cursor is still checked first (400,
+ * 410). Each is used once, within AHEAD_TTL_MS; at most AHEAD_RUNNING are being made and
+ * AHEAD_KEPT kept, the oldest dropped first, so a caller that never comes back costs at most one
+ * page of work.
+ */
+export class PagesAhead {
+  private readonly pages = new Map<string, { page: Promise<PageResult | null>; at: number }>();
+  private running = 0;
+
+  constructor(private readonly now: () => number = () => performance.now()) {}
+
+  /** The page made ahead for this request, or null. */
+  async take(principal: Principal, filter: ChangeFilter, positions: StreamPosition[], limit: number): Promise<PageResult | null> {
+    if (!this.pages.size) return null;
+    const key = aheadKey(principal, filter, positions, limit);
+    const made = this.pages.get(key);
+    if (!made) return null;
+    this.pages.delete(key);
+    return this.now() - made.at <= AHEAD_TTL_MS ? made.page : null;
+  }
+
+  /** Starts making the page of this request, unless AHEAD_RUNNING are being made. */
+  make(principal: Principal, filter: ChangeFilter, positions: StreamPosition[], limit: number, page: () => Promise<PageResult>): void {
+    if (this.running >= AHEAD_RUNNING) return;
+    this.running++;
+    const key = aheadKey(principal, filter, positions, limit);
+    const made = page()
+      .catch(() => null)
+      .finally(() => this.running--);
+    this.pages.delete(key);
+    this.pages.set(key, { page: made, at: this.now() });
+    for (const old of this.pages.keys()) {
+      if (this.pages.size <= AHEAD_KEPT) break;
+      this.pages.delete(old);
+    }
+  }
+}
+
+/** What decides a page: the caller's user and contexts, the filter, the limit and the positions. */
+function aheadKey(principal: Principal, filter: ChangeFilter, positions: StreamPosition[], limit: number): string {
+  return `${JSON.stringify([principal.userId, principal.contexts, filter, limit])}${encodePositions(positions).toString('base64')}`;
+}

@@ -9,7 +9,7 @@ import type { Principal, SecurityConfig } from '../content/permissions.js';
 import { AppError } from '../errors.js';
 import type { TokenService } from '../security/token-service.js';
 import { ChangeFanout, type FeedSink, FeedSubscriber } from './change-fanout.js';
-import { ChangeSource, type Delivered } from './change-source.js';
+import { ChangeSource, type Delivered, PagesAhead } from './change-source.js';
 import { Exchange } from './http.js';
 import { Reads } from './reads.js';
 
@@ -100,6 +100,7 @@ export class ChangesService {
   /** Stream slots held (SSE, WebSocket, waiting long polls): all users, and per user id (takeSlot). */
   private held = 0;
   private readonly heldBy = new Map<string, number>();
+  private readonly ahead = new PagesAhead();
 
   constructor(private readonly d: ChangesServiceDeps) {
     this.source = new ChangeSource(d.redis, d.store, d.settings.PARTITIONS, new Reads(d));
@@ -249,7 +250,9 @@ export class ChangesService {
       await this.fanout.ensureStarted();
       const positions = await this.positionsOf(since);
       if (stream) return await this.sse(x, principal, filter, positions, x.header('x-auth-token')!);
-      const page = await this.source.page(principal, filter, positions, limit);
+      const page = (await this.ahead.take(principal, filter, positions, limit)) ?? (await this.source.page(principal, filter, positions, limit));
+      // A caller that has not reached the end pages on: its next page is made while it reads this one.
+      if (!page.exhausted) this.ahead.make(principal, filter, page.positions, limit, () => this.source.page(principal, filter, page.positions, limit));
       if (page.changes.length || feed !== 'longpoll' || timeout === 0) {
         sendPage(x, page.changes, this.source.cursors.encode(page.positions));
         return;

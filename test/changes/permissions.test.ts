@@ -154,6 +154,32 @@ describe('change feed permissions (CONTRACT §13, §20)', function () {
     }
   });
 
+  it('a page made ahead for one caller is not another caller\'s answer, even from the same cursor (PagesAhead)', async () => {
+    const start: string = (await editor.req('GET', '/changes?since=now')).json.last;
+    for (let i = 0; i < 24; i++) {
+      const r = await editor.create({ system: { contentType: 'article' }, aspects: {}, operations: [owners([i % 2 ? 'sports' : 'culture'])] });
+      expect(r.status).to.equal(201);
+    }
+    const sportsOnly = (events: FeedEvent[]) => events.map(strip);
+    // The editor's first page does not reach the end: its next page is made ahead, for the editor.
+    const first = await editor.req('GET', `/changes?since=${start}&limit=6`);
+    expect(first.json.changes).to.have.length(6);
+    // A cursor is not tied to a caller: the sportseditor pages on from the editor's `last`, at once.
+    const cursor: string = first.json.last;
+    const theirs = await sports.req('GET', `/changes?since=${cursor}&limit=6`);
+    expect(theirs.status, theirs.text).to.equal(200);
+    // What it gets is its own page: the same as a page made for it alone, long after.
+    await new Promise((r) => setTimeout(r, 3100));
+    const again = await sports.req('GET', `/changes?since=${cursor}&limit=6`);
+    expect(sportsOnly(theirs.json.changes)).to.deep.equal(sportsOnly(again.json.changes));
+    expect(theirs.json.changes.length).to.be.greaterThan(0);
+    // The editor's own next page is the page made ahead: the same as one made for it alone.
+    const next = await editor.req('GET', `/changes?since=${cursor}&limit=6`);
+    const nextAlone = await editor.req('GET', `/changes?since=${cursor}&limit=6`);
+    expect(sportsOnly(next.json.changes)).to.deep.equal(sportsOnly(nextAlone.json.changes));
+    expect(next.json.changes.map((e: FeedEvent) => e.id)).to.not.deep.equal(theirs.json.changes.map((e: FeedEvent) => e.id));
+  });
+
   it('a long poll is not answered early by events the caller may not read', async () => {
     const since: string = (await sports.req('GET', '/changes?since=now')).json.last;
     const started = Date.now();
