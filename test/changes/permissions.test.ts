@@ -154,7 +154,7 @@ describe('change feed permissions (CONTRACT §13, §20)', function () {
     }
   });
 
-  it('a page made ahead for one caller is not another caller\'s answer, even from the same cursor (PagesAhead)', async () => {
+  it("a page made ahead for one caller is not another caller's answer, even from the same cursor (PagesAhead)", async () => {
     const start: string = (await editor.req('GET', '/changes?since=now')).json.last;
     for (let i = 0; i < 24; i++) {
       const r = await editor.create({ system: { contentType: 'article' }, aspects: {}, operations: [owners([i % 2 ? 'sports' : 'culture'])] });
