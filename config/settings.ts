@@ -154,6 +154,11 @@ export const settingsSchema = z.object({
   RENDITION_SIGNING_KEY: z.string().min(16).optional(),
   /** Sources with more pixels than this are not rendered (422): a decompression bomb must not reach the decoder. */
   RENDITION_MAX_PIXELS: int(1, 1_000_000_000).default(50_000_000),
+  /**
+   * Source files larger than this are not rendered (422): a render holds its source in memory,
+   * and the pixel bound does not bound a file (a small image with a long tail of other bytes).
+   */
+  RENDITION_MAX_SOURCE_BYTES: int(1, Number.MAX_SAFE_INTEGER).default(64 * 1024 * 1024),
   /** Renders in flight per gateway; past it, 503 with Retry-After. */
   RENDITION_MAX_CONCURRENT: int(1, 1000).default(4),
   /**

@@ -218,11 +218,14 @@ export class Renditions {
   }
 
   private async make(store: FileStore, keys: SourceKeys, id: string, source: StoredFile, params: RenditionParams, format: Format): Promise<StoredFile> {
+    const maxBytes = this.d.settings.RENDITION_MAX_SOURCE_BYTES;
+    if (source.length > maxBytes)
+      throw new AppError('UNPROCESSABLE', `The image file has more than ${maxBytes} bytes: no rendition is made of it`, { maxBytes, bytes: source.length });
     if (this.active >= this.d.settings.RENDITION_MAX_CONCURRENT)
       throw new AppError('UNAVAILABLE', 'Too many renditions are being made: retry shortly', {}, RETRY_AFTER_SECONDS);
     this.active++;
     try {
-      const input = await readAll(this.d.files, source.key);
+      const input = await readAll(this.d.files, source.key, source.length);
       // sharp (libvips) is loaded on the first render: a process that never renders does not
       // carry its memory.
       const { renderImage } = await import('../adapters/image-renderer.js');
@@ -368,11 +371,26 @@ function keptParams(p: RenditionParams): RenditionParams {
   return { ...p, focal: [round(p.focal[0]), round(p.focal[1])] };
 }
 
-async function readAll(files: FileStore, key: FileKey): Promise<Buffer> {
+/**
+ * A stored file's bytes in one buffer of its stored length, filled as they come (no copy of the
+ * chunks, no second buffer): RENDITION_MAX_SOURCE_BYTES and RENDITION_MAX_CONCURRENT bound what
+ * renders hold. A file that is not the length it was stored with fails the render.
+ */
+async function readAll(files: FileStore, key: FileKey, length: number): Promise<Buffer> {
   const { stream } = await files.get(key);
-  const chunks: Buffer[] = [];
-  for await (const c of stream) chunks.push(c as Buffer);
-  return Buffer.concat(chunks);
+  const out = Buffer.allocUnsafe(length);
+  let at = 0;
+  try {
+    for await (const c of stream) {
+      const chunk = c as Buffer;
+      if (at + chunk.length > length) throw new Error(`stored file ${key.path} is longer than its recorded ${length} bytes`);
+      at += chunk.copy(out, at);
+    }
+  } finally {
+    stream.destroy();
+  }
+  if (at !== length) throw new Error(`stored file ${key.path} is shorter than its recorded ${length} bytes`);
+  return out;
 }
 
 /** `sig`: HMAC-SHA256 of the canonical query under the key, base64url. */

@@ -345,7 +345,7 @@ describe('rendition abuse guards (CONTRACT §17)', function () {
   let base: string;
 
   before(async () => {
-    s = await setup({ RENDITION_SIGNING_KEY: KEY, RENDITION_MAX_PIXELS: '1000000', RENDITION_MAX_CONCURRENT: '1' });
+    s = await setup({ RENDITION_SIGNING_KEY: KEY, RENDITION_MAX_PIXELS: '1000000', RENDITION_MAX_CONCURRENT: '1', RENDITION_MAX_SOURCE_BYTES: String(4 * 2 ** 20) });
     const small = await s.upload('owner/small.png', await twoColours(), 'image/png');
     const big = await sharp({ create: { width: 1100, height: 1000, channels: 3, background: '#888' } })
       .png()
@@ -355,7 +355,12 @@ describe('rendition abuse guards (CONTRACT §17)', function () {
       .png()
       .toBuffer();
     const busy = await s.upload('owner/busy.png', noise, 'image/png');
-    const version = await s.content({ 'small.png': small, 'huge.png': huge, 'busy.png': busy });
+    // A 64×64 JPEG followed by 5 MB of other bytes: an image of few pixels in a large file.
+    const jpeg = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#36a' } })
+      .jpeg()
+      .toBuffer();
+    const padded = await s.upload('owner/padded.jpg', Buffer.concat([jpeg, Buffer.alloc(5 * 2 ** 20)]), 'image/jpeg');
+    const version = await s.content({ 'small.png': small, 'huge.png': huge, 'busy.png': busy, 'padded.jpg': padded });
     base = `${s.delivery}/version/${version}`;
   });
   after(async () => s?.p.stop());
@@ -380,6 +385,17 @@ describe('rendition abuse guards (CONTRACT §17)', function () {
     expect(r.status).to.equal(422);
     expect(JSON.parse(r.body.toString()).statusCode).to.equal('42200');
     expect((await s.get(`${base}/huge.png`)).status, 'the raw file is still delivered').to.equal(200);
+  });
+
+  it('sources over RENDITION_MAX_SOURCE_BYTES: 422 before the file is read (a render holds its source in memory)', async () => {
+    // Before: each render read the whole file into memory (twice, while its chunks were joined);
+    // four anonymous renders of a 64×64 JPEG padded to 100 MB held about 200 MB (security review).
+    const reads = s.renditions() as unknown as { renders: number };
+    const before = reads.renders;
+    expectJsonRefusal(await s.get(`${base}/padded.jpg?rendition=thumbnail`), 422, 'padded');
+    expect(reads.renders, 'nothing rendered').to.equal(before);
+    expect((await s.get(`${base}/padded.jpg`)).status, 'the raw file is still delivered').to.equal(200);
+    expect((await s.get(`${base}/busy.png?rendition=thumbnail`)).status, 'a file within the bound renders').to.equal(200);
   });
 
   it('a named cover rendition of a very tall main image with a focal point: 422 JSON, never 500', async () => {
