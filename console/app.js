@@ -59,6 +59,13 @@ const pretty = (v) => JSON.stringify(v, null, 2);
 const when = (t) => (typeof t === 'number' ? new Date(t).toISOString() : (t ?? ''));
 const enc = (s) => encodeURIComponent(s);
 const encPath = (p) => p.split('/').map(enc).join('/');
+/**
+ * A file path (a key of svcFiles, written by whoever may update the content) as the path of a
+ * delivery URL, or null when it would name another address: URL parsing resolves `.` and `..`
+ * segments (and their `%2e` spellings), so `../../content-service/webhooks` would make the
+ * viewer's browser send its token to another path of the site.
+ */
+const deliveryPath = (p) => (p.split('/').some((seg) => seg === '' || seg === '.' || seg === '..') ? null : encPath(p));
 
 // ---- API ----
 
@@ -342,7 +349,9 @@ async function contentPage(ns, alias) {
   for (const [path] of files) {
     const li = h('li', {}, h('span', { text: path }));
     fileList.append(li);
-    const url = `${DELIVERY}/version/${enc(env.system.version)}/${encPath(path)}?w=240`;
+    const file = deliveryPath(path);
+    if (file === null) continue;
+    const url = `${DELIVERY}/version/${enc(env.system.version)}/${file}?w=240`;
     api('GET', url, { accept: 'image/*,*/*' })
       .then(async (r) => {
         if (!(r.headers.get('content-type') ?? '').startsWith('image/')) return;
