@@ -314,19 +314,27 @@ describe('web console in a real browser (CONTRACT §19)', function () {
       const names = ['../../../content-service/webhooks', '%2e%2e/%2e%2e/%2e%2e/content-service/webhooks', './x/../../../../console/', 'a//b'];
       const r = await sports.create({
         system: { contentType: 'article' },
-        aspects: { body: { _type: 'body', title: 'odd file names' }, svcFiles: { _type: 'svcFiles', files: Object.fromEntries(names.map((n) => [n, { filePath: 'x' }])) } },
+        aspects: {
+          body: { _type: 'body', title: 'odd file names' },
+          svcFiles: { _type: 'svcFiles', files: Object.fromEntries(names.map((n) => [n, { filePath: 'x' }])) },
+        },
         operations: [{ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: ['sports'] } } }],
       });
       expect(r.status, r.text).to.equal(201);
       const admin = await signIn('sysadmin');
       const seen: string[] = [];
       admin.on('request', (q) => seen.push(new URL(q.url()).pathname));
-      await admin.evaluate((k) => {
-        location.hash = `#/content/contentid/${k}`;
-      }, (r.json.system.id as string).split('/')[1]);
+      await admin.evaluate(
+        (k) => {
+          location.hash = `#/content/contentid/${k}`;
+        },
+        (r.json.system.id as string).split('/')[1],
+      );
       await waitText(admin, '#files', names[0]);
       await new Promise((res) => setTimeout(res, 500));
-      const away = seen.filter((s) => !s.startsWith('/content-service/content/') && !s.startsWith('/file-delivery-service/') && !s.startsWith('/content-service/changes'));
+      const away = seen.filter(
+        (s) => !s.startsWith('/content-service/content/') && !s.startsWith('/file-delivery-service/') && !s.startsWith('/content-service/changes'),
+      );
       expect(away, 'requests of the content page outside the content and delivery services').to.deep.equal([]);
       expect(seen.filter((s) => s.startsWith('/file-delivery-service/')).every((s) => !s.includes('/../'))).to.equal(true);
       await admin.close();
