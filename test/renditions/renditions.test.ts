@@ -345,7 +345,12 @@ describe('rendition abuse guards (CONTRACT §17)', function () {
   let base: string;
 
   before(async () => {
-    s = await setup({ RENDITION_SIGNING_KEY: KEY, RENDITION_MAX_PIXELS: '1000000', RENDITION_MAX_CONCURRENT: '1', RENDITION_MAX_SOURCE_BYTES: String(4 * 2 ** 20) });
+    s = await setup({
+      RENDITION_SIGNING_KEY: KEY,
+      RENDITION_MAX_PIXELS: '1000000',
+      RENDITION_MAX_CONCURRENT: '1',
+      RENDITION_MAX_SOURCE_BYTES: String(4 * 2 ** 20),
+    });
     const small = await s.upload('owner/small.png', await twoColours(), 'image/png');
     const big = await sharp({ create: { width: 1100, height: 1000, channels: 3, background: '#888' } })
       .png()
