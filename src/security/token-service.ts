@@ -309,9 +309,10 @@ export class TokenService {
    * Watches the token of a request that stays open (a change-feed stream, a bulk import, an
    * export): calls `changed` once, with null when the token was revoked or expired, or with the
    * principal it names now when its user's roles differ from `opened`'s. Such a request acts for
-   * its caller as the caller is now, never as they were when it opened. Checked at once after a
-   * revocation this process hears of, and every TOKEN_RECHECK_MS (role changes, expiry). Answers
-   * the function that stops watching.
+   * its caller as the caller is now, never as they were when it opened. Checked at once when the
+   * watch starts (the request read for a while after it authenticated: a revocation meanwhile
+   * waited for the periodic check, 5 s, before), at once after a revocation this process hears of,
+   * and every TOKEN_RECHECK_MS (role changes, expiry). Answers the function that stops watching.
    */
   watch(token: string, opened: Principal, changed: (now: Principal | null) => void): () => void {
     const roles = rolesKey(opened);
@@ -338,6 +339,7 @@ export class TokenService {
     const timer = setInterval(check, TOKEN_RECHECK_MS);
     timer.unref();
     const unlisten = this.onRevocation(check);
+    check();
     return stop;
   }
 

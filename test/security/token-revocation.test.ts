@@ -78,6 +78,27 @@ describe('security: DELETE security/token revokes the token at once on every pro
     expect((await new Client(b.base, other.token).readContent(id)).status).to.equal(200);
   });
 
+  it('a stream whose token was revoked while it started ends at once, not at the next periodic check (TokenService.watch)', async () => {
+    // A feed stream, an export or a bulk import authenticates, then reads (the cursor, the
+    // streams' info) before it watches its token: a revocation in between was seen only by the
+    // check every TOKEN_RECHECK_MS (5 s), and events flowed meanwhile (security review).
+    const c = await new Client(a.base).login('editor');
+    const opened = await a.tokens!.authenticate(c.token!);
+    expect(opened).to.not.equal(null);
+    expect((await c.revoke()).status).to.equal(204);
+    const t0 = Date.now();
+    let stop = () => {};
+    const seen = await Promise.race([
+      new Promise((resolve) => {
+        stop = a.tokens!.watch(c.token!, opened!, resolve);
+      }),
+      new Promise((resolve) => setTimeout(() => resolve('not seen within 1 s'), 1000)),
+    ]);
+    stop();
+    expect(seen).to.equal(null);
+    expect(Date.now() - t0).to.be.below(1000);
+  });
+
   it('401 with the error body without a token or with a token that is not valid; 400 with a body', async () => {
     const anon = new Client(a.base);
     for (const token of [null, 'not-a-token', 'x'.repeat(600)]) {
