@@ -114,6 +114,12 @@ export class TaxonomyService {
     const dim = model.byId.get(dimId);
     if (dim?.kind !== 'dimension') throw new AppError('NOT_FOUND', `No dimension ${dimId}`);
     const levels = completionLevels(input);
+    // Each distinct word of the input is a prefix term of the index query, expanded over the
+    // terms of the whole index: bounded as search bounds its own (SEARCH_MAX_MULTI_TERMS).
+    const words = new Set(levels.flat()).size;
+    const most = this.d.settings.SEARCH_MAX_MULTI_TERMS;
+    if (words > most)
+      throw new AppError('BAD_REQUEST', `The completion input has ${words} distinct words; at most ${most} (SEARCH_MAX_MULTI_TERMS)`, { parameter: 'input' });
     if (!levels.length) {
       x.sendJson(200, completionOf(model, dim, [], sees));
       return;
@@ -132,7 +138,7 @@ export class TaxonomyService {
    */
   private async indexedPaths(dimId: string, inputTokens: string[], user: Principal | null): Promise<string[]> {
     const field = fieldSafe(dimId);
-    const q = `svc_tag_autocomplete_${field}_lc:(${inputTokens.map((t) => `${escapeTerm(t)}*`).join(' AND ')})`;
+    const q = `svc_tag_autocomplete_${field}_lc:(${[...new Set(inputTokens)].map((t) => `${escapeTerm(t)}*`).join(' AND ')})`;
     const params = new URLSearchParams({
       q,
       rows: '0',

@@ -205,6 +205,21 @@ describe('taxonomy completion over HTTP (CONTRACT §10)', function () {
     });
   });
 
+  it('an input of more distinct words than SEARCH_MAX_MULTI_TERMS (20) answers 400 naming it; repeated words count once', async () => {
+    // Each word was a prefix term of the index query, expanded over the whole index: an anonymous
+    // caller could send a thousand of them (security review).
+    const many = Array.from({ length: 21 }, (_, i) => `w${i}`).join(' ');
+    const r = await complete(id('sections'), many);
+    expect(r.status, r.text).to.equal(400);
+    expect(r.json.message).to.contain('SEARCH_MAX_MULTI_TERMS');
+    expect(r.json.extraInfo).to.deep.equal({ parameter: 'input' });
+    const levels = await complete(id('sections'), Array.from({ length: 21 }, (_, i) => `w${i}`).join('/'));
+    expect(levels.status, 'words of every level count').to.equal(400);
+    const repeated = await complete(id('sections'), Array.from({ length: 40 }, () => 'spo').join(' '));
+    expect(repeated.status, repeated.text).to.equal(200);
+    expect((await complete(id('sections'), many.split(' ').slice(0, 20).join(' '))).status).to.equal(200);
+  });
+
   it('unknown dimensions 404, other methods 405', async () => {
     expect((await complete('no-such-dimension', 'a')).status).to.equal(404);
     expect((await complete(id('sport'), 'a')).status, 'an entity is not a dimension').to.equal(404);
