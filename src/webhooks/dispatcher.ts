@@ -385,8 +385,10 @@ export class WebhookDispatcher {
     if (!hook) result = { status: null, response: '', error: 'webhook deleted' };
     else {
       try {
-        const target = await checkTarget(hook.url, this.settings.WEBHOOK_ALLOW_PRIVATE, this.resolveCached);
-        result = await post(target, c.body, deliveryHeaders(hook.key, c.eventId, c.body, this.clock()), this.settings.WEBHOOK_TIMEOUT_MS);
+        // The lookup and the request together within WEBHOOK_TIMEOUT_MS, well inside the claim (claimMs).
+        const until = Date.now() + this.settings.WEBHOOK_TIMEOUT_MS;
+        const target = await checkTarget(hook.url, this.settings.WEBHOOK_ALLOW_PRIVATE, this.resolveCached, this.settings.WEBHOOK_TIMEOUT_MS);
+        result = await post(target, c.body, deliveryHeaders(hook.key, c.eventId, c.body, this.clock()), Math.max(1, until - Date.now()));
       } catch (e) {
         result = { status: null, response: '', error: e instanceof TargetRefused ? `refused: ${e.message}` : String(e) };
       }

@@ -84,4 +84,15 @@ describe('webhooks: the SSRF guard (CONTRACT §14 "Targets")', () => {
     expect(ok.url.href).to.equal('https://public.test:8443/x?y=1');
     expect((await checkTarget('http://[2606:4700::1111]/', false, resolve)).address).to.equal('2606:4700::1111');
   });
+
+  it('a lookup that takes longer than its bound is refused at the bound, not when the name server gives up', async () => {
+    const never = () => new Promise<{ address: string; family: number }[]>(() => undefined);
+    const t0 = Date.now();
+    const why = await checkTarget('https://slow.test/x', false, never, 100).then(
+      () => '',
+      (e: Error) => (e instanceof TargetRefused ? e.message : `other: ${e}`),
+    );
+    expect(why).to.equal('host slow.test was not resolved within 100 ms');
+    expect(Date.now() - t0).to.be.below(1000);
+  });
 });

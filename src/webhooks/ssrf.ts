@@ -115,9 +115,11 @@ export class TargetRefused extends Error {
 /**
  * Checks a webhook URL and resolves its host: http or https only, no credentials in it, and every
  * address the host resolves to must be public unless `allowPrivate`. Answers the first address
- * (the one to connect to). Throws TargetRefused.
+ * (the one to connect to). Throws TargetRefused, also when the lookup takes longer than
+ * `lookupMs`: an attempt must end within its claim, or another process delivers the same event
+ * meanwhile (the system resolver may take 10 s and more on a name server that does not answer).
  */
-export async function checkTarget(raw: string, allowPrivate: boolean, resolve: Resolver = systemResolver): Promise<CheckedTarget> {
+export async function checkTarget(raw: string, allowPrivate: boolean, resolve: Resolver = systemResolver, lookupMs = 10_000): Promise<CheckedTarget> {
   let url: URL;
   try {
     url = new URL(raw);
@@ -131,10 +133,18 @@ export async function checkTarget(raw: string, allowPrivate: boolean, resolve: R
   let addresses: { address: string; family: number }[];
   if (isIP(host)) addresses = [{ address: host, family: isIP(host) }];
   else {
+    let timer: NodeJS.Timeout | undefined;
+    const slow = new Promise<'slow'>((r) => {
+      timer = setTimeout(() => r('slow'), lookupMs);
+    });
     try {
-      addresses = await resolve(host);
-    } catch {
-      throw new TargetRefused(`host ${host} does not resolve`);
+      const got = await Promise.race([resolve(host), slow]);
+      if (got === 'slow') throw new TargetRefused(`host ${host} was not resolved within ${lookupMs} ms`);
+      addresses = got;
+    } catch (e) {
+      throw e instanceof TargetRefused ? e : new TargetRefused(`host ${host} does not resolve`);
+    } finally {
+      clearTimeout(timer);
     }
     if (!addresses.length) throw new TargetRefused(`host ${host} does not resolve`);
   }
