@@ -44,6 +44,15 @@ describe('webhooks: the SSRF guard (CONTRACT §14 "Targets")', () => {
       // found in a review of 2026-11-27: IPv4-translated
       '::ffff:0:127.0.0.1',
       '::ffff:0:a00:1',
+      // hardening of the thirteenth session's review: only global unicast (2000::/3), less its documentation and benchmarking ranges
+      '::1:0:0:1',
+      '::ffff:ffff:7f00:1',
+      '1::1',
+      '5f00::1',
+      '3fff::1',
+      '3fff:fff::1',
+      '2001:2::1',
+      'e000::1',
     ];
     refused.push('192.0.2.1', '198.51.100.7', '203.0.113.255', '192.88.99.1');
     for (const ip of [...refused, ...refused6]) expect(forbiddenAddress(ip), ip).to.be.a('string');

@@ -96,6 +96,10 @@ function v6Reason(ip: string): string | null {
   if ((g[0] & 0xffc0) === 0xfe80) return 'link-local';
   if ((g[0] & 0xffc0) === 0xfec0) return 'site-local';
   if ((g[0] & 0xff00) === 0xff00) return 'multicast';
+  if (g[0] === 0x3fff && g[1] < 0x1000) return 'documentation';
+  if (g[0] === 0x2001 && g[1] === 2 && g[2] === 0) return 'benchmarking';
+  // Only global unicast (2000::/3) is routed on the internet; the rest is reserved or special.
+  if ((g[0] & 0xe000) !== 0x2000) return 'reserved';
   return null;
 }
 
