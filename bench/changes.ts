@@ -11,13 +11,14 @@
  * commit's clock on this machine) to its arrival at the subscriber; with many subscribers it is
  * sampled on the first 200 of them, and every subscriber's deliveries are counted.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { WebSocket } from 'ws';
 import http from 'node:http';
 import net from 'node:net';
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { freePort, startRedisServer } from '../src/dev/redis-server.js';
-import { latencyOf, login, result, platformArgs } from './lib.js';
+import { cpuOf, latencyOf, login, result, platformArgs } from './lib.js';
 
 const SUBSCRIBERS = (process.env.CHANGES_BENCH_SUBSCRIBERS ?? '1,100').split(',').map(Number);
 const TRANSPORTS = (process.env.CHANGES_BENCH_TRANSPORTS ?? 'sse,ws').split(',') as ('sse' | 'ws')[];
@@ -105,6 +106,61 @@ function subscribe(transport: 'sse' | 'ws', root: string, token: string, since: 
   });
 }
 
+/** The native counter of unsampled subscribers (bench/feed-load.c), built once; null without a C compiler. */
+function feedLoadTool(): string | null {
+  const src = 'bench/feed-load.c';
+  const bin = '.cache/feed-load';
+  if (existsSync(bin) && statSync(bin).mtimeMs >= statSync(src).mtimeMs) return bin;
+  mkdirSync('.cache', { recursive: true });
+  const cc = spawnSync('cc', ['-O2', '-o', bin, src], { stdio: 'inherit' });
+  if (cc.status !== 0) {
+    console.log('no C compiler: the unsampled subscribers are counted in Node (bare sockets)');
+    return null;
+  }
+  return bin;
+}
+
+/**
+ * The unsampled subscribers in one native process (bench/feed-load.c: epoll, one thread), which
+ * only counts their events: in Node, reading and counting 10,000 streams took more CPU than the
+ * web process spent writing them (both share the two cores), so the figure measured the load
+ * generator. Asked for its count over stdin.
+ */
+class NativeSubscribers {
+  private readonly lines: AsyncIterator<string>;
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  private constructor(private readonly child: ChildProcess) {
+    this.lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+  }
+
+  static async start(tool: string, transport: 'sse' | 'ws', root: string, token: string, since: string, n: number): Promise<NativeSubscribers> {
+    const { hostname, port } = new URL(root);
+    const path = transport === 'ws' ? '/content-service/changes/ws' : '/content-service/changes';
+    const child = spawn(tool, [transport, hostname, port, path, token, since, String(n)], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const subs = new NativeSubscribers(child);
+    const ready = await subs.lines.next();
+    if (ready.done || !ready.value.startsWith('ready ')) throw new Error(`feed-load did not start: ${ready.value}`);
+    return subs;
+  }
+
+  /** Events counted so far, and the connections open. */
+  async count(): Promise<{ connected: number; events: number; closed: number }> {
+    this.child.stdin!.write('c\n');
+    const line = await this.lines.next();
+    const [connected, events, closed] = String(line.value).split(' ').map(Number);
+    return { connected, events, closed };
+  }
+
+  close(): void {
+    this.child.stdin!.end();
+    this.child.kill();
+  }
+}
+
 async function main(): Promise<void> {
   const redis = await startRedisServer({ appendonly: false });
   const port = await freePort();
@@ -163,7 +219,9 @@ async function main(): Promise<void> {
         const lat: number[] = [];
         let delivered = 0;
         const subs: Sub[] = [];
-        for (let i = 0; i < n; i++) {
+        const tool = n > SAMPLED ? feedLoadTool() : null;
+        const native = tool ? await NativeSubscribers.start(tool, transport, root, token, since, n - SAMPLED) : null;
+        for (let i = 0; i < (native ? SAMPLED : n); i++) {
           const sampled = i < SAMPLED;
           subs.push(
             await subscribe(transport, root, token, since, sampled, (t) => {
@@ -173,6 +231,8 @@ async function main(): Promise<void> {
           );
         }
         await new Promise((r) => setTimeout(r, 500));
+        // CPU over the commits and the wait for the last deliveries (clock ticks: 1/100 s).
+        const cpu0 = { web: cpuOf(child.pid!), native: native ? cpuOf(native.pid) : 0, self: process.cpuUsage() };
         // Commits at RATE per second, paced every 10 ms, each content updated in turn.
         let sent = 0;
         let failed = 0;
@@ -204,18 +264,30 @@ async function main(): Promise<void> {
         const seconds = (Date.now() - t0) / 1000;
         const want = (sent - failed) * n;
         const until = Date.now() + 10_000;
-        while (delivered < want && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+        const total = async () => delivered + (native ? (await native.count()).events : 0);
+        while ((await total()) < want && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+        const all = await total();
+        const nativeEnd = native ? await native.count() : null;
+        const cpuSeconds = (Date.now() - t0) / 1000;
+        const self = process.cpuUsage(cpu0.self);
+        const cpuPercent = {
+          web: Math.round((cpuOf(child.pid!) - cpu0.web) / cpuSeconds),
+          loadgen: Math.round((self.user + self.system) / 1e4 / cpuSeconds + (native ? (cpuOf(native.pid) - cpu0.native) / cpuSeconds : 0)),
+        };
         const rss = rssMb(child.pid!);
         // What the RSS holds: the V8 heap, and memory outside it (Buffers, uWS's own), from /metrics.
         const metrics = await (await fetch(`${root}/metrics`)).text();
         const gauge = (name: string) => Math.round(Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(metrics)?.[1] ?? NaN) / 2 ** 20);
         for (const s of subs) s.close();
+        native?.close();
         result({
           workload: `change feed ${transport}, ${n} subscriber${n === 1 ? '' : 's'}`,
           commitsPerSecond: Math.round((sent - failed) / seconds),
           failedCommits: failed,
-          delivered,
+          delivered: all,
           expected: want,
+          cpuPercent,
+          ...(nativeEnd ? { unsampledBy: 'bench/feed-load.c (epoll, one thread)', unsampledClosed: nativeEnd.closed } : {}),
           latencyMs: latencyOf(lat),
           webRssMb: rss,
           webHeapUsedMb: gauge('nodejs_heap_size_used_bytes'),
