@@ -55,6 +55,11 @@ export class FeedSubscriber {
    * moves both alike, so it takes the cursors the fan-out made once for all.
    */
   canonical = false;
+  /**
+   * Subscribers of one group (the same user, contexts and filter) that are canonical get the
+   * same events of every entry offered: the events are chosen once for the group (dispatch).
+   */
+  readonly group: string;
 
   constructor(
     private readonly fanout: ChangeFanout,
@@ -65,6 +70,7 @@ export class FeedSubscriber {
     private readonly maxQueue: number,
   ) {
     this.positions = positions.map((p) => ({ ...p }));
+    this.group = JSON.stringify([principal.userId, principal.contexts, filter]);
   }
 
   /** Events waiting in this subscriber's queue (for the memory bound and its tests). */
@@ -98,15 +104,28 @@ export class FeedSubscriber {
     }
   }
 
-  /** Entries from the fan-out, in stream order per partition (entries it already has are skipped); one write for all. */
-  offer(entries: readonly ResolvedEntry[]): void {
-    if (this.closed) return;
-    const out: Delivered[] = [];
-    const shared = this.canonical;
-    for (const entry of entries)
-      this.fanout.source.consume(entry, this.positions, this.principal, this.filter, out, Number.POSITIVE_INFINITY, shared ? entry.cursors : undefined);
-    if (!shared) this.canonical = this.fanout.isCanonical(this.positions);
+  /**
+   * Entries from the fan-out, in stream order per partition (entries it already has are skipped);
+   * one write for all. `chosen`: the events a canonical subscriber of the same group took from
+   * the same entries (the same array, so its SSE text is made once), with the positions they
+   * leave (the fan-out's own); null to choose them here.
+   */
+  offer(entries: readonly ResolvedEntry[], chosen: { events: Delivered[]; canon: readonly StreamPosition[] } | null = null): Delivered[] | null {
+    if (this.closed) return null;
+    let out: Delivered[];
+    if (chosen && this.canonical) {
+      out = chosen.events;
+      // Past every entry, as consume would have moved it: the fan-out's positions (never changed in place).
+      for (const entry of entries) this.positions[entry.p] = chosen.canon[entry.p];
+    } else {
+      out = [];
+      const shared = this.canonical;
+      for (const entry of entries)
+        this.fanout.source.consume(entry, this.positions, this.principal, this.filter, out, Number.POSITIVE_INFINITY, shared ? entry.cursors : undefined);
+      if (!shared) this.canonical = this.fanout.isCanonical(this.positions);
+    }
     if (out.length) this.enqueue(out);
+    return out;
   }
 
   /** Has the client taken nothing for longer than the stall bound? */
@@ -325,7 +344,20 @@ export class ChangeFanout {
         this.covered[entry.p] = { ms: dropped.ms, seq: dropped.seq };
       }
     }
-    for (const s of this.subscribers) s.offer(entries);
+    // Canonical subscribers of one group (user, contexts, filter) take the same events: chosen once.
+    const chosen = new Map<string, { events: Delivered[]; canon: readonly StreamPosition[] }>();
+    for (const s of this.subscribers) {
+      if (!s.canonical) {
+        s.offer(entries);
+        continue;
+      }
+      const same = chosen.get(s.group);
+      if (same) s.offer(entries, same);
+      else {
+        const events = s.offer(entries);
+        if (events) chosen.set(s.group, { events, canon: this.canon });
+      }
+    }
   }
 
   /**

@@ -180,6 +180,41 @@ describe('change feed permissions (CONTRACT §13, §20)', function () {
     expect(next.json.changes.map((e: FeedEvent) => e.id)).to.not.deep.equal(theirs.json.changes.map((e: FeedEvent) => e.id));
   });
 
+  it('live subscribers of different users, or of one user with different filters, each get their own events (groups of the fan-out)', async () => {
+    // The fan-out chooses a batch's events once for all live subscribers of the same user,
+    // contexts and filter: an editor's, a sportseditor's and a sportseditor's with `types` must
+    // each get what they alone would (a group key without the user or the filter would not).
+    const since: string = (await editor.req('GET', '/changes?since=now')).json.last;
+    const url = `${p.url.replace('http', 'ws')}/content-service/changes/ws`;
+    const sessions = [
+      wsSession(url, { token: editor.token, since }),
+      wsSession(url, { token: sports.token, since }),
+      wsSession(url, { token: sports.token, since, types: ['gallery'] }),
+      wsSession(url, { token: sports.token, since }),
+    ];
+    await new Promise((r) => setTimeout(r, 300));
+    const made: { id: string; type: string; ctx: string }[] = [];
+    for (let i = 0; i < 24; i++) {
+      const type = i % 3 ? 'article' : 'gallery';
+      const ctx = i % 2 ? 'sports' : 'culture';
+      const r = await editor.create({ system: { contentType: type }, aspects: {}, operations: [owners([ctx])] });
+      expect(r.status).to.equal(201);
+      made.push({ id: r.json.system.id, type, ctx });
+    }
+    const ids = (s: (typeof sessions)[number]) => s.messages.map((m) => m.id as string).filter((id) => made.some((c) => c.id === id));
+    const want = [
+      made.map((c) => c.id),
+      made.filter((c) => c.ctx === 'sports').map((c) => c.id),
+      made.filter((c) => c.ctx === 'sports' && c.type === 'gallery').map((c) => c.id),
+      made.filter((c) => c.ctx === 'sports').map((c) => c.id),
+    ];
+    const until = Date.now() + 10000;
+    while (Date.now() < until && sessions.some((s, i) => ids(s).length < want[i].length)) await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, 200));
+    for (const s of sessions) s.ws.close();
+    for (const [i, s] of sessions.entries()) expect(ids(s), `subscriber ${i}`).to.deep.equal(want[i]);
+  });
+
   it('a long poll is not answered early by events the caller may not read', async () => {
     const since: string = (await sports.req('GET', '/changes?since=now')).json.last;
     const started = Date.now();
