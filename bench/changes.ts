@@ -39,6 +39,8 @@ interface Sub {
 }
 
 const EVENT_LINE = Buffer.from('\nevent: ');
+/** WebSockets the bench closed itself (any other close is reported). */
+const closedByBench = new WeakSet<object>();
 
 /**
  * Opens one subscriber; `onEvent` gets each event's `time` (ms), or NaN when the subscriber is
@@ -52,7 +54,12 @@ function subscribe(transport: 'sse' | 'ws', root: string, token: string, since: 
       const ws = new WebSocketCtor(`${root.replace('http', 'ws')}/content-service/changes/ws`);
       ws.on('open', () => {
         ws.send(JSON.stringify({ token, since }));
-        resolve({ close: () => ws.terminate() });
+        resolve({
+          close: () => {
+            closedByBench.add(ws);
+            ws.terminate();
+          },
+        });
       });
       ws.on('message', (data) => {
         if (!sampled) return onEvent(Number.NaN);
@@ -61,6 +68,9 @@ function subscribe(transport: 'sse' | 'ws', root: string, token: string, since: 
         onEvent(Date.parse(s.slice(at + 8, at + 32)));
       });
       ws.on('error', (e) => reject(e));
+      ws.on('close', (code: unknown, reason: unknown) => {
+        if (!closedByBench.has(ws)) console.log(`a subscriber's WebSocket closed: ${code} ${String(reason)}`);
+      });
     });
   }
   if (!sampled) {
