@@ -132,9 +132,16 @@ export class ChangesService {
       },
       open: (ws) => {
         const data = ws.getUserData();
-        data.timer = setTimeout(() => {
-          if (!data.started) this.wsFail(ws, new AppError('NOT_AUTHENTICATED', 'The first message must carry a token'), WS_CLOSE.unauthorized);
-        }, WS_FIRST_MESSAGE_MS);
+        // Refused after the I/O of the loop's turn (setImmediate): a first message that came in
+        // time, while the loop was busy, is read before the refusal, not after.
+        data.timer = setTimeout(
+          () =>
+            setImmediate(() => {
+              if (!data.started && !data.gone)
+                this.wsFail(ws, new AppError('NOT_AUTHENTICATED', 'The first message must carry a token'), WS_CLOSE.unauthorized);
+            }),
+          WS_FIRST_MESSAGE_MS,
+        );
       },
       message: (ws, message, isBinary) => {
         const data = ws.getUserData();
