@@ -1187,7 +1187,11 @@ try {
         p999: x.latencyMs.p999,
         errors: x.failedCommits + (x.expected - x.delivered),
         rssMB: { web: x.webRssMb },
-        loadgen: 'node (bench/changes.ts), subscribers and writers in one process',
+        // The web process and the load generator (Node, and the native counter of the unsampled subscribers) over the run.
+        ...(x.cpuPercent ? { cpuPercent: x.cpuPercent } : {}),
+        loadgen: x.unsampledBy
+          ? `node (bench/changes.ts): the writers and 200 sampled subscribers; ${x.unsampledBy}: the others`
+          : 'node (bench/changes.ts), subscribers and writers in one process',
         detail: { latency: 'from the event time (commit clock) to its arrival, sampled on the first 200 subscribers' },
       };
       return n === 1
