@@ -86,6 +86,8 @@ export async function startSolr(opts: StartSolrOptions): Promise<SolrHandle> {
       '-Xms128m',
       `-Xmx${heap}`,
       '-XX:+UseG1GC',
+      // More JVM options and Solr properties (e.g. -Dsolr.autoSoftCommit.maxTime=1000), space-separated.
+      ...(process.env.SOLR_JAVA_OPTS ?? '').split(' ').filter(Boolean),
       `-Dsolr.log.dir=${join(home, 'logs')}`,
       '-cp',
       `${join(TARGET, 'classes')}:${join(TARGET, 'lib', '*')}`,
