@@ -143,20 +143,22 @@ const query: Rule = (v) => {
 /**
  * Does a query hold a fuzzy term (`term~`, `term~1`)? A fuzzy query keeps only the closest 50
  * terms of the whole index, so terms of documents outside the filters could push out those of
- * documents inside them. A `~` after a phrase (`"a b"~2`, proximity) is fine, and so is an
- * escaped or quoted `~`.
+ * documents inside them. Every unescaped `~` counts but one right after a `"` (a phrase's slop,
+ * `"a b"~2`). Quotes are not followed: inside a regular expression a `"` is no quote to the
+ * parser, so `svc_text:/["]/ OR word~1` hid its fuzzy term from a check that thought the rest a
+ * phrase, and told whether content the caller may not read holds a word (security review of the
+ * thirteenth session). A `~` inside a phrase is refused too: rare, and a refusal is safe.
  */
 function hasFuzzyTerm(v: string): boolean {
-  let quoted = false;
   let prev = '';
   for (let i = 0; i < v.length; i++) {
     const c = v[i];
     if (c === '\\') {
-      prev = v[++i] === '"' ? 'escaped quote' : 'escaped';
+      i++;
+      prev = 'escaped';
       continue;
     }
-    if (c === '"') quoted = !quoted;
-    else if (c === '~' && !quoted && prev !== '"') return true;
+    if (c === '~' && prev !== '"') return true;
     prev = c;
   }
   return false;
