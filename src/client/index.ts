@@ -103,6 +103,18 @@ export interface RequestOptions {
   token?: string | null;
 }
 
+/**
+ * A content id or alias (`contentid/<key>`, `<namespace>/<alias>`) as path segments, each
+ * encoded; an empty, `.` or `..` segment is refused. Taken into a URL as it was, an id from
+ * elsewhere (a user, a feed) such as `../workspace/desk` made `remove` delete a workspace with
+ * the client's token: URL parsing resolves dot segments.
+ */
+export function idPath(id: string): string {
+  const segments = id.split('/');
+  if (segments.some((s) => s === '' || s === '.' || s === '..')) throw new Error(`not a content id or alias: ${JSON.stringify(id)}`);
+  return segments.map(encodeURIComponent).join('/');
+}
+
 export class PlatformClient {
   /** The gateway's root (`http://host:port`), from the content service base. */
   readonly root: string;
@@ -178,18 +190,18 @@ export class PlatformClient {
 
   /** The content of an alias (`<ns>/<alias>`, e.g. a content's `system.id`), following the redirect. */
   readContent(id: string, query = ''): Promise<Answer<ContentEnvelope>> {
-    return this.read(`/content/alias/${id}${query ? `?${query}` : ''}`);
+    return this.read(`/content/alias/${idPath(id)}${query ? `?${query}` : ''}`);
   }
 
   /** PUT /content/alias/<ns>/<alias> with If-Match (or `unsafeUpdate=true` when etag is null). */
   update(id: string, envelope: ContentEnvelope | unknown, etag: string | null, query = ''): Promise<Answer<ContentEnvelope>> {
     const q = etag === null ? `?unsafeUpdate=true${query ? `&${query}` : ''}` : query ? `?${query}` : '';
-    return this.req('PUT', `/content/alias/${id}${q}`, { body: envelope, headers: etag === null ? {} : { 'If-Match': etag } });
+    return this.req('PUT', `/content/alias/${idPath(id)}${q}`, { body: envelope, headers: etag === null ? {} : { 'If-Match': etag } });
   }
 
   /** DELETE /content/alias/<ns>/<alias>. */
   remove(id: string, etag?: string): Promise<Answer> {
-    return this.req('DELETE', `/content/alias/${id}`, { headers: etag ? { 'If-Match': etag } : {} });
+    return this.req('DELETE', `/content/alias/${idPath(id)}`, { headers: etag ? { 'If-Match': etag } : {} });
   }
 
   /**
@@ -197,21 +209,21 @@ export class PlatformClient {
    * nothing to release; 409 (40905) for a main alias while its content exists.
    */
   releaseAlias(id: string): Promise<Answer> {
-    return this.req('DELETE', `/content/alias/${id}/release`);
+    return this.req('DELETE', `/content/alias/${idPath(id)}/release`);
   }
 
   /** GET of the versioned resource: the content, metadata or history as it was at revision `rev`. */
   readRevision<T = AnyJson>(id: string, rev: number, kind: 'content' | 'metadata' | 'history' = 'content', query = ''): Promise<Answer<T>> {
-    return this.req('GET', `/content/alias/${id}/${rev}${kind === 'content' ? '' : `/${kind}`}${query ? `?${query}` : ''}`);
+    return this.req('GET', `/content/alias/${idPath(id)}/${rev}${kind === 'content' ? '' : `/${kind}`}${query ? `?${query}` : ''}`);
   }
 
   /** Metadata (`_contentInfo`) or history of an alias, following the redirect. */
   metadata(id: string): Promise<Answer> {
-    return this.read(`/content/alias/${id}/metadata`);
+    return this.read(`/content/alias/${idPath(id)}/metadata`);
   }
 
   history(id: string): Promise<Answer> {
-    return this.read(`/content/alias/${id}/history`);
+    return this.read(`/content/alias/${idPath(id)}/history`);
   }
 
   // ---- revisions (CONTRACT §15) ----
@@ -223,12 +235,12 @@ export class PlatformClient {
     to?: string,
   ): Promise<Answer<{ from: string; to: string; patch: { op: string; path: string; value?: unknown; from?: string }[] }>> {
     const q = new URLSearchParams({ from, ...(to ? { to } : {}) });
-    return this.read(`/content/alias/${id}/compare?${q}`);
+    return this.read(`/content/alias/${idPath(id)}/compare?${q}`);
   }
 
   /** POST .../restore?version=: a new version with the aspects of `version`, with If-Match. */
   restore(id: string, version: string, etag: string): Promise<Answer<ContentEnvelope>> {
-    return this.req('POST', `/content/alias/${id}/restore?version=${encodeURIComponent(version)}`, { headers: { 'If-Match': etag } });
+    return this.req('POST', `/content/alias/${idPath(id)}/restore?version=${encodeURIComponent(version)}`, { headers: { 'If-Match': etag } });
   }
 
   /** GET /operations (sysadmin): partitions and their owners, backlogs, dead letters, re-index sessions, webhook deliveries waiting. */
@@ -255,12 +267,12 @@ export class PlatformClient {
 
   /** DELETE /view/<view>/alias/<ns>/<alias>: the content off the view (204, the new ETag). */
   removeFromView(view: string, id: string): Promise<Answer> {
-    return this.req('DELETE', `/view/${encodeURIComponent(view)}/alias/${id}`);
+    return this.req('DELETE', `/view/${encodeURIComponent(view)}/alias/${idPath(id)}`);
   }
 
   /** A view read, following the redirect. */
   readView(view: string, id: string): Promise<Answer<ContentEnvelope>> {
-    return this.read(`/content/view/${encodeURIComponent(view)}/alias/${id}`);
+    return this.read(`/content/view/${encodeURIComponent(view)}/alias/${idPath(id)}`);
   }
 
   // ---- workspaces ----
@@ -282,7 +294,7 @@ export class PlatformClient {
 
   /** GET /content/workspace/<ws>/alias/<ns>/<alias>: the draft with its pending operations, or main when there is none. */
   readDraft(ws: string, id: string, query = ''): Promise<Answer<ContentEnvelope>> {
-    return this.req('GET', `/content/workspace/${encodeURIComponent(ws)}/alias/${id}${query ? `?${query}` : ''}`);
+    return this.req('GET', `/content/workspace/${encodeURIComponent(ws)}/alias/${idPath(id)}${query ? `?${query}` : ''}`);
   }
 
   /**
@@ -292,17 +304,17 @@ export class PlatformClient {
    */
   updateDraft(ws: string, id: string, envelope: ContentEnvelope | unknown, mode: 'update' | 'replace' = 'update'): Promise<Answer<ContentEnvelope>> {
     const q = mode === 'update' ? '' : `?updateMode=${mode}`;
-    return this.req('PUT', `/content/workspace/${encodeURIComponent(ws)}/alias/${id}${q}`, { body: envelope });
+    return this.req('PUT', `/content/workspace/${encodeURIComponent(ws)}/alias/${idPath(id)}${q}`, { body: envelope });
   }
 
   /** DELETE /content/workspace/<ws>/alias/<ns>/<alias>: the draft removed, main untouched (204). */
   deleteDraft(ws: string, id: string): Promise<Answer> {
-    return this.req('DELETE', `/content/workspace/${encodeURIComponent(ws)}/alias/${id}`);
+    return this.req('DELETE', `/content/workspace/${encodeURIComponent(ws)}/alias/${idPath(id)}`);
   }
 
   /** POST .../promote: the draft becomes the new main version (200, new ETag); 409 when main changed since its origin. */
   promote(ws: string, id: string): Promise<Answer<ContentEnvelope>> {
-    return this.req('POST', `/content/workspace/${encodeURIComponent(ws)}/alias/${id}/promote`);
+    return this.req('POST', `/content/workspace/${encodeURIComponent(ws)}/alias/${idPath(id)}/promote`);
   }
 
   // ---- webhooks (CONTRACT §14, sysadmin) ----

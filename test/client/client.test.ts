@@ -4,7 +4,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { changes } from '../../src/client/changes.js';
 import { bulkImport, exportContents } from '../../src/client/bulk.js';
-import { PlatformClient } from '../../src/client/index.js';
+import { idPath, PlatformClient } from '../../src/client/index.js';
 import { checkerOf } from '../support/openapi-check.js';
 import { startTestPlatform } from '../support/platform.js';
 import { eventually } from '../support/wait.js';
@@ -24,6 +24,30 @@ describe('typed client (src/client)', () => {
     c = await new PlatformClient(p.base).login('editor');
   });
   after(async () => p.stop());
+
+  it('an id goes into a path as encoded segments; one with an empty, `.` or `..` segment is refused before any request', async () => {
+    // Taken as it was, `../workspace/desk` made remove() send DELETE /content/workspace/desk
+    // with the client's token: URL parsing resolves dot segments (security review).
+    expect(idPath('contentid/01JABCDEF')).to.equal('contentid/01JABCDEF');
+    expect(idPath('news/hello world?x#y')).to.equal('news/hello%20world%3Fx%23y');
+    let requests = 0;
+    const server = createServer((_req, res) => {
+      requests++;
+      res.end('{}');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const c = new PlatformClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}/content-service`, 'token');
+      for (const id of ['../workspace/desk', 'news/../../security/token', 'contentid//x', './x', 'a/.'])
+        await (async () => c.remove(id, 'W/"x/1"'))().then(
+          () => expect.fail(`${id} was sent`),
+          (e: Error) => expect(e.message).to.contain('not a content id or alias'),
+        );
+      expect(requests).to.equal(0);
+    } finally {
+      server.close();
+    }
+  });
 
   it('tokens, permission, content, views, metadata, history, workspaces', async () => {
     const t = await c.issueToken({ username: 'reader', password: 'reader' });
