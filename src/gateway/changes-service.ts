@@ -64,6 +64,8 @@ const FIRST_MESSAGE_MAX = 64 * 1024;
 
 interface WsData {
   started: boolean;
+  /** Counted among the sockets waiting for their first message (ChangesService.waitingFirst). */
+  waiting?: boolean;
   /** The feed decided to close this socket. */
   closed: boolean;
   /** uWS closed it: the socket object must not be touched any more. */
@@ -101,6 +103,12 @@ export class ChangesService {
   private held = 0;
   private readonly heldBy = new Map<string, number>();
   private readonly ahead = new PagesAhead();
+  /**
+   * WebSockets open without their first message yet: they hold no stream slot (their user is not
+   * known), so they are bounded apart, by CHANGES_MAX_SUBSCRIBERS too; past it an upgrade answers
+   * 503. Each is cut after WS_FIRST_MESSAGE_MS.
+   */
+  private waitingFirst = 0;
 
   constructor(private readonly d: ChangesServiceDeps) {
     this.source = new ChangeSource(d.redis, d.store, d.settings.PARTITIONS, new Reads(d));
@@ -122,6 +130,16 @@ export class ChangesService {
       maxBackpressure: 16 * 1024 * 1024,
       closeOnBackpressureLimit: 1,
       upgrade: (res, req, context) => {
+        if (this.waitingFirst >= this.d.settings.CHANGES_MAX_SUBSCRIBERS) {
+          const e = new AppError('UNAVAILABLE', 'Too many WebSockets wait for their first message: retry shortly', {}, STREAM_RETRY_AFTER_SECONDS);
+          res.cork(() => {
+            res.writeStatus('503 Service Unavailable');
+            res.writeHeader('Content-Type', 'application/json');
+            res.writeHeader('Retry-After', String(STREAM_RETRY_AFTER_SECONDS));
+            res.end(JSON.stringify(e.toBody()));
+          });
+          return;
+        }
         res.upgrade<WsData>(
           { started: false, closed: false, gone: false },
           req.getHeader('sec-websocket-key'),
@@ -132,6 +150,8 @@ export class ChangesService {
       },
       open: (ws) => {
         const data = ws.getUserData();
+        data.waiting = true;
+        this.waitingFirst++;
         // Refused after the I/O of the loop's turn (setImmediate): a first message that came in
         // time, while the loop was busy, is read before the refusal, not after.
         data.timer = setTimeout(
@@ -147,6 +167,7 @@ export class ChangesService {
         const data = ws.getUserData();
         if (data.started) return; // the client has nothing more to say
         data.started = true;
+        this.stopWaiting(data);
         clearTimeout(data.timer);
         if (message.byteLength > FIRST_MESSAGE_MAX) {
           this.wsFail(ws, new AppError('BAD_REQUEST', `The first message must be at most ${FIRST_MESSAGE_MAX / 1024} KB`), WS_CLOSE.badRequest);
@@ -164,11 +185,19 @@ export class ChangesService {
         const data = ws.getUserData();
         data.closed = true;
         data.gone = true;
+        this.stopWaiting(data);
         clearTimeout(data.timer);
         data.sub?.close('stopped');
         data.release?.();
       },
     });
+  }
+
+  /** A WebSocket's first message came, or it closed: it waits no longer. */
+  private stopWaiting(data: WsData): void {
+    if (!data.waiting) return;
+    data.waiting = false;
+    this.waitingFirst--;
   }
 
   /** Ends every subscriber (the gateway is closing). */

@@ -354,6 +354,32 @@ describe('change feed: open streams per user and per process (CONTRACT §13, SEC
     await until(async () => subscribers() === 0, 5000, 'every stream to end');
   });
 
+  it('WebSockets waiting for their first message are bounded by CHANGES_MAX_SUBSCRIBERS too: past it an upgrade answers 503', async () => {
+    // They hold no stream slot (their user is not known yet): before, any number of them could be
+    // held open, each for up to 10 s, and opened again (security review).
+    const token = (await new Client(p.base).login('reader')).token!;
+    const upgrade = () =>
+      new Promise<{ ws: ReturnType<typeof openWs>; error?: string }>((resolve) => {
+        const ws = openWs(wsUrl);
+        opened.push({ destroy: () => ws.terminate() });
+        ws.on('open', () => resolve({ ws }));
+        ws.on('error', (e) => resolve({ ws, error: e.message }));
+      });
+    const waiting = [];
+    for (let i = 0; i < 5; i++) waiting.push(await upgrade());
+    for (const w of waiting) expect(w.error).to.equal(undefined);
+    expect((await upgrade()).error).to.contain('503');
+    // One sends its first message: it is a subscriber now, and another may wait.
+    waiting[0].ws.send(JSON.stringify({ token, since: 'now' }));
+    await until(async () => subscribers() === 1, 5000, 'the first message to be taken');
+    expect((await upgrade()).error).to.equal(undefined);
+    // One that closes gives its place back too.
+    waiting[1].ws.terminate();
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await upgrade()).error).to.equal(undefined);
+    expect((await upgrade()).error).to.contain('503');
+  });
+
   it('no slot is lost: requests aborted while they start, WebSockets closed right after their first message, long polls that time out', async () => {
     const token = (await new Client(p.base).login('reader')).token!;
     for (let i = 0; i < 30; i++) {
