@@ -6,8 +6,9 @@
  *   node --import tsx bench/bulk.ts <root> export [type]           one GET /export?types=<type>
  *
  * Prints one `RESULT {json}` line: lines (or contents) per second from the request's start to
- * the last answer line, the statuses, and the peak RSS of this process. The body is made while
- * it is sent and the answers are counted as they come, so this process's memory stays flat.
+ * the last answer line, the statuses, and the peak RSS of this process. The body is made before
+ * the clock starts up to 200,000 lines (about 40 MB), while it is sent past that; the answers are
+ * counted on their bytes as they come.
  */
 import http from 'node:http';
 import { Readable } from 'node:stream';
