@@ -46,7 +46,7 @@ export interface ActorContext {
  * commit found that this process no longer owns the partition.
  */
 export interface CommandHandler<C extends CommandBase = CommandBase> {
-  handle(cmd: C, ctx: ActorContext): Promise<{ reply: Reply; committed: boolean } | 'lease-lost'>;
+  handle(cmd: C, ctx: ActorContext): Promise<{ reply: Reply; committed: boolean; packed?: Buffer } | 'lease-lost'>;
   /**
    * Before a retry: when the command's commit took place although its answer was lost (Redis
    * restarting), finishes the idempotent steps that follow that commit and answers the reply;
@@ -323,7 +323,7 @@ class PartitionLoop<C extends CommandBase> {
     ctx: ActorContext,
     retry: boolean,
     recorded: Buffer | null = null,
-  ): Promise<{ reply: Reply | Buffer; committed: boolean; expired?: true } | 'lease-lost'> {
+  ): Promise<{ reply: Reply | Buffer; committed: boolean; expired?: true; packed?: Buffer } | 'lease-lost'> {
     if (recorded) return { reply: recorded, committed: false };
     if (retry) {
       const applied = await this.appliedReply(cmd, ctx);
@@ -479,7 +479,9 @@ class PartitionLoop<C extends CommandBase> {
         }
         // A refusal past the deadline reaches a gateway still waiting (within the grace); later
         // its gateway answered 503 already, or is gone, and its reply stream is not made anew.
-        if (!out.expired || Date.now() <= Number(cmd.deadline) + this.settings.ACTOR_DEADLINE_GRACE_MS) sendReply(this.redis, cmd.replyTo, cmd.id, out.reply);
+        // The reply as its commit recorded it, when it did: packed once for both.
+        if (!out.expired || Date.now() <= Number(cmd.deadline) + this.settings.ACTOR_DEADLINE_GRACE_MS)
+          sendReply(this.redis, cmd.replyTo, cmd.id, out.packed ?? out.reply);
         if (!out.committed) await this.redis.xack(this.stream, ACTOR_GROUP, entryId);
         this.attempts.delete(entryId);
         return;

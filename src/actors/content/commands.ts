@@ -73,7 +73,8 @@ export interface DraftResult {
   subResults: SubResult[];
 }
 
-export type Outcome = { reply: Reply; committed: boolean } | 'lease-lost';
+/** `packed`: the reply as the commit recorded it (a stream command's), sent as it is rather than packed again. */
+export type Outcome = { reply: Reply; committed: boolean; packed?: Buffer } | 'lease-lost';
 
 /** Did the command commit and answer success (so the steps that follow a commit run)? */
 export const committed = (out: Outcome): boolean => out !== 'lease-lost' && out.reply.ok;

@@ -444,6 +444,8 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     };
     // Left out for the content API's own writes: events stay as small as before, and read as `main`.
     if (via !== undefined && via !== 'main') event.via = via;
+    // A local command is never replayed: no reply to record.
+    const packed = ctx.local ? undefined : pack(reply);
     const res = await this.store.commit({
       owner: ctx.owner,
       expectedRev,
@@ -451,13 +453,12 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
       version,
       viewEvents,
       event,
-      // A local command is never replayed: no reply to record.
-      reply: ctx.local ? undefined : pack(reply),
+      reply: packed,
       commandId: cmd.id,
       entryId: ctx.entryId,
       promotedFrom,
     });
-    if (res.outcome === CommitOutcome.Committed) return { reply, committed: true };
+    if (res.outcome === CommitOutcome.Committed) return { reply, committed: true, packed };
     // The script may have run twice: when Redis restarts, ioredis sends the commands whose
     // answers it lost again, and the second run finds the revision moved by the first, or the
     // lease gone meanwhile (it expires while Redis is down). Either way the first run committed

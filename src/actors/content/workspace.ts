@@ -209,17 +209,18 @@ export class Workspaces {
   private async write(cmd: Cmd, ctx: ActorContext, draft: Draft | null, value: unknown): Promise<Outcome> {
     if (draft) await this.store.addToWorkspace(cmd.workspace, cmd.cid);
     const reply: Reply = { id: cmd.id, ok: true, value };
+    // A local command is never replayed: no reply to record.
+    const packed = ctx.local ? undefined : pack(reply);
     const outcome = await this.store.commitDraft({
       owner: ctx.owner,
       cid: cmd.cid,
       workspace: cmd.workspace,
       draft,
-      // A local command is never replayed: no reply to record.
-      reply: ctx.local ? undefined : pack(reply),
+      reply: packed,
       commandId: cmd.id,
       entryId: ctx.entryId,
     });
-    return outcome === CommitOutcome.Committed ? { reply, committed: true } : 'lease-lost';
+    return outcome === CommitOutcome.Committed ? { reply, committed: true, packed } : 'lease-lost';
   }
 }
 
