@@ -89,8 +89,14 @@ function eventOf(fields: Buffer[]): StoredEvent | null {
  * small. Strings count two bytes a character. At least 1 (LRUCache refuses 0).
  */
 export function snapshotBytes(s: Snapshot): number {
-  let n = 1024;
+  let n = sizes.get(s);
+  if (n !== undefined) return n;
+  n = 1024;
   for (const a of s.aliases) n += 2 * a.length + 64;
   n += 2 * JSON.stringify(s.meta).length;
+  sizes.set(s, n);
   return n;
 }
+
+/** Each decoded snapshot's size, counted once: the snapshot cache and the feed's resolved entries both ask. */
+const sizes = new WeakMap<Snapshot, number>();
