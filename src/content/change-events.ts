@@ -5,6 +5,7 @@
  * every decision is taken here.
  */
 import { AppError } from '../errors.js';
+import { contextsKey, type Principal } from './permissions.js';
 import { type ContentEvent, isoTime, mainAlias, type Snapshot, versionId } from './model.js';
 import { inTimeWindow, resolveView, timeWindow, viewNames } from './views.js';
 
@@ -168,6 +169,14 @@ export interface ChangeFilter {
   views: string[];
   kinds: ChangeKind[];
 }
+
+/**
+ * What decides which events of an entry a caller receives: its user and roles (the read rule)
+ * and its filter, in one string. Callers with the same key receive the same events of the same
+ * entries, so the feed may choose them once for all of them (the fan-out's groups, pages made
+ * ahead); anything left out of it would hand one caller another's events.
+ */
+export const audienceKey = (principal: Principal, filter: ChangeFilter): string => JSON.stringify([principal.userId, contextsKey(principal), filter]);
 
 const NAME = /^[A-Za-z0-9_~@.:-]{1,200}$/;
 

@@ -25,6 +25,14 @@ export interface Principal {
   contexts: Record<string, string[]>;
 }
 
+/** A principal's roles in every context, in one comparable string (whatever the order they came in). */
+export const contextsKey = (p: Principal): string =>
+  JSON.stringify(
+    Object.keys(p.contexts)
+      .sort()
+      .map((c) => [c, [...p.contexts[c]].sort()]),
+  );
+
 /** The spec's "Authorization information response". */
 export interface AuthorizationInfo {
   contexts: Record<string, string[]>;

@@ -2,6 +2,7 @@ import type { Settings } from '../../config/settings.js';
 import type { Logger } from '../adapters/log.js';
 import { connectRedis, keys, type RedisClient } from '../adapters/redis.js';
 import {
+  audienceKey,
   type ChangeFilter,
   compareFeedOrder,
   compareIds,
@@ -70,7 +71,7 @@ export class FeedSubscriber {
     private readonly maxQueue: number,
   ) {
     this.positions = positions.map((p) => ({ ...p }));
-    this.group = JSON.stringify([principal.userId, principal.contexts, filter]);
+    this.group = audienceKey(principal, filter);
   }
 
   /** Events waiting in this subscriber's queue (for the memory bound and its tests). */

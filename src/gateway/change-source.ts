@@ -7,6 +7,7 @@ import type { ContentStore } from '../adapters/content-store.js';
 import { keys, type RedisClient } from '../adapters/redis.js';
 import { changeKeys } from '../actors/timestate-schedule.js';
 import {
+  audienceKey,
   type ChangeEvent,
   type ChangeFilter,
   compareIds,
@@ -450,5 +451,5 @@ export class PagesAhead {
 
 /** What decides a page: the caller's user and contexts, the filter, the limit and the positions. */
 function aheadKey(principal: Principal, filter: ChangeFilter, positions: StreamPosition[], limit: number): string {
-  return `${JSON.stringify([principal.userId, principal.contexts, filter, limit])}${encodePositions(positions).toString('base64')}`;
+  return `${audienceKey(principal, filter)}${limit}:${encodePositions(positions).toString('base64')}`;
 }

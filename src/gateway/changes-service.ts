@@ -131,13 +131,9 @@ export class ChangesService {
       closeOnBackpressureLimit: 1,
       upgrade: (res, req, context) => {
         if (this.waitingFirst >= this.d.settings.CHANGES_MAX_SUBSCRIBERS) {
-          const e = new AppError('UNAVAILABLE', 'Too many WebSockets wait for their first message: retry shortly', {}, STREAM_RETRY_AFTER_SECONDS);
-          res.cork(() => {
-            res.writeStatus('503 Service Unavailable');
-            res.writeHeader('Content-Type', 'application/json');
-            res.writeHeader('Retry-After', String(STREAM_RETRY_AFTER_SECONDS));
-            res.end(JSON.stringify(e.toBody()));
-          });
+          this.exchange(res, req, 'content-service/changes/ws').sendError(
+            new AppError('UNAVAILABLE', 'Too many WebSockets wait for their first message: retry shortly', {}, STREAM_RETRY_AFTER_SECONDS),
+          );
           return;
         }
         res.upgrade<WsData>(
@@ -244,12 +240,18 @@ export class ChangesService {
 
   // ---- HTTP: pages, long poll, server-sent events ----
 
+  /** A request of the feed's routes, answered with the content service's headers. */
+  private exchange(res: uWS.HttpResponse, req: uWS.HttpRequest, route: string): Exchange {
+    const x = new Exchange(res, req, this.d.settings.MAX_BODY_BYTES);
+    x.baseHeaders.push(['Svc-Api-Version', this.d.settings.API_VERSION], ['Svc-Response-Origin', 'content-service']);
+    x.route = route;
+    return x;
+  }
+
   private http(res: uWS.HttpResponse, req: uWS.HttpRequest): void {
     // Read now: uWS's request is gone once this returns, and Exchange does not keep this header.
     const lastEventId = req.getHeader('last-event-id');
-    const x = new Exchange(res, req, this.d.settings.MAX_BODY_BYTES);
-    x.baseHeaders.push(['Svc-Api-Version', this.d.settings.API_VERSION], ['Svc-Response-Origin', 'content-service']);
-    x.route = 'content-service/changes';
+    const x = this.exchange(res, req, 'content-service/changes');
     this.serve(x, lastEventId)
       .catch((e: unknown) => {
         x.sendError(e, (err) => this.d.log.error({ err, path: x.path, requestId: x.requestId }, 'change feed request failed'));

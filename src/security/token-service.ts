@@ -10,7 +10,7 @@ import type { Settings } from '../../config/settings.js';
 import { AppError } from '../errors.js';
 import { repoPath } from '../repo-files.js';
 import { hashPassword, verifyPassword } from './passwords.js';
-import { authorizationInfo, type AuthorizationInfo, type Principal } from '../content/permissions.js';
+import { authorizationInfo, type AuthorizationInfo, contextsKey, type Principal } from '../content/permissions.js';
 import { limitedAddress } from './client-address.js';
 import { ACCOUNT_CHANGED, RevocationFeed } from './revocation-feed.js';
 import { loadSecurityConfig, type SecurityConfigWithUsers } from './security-config.js';
@@ -37,14 +37,6 @@ import { loadSecurityConfig, type SecurityConfigWithUsers } from './security-con
 /** The spec's Token response. Times are epoch milliseconds as strings of digits. */
 /** How often the token of a request that stays open is checked again (TokenService.watch). */
 export const TOKEN_RECHECK_MS = 5000;
-
-/** A principal's roles in every context, in one comparable string. */
-const rolesKey = (p: Principal): string =>
-  JSON.stringify(
-    Object.keys(p.contexts)
-      .sort()
-      .map((c) => [c, [...p.contexts[c]].sort()]),
-  );
 
 export interface TokenResponse {
   token: string;
@@ -315,7 +307,7 @@ export class TokenService {
    * and every TOKEN_RECHECK_MS (role changes, expiry). Answers the function that stops watching.
    */
   watch(token: string, opened: Principal, changed: (now: Principal | null) => void): () => void {
-    const roles = rolesKey(opened);
+    const roles = contextsKey(opened);
     let done = false;
     const stop = () => {
       done = true;
@@ -325,7 +317,7 @@ export class TokenService {
     const check = () => {
       this.authenticate(token).then(
         (p) => {
-          if (done || (p && rolesKey(p) === roles)) return;
+          if (done || (p && contextsKey(p) === roles)) return;
           stop();
           try {
             changed(p);
