@@ -341,10 +341,16 @@ describe('web console in a real browser (CONTRACT §19)', function () {
     });
 
     it('shows a commit made by another client live', async () => {
+      const live = () => p.gateway!.changes.stats().subscribers;
+      const before = live();
       await page.evaluate(() => {
         location.hash = '#/feed';
       });
       await waitText(page, '#feed-status', 'Connected');
+      // The page says Connected once its socket opens; its `since=now` is taken when the gateway
+      // reads the first message. A commit before that is not the page's to show (a suite under
+      // load once committed first): wait for the gateway to hold the subscriber.
+      await eventually(async () => expect(live()).to.be.greaterThan(before), 10000);
       const c = await create(`live ${W}`, sysadmin);
       await waitText(page, '#feed', `contentid/${c.key}`);
       expect(await text(page, '#feed'))
