@@ -3,7 +3,7 @@
  * keep-alive HTTP requests with their latency, percentiles, the `RESULT {json}` line every
  * load generator prints for the harness, and the indexer's lag read from Redis.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import http from 'node:http';
 import { Redis } from 'ioredis';
 import type { AnyJson } from '../src/client/index.js';
@@ -154,6 +154,31 @@ export async function indexerSettled(
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** utime + stime of a process, in jiffies (1/100 s); 0 once it is gone. */
+/**
+ * The voluntary context switches of process `pid` (every thread), 0 when it is gone: each is a
+ * wait for I/O, so their count per request says how often a process goes to sleep and wakes up.
+ */
+export function wakeupsOf(pid: number): number {
+  try {
+    return readdirSync(`/proc/${pid}/task`).reduce((n, t) => {
+      const m = /voluntary_ctxt_switches:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/task/${t}/status`, 'utf8'));
+      return n + Number(m?.[1] ?? 0);
+    }, 0);
+  } catch {
+    return 0;
+  }
+}
+
+/** The read and write system calls process `pid` made (every thread; /proc/<pid>/io), 0 when it is gone. */
+export function ioCallsOf(pid: number): number {
+  try {
+    const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+    return Number(/syscr:\s+(\d+)/.exec(io)?.[1] ?? 0) + Number(/syscw:\s+(\d+)/.exec(io)?.[1] ?? 0);
+  } catch {
+    return 0;
+  }
+}
+
 export function cpuOf(pid: number): number {
   try {
     const st = readFileSync(`/proc/${pid}/stat`, 'utf8');

@@ -26,7 +26,7 @@ import { freePort, startRedisServer } from '../src/dev/redis-server.js';
 import { startSolr } from '../src/dev/solr-server.js';
 import { Fleet } from '../src/fleet.js';
 import { NODE_FLAGS } from '../src/main.js';
-import { CREATE_ENVELOPE, cpuOf, indexerSettled, login, sleep } from './lib.js';
+import { CREATE_ENVELOPE, cpuOf, indexerSettled, login, sleep, wakeupsOf, ioCallsOf } from './lib.js';
 
 const SECONDS = Number(process.argv[2] ?? 10);
 const MODE = process.argv[3] ?? 'create';
@@ -42,7 +42,9 @@ mkdirSync(DIR, { recursive: true });
 const redis = await startRedisServer({});
 const solr = await startSolr({ dataDir: join(DIR, 'solr'), log: () => undefined });
 const env = { REDIS_URL: redis.url, SOLR_URL: solr.url, HOST: '127.0.0.1', LOG_LEVEL: 'warn', FILES_DIR: join(DIR, 'files'), PARTITIONS: String(PARTITIONS) };
-const profFlags = [...NODE_FLAGS, '--cpu-prof', `--cpu-prof-dir=${DIR}`];
+/** PROFILE=0: the same run without the profiler, for CPU figures without its overhead. */
+const PROFILE = process.env.PROFILE !== '0';
+const profFlags = PROFILE ? [...NODE_FLAGS, '--cpu-prof', `--cpu-prof-dir=${DIR}`] : [...NODE_FLAGS];
 /** The profiled processes by name, with their pids (a profile's file name carries its pid). */
 const procs = new Map<string, ChildProcess>();
 let fleet: Fleet | undefined;
@@ -127,6 +129,8 @@ try {
   }
   const pids: Record<string, number> = { ...Object.fromEntries([...procs].map(([n, c]) => [n, c.pid!])), solr: solr.pid!, redis: redis.pid };
   const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuOf(pid)]));
+  const wokeBefore = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, wakeupsOf(pid)]));
+  const ioBefore = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, ioCallsOf(pid)]));
   const t0 = Date.now();
   window.from = monoUs();
   const body = join(DIR, 'create.json');
@@ -164,6 +168,20 @@ try {
   // cpuOf counts clock ticks (1/100 s): % of a core over requests/s gives ms per request.
   if (rps)
     console.log(`platform CPU per request: ${((own / rps) * 10).toFixed(3)} ms (${used.map(([k, c]) => `${k} ${((c / rps) * 10).toFixed(3)}`).join(', ')})`);
+  // How often each process went to sleep waiting for I/O, per request: on shared cores every
+  // wake-up is a context switch, so batching shows here first.
+  if (rps)
+    console.log(
+      `wake-ups per request: ${Object.entries(pids)
+        .map(([k, pid]) => `${k} ${((wakeupsOf(pid) - wokeBefore[k]) / (rps * secs)).toFixed(2)}`)
+        .join(', ')}`,
+    );
+  if (rps)
+    console.log(
+      `read and write calls per request: ${Object.entries(pids)
+        .map(([k, pid]) => `${k} ${((ioCallsOf(pid) - ioBefore[k]) / (rps * secs)).toFixed(2)}`)
+        .join(', ')}`,
+    );
 } finally {
   if (fleet) await fleet.stopAll();
   if (single) {
