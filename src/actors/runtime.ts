@@ -109,6 +109,11 @@ export function recordedReply(redis: RedisClient, partition: number, commandId: 
 export class ActorHost<C extends CommandBase = CommandBase> {
   readonly owner: string;
   private readonly owned = new Map<number, PartitionLoop<C>>();
+  /**
+   * On one Redis server, one blocking read serves every owned partition; on Redis Cluster each
+   * partition's stream lives in its own slot, so each partition reads its own.
+   */
+  private readonly shared?: SharedCommandReader;
   private ticker?: NodeJS.Timeout;
   private ticking = false;
   private stopping = false;
@@ -120,6 +125,7 @@ export class ActorHost<C extends CommandBase = CommandBase> {
     private readonly log: Logger,
   ) {
     this.owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+    if (!settings.REDIS_CLUSTER_NODES) this.shared = new SharedCommandReader(redis, settings, this.owner, log);
   }
 
   /** Joins the actors and takes partitions; resolves once the first share is taken. */
@@ -150,6 +156,7 @@ export class ActorHost<C extends CommandBase = CommandBase> {
     this.stopping = true;
     if (this.ticker) clearInterval(this.ticker);
     const loops = [...this.owned.values()];
+    await this.shared?.stop();
     await Promise.all(loops.map((l) => l.stop()));
     await Promise.all(loops.map((l) => this.redis.releaseLease(keys.lease(l.partition), this.owner).catch(() => 0)));
     this.owned.clear();
@@ -199,7 +206,7 @@ export class ActorHost<C extends CommandBase = CommandBase> {
             await this.redis.releaseLease(keys.lease(p), this.owner);
             continue;
           }
-          const loop = new PartitionLoop<C>(p, this.owner, this.redis, this.settings, this.handler, this.log);
+          const loop = new PartitionLoop<C>(p, this.owner, this.redis, this.settings, this.handler, this.log, this.shared);
           this.owned.set(p, loop);
           loop.start();
           this.log.debug({ partition: p, owner: this.owner }, 'partition taken');
@@ -224,9 +231,248 @@ export class ActorHost<C extends CommandBase = CommandBase> {
   }
 }
 
-/** One owned partition: its blocking reader, recovery of pending commands, batches in order. */
-class PartitionLoop<C extends CommandBase> {
+/** Where a partition's loop takes its commands from: its own blocking read, or its share of one. */
+interface CommandSource {
+  /** The next entries; null when none came within the block time, when a read failed, or after `close`. */
+  next(): Promise<StreamEntry[] | null>;
+  close(): void;
+}
+
+/** A partition's own blocking read of its command stream (Redis Cluster: each stream has its own slot). */
+class OwnCommandRead implements CommandSource {
   private readonly conn: RedisClient;
+  private open = true;
+  private readonly retry: ReadRetry;
+  private readonly query;
+
+  constructor(partition: number, owner: string, redis: RedisClient, settings: Settings, log: Logger) {
+    this.conn = connectRedis(settings, { blocking: true, name: `actor-p${partition}`, log });
+    this.retry = {
+      running: () => this.open,
+      warn: (e) => {
+        log.warn({ err: e, partition }, 'command read failed, retrying');
+        regroupIfLost(redis, e, [partition]);
+      },
+      retryMs: 200,
+    };
+    this.query = { group: ACTOR_GROUP, consumer: owner, count: settings.ACTOR_BATCH, blockMs: BLOCK_MS, streams: [keys.commands(partition)], ids: ['>'] };
+  }
+
+  async next(): Promise<StreamEntry[] | null> {
+    const res = await readOrRetry(() => readGroup(this.conn, this.query), this.retry);
+    return res !== 'failed' && res?.[0][1].length ? res[0][1] : null;
+  }
+
+  /** Once: a disconnect() of a closed connection would add a listener to its socket. */
+  close(): void {
+    if (!this.open) return;
+    this.open = false;
+    this.conn.disconnect();
+  }
+}
+
+/** A partition's share of the shared read: the entries read for it, waiting for its loop. */
+class QueuedCommands implements CommandSource {
+  entries: StreamEntry[] = [];
+  closed = false;
+  private waiter?: (entries: StreamEntry[] | null) => void;
+
+  constructor(
+    readonly partition: number,
+    private readonly taken: () => void,
+  ) {}
+
+  push(entries: StreamEntry[]): void {
+    if (this.closed) return;
+    for (const e of entries) this.entries.push(e);
+    this.handOver();
+  }
+
+  next(): Promise<StreamEntry[] | null> {
+    if (this.closed) return Promise.resolve(null);
+    if (this.entries.length) return Promise.resolve(this.take());
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.waiter = undefined;
+        resolve(null);
+      }, BLOCK_MS);
+      this.waiter = (v) => {
+        clearTimeout(timer);
+        this.waiter = undefined;
+        resolve(v);
+      };
+    });
+  }
+
+  close(): void {
+    this.closed = true;
+    this.entries = [];
+    this.waiter?.(null);
+  }
+
+  private handOver(): void {
+    if (this.waiter && this.entries.length) this.waiter(this.take());
+  }
+
+  private take(): StreamEntry[] {
+    const batch = this.entries;
+    this.entries = [];
+    this.taken();
+    return batch;
+  }
+}
+
+/**
+ * One blocking XREADGROUP over the command streams of every partition this process owns, on one
+ * Redis server (issue 23). With a blocking read per partition, each command woke its partition's
+ * reader alone: one read, one reply and one wake-up per command, on each of 32 connections. One
+ * read answers for every partition that has commands, and hands each its entries.
+ *
+ * A partition whose loop has ACTOR_BATCH entries waiting is left out of the next read until it
+ * takes them (back-pressure, as a partition's own reader reads again only after its batch). A
+ * read is over the partitions readable when it started: when one joins, leaves, or becomes
+ * readable again while a read blocks, the read is ended (CLIENT UNBLOCK) and made anew, so a new
+ * partition's commands do not wait for the block to time out.
+ */
+class SharedCommandReader {
+  private readonly conn: RedisClient;
+  private clientId: number | null = null;
+  private readonly queues = new Map<number, QueuedCommands>();
+  private running = true;
+  private loop?: Promise<void>;
+  /** The read in progress: its sequence number and partitions; null between reads. */
+  private reading: { seq: number; partitions: Set<number> } | null = null;
+  private seq = 0;
+  /** Resolves the wait of a reader that had no readable partition. */
+  private idle?: () => void;
+  /** Settles when the read in progress has ended. */
+  private readDone: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly settings: Settings,
+    private readonly owner: string,
+    private readonly log: Logger,
+  ) {
+    this.conn = connectRedis(settings, { blocking: true, name: 'actor-commands', log });
+    // A new connection has a new client id: asked again before the next read.
+    this.conn.on('close', () => (this.clientId = null));
+  }
+
+  /** The entries of partition `p` from now on; its consumer group exists. */
+  join(p: number): QueuedCommands {
+    const q = new QueuedCommands(p, () => this.changed());
+    this.queues.set(p, q);
+    this.loop ??= this.run().catch((e: unknown) => this.log.error({ err: e }, 'command reader failed'));
+    this.changed();
+    return q;
+  }
+
+  /**
+   * Partition `p` is read no more. Resolves once no read in progress covers it: entries read for
+   * it after that stay pending in the group, and the partition's next owner claims them.
+   */
+  async leave(p: number): Promise<void> {
+    this.queues.get(p)?.close();
+    this.queues.delete(p);
+    if (this.reading?.partitions.has(p)) {
+      this.changed();
+      await this.readDone;
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    for (const q of this.queues.values()) q.close();
+    this.queues.clear();
+    this.idle?.();
+    this.conn.disconnect();
+    await this.loop;
+  }
+
+  private readable(): number[] {
+    const limit = this.settings.ACTOR_BATCH;
+    return [...this.queues.values()].filter((q) => q.entries.length < limit).map((q) => q.partition);
+  }
+
+  /** The readable partitions may differ from those of the read in progress: end it, or wake the idle reader. */
+  private changed(): void {
+    if (this.idle) {
+      this.idle();
+      return;
+    }
+    const r = this.reading;
+    if (!r) return;
+    const now = this.readable();
+    if (now.length === r.partitions.size && now.every((p) => r.partitions.has(p))) return;
+    void this.unblock(r.seq);
+  }
+
+  /**
+   * Ends read `seq` from the main connection. The UNBLOCK can reach Redis before the read it
+   * means (two connections): while that read has not ended, it is tried again shortly.
+   */
+  private async unblock(seq: number): Promise<void> {
+    for (let wait = 2; this.running && this.reading?.seq === seq; wait = Math.min(50, wait * 2)) {
+      if (this.clientId !== null && (await this.redis.client('UNBLOCK', this.clientId).catch(() => 0)) === 1) return;
+      await sleep(wait);
+    }
+  }
+
+  private async run(): Promise<void> {
+    let parts: number[] = [];
+    const retry: ReadRetry = {
+      running: () => this.running,
+      warn: (e) => {
+        this.log.warn({ err: e }, 'command read failed, retrying');
+        regroupIfLost(this.redis, e, parts);
+      },
+      retryMs: 200,
+    };
+    while (this.running) {
+      if (this.clientId === null) {
+        const id = await readOrRetry(() => this.conn.client('ID'), retry);
+        if (id === 'failed') continue;
+        this.clientId = Number(id);
+      }
+      // Taken just before the read is sent: a change after this point ends the read.
+      parts = this.readable();
+      if (!parts.length) {
+        await new Promise<void>((resolve) => (this.idle = resolve));
+        this.idle = undefined;
+        continue;
+      }
+      const streams = parts.map((p) => keys.commands(p));
+      let ended!: () => void;
+      this.readDone = new Promise<void>((resolve) => (ended = resolve));
+      this.reading = { seq: ++this.seq, partitions: new Set(parts) };
+      const res = await readOrRetry(
+        () =>
+          readGroup(this.conn, {
+            group: ACTOR_GROUP,
+            consumer: this.owner,
+            count: this.settings.ACTOR_BATCH,
+            blockMs: BLOCK_MS,
+            streams,
+            ids: parts.map(() => '>'),
+          }),
+        retry,
+      );
+      this.reading = null;
+      if (res !== 'failed' && res) {
+        for (const [stream, entries] of res) {
+          // A partition that left meanwhile: its entries stay pending for its next owner.
+          if (entries.length) this.queues.get(parts[streams.indexOf(stream.toString())])?.push(entries);
+        }
+      }
+      ended();
+    }
+  }
+}
+
+/** One owned partition: its commands (read by its own reader or the shared one), recovery of pending commands, batches in order. */
+class PartitionLoop<C extends CommandBase> {
+  private source?: CommandSource;
   private running = true;
   private done?: Promise<void>;
   private readonly attempts = new Map<string, number>();
@@ -241,8 +487,8 @@ class PartitionLoop<C extends CommandBase> {
     private readonly settings: Settings,
     private readonly handler: CommandHandler<C>,
     private readonly log: Logger,
+    private readonly shared?: SharedCommandReader,
   ) {
-    this.conn = connectRedis(settings, { blocking: true, name: `actor-p${partition}`, log });
     // Never past a pending command (one a previous owner took and did not run): it is reclaimed.
     this.trimmer = new ConsumedTrimmer(redis, keys.commands(partition), Date.now, () => oldestPending(redis, keys.commands(partition)));
   }
@@ -254,19 +500,20 @@ class PartitionLoop<C extends CommandBase> {
   /** Stops after the batch in hand. */
   async stop(): Promise<void> {
     this.running = false;
-    this.conn.disconnect();
+    this.source?.close();
+    await this.shared?.leave(this.partition);
     await this.done;
   }
 
   /**
    * Stops at once: another process owns the partition now, its commits would be refused anyway.
-   * Once: every command in flight that finds the lease lost calls it (a bulk import has hundreds),
-   * and each disconnect() of the same connection would add a listener to its socket.
+   * Once: every command in flight that finds the lease lost calls it (a bulk import has hundreds).
    */
   abandon(): void {
     if (!this.running) return;
     this.running = false;
-    this.conn.disconnect();
+    this.source?.close();
+    void this.shared?.leave(this.partition);
   }
 
   /** Runs `work` after every earlier command of the same content (stream or local). */
@@ -361,16 +608,13 @@ class PartitionLoop<C extends CommandBase> {
   private async run(): Promise<void> {
     await ensureGroup(this.redis, this.stream, ACTOR_GROUP);
     await this.recover();
-    const retry: ReadRetry = {
-      running: () => this.running,
-      warn: (e) => this.log.warn({ err: e, partition: this.partition }, 'command read failed, retrying'),
-      retryMs: 200,
-    };
-    const query = { group: ACTOR_GROUP, consumer: this.owner, count: this.settings.ACTOR_BATCH, blockMs: BLOCK_MS, streams: [this.stream], ids: ['>'] };
+    if (!this.running) return;
+    // Read only once the group exists (a shared read naming a stream without it fails whole).
+    this.source = this.shared ? this.shared.join(this.partition) : new OwnCommandRead(this.partition, this.owner, this.redis, this.settings, this.log);
     let reclaimed = Date.now();
     while (this.running) {
-      const res = await readOrRetry(() => readGroup(this.conn, query), retry);
-      if (res !== 'failed' && res?.[0][1].length) await this.processBatch(res[0][1]);
+      const entries = await this.source.next();
+      if (entries?.length && this.running) await this.processBatch(entries);
       // A previous owner whose blocked read Redis served after this one took the partition (it
       // had not yet seen its lease go) holds commands it will never run: take them once they
       // have waited a lease. Between batches, so this loop runs them like any other.
@@ -502,6 +746,16 @@ class PartitionLoop<C extends CommandBase> {
     if (cmd)
       sendReply(this.redis, cmd.replyTo, cmd.id, { id: cmd.id, ok: false, error: new AppError('INTERNAL', 'The command could not be processed').toWire() });
   }
+}
+
+/**
+ * A read that failed with NOGROUP names a stream that lost its group or is gone (a Redis that
+ * restarted without its data): the groups are made again, so the actors read again once the
+ * gateways append commands, instead of failing every read until a restart.
+ */
+function regroupIfLost(redis: RedisClient, e: unknown, partitions: number[]): void {
+  if (!String(e).includes('NOGROUP')) return;
+  for (const p of partitions) void ensureGroup(redis, keys.commands(p), ACTOR_GROUP).catch(() => undefined);
 }
 
 function fieldOf(fields: Buffer[], name: string): Buffer | undefined {

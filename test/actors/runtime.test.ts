@@ -372,6 +372,65 @@ describe('actor runtime (ARCHITECTURE principles 1-3)', function () {
       await waitFor(async () => (a.partitions().length === P ? true : null), 10000, 'the remaining host to take every partition');
     });
   });
+
+  describe('(f) one read of the commands for every partition (issue 23)', () => {
+    const connectionNames = async () =>
+      ((await redis.client('LIST')) as string)
+        .split('\n')
+        .map((l) => /name=(\S*)/.exec(l)?.[1] ?? '')
+        .filter((n) => n.startsWith('actor-'));
+
+    it('a host reads the command streams of all its partitions on one blocking connection, and answers a command on each', async () => {
+      const before = (await connectionNames()).length;
+      await startHost();
+      const to = replyStream();
+      for (let p = 0; p < P; p++) {
+        const cid = keyOn(p);
+        await append(create(cid, to), cid);
+      }
+      expect((await replies(to, P)).every((r) => r.ok)).to.equal(true);
+      const names = await connectionNames();
+      expect(
+        names.filter((n) => n === 'actor-commands'),
+        JSON.stringify(names),
+      ).to.have.length(1);
+      expect(
+        names.filter((n) => /^actor-p\d+$/.test(n)),
+        'no reader of its own per partition',
+      ).to.deep.equal([]);
+      expect(names.length - before, JSON.stringify(names)).to.equal(1);
+    });
+
+    it('partitions taken while the read blocks are read at once, not when the block times out', async () => {
+      const a = await startHost();
+      const b = newHost();
+      await b.start();
+      let aStopped = false;
+      try {
+        await waitFor(async () => (b.partitions().length === P / 2 ? true : null), 10000, 'a fair share');
+        const ofA = a.partitions();
+        // A command on one of b's partitions: b's read answers it and blocks anew now (for 2 s).
+        const warm = replyStream();
+        const cid0 = keyOn(b.partitions()[0]);
+        await append(create(cid0, warm), cid0);
+        await replies(warm, 1);
+        await a.stop();
+        aStopped = true;
+        await waitFor(async () => (b.partitions().length === P ? true : null), 5000, 'b to take every partition');
+        const to = replyStream();
+        const sent = Date.now();
+        for (const p of ofA) {
+          const cid = keyOn(p);
+          await append(create(cid, to), cid);
+        }
+        expect((await replies(to, ofA.length)).every((r) => r.ok)).to.equal(true);
+        expect(Date.now() - sent, 'answered within the block of the read that was under way').to.be.below(700);
+      } finally {
+        if (!aStopped) await a.stop();
+        host = b;
+      }
+    });
+  });
 });
 
 describe('gateway and a command that keeps failing (ARCHITECTURE principle 3, spec Errors)', function () {
