@@ -156,8 +156,10 @@ export class ActorHost<C extends CommandBase = CommandBase> {
     this.stopping = true;
     if (this.ticker) clearInterval(this.ticker);
     const loops = [...this.owned.values()];
+    // The loops first (each stops taking commands at once), then the shared read they leave.
+    const stopped = Promise.all(loops.map((l) => l.stop()));
     await this.shared?.stop();
-    await Promise.all(loops.map((l) => l.stop()));
+    await stopped;
     await Promise.all(loops.map((l) => this.redis.releaseLease(keys.lease(l.partition), this.owner).catch(() => 0)));
     this.owned.clear();
     await this.redis.zrem(keys.members, this.owner).catch(() => 0);
@@ -288,14 +290,15 @@ class QueuedCommands implements CommandSource {
     this.handOver();
   }
 
+  /** Once closed, null after the block time like an empty read: a loop still running never spins on it. */
   next(): Promise<StreamEntry[] | null> {
-    if (this.closed) return Promise.resolve(null);
-    if (this.entries.length) return Promise.resolve(this.take());
+    if (!this.closed && this.entries.length) return Promise.resolve(this.take());
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         this.waiter = undefined;
         resolve(null);
       }, BLOCK_MS);
+      if (this.closed) return;
       this.waiter = (v) => {
         clearTimeout(timer);
         this.waiter = undefined;
