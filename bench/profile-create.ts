@@ -166,7 +166,13 @@ try {
   if (wrk) rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(wrk.stdout)?.[1] ?? 0);
   if (MODE === 'bulk') console.log(`bulk creates: ${rps} lines/s (${BULK_LINES} lines, one request, Solr paused)`);
   else if (MODE === 'export') console.log(`export: ${rps} contents/s (${BULK_LINES} contents, one request)`);
-  else console.log(`${MODE === 'create' ? 'creates' : 'versioned reads'}: ${rps} req/s over ${SECONDS} s (wrk -c50${FLEET ? ', the fleet' : ''})`);
+  else {
+    const pct = (q: string) => /\s+(\d+(?:\.\d+)?)(us|ms|s)\s*$/m.exec(wrk?.stdout.split('\n').find((l) => l.trim().startsWith(`${q}%`)) ?? '');
+    const ms = (m: RegExpExecArray | null) => (m ? (Number(m[1]) * { us: 0.001, ms: 1, s: 1000 }[m[2] as 'us' | 'ms' | 's']).toFixed(2) : '?');
+    console.log(
+      `${MODE === 'create' ? 'creates' : 'versioned reads'}: ${rps} req/s over ${SECONDS} s (wrk -c50${FLEET ? ', the fleet' : ''}), p50 ${ms(pct('50'))} ms, p99 ${ms(pct('99'))} ms`,
+    );
+  }
   const used = Object.entries(pids).map(([k, pid]) => [k, (cpuOf(pid) - before[k]) / secs] as const);
   console.log(`CPU over the load, % of one core: ${used.map(([k, c]) => `${k} ${Math.round(c)}%`).join(', ')}`);
   const own = used.filter(([k]) => k !== 'solr' && k !== 'redis').reduce((a, [, c]) => a + c, 0);
