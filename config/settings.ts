@@ -111,6 +111,11 @@ export const settingsSchema = z.object({
   BULK_MAX_LINES: int(1, 100000000).default(100000),
   /** Lines of one bulk import in flight at once (sent to the actors, or answered and waiting for an earlier line); reading the body pauses at this. */
   BULK_IN_FLIGHT: int(1, 100000).default(2000),
+  /**
+   * Exports one user may run at once on a web process (whatever the token); past it 429 with
+   * Retry-After. Each holds up to a few batches of rendered lines while its client reads.
+   */
+  EXPORT_MAX_PER_USER: int(1, 10000).default(4),
   /** Versioned reads kept in memory per gateway. */
   READ_CACHE_ENTRIES: int(0, 10000000).default(50000),
   /** Bytes of versioned reads kept in memory per gateway (rendered answers and their snapshots); one answer larger than a sixteenth of it is not kept. */

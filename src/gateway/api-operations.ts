@@ -431,7 +431,10 @@ export const OPERATIONS: Record<string, OperationDoc> = {
       'One line per content: `{"id","version","aliases","views","metadata","content"}`, `content` the envelope a read answers. Streamed; the order is not defined.',
     auth: 'required',
     query: { types: str('Content types, comma-separated'), views: str('Views, comma-separated: contents with a version on any of them') },
-    responses: { 200: { description: 'One line per content', body: { media: { 'application/x-ndjson': 'string' } } } },
+    responses: {
+      200: { description: 'One line per content', body: { media: { 'application/x-ndjson': 'string' } } },
+      429: { description: 'The user runs EXPORT_MAX_PER_USER exports on this process', body: 'ErrorBody', headers: ['Retry-After'] },
+    },
   },
 
   // ---- operations (CONTRACT §19) ----

@@ -21,6 +21,8 @@ const WINDOW_BYTES = 32 * 1024 * 1024;
 const EXPORT_BATCH = 500;
 /** Partitions an export scans at once. */
 const EXPORT_SCANNERS = 8;
+/** Retry-After of an export refused past EXPORT_MAX_PER_USER. */
+const EXPORT_RETRY_AFTER_SECONDS = 5;
 /** Bytes of an export's HTTP chunks (all but the last; ExportChunks). */
 const EXPORT_CHUNK_BYTES = 64 * 1024;
 
@@ -45,6 +47,9 @@ export type BulkEndpoints = ContentEndpoints & { readonly writes: ContentWrites 
  * Export scans the commit catalogs with a cursor and writes with the socket's back-pressure.
  */
 export class BulkService {
+  /** Exports running on this process, per user (EXPORT_MAX_PER_USER). */
+  private readonly exporting = new Map<string, number>();
+
   constructor(
     private readonly d: ContentServiceDeps,
     private readonly c: BulkEndpoints,
@@ -103,6 +108,26 @@ export class BulkService {
     const types = listParam(x, 'types', typeSchema);
     const views = listParam(x, 'views', viewSchema);
     if (x.method === 'HEAD') return x.send(200, [['Content-Type', NDJSON]]); // the headers a GET would have, no scan
+    // Each export holds rendered lines while its client reads: one user may run only a few at once.
+    const running = this.exporting.get(user.userId) ?? 0;
+    if (running >= this.d.settings.EXPORT_MAX_PER_USER)
+      throw new AppError(
+        'TOO_MANY_REQUESTS',
+        `At most ${this.d.settings.EXPORT_MAX_PER_USER} exports of one user may run at once; wait for one to end`,
+        {},
+        EXPORT_RETRY_AFTER_SECONDS,
+      );
+    this.exporting.set(user.userId, running + 1);
+    try {
+      await this.exportTo(x, user, types, views);
+    } finally {
+      const left = (this.exporting.get(user.userId) ?? 1) - 1;
+      if (left > 0) this.exporting.set(user.userId, left);
+      else this.exporting.delete(user.userId);
+    }
+  }
+
+  private async exportTo(x: Exchange, user: Principal, types: string[] | null, views: string[] | null): Promise<void> {
     x.beginChunked(200, [['Content-Type', NDJSON]]);
     // A few partitions are scanned at once: a small export is bound by round trips, not work.
     // Each chunk written is whole lines; a writer waits while the socket is behind.

@@ -105,6 +105,12 @@ export class Exchange {
   private peer?: string;
   /** Waiting for the socket to take a chunked answer's backlog (`drained`). */
   private drainWaiters: (() => void)[] = [];
+  /** A chunked answer's bytes not handed to uWS yet: it is behind (`writeChunk`, `writeHeld`). */
+  private held: Buffer[] = [];
+  /** A write to uWS failed: nothing more is handed over until the socket is writable again. */
+  private behind = false;
+  /** uWS may still hold bytes it could not send: the next write hands it one byte first (`writeHeld`). */
+  private unsure = false;
   /** Cuts a connection whose client took none of the answer for STALLED_ANSWER_MS (`drained`). */
   private stallTimer?: NodeJS.Timeout;
 
@@ -465,7 +471,9 @@ export class Exchange {
     this.responded = true;
     this.status = status;
     this.res.onWritable(() => {
-      this.releaseDrainWaiters();
+      if (this.aborted || this.ended) return true;
+      this.behind = false;
+      if (this.held.length ? this.writeHeld() : this.flushUws()) this.releaseDrainWaiters();
       return true;
     });
     this.res.cork(() => {
@@ -476,16 +484,53 @@ export class Exchange {
   }
 
   /**
-   * Writes part of a chunked answer (`beginChunked`). False when the socket is behind: uWS holds
-   * the rest, and the writer should wait for `drained()` before it makes much more.
+   * Writes part of a chunked answer (`beginChunked`). False when the socket is behind: the writer
+   * waits for `drained()` before it makes more.
+   *
+   * What a slow client has not taken stays here, not in uWS. With an `onWritable` handler, uWS
+   * sends what it holds only when it is written to again, and it takes every write whole: when
+   * each writable event let the writers go, each wrote a batch, and uWS's backlog grew by that
+   * much at every event while the client took a little (an export held almost whole for a client
+   * reading 400 KB/s; SECURITY.md). Now, once a write fails, uWS gets nothing more until the
+   * socket is writable; then one byte first, which uWS sends after what it holds and answers
+   * whether all of it went; only then the rest. uWS holds at most one chunk and a few bytes.
    */
   writeChunk(data: string | Buffer): boolean {
     if (this.aborted || data.length === 0) return true;
-    let ok = true;
-    this.res.cork(() => {
-      ok = this.res.write(data);
-    });
-    return ok;
+    this.held.push(typeof data === 'string' ? Buffer.from(data) : data);
+    return !this.behind && this.writeHeld();
+  }
+
+  /** Hands uWS what is held, while it takes it; false (and `behind`) once it does not. */
+  private writeHeld(): boolean {
+    while (this.held.length) {
+      const buf = this.held[0];
+      const n = this.unsure ? 1 : buf.length;
+      let ok = true;
+      this.res.cork(() => {
+        ok = this.res.write(n === buf.length ? buf : buf.subarray(0, n));
+      });
+      if (n === buf.length) this.held.shift();
+      else this.held[0] = buf.subarray(n);
+      if (!ok) {
+        this.behind = true;
+        this.unsure = true;
+        return false;
+      }
+      // uWS sent all it held before this byte: the rest may go whole.
+      this.unsure = false;
+    }
+    return true;
+  }
+
+  /**
+   * A writable event with nothing held here: uWS still holds the end of a failed write, and sends
+   * it only when written to. An empty cork makes it write what it holds (its uncork writes nothing
+   * new). Whether all of it went is not told: the next write starts with one byte (`unsure`).
+   */
+  private flushUws(): boolean {
+    if (this.unsure) this.res.cork(() => undefined);
+    return true;
   }
 
   /**
@@ -514,10 +559,14 @@ export class Exchange {
     for (const f of this.drainWaiters.splice(0)) f();
   }
 
-  /** Ends a chunked answer. */
+  /** Ends a chunked answer, with what is still held (uWS sends it as the socket takes it). */
   endChunked(): void {
     if (this.aborted) return;
-    this.res.cork(() => this.res.end());
+    const rest = this.held.splice(0);
+    this.res.cork(() => {
+      for (const b of rest) this.res.write(b);
+      this.res.end();
+    });
     this.ended = true;
     // uWS calls neither onWritable nor onAborted for an ended response: whoever waits is let go.
     this.releaseDrainWaiters();
