@@ -87,6 +87,12 @@ export const settingsSchema = z.object({
   CHANGES_MAX_STREAMS_PER_USER: int(1, 1000000).default(16),
   /** Change-feed streams a web process holds at once, all users together; past it 503 with Retry-After (WebSocket: 1013). */
   CHANGES_MAX_SUBSCRIBERS: int(1, 10000000).default(10000),
+  /**
+   * WebSockets of the feed one client address (IPv6: its /64; behind TRUSTED_PROXIES the
+   * forwarded address) may hold open before their first message; past it the upgrade answers 429.
+   * Their user is not known yet, so only the address tells one client from another.
+   */
+  CHANGES_WS_WAITING_PER_ADDRESS: int(1, 1000000).default(32),
   /** Webhooks (CONTRACT §14): targets that resolve to loopback, private or link-local addresses are allowed (tests, private networks). */
   WEBHOOK_ALLOW_PRIVATE: bool.default(false),
   /** A delivery not answered 2xx is retried until it is this old, then `failed` (redeliverable). */

@@ -620,6 +620,12 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     responses: {
       101: { description: 'Switching protocols' },
       404: err('Not a WebSocket upgrade: the feed is only a WebSocket at this address (pages are at /changes)'),
+      429: {
+        description: 'The client address holds CHANGES_WS_WAITING_PER_ADDRESS WebSockets without their first message',
+        body: 'ErrorBody',
+        headers: ['Retry-After'],
+      },
+      503: { description: 'The process holds CHANGES_MAX_SUBSCRIBERS WebSockets without their first message', body: 'ErrorBody', headers: ['Retry-After'] },
     },
   },
 

@@ -7,6 +7,7 @@ import type { RedisClient } from '../adapters/redis.js';
 import { type ChangeFilter, parseFilter, type StreamPosition } from '../content/change-events.js';
 import type { Principal, SecurityConfig } from '../content/permissions.js';
 import { AppError } from '../errors.js';
+import { clientAddressOf, limitedAddress, trustedProxies } from '../security/client-address.js';
 import type { TokenService } from '../security/token-service.js';
 import { ChangeFanout, type FeedSink, FeedSubscriber } from './change-fanout.js';
 import { ChangeSource, type Delivered, PagesAhead } from './change-source.js';
@@ -64,6 +65,8 @@ const FIRST_MESSAGE_MAX = 64 * 1024;
 
 interface WsData {
   started: boolean;
+  /** The client's address as the per-address bound counts it (CHANGES_WS_WAITING_PER_ADDRESS). */
+  address: string;
   /** Counted among the sockets waiting for their first message (ChangesService.waitingFirst). */
   waiting?: boolean;
   /** The feed decided to close this socket. */
@@ -109,6 +112,12 @@ export class ChangesService {
    * 503. Each is cut after WS_FIRST_MESSAGE_MS.
    */
   private waitingFirst = 0;
+  /**
+   * And per client address (limitedAddress), within CHANGES_WS_WAITING_PER_ADDRESS: before, one
+   * client that held the whole process's bound of silent sockets (reopening each after its cut)
+   * made every other user's upgrade answer 503.
+   */
+  private readonly waitingBy = new Map<string, number>();
 
   constructor(private readonly d: ChangesServiceDeps) {
     this.source = new ChangeSource(d.redis, d.store, d.settings.PARTITIONS, new Reads(d));
@@ -130,14 +139,25 @@ export class ChangesService {
       maxBackpressure: 16 * 1024 * 1024,
       closeOnBackpressureLimit: 1,
       upgrade: (res, req, context) => {
-        if (this.waitingFirst >= this.d.settings.CHANGES_MAX_SUBSCRIBERS) {
-          this.exchange(res, req, 'content-service/changes/ws').sendError(
-            new AppError('UNAVAILABLE', 'Too many WebSockets wait for their first message: retry shortly', {}, STREAM_RETRY_AFTER_SECONDS),
-          );
+        const peer = Buffer.from(res.getRemoteAddressAsText()).toString('latin1');
+        const address = limitedAddress(clientAddressOf(peer, req.getHeader('x-forwarded-for') || undefined, trustedProxies(this.d.settings.TRUSTED_PROXIES)));
+        const refused =
+          (this.waitingBy.get(address) ?? 0) >= this.d.settings.CHANGES_WS_WAITING_PER_ADDRESS
+            ? new AppError(
+                'TOO_MANY_REQUESTS',
+                'Too many WebSockets of this address wait for their first message: send it, or retry shortly',
+                {},
+                STREAM_RETRY_AFTER_SECONDS,
+              )
+            : this.waitingFirst >= this.d.settings.CHANGES_MAX_SUBSCRIBERS
+              ? new AppError('UNAVAILABLE', 'Too many WebSockets wait for their first message: retry shortly', {}, STREAM_RETRY_AFTER_SECONDS)
+              : null;
+        if (refused) {
+          this.exchange(res, req, 'content-service/changes/ws').sendError(refused);
           return;
         }
         res.upgrade<WsData>(
-          { started: false, closed: false, gone: false },
+          { started: false, address, closed: false, gone: false },
           req.getHeader('sec-websocket-key'),
           req.getHeader('sec-websocket-protocol'),
           req.getHeader('sec-websocket-extensions'),
@@ -148,6 +168,7 @@ export class ChangesService {
         const data = ws.getUserData();
         data.waiting = true;
         this.waitingFirst++;
+        this.waitingBy.set(data.address, (this.waitingBy.get(data.address) ?? 0) + 1);
         // Refused after the I/O of the loop's turn (setImmediate): a first message that came in
         // time, while the loop was busy, is read before the refusal, not after.
         data.timer = setTimeout(
@@ -194,6 +215,9 @@ export class ChangesService {
     if (!data.waiting) return;
     data.waiting = false;
     this.waitingFirst--;
+    const left = (this.waitingBy.get(data.address) ?? 1) - 1;
+    if (left > 0) this.waitingBy.set(data.address, left);
+    else this.waitingBy.delete(data.address);
   }
 
   /** Ends every subscriber (the gateway is closing). */
