@@ -1,3 +1,4 @@
+import { AppError } from '../errors.js';
 import { MAIN_NAMESPACE } from './model.js';
 
 /**
@@ -15,6 +16,32 @@ export interface SetAliasOp {
   _type: 'svcSetAlias';
   namespace: string;
   alias: string;
+}
+
+/**
+ * The characters of a content's aliases besides its main one (`namespace/alias` each), at most.
+ * Every change-feed event and webhook delivery of the content carries them all (CONTRACT §13),
+ * and a view change fans out to each symbolic view that follows it: with no bound, a few
+ * thousand long aliases made one commit hundreds of megabytes of events (the fourteenth
+ * session's review). About a thousand aliases of common length.
+ */
+export const MAX_ALIAS_CHARS = 64 * 1024;
+
+/**
+ * 400 when a write would take the content's aliases past MAX_ALIAS_CHARS: `held` its aliases
+ * now, `adding` those the write claims. A content past the bound already (stored before it) can
+ * still be written, but takes no more.
+ */
+export function refuseTooManyAliasChars(held: readonly string[], adding: readonly string[]): void {
+  if (!adding.length) return;
+  let chars = 0;
+  for (const a of held) chars += a.length;
+  for (const a of adding) chars += a.length;
+  if (chars > MAX_ALIAS_CHARS)
+    throw new AppError('BAD_REQUEST', `The content's aliases would hold ${chars} characters; at most ${MAX_ALIAS_CHARS} are allowed`, {
+      limit: MAX_ALIAS_CHARS,
+      found: chars,
+    });
 }
 
 /** The full name `namespace/alias`. */

@@ -14,7 +14,7 @@ import {
 } from '../content/change-events.js';
 import type { Principal } from '../content/permissions.js';
 import { sleep } from '../wait.js';
-import type { ChangeSource, Delivered, ResolvedEntry } from './change-source.js';
+import { type ChangeSource, type Delivered, measureEntry, type ResolvedEntry } from './change-source.js';
 
 /** Entries kept per partition for subscribers that attach after a catch-up read. */
 const BUFFER_PER_PARTITION = 256;
@@ -25,6 +25,8 @@ const PACE_FROM_MS = 10;
 const PACE_MAX_MS = 100;
 /** Entries read from each stream at most per read. */
 const READ_COUNT = 1000;
+/** The events' JSON one offer carries at most (measureEntry); a larger read is offered in parts. */
+const OFFER_MAX_CHARS = 8 * 2 ** 20;
 
 /**
  * Where one subscriber's events go: `write` takes a batch and answers false while the client is
@@ -312,9 +314,17 @@ export class ChangeFanout {
         }
       });
       const ready = takeInFeedOrder(held, unread);
-      // One offer per read: a subscriber gets what came meanwhile in one write.
+      // One offer per read: a subscriber gets what came meanwhile in one write, unless that is
+      // more than OFFER_MAX_CHARS of events (each carries its content's aliases: a thousand
+      // entries could join into a string past what V8 can hold); then one offer per part.
       const started = performance.now();
-      this.dispatch(ready);
+      for (let from = 0; from < ready.length; ) {
+        let to = from;
+        let chars = 0;
+        while (to < ready.length && (to === from || chars + measureEntry(ready[to]) <= OFFER_MAX_CHARS)) chars += measureEntry(ready[to++]);
+        this.offerSafely(ready.slice(from, to));
+        from = to;
+      }
       // An offer costs a write per subscriber, however few events it carries: with thousands of
       // subscribers, reading again at once would spend the event loop on offers of one event
       // each. After an offer that took long, the next read waits twice as long, so offers take
@@ -322,6 +332,20 @@ export class ChangeFanout {
       // own duration, which a few subscribers never see).
       const took = performance.now() - started;
       if (took >= PACE_FROM_MS) await sleep(Math.min(PACE_MAX_MS, 2 * took));
+    }
+  }
+
+  /**
+   * `dispatch`, and should it fail, every subscriber is closed ('failed': each resumes from its
+   * cursor) while the fan-out reads on: a failure here must not end the read loop (no later
+   * event would reach anyone) nor the process.
+   */
+  private offerSafely(entries: ResolvedEntry[]): void {
+    try {
+      this.dispatch(entries);
+    } catch (e) {
+      this.log.error({ err: e }, 'change feed offer failed; its subscribers are closed and resume from their cursors');
+      for (const s of [...this.subscribers]) s.close('failed');
     }
   }
 

@@ -2,7 +2,10 @@ import { expect } from 'chai';
 import { ContentStore } from '../adapters/content-store.js';
 import { connectRedis, keys, type RedisClient } from '../adapters/redis.js';
 import { startRedisServer, type RedisServerHandle } from '../dev/redis-server.js';
-import { ChangeSource, type PageResult, PagesAhead } from './change-source.js';
+import { pack } from '../adapters/codec.js';
+import { START, type StreamPosition } from '../content/change-events.js';
+import type { ContentEvent, Snapshot } from '../content/model.js';
+import { ChangeSource, type Delivered, type PageResult, PagesAhead } from './change-source.js';
 import type { Reads } from './reads.js';
 
 describe('change source: the streams info every feed request reads (ChangeSource.info)', () => {
@@ -91,5 +94,56 @@ describe('pages made ahead (PagesAhead): only for the request they were made for
     const kept: number[] = [];
     for (let i = 0; i < 40; i++) if (await ahead.take(editor, filter, at(10000 + i * 10), 100)) kept.push(i);
     expect(kept, 'the 32 made last').to.deep.equal(Array.from({ length: 32 }, (_, i) => i + 8));
+  });
+});
+
+describe('resolved entries are counted at the size of the events they hold (security review 14)', () => {
+  // 1,000 aliases of 515 characters (content stored before MAX_ALIAS_CHARS), on 50 views: 48 symbolic ones follow svcPublic.
+  const aliases = Array.from({ length: 1000 }, (_, i) => `${'n'.repeat(256)}/${'a'.repeat(250)}-${String(i).padStart(5, '0')}`);
+  const symbolic = Object.fromEntries(Array.from({ length: 48 }, (_, i) => [`follow${i}`, 'svcPublic']));
+  const snap = (rev: number, publicVersion: string): Snapshot => ({
+    cid: 'C0000000000000000000000001',
+    rev,
+    type: 'article',
+    head: 'v2',
+    created: 1,
+    modified: rev,
+    committer: 'editor',
+    deleted: false,
+    views: { svcLatest: 'v2', svcPublic: publicVersion },
+    symbolic,
+    meta: {},
+    aliases,
+  });
+  const snapshots = new Map<string, Snapshot>([
+    ['C0000000000000000000000001/1', snap(1, 'v1')],
+    ['C0000000000000000000000001/2', snap(2, 'v2')],
+  ]);
+  const store = { snapshotsOf: async (wanted: [string, number][]) => wanted.map(([cid, rev]) => snapshots.get(`${cid}/${rev}`) ?? null) };
+  const reads = { mayRead: () => true } as unknown as Reads;
+
+  it('49 view events of a content with 515 KB of aliases count at least their JSON', async () => {
+    const source = new ChangeSource({} as never, store as never, 1, reads);
+    const e: ContentEvent = { kind: 'views', cid: 'C0000000000000000000000001', rev: 2, type: 'article', ts: 2, userId: 'editor' };
+    const [entry] = await source.resolve(0, [[Buffer.from('5-0'), [Buffer.from('e'), pack(e)]]]);
+    expect(entry.changes).to.have.length(49);
+
+    // Delivered once, as the fan-out delivers to a live subscriber (its JSON kept in `rests`).
+    const out: Delivered[] = [];
+    const pos: StreamPosition[] = [{ ...START }];
+    source.consume(
+      entry,
+      pos,
+      { userId: 'reader', contexts: { __global__: ['reader'] } },
+      { types: [], views: [], kinds: [] },
+      out,
+      Infinity,
+      entry.changes.map(() => 'cursor'),
+    );
+    expect(out).to.have.length(49);
+    const held = (entry.rests ?? []).reduce((n, r) => n + r.length, 0);
+
+    const counted = (source as unknown as { resolved: { calculatedSize: number } }).resolved.calculatedSize;
+    expect(counted, 'the size the cache counts for the entry').to.be.at.least(held);
   });
 });

@@ -37,11 +37,16 @@ export interface ResolvedEntry {
    * fan-out's own (ChangeFanout): made once for all such subscribers.
    */
   cursors?: string[];
-  /** Each of `changes` as JSON without its opening brace, made when first delivered. */
+  /** Each of `changes` as JSON without its opening brace, made when the entry is resolved (`resolveEntry`). */
   rests?: string[];
+  /** The characters of its events' JSON with their cursors (`rests` and CURSOR_CHARS each): what a page or an offer of it writes. */
+  chars?: number;
   /** Each of `changes` as delivered with `cursors`: one object, and its JSON and frame, for every subscriber that shares them. */
   shared?: Delivered[];
 }
+
+/** About the length of a sealed cursor (560 characters for 64 partitions) and its JSON around it. */
+const CURSOR_CHARS = 600;
 
 /**
  * A feed event as delivered to one caller: its cursor and the event. Its JSON is the cursor
@@ -63,6 +68,11 @@ export class Delivered {
 
   get kind(): ChangeEvent['kind'] {
     return this.event.kind;
+  }
+
+  /** About the characters of its JSON: the event's and a cursor's. */
+  get size(): number {
+    return this.rest.length + CURSOR_CHARS;
   }
 
   /**
@@ -122,6 +132,29 @@ const RESOLVED_ENTRIES = 50000;
 const RESOLVED_BYTES = 256 * 2 ** 20;
 
 /**
+ * A page ends once its events' JSON passes this many characters, however many events `limit`
+ * allows: every event carries the content's aliases, and a view change fans out to each symbolic
+ * view that follows it, so 1,000 events could be hundreds of megabytes (the fourteenth session's
+ * review). The caller goes on from the page's `last` as after any page.
+ */
+export const PAGE_MAX_CHARS = 8 * 2 ** 20;
+
+/**
+ * The events of an entry as JSON (`rests`) and their size with cursors (`chars`), made once when
+ * it is resolved: the caches count what an entry really holds, and pages and offers bound what
+ * they write by it.
+ */
+export function measureEntry(entry: ResolvedEntry): number {
+  if (entry.chars === undefined) {
+    entry.rests ??= entry.changes.map((c) => JSON.stringify(c).slice(1));
+    let n = 0;
+    for (const r of entry.rests) n += r.length + CURSOR_CHARS;
+    entry.chars = n;
+  }
+  return entry.chars;
+}
+
+/**
  * Reads the partitions' event streams for the change feed: entries resolved against the revision
  * snapshots (cached: a revision never changes), pages from a position, start positions and the
  * retention check. The domain decides what each entry means and who sees it (content/change-events.ts).
@@ -131,7 +164,9 @@ export class ChangeSource {
   private readonly resolved = new LRUCache<string, ResolvedEntry>({
     max: RESOLVED_ENTRIES,
     maxSize: RESOLVED_BYTES,
-    sizeCalculation: (e) => 1024 + e.changes.length * 1024 + (e.at ? 3 * snapshotBytes(e.at) : 0),
+    // Its events' JSON (two bytes a character at most), held again in the frames of shared
+    // deliveries (`shared`: JSON and SSE frame each), and its snapshot.
+    sizeCalculation: (e) => 1024 + 6 * measureEntry(e) + (e.at ? 3 * snapshotBytes(e.at) : 0),
   });
   private sealing?: Promise<CursorSeal>;
   private seal?: CursorSeal;
@@ -195,6 +230,7 @@ export class ChangeSource {
       const r = read[k];
       const { ms, seq } = parseStreamId(ids[i]);
       const entry: ResolvedEntry = { p, ms, seq, changes: r?.changes ?? [], at: r?.at ?? null };
+      measureEntry(entry);
       if (entry.at) this.resolved.set(`${p}/${ids[i]}`, entry);
       out[i] = entry;
     });
@@ -359,6 +395,7 @@ export class ChangeSource {
     const from = pos.map((p) => ({ ...p }));
     const ended = new Array<boolean>(P).fill(false);
     let scanned = 0;
+    let chars = 0;
     const batch = this.cursors.batch();
     for (;;) {
       const reading = held.map((_, p) => p).filter((p) => !ended[p]);
@@ -383,9 +420,18 @@ export class ChangeSource {
       const ready = takeInFeedOrder(held, unread);
       let full = false;
       for (const entry of ready) {
+        const before = out.length;
         if (!this.consume(entry, pos, principal, filter, out, limit, batch)) {
           full = true;
           break;
+        }
+        // Past PAGE_MAX_CHARS of JSON the page ends after this entry (counted by what the caller receives).
+        if (out.length > before) {
+          for (let k = before; k < out.length; k++) chars += out[k].size;
+          if (chars >= PAGE_MAX_CHARS) {
+            full = true;
+            break;
+          }
         }
       }
       const drained = !full && held.every((h, p) => ended[p] && h.length === 0);

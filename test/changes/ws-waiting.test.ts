@@ -3,7 +3,7 @@ import { WebSocket } from 'ws';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { until } from '../support/wait.js';
 
-type Ws = { on(event: string, cb: (...args: any[]) => void): void; send(text: string): void; terminate(): void };
+type Ws = { on(event: string, cb: (...args: never[]) => void): void; send(text: string): void; terminate(): void };
 const WsCtor = WebSocket as unknown as new (url: string, opts?: { headers?: Record<string, string> }) => Ws;
 
 /**

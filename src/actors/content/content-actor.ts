@@ -31,7 +31,7 @@ import {
   type Writer,
 } from './commands.js';
 import { TAXONOMY_ASPECTS } from '../../content/taxonomy.js';
-import { aliasExists, aliasName, freedAliases, setAliasOps, splitAlias } from '../../content/aliases.js';
+import { aliasExists, aliasName, freedAliases, refuseTooManyAliasChars, setAliasOps, splitAlias } from '../../content/aliases.js';
 import { checkTaxonomyAspects } from './taxonomy-references.js';
 import {
   LATEST_VIEW,
@@ -373,6 +373,10 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
   private async assignAliases(snapshot: Snapshot, ops: Operation[]): Promise<{ subResults: SubResult[]; reserved: string[] }> {
     const subResults: SubResult[] = [];
     const reserved: string[] = [];
+    refuseTooManyAliasChars(
+      snapshot.aliases,
+      [...new Set(setAliasOps(ops).map(({ name }) => name))].filter((n) => !snapshot.aliases.includes(n)),
+    );
     for (const { op, name } of setAliasOps(ops)) {
       if (snapshot.aliases.includes(name)) continue;
       if (await this.store.reserveAlias(op.namespace, op.alias, snapshot.cid)) {
