@@ -187,6 +187,8 @@ async function main(): Promise<void> {
     // and the process bound (default 10,000) the largest run.
     CHANGES_MAX_STREAMS_PER_USER: String(Math.max(...SUBSCRIBERS)),
     CHANGES_MAX_SUBSCRIBERS: String(Math.max(10000, ...SUBSCRIBERS)),
+    // Every WebSocket comes from this machine's address, thousands at once before their first message.
+    CHANGES_WS_WAITING_PER_ADDRESS: String(Math.max(10000, ...SUBSCRIBERS)),
   };
   const startPlatform = async (): Promise<ChildProcess> => {
     const p = spawn(process.execPath, platformArgs(['web', 'actors']), { env, stdio: ['ignore', 'inherit', 'inherit'] });
