@@ -41,6 +41,8 @@ export interface ResolvedEntry {
   rests?: string[];
   /** The characters of its events' JSON with their cursors (`rests` and CURSOR_CHARS each): what a page or an offer of it writes. */
   chars?: number;
+  /** What its events' JSON takes in memory: a character a byte, two in a string that needs them. */
+  bytes?: number;
   /** Each of `changes` as delivered with `cursors`: one object, and its JSON and frame, for every subscriber that shares them. */
   shared?: Delivered[];
 }
@@ -140,19 +142,27 @@ const RESOLVED_BYTES = 256 * 2 ** 20;
 export const PAGE_MAX_CHARS = 8 * 2 ** 20;
 
 /**
- * The events of an entry as JSON (`rests`) and their size with cursors (`chars`), made once when
- * it is resolved: the caches count what an entry really holds, and pages and offers bound what
- * they write by it.
+ * The events of an entry as JSON (`rests`), their size with cursors (`chars`) and in memory
+ * (`bytes`), made once when it is resolved: the caches count what an entry really holds, and pages
+ * and offers bound what they write by it.
  */
 export function measureEntry(entry: ResolvedEntry): number {
   if (entry.chars === undefined) {
     entry.rests ??= entry.changes.map((c) => JSON.stringify(c).slice(1));
-    let n = 0;
-    for (const r of entry.rests) n += r.length + CURSOR_CHARS;
-    entry.chars = n;
+    let chars = 0;
+    let bytes = 0;
+    for (const r of entry.rests) {
+      chars += r.length + CURSOR_CHARS;
+      // V8 keeps a string of Latin-1 characters at a byte each, any other at two.
+      bytes += (TWO_BYTE.test(r) ? 2 : 1) * r.length;
+    }
+    entry.chars = chars;
+    entry.bytes = bytes;
   }
   return entry.chars;
 }
+
+const TWO_BYTE = /[^\u0000-\u00ff]/;
 
 /**
  * Reads the partitions' event streams for the change feed: entries resolved against the revision
@@ -164,9 +174,12 @@ export class ChangeSource {
   private readonly resolved = new LRUCache<string, ResolvedEntry>({
     max: RESOLVED_ENTRIES,
     maxSize: RESOLVED_BYTES,
-    // Its events' JSON (two bytes a character at most), held again in the frames of shared
-    // deliveries (`shared`: JSON and SSE frame each), and its snapshot.
-    sizeCalculation: (e) => 1024 + 6 * measureEntry(e) + (e.at ? 3 * snapshotBytes(e.at) : 0),
+    // Its events' JSON as held in memory, and its snapshot. (A live entry's shared frames, each
+    // its JSON again with a cursor, are held by the fan-out's bounded buffers too.)
+    sizeCalculation: (e) => {
+      measureEntry(e);
+      return 1024 + e.changes.length * 1024 + e.bytes! + (e.at ? 3 * snapshotBytes(e.at) : 0);
+    },
   });
   private sealing?: Promise<CursorSeal>;
   private seal?: CursorSeal;
