@@ -7,6 +7,7 @@ import { AppError } from '../errors.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
 import type { AliasRef, ContentWrites, WriteContext } from './content-writes.js';
 import { partialCreated } from './envelope.js';
+import { KeyedCounts } from './keyed-counts.js';
 import { type ExportFilter, exportRenderer } from './export-render.js';
 import { errorOf, type Exchange, parseJsonBody } from './http.js';
 import { MAX_CONTAINERS_PER_BODY, MAX_KEYS_PER_BODY } from './body-limits.js';
@@ -48,7 +49,7 @@ export type BulkEndpoints = ContentEndpoints & { readonly writes: ContentWrites 
  */
 export class BulkService {
   /** Exports running on this process, per user (EXPORT_MAX_PER_USER). */
-  private readonly exporting = new Map<string, number>();
+  private readonly exporting = new KeyedCounts();
 
   constructor(
     private readonly d: ContentServiceDeps,
@@ -109,21 +110,18 @@ export class BulkService {
     const views = listParam(x, 'views', viewSchema);
     if (x.method === 'HEAD') return x.send(200, [['Content-Type', NDJSON]]); // the headers a GET would have, no scan
     // Each export holds rendered lines while its client reads: one user may run only a few at once.
-    const running = this.exporting.get(user.userId) ?? 0;
-    if (running >= this.d.settings.EXPORT_MAX_PER_USER)
+    if (this.exporting.get(user.userId) >= this.d.settings.EXPORT_MAX_PER_USER)
       throw new AppError(
         'TOO_MANY_REQUESTS',
         `At most ${this.d.settings.EXPORT_MAX_PER_USER} exports of one user may run at once; wait for one to end`,
         {},
         EXPORT_RETRY_AFTER_SECONDS,
       );
-    this.exporting.set(user.userId, running + 1);
+    this.exporting.add(user.userId);
     try {
       await this.exportTo(x, user, types, views);
     } finally {
-      const left = (this.exporting.get(user.userId) ?? 1) - 1;
-      if (left > 0) this.exporting.set(user.userId, left);
-      else this.exporting.delete(user.userId);
+      this.exporting.remove(user.userId);
     }
   }
 

@@ -372,13 +372,8 @@ export class ChangeSource {
         if (cursors) cursors.add(pos);
         else cursor = this.cursors.encode(pos);
       }
-      entry.rests ??= [];
-      let rest = entry.rests[i];
-      if (rest === undefined) {
-        rest = JSON.stringify(c).slice(1);
-        entry.rests[i] = rest;
-      }
-      const delivered = new Delivered(cursor, c, rest);
+      measureEntry(entry);
+      const delivered = new Delivered(cursor, c, entry.rests![i]);
       if (Array.isArray(cursors)) entry.shared![i] = delivered;
       out.push(delivered);
     }

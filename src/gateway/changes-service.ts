@@ -12,6 +12,7 @@ import type { TokenService } from '../security/token-service.js';
 import { ChangeFanout, type FeedSink, FeedSubscriber } from './change-fanout.js';
 import { ChangeSource, type Delivered, PagesAhead } from './change-source.js';
 import { Exchange } from './http.js';
+import { KeyedCounts } from './keyed-counts.js';
 import { Reads } from './reads.js';
 
 export interface ChangesServiceDeps {
@@ -104,7 +105,7 @@ export class ChangesService {
   private readonly streams = new Set<FeedSubscriber>();
   /** Stream slots held (SSE, WebSocket, waiting long polls): all users, and per user id (takeSlot). */
   private held = 0;
-  private readonly heldBy = new Map<string, number>();
+  private readonly heldBy = new KeyedCounts();
   private readonly ahead = new PagesAhead();
   /**
    * WebSockets open without their first message yet: they hold no stream slot (their user is not
@@ -117,7 +118,7 @@ export class ChangesService {
    * client that held the whole process's bound of silent sockets (reopening each after its cut)
    * made every other user's upgrade answer 503.
    */
-  private readonly waitingBy = new Map<string, number>();
+  private readonly waitingBy = new KeyedCounts();
 
   constructor(private readonly d: ChangesServiceDeps) {
     this.source = new ChangeSource(d.redis, d.store, d.settings.PARTITIONS, new Reads(d));
@@ -142,7 +143,7 @@ export class ChangesService {
         const peer = Buffer.from(res.getRemoteAddressAsText()).toString('latin1');
         const address = limitedAddress(clientAddressOf(peer, req.getHeader('x-forwarded-for') || undefined, trustedProxies(this.d.settings.TRUSTED_PROXIES)));
         const refused =
-          (this.waitingBy.get(address) ?? 0) >= this.d.settings.CHANGES_WS_WAITING_PER_ADDRESS
+          this.waitingBy.get(address) >= this.d.settings.CHANGES_WS_WAITING_PER_ADDRESS
             ? new AppError(
                 'TOO_MANY_REQUESTS',
                 'Too many WebSockets of this address wait for their first message: send it, or retry shortly',
@@ -168,7 +169,7 @@ export class ChangesService {
         const data = ws.getUserData();
         data.waiting = true;
         this.waitingFirst++;
-        this.waitingBy.set(data.address, (this.waitingBy.get(data.address) ?? 0) + 1);
+        this.waitingBy.add(data.address);
         // Refused after the I/O of the loop's turn (setImmediate): a first message that came in
         // time, while the loop was busy, is read before the refusal, not after.
         data.timer = setTimeout(
@@ -215,9 +216,7 @@ export class ChangesService {
     if (!data.waiting) return;
     data.waiting = false;
     this.waitingFirst--;
-    const left = (this.waitingBy.get(data.address) ?? 1) - 1;
-    if (left > 0) this.waitingBy.set(data.address, left);
-    else this.waitingBy.delete(data.address);
+    this.waitingBy.remove(data.address);
   }
 
   /** Ends every subscriber (the gateway is closing). */
@@ -240,7 +239,7 @@ export class ChangesService {
    */
   private takeSlot(userId: string): () => void {
     const { CHANGES_MAX_STREAMS_PER_USER: perUser, CHANGES_MAX_SUBSCRIBERS: total } = this.d.settings;
-    const mine = this.heldBy.get(userId) ?? 0;
+    const mine = this.heldBy.get(userId);
     if (mine >= perUser)
       throw new AppError(
         'TOO_MANY_REQUESTS',
@@ -250,15 +249,13 @@ export class ChangesService {
       );
     if (this.held >= total) throw new AppError('UNAVAILABLE', 'Too many change-feed streams are open: retry shortly', {}, STREAM_RETRY_AFTER_SECONDS);
     this.held++;
-    this.heldBy.set(userId, mine + 1);
+    this.heldBy.add(userId);
     let released = false;
     return () => {
       if (released) return;
       released = true;
       this.held--;
-      const left = (this.heldBy.get(userId) ?? 1) - 1;
-      if (left > 0) this.heldBy.set(userId, left);
-      else this.heldBy.delete(userId);
+      this.heldBy.remove(userId);
     };
   }
 

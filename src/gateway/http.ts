@@ -473,7 +473,13 @@ export class Exchange {
     this.res.onWritable(() => {
       if (this.aborted || this.ended) return true;
       this.behind = false;
-      if (this.held.length ? this.writeHeld() : this.flushUws()) this.releaseDrainWaiters();
+      // Nothing held here: uWS holds the end of a failed write and sends it only when written to;
+      // an empty cork makes it write what it holds. Whether all of it went is not told: the next
+      // write starts with one byte (`unsure`).
+      if (!this.held.length) {
+        if (this.unsure) this.res.cork(() => undefined);
+        this.releaseDrainWaiters();
+      } else if (this.writeHeld()) this.releaseDrainWaiters();
       return true;
     });
     this.res.cork(() => {
@@ -520,16 +526,6 @@ export class Exchange {
       // uWS sent all it held before this byte: the rest may go whole.
       this.unsure = false;
     }
-    return true;
-  }
-
-  /**
-   * A writable event with nothing held here: uWS still holds the end of a failed write, and sends
-   * it only when written to. An empty cork makes it write what it holds (its uncork writes nothing
-   * new). Whether all of it went is not told: the next write starts with one byte (`unsure`).
-   */
-  private flushUws(): boolean {
-    if (this.unsure) this.res.cork(() => undefined);
     return true;
   }
 
