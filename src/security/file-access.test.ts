@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { fileKeyOf, type StoredFile } from '../adapters/file-store.js';
 import type { Snapshot } from '../content/model.js';
 import { AppError } from '../errors.js';
-import { checkFileReferences, fileAccess, fileKeyOfUri, fileReferencesOf, readableFileUris, type FileAccessDeps } from './file-access.js';
+import { checkFileReferences, fileAccess, fileKeyOfUri, fileReferencesOf, MAX_FILE_REFERENCES, readableFileUris, type FileAccessDeps } from './file-access.js';
 import { GLOBAL_CONTEXT, type Principal } from '../content/permissions.js';
 import { loadSecurityConfig } from './security-config.js';
 
@@ -143,6 +143,54 @@ describe('security: file access (CONTRACT §20)', () => {
     };
     expect(await readableFileUris(deps, editor, aspect)).to.deep.equal([`tmp://editor/${ID}/a.txt`, `content://CULTURE/${ID}/c.txt`]);
     expect(await readableFileUris(deps, sports, aspect)).to.deep.equal([]);
+  });
+
+  it("readableFileUris reads each host's head and head version once, however many URIs name its files (review 15)", async () => {
+    let heads = 0;
+    let versions = 0;
+    const counted: FileAccessDeps = {
+      ...deps,
+      // A store of its own: the versions' mapped files are kept per store.
+      store: {
+        head: async (cid) => {
+          heads++;
+          return deps.store.head(cid);
+        },
+        version: async (cid, k) => {
+          versions++;
+          return deps.store.version(cid, k);
+        },
+      },
+    };
+    const files: Record<string, { fileUri: string }> = {};
+    for (let i = 0; i < 20; i++) {
+      files[`a${i}`] = { fileUri: `content://TAKEN/${ID}/early.txt` };
+      files[`b${i}`] = { fileUri: `content:TAKEN/${ID}/early.txt` };
+      files[`c${i}`] = { fileUri: `content://TAKEN/${ID}/x${i}.txt` };
+    }
+    files.mapped = { fileUri: `content:TAKEN/${ID}/mapped.txt` };
+    const readable = await readableFileUris(counted, sports, { files });
+    expect(readable).to.include(`content:TAKEN/${ID}/mapped.txt`);
+    expect(readable.filter((u) => u.includes('early'))).to.deep.equal([]);
+    expect({ heads, versions }).to.deep.equal({ heads: 1, versions: 1 });
+    // The version's mapped files are kept: later checks and reads do not read it again.
+    expect((await fileAccess(counted, sports, key(`content/TAKEN/${ID}/mapped.txt`), 'read')).kind).to.equal('allowed');
+    expect(await fileAccess(counted, reader, key(`content/TAKEN/${ID}/early.txt`), 'read')).to.deep.equal({ kind: 'hidden' });
+    expect(versions).to.equal(1);
+  });
+
+  it(`readableFileUris refuses more than ${MAX_FILE_REFERENCES} file URIs with 400 before any lookup`, async () => {
+    const before = stats;
+    const files = Object.fromEntries(Array.from({ length: MAX_FILE_REFERENCES + 1 }, (_, i) => [`f${i}`, { fileUri: `tmp://editor/${ID}/${i}.txt` }]));
+    const e = await readableFileUris(deps, editor, { files }).then(
+      () => null,
+      (err: unknown) => err,
+    );
+    expect(e).to.be.instanceOf(AppError);
+    expect((e as AppError).http).to.equal(400);
+    expect(stats).to.equal(before);
+    files[`f${MAX_FILE_REFERENCES}`] = files.f0;
+    expect(await readableFileUris(deps, editor, { files })).to.have.length(0);
   });
 
   it('checkFileReferences: a URI the write adds must be approved; one the base already maps is kept; 400 names the path and URI', () => {

@@ -4,6 +4,7 @@
  * every read, info, upload and delete; the content writes ask `readableFileUris` (the same
  * rule, for Read) about the URIs their `svcFiles` carries.
  */
+import { LRUCache } from 'lru-cache';
 import type { FileKey, FileStore, StoredFile } from '../adapters/file-store.js';
 import { fileKeyOf, storageKeyOf } from '../adapters/file-store.js';
 import { contextsOf, type Aspect, type Snapshot } from '../content/model.js';
@@ -53,15 +54,21 @@ export type FileDecision = { kind: 'allowed'; file: StoredFile | null } | { kind
  * const d = await fileAccess(deps, reader, fileKeyOf('tmp', 'editor', `${id}/a.txt`), 'update');
  * // { kind: 'hidden' }: the reader learns nothing of the editor's file
  */
-export async function fileAccess(d: FileAccessDeps, principal: Principal, key: FileKey, action: FileAction): Promise<FileDecision> {
+export async function fileAccess(
+  d: FileAccessDeps,
+  principal: Principal,
+  key: FileKey,
+  action: FileAction,
+  lookups: Lookups = new Lookups(d),
+): Promise<FileDecision> {
   if (key.space === 'content') {
-    const head = await d.store.head(key.host);
+    const head = await lookups.head(key.host);
     if (head && !head.deleted) {
       const permission = CONTENT_FILE_PERMISSION[action];
       if (!isAllowed(d.security, principal, permission, head.type, contextsOf(head.meta))) return { kind: 'denied', permission };
       if (action === 'upload') return { kind: 'allowed', file: null };
       const file = await d.files.stat(key);
-      if (!file || file.creationTime >= head.created || isUploaderOrSysadmin(principal, file) || (await headMaps(d, head, key)))
+      if (!file || file.creationTime >= head.created || isUploaderOrSysadmin(principal, file) || (await mappedFiles(d, head)).has(storageKeyOf(key)))
         return { kind: 'allowed', file };
       return { kind: 'hidden' };
     }
@@ -75,15 +82,69 @@ export async function fileAccess(d: FileAccessDeps, principal: Principal, key: F
 const isUploaderOrSysadmin = (principal: Principal, file: StoredFile): boolean =>
   isSysadmin(principal) || (file.uploader !== undefined && file.uploader === principal.userId);
 
-/** Does the content's head version map the file (its `svcFiles`)? */
-async function headMaps(d: FileAccessDeps, head: Snapshot, key: FileKey): Promise<boolean> {
-  const version = await d.store.version(head.cid, head.head);
-  const wanted = storageKeyOf(key);
-  return fileReferencesOf(version?.aspects.svcFiles).some((r) => {
-    const k = fileKeyOfUri(r.fileUri);
-    return k !== null && storageKeyOf(k) === wanted;
-  });
+/**
+ * The heads one check reads, each host once: a write's svcFiles may name many files of one
+ * content (and each file in two spellings).
+ */
+export class Lookups {
+  private readonly heads = new Map<string, Promise<Snapshot | null>>();
+
+  constructor(private readonly d: FileAccessDeps) {}
+
+  head(cid: string): Promise<Snapshot | null> {
+    let h = this.heads.get(cid);
+    if (!h) {
+      h = this.d.store.head(cid);
+      this.heads.set(cid, h);
+    }
+    return h;
+  }
 }
+
+/**
+ * The storage keys of the files a content's head version maps (its `svcFiles`). A version never
+ * changes, so the set is kept per version (and per store): before, every look at a file uploaded
+ * to a content before it existed read and decoded the content's whole head version again, once
+ * per URI of a write's svcFiles (a refused create of 4 KB made Redis send 168 MB: the fifteenth
+ * session's review). Reads of one version under way are shared.
+ */
+function mappedFiles(d: FileAccessDeps, head: Snapshot): Promise<Set<string>> {
+  let m = mappedByStore.get(d.store);
+  if (!m) {
+    m = { kept: new LRUCache({ max: 1000, maxSize: 16 * 2 ** 20, sizeCalculation: setChars }), reading: new Map() };
+    mappedByStore.set(d.store, m);
+  }
+  const id = `${head.cid}/${head.head}`;
+  const kept = m.kept.get(id);
+  if (kept) return Promise.resolve(kept);
+  let reading = m.reading.get(id);
+  if (!reading) {
+    const mine = m;
+    reading = d.store
+      .version(head.cid, head.head)
+      .then((version) => {
+        const keys = new Set<string>();
+        for (const r of fileReferencesOf(version?.aspects.svcFiles)) {
+          const k = fileKeyOfUri(r.fileUri);
+          if (k) keys.add(storageKeyOf(k));
+        }
+        // A version not found (a replica behind) is not kept.
+        if (version) mine.kept.set(id, keys);
+        return keys;
+      })
+      .finally(() => mine.reading.delete(id));
+    m.reading.set(id, reading);
+  }
+  return reading;
+}
+
+const mappedByStore = new WeakMap<object, { kept: LRUCache<string, Set<string>>; reading: Map<string, Promise<Set<string>>> }>();
+
+const setChars = (s: Set<string>): number => {
+  let n = 64;
+  for (const k of s) n += k.length + 32;
+  return n;
+};
 
 /** One entry of `svcFiles`: the path in the content and the file URI it maps. */
 export interface FileReference {
@@ -127,14 +188,41 @@ export function fileKeyOfUri(uri: string): FileKey | null {
  */
 export async function readableFileUris(d: FileAccessDeps, principal: Principal, aspect: Aspect | null | undefined): Promise<string[]> {
   const uris = [...new Set(fileReferencesOf(aspect).map((r) => r.fileUri))];
-  const readable = await Promise.all(
-    uris.map(async (uri) => {
-      const key = fileKeyOfUri(uri);
-      return key !== null && (await fileAccess(d, principal, key, 'read')).kind === 'allowed';
+  if (uris.length > MAX_FILE_REFERENCES) {
+    throw new AppError('BAD_REQUEST', `svcFiles maps ${uris.length} file URIs; at most ${MAX_FILE_REFERENCES}`, {
+      path: 'svcFiles',
+      limit: MAX_FILE_REFERENCES,
+    });
+  }
+  // Each file once, whichever spelling names it; each host's head once (Lookups).
+  const byKey = new Map<string, FileKey>();
+  const keyOf = uris.map((uri) => {
+    const key = fileKeyOfUri(uri);
+    if (!key) return null;
+    const s = storageKeyOf(key);
+    if (!byKey.has(s)) byKey.set(s, key);
+    return s;
+  });
+  const lookups = new Lookups(d);
+  const readable = new Set<string>();
+  const todo = [...byKey];
+  await Promise.all(
+    Array.from({ length: Math.min(LOOKUPS_AT_ONCE, todo.length) }, async () => {
+      for (let next = todo.pop(); next; next = todo.pop()) {
+        if ((await fileAccess(d, principal, next[1], 'read', lookups)).kind === 'allowed') readable.add(next[0]);
+      }
     }),
   );
-  return uris.filter((_, i) => readable[i]);
+  return uris.filter((_, i) => keyOf[i] !== null && readable.has(keyOf[i]!));
 }
+
+/**
+ * The most file URIs one write's svcFiles may name: each is a look at the file store (a stat, an
+ * S3 HEAD) before the write is even tried, and a body may hold 65,000 keys.
+ */
+export const MAX_FILE_REFERENCES = 1000;
+/** Lookups of one write's files under way at once. */
+const LOOKUPS_AT_ONCE = 16;
 
 /**
  * The write check of CONTRACT §20 "File references", run by the content actor (the one writer
