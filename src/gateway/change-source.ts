@@ -88,6 +88,21 @@ export class Delivered {
     return this.text;
   }
 
+  /**
+   * Writes its JSON (as `json()`) into `buf` at `at`, which has room for `maxBytes()`; returns
+   * where it ends. For a page, whose events are each written once: no string is made.
+   */
+  writeJson(buf: Buffer, at: number): number {
+    if (this.text !== undefined) return at + buf.write(this.text, at, 'utf8');
+    at += buf.write(`{"cursor":"${this.cursor}",`, at, 'latin1');
+    return at + buf.write(this.rest, at, 'utf8');
+  }
+
+  /** The most bytes its JSON takes in UTF-8 (a cursor is base64url, a byte a character; any other character at most three). */
+  maxBytes(): number {
+    return 14 + this.cursor.length + 3 * this.rest.length;
+  }
+
   /** Its server-sent event (`id`, `event`, `data`), made once. */
   sse(): string {
     this.frame ??= `id: ${this.cursor}\nevent: ${this.kind}\ndata: ${this.json()}\n\n`;

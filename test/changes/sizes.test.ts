@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import http from 'node:http';
 import { MAX_ALIAS_CHARS } from '../../src/content/aliases.js';
 import { PAGE_MAX_CHARS } from '../../src/gateway/change-source.js';
 import { Client, startTestPlatform } from '../support/platform.js';
@@ -61,5 +62,61 @@ describe('change feed: the size of what one content makes', function () {
     }
     expect(pages, 'more than one page with events').to.be.greaterThan(2);
     expect(revisions, 'every event once, in order').to.deep.equal(Array.from({ length: 181 }, (_, i) => i + 1));
+  });
+});
+
+/**
+ * A page's JSON is written into one buffer that the next page reuses (`pageBody`): what uWS has
+ * not sent yet must be its own copy. A client that reads a page of 7 MB slowly, while other pages
+ * are made and sent, still gets its own page whole.
+ */
+describe('change feed: a page read slowly is not overwritten by the pages after it', function () {
+  this.timeout(120_000);
+  let p: Awaited<ReturnType<typeof startTestPlatform>>;
+  let c: Client;
+  before(async () => {
+    p = await startTestPlatform();
+    c = await new Client(p.base).login('editor');
+  });
+  after(async () => p?.stop());
+
+  it('a paused reader gets the same events as a prompt one', async () => {
+    const run = `s${Date.now().toString(36)}`;
+    const since = ((await c.req('GET', '/changes?since=now')).json as { last: string }).last;
+    const ops = Array.from({ length: 100 }, (_, i) => ({ _type: 'svcSetAlias', namespace: `${run}${'n'.repeat(230)}`, alias: `${'a'.repeat(240)}-${i}` }));
+    const created = await c.create({ system: { contentType: 'article' }, aspects: { body: { _type: 'body', n: -1 } }, operations: ops });
+    expect(created.status, created.text).to.equal(201);
+    const id: string = created.json.system.id;
+    let etag = created.headers.get('etag');
+    for (let n = 0; n < 140; n++) {
+      const u = await c.update(id, { aspects: { body: { _type: 'body', n } } }, etag);
+      expect(u.status, u.text).to.equal(200);
+      etag = u.headers.get('etag');
+    }
+    const url = new URL(`${p.base}/changes?since=${since}&limit=1000`);
+    const revisionsOf = (text: string) => (JSON.parse(text) as { changes: { revision: number }[] }).changes.map((e) => e.revision);
+    // Asked first, read last.
+    const slow = new Promise<string>((resolve, reject) => {
+      const req = http.get(url, { headers: { 'X-Auth-Token': c.token! } }, (res) => {
+        res.pause();
+        setTimeout(() => {
+          const parts: Buffer[] = [];
+          res.on('data', (b: Buffer) => parts.push(b));
+          res.on('end', () => resolve(Buffer.concat(parts).toString()));
+          res.resume();
+        }, 1500);
+      });
+      req.on('error', reject);
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    // Other pages meanwhile, of other lengths and content.
+    for (const q of ['limit=7', 'limit=1000&kinds=create', 'limit=1000']) {
+      const other = await c.req('GET', `/changes?since=${since}&${q}`);
+      expect(other.status).to.equal(200);
+    }
+    const prompt = await c.req('GET', `/changes?since=${since}&limit=1000`);
+    const text = await slow;
+    expect(text.length, 'a page of several megabytes').to.be.above(4_000_000);
+    expect(revisionsOf(text)).to.deep.equal(revisionsOf(prompt.text));
   });
 });
