@@ -115,6 +115,19 @@ export interface PageResult {
   changes: Delivered[];
   positions: StreamPosition[];
   exhausted: boolean;
+  /** What the page read past its end, for the page after it (made ahead from `positions`). */
+  carry?: PageCarry;
+}
+
+/**
+ * The entries a page read past its end, per partition in stream order (each after the page's
+ * position there), and where each partition's next read starts: the next page begins with them
+ * instead of reading them again (a page of 1,000 events read about 1,560 entries, the rest read
+ * again by the next one). Valid only for a page from the same positions.
+ */
+export interface PageCarry {
+  held: ResolvedEntry[][];
+  from: StreamPosition[];
 }
 
 /** 410 (41000): the stream no longer holds what follows this cursor. */
@@ -424,16 +437,16 @@ export class ChangeSource {
    * it may not read (CONTRACT §20): entries are taken in the feed's order once no partition
    * still being read can bring one before them, so an entry it may not read never pushes one it
    * may out of a page, nor reorders them. The partitions are read in rounds, each partition that is running
-   * low taking its share of what the page still misses; what a round reads past the page is read
-   * again by the next page (resolved entries are cached).
+   * low taking its share of what the page still misses; what a round reads past the page goes on
+   * to the page made after it (`carry`).
    */
-  async page(principal: Principal, filter: ChangeFilter, positions: StreamPosition[], limit: number, budget = 20000): Promise<PageResult> {
+  async page(principal: Principal, filter: ChangeFilter, positions: StreamPosition[], limit: number, budget = 20000, carry?: PageCarry): Promise<PageResult> {
     const P = this.partitions;
     const pos = positions.map((p) => ({ ...p }));
     const out: Delivered[] = [];
     /** Per partition: entries read and not yet taken (in id order), where its next read starts, whether it reached its end. */
-    const held: ResolvedEntry[][] = Array.from({ length: P }, () => []);
-    const from = pos.map((p) => ({ ...p }));
+    const held: ResolvedEntry[][] = carry ? carry.held.map((h) => [...h]) : Array.from({ length: P }, () => []);
+    const from = (carry?.from ?? pos).map((p) => ({ ...p }));
     const ended = new Array<boolean>(P).fill(false);
     let scanned = 0;
     let chars = 0;
@@ -460,26 +473,33 @@ export class ChangeSource {
       }
       const ready = takeInFeedOrder(held, unread);
       let full = false;
-      for (const entry of ready) {
+      /** The first entry of `ready` not consumed to its end. */
+      let left = ready.length;
+      for (let k = 0; k < ready.length; k++) {
+        const entry = ready[k];
         const before = out.length;
         if (!this.consume(entry, pos, principal, filter, out, limit, batch)) {
           full = true;
+          left = k;
           break;
         }
         // Past PAGE_MAX_CHARS of JSON the page ends after this entry (counted by what the caller receives).
         if (out.length > before) {
-          for (let k = before; k < out.length; k++) chars += out[k].size;
+          for (let n = before; n < out.length; n++) chars += out[n].size;
           if (chars >= PAGE_MAX_CHARS) {
             full = true;
+            left = k + 1;
             break;
           }
         }
       }
+      // Taken from `held` but not consumed: back in front of what each partition holds.
+      for (let k = ready.length - 1; k >= left; k--) held[ready[k].p].unshift(ready[k]);
       const drained = !full && held.every((h, p) => ended[p] && h.length === 0);
       if (full || out.length >= limit || drained || scanned >= budget) {
         const sealed = await batch.sealed();
         for (let i = 0; i < out.length; i++) out[i].cursor = sealed[i];
-        return { changes: out, positions: pos, exhausted: drained };
+        return { changes: out, positions: pos, exhausted: drained, carry: drained ? undefined : { held, from } };
       }
     }
   }

@@ -311,7 +311,8 @@ export class ChangesService {
       if (stream) return await this.sse(x, principal, filter, positions, x.header('x-auth-token')!);
       const page = (await this.ahead.take(principal, filter, positions, limit)) ?? (await this.source.page(principal, filter, positions, limit));
       // A caller that has not reached the end pages on: its next page is made while it reads this one.
-      if (!page.exhausted) this.ahead.make(principal, filter, page.positions, limit, () => this.source.page(principal, filter, page.positions, limit));
+      if (!page.exhausted)
+        this.ahead.make(principal, filter, page.positions, limit, () => this.source.page(principal, filter, page.positions, limit, undefined, page.carry));
       if (page.changes.length || feed !== 'longpoll' || timeout === 0) {
         sendPage(x, page.changes, this.source.cursors.encode(page.positions));
         return;
