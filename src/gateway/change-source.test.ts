@@ -294,3 +294,59 @@ describe('a page made from what the page before it read past its end (carry) is 
     }
   });
 });
+
+describe('a page reads each partition by its rate of commits (roundCounts)', () => {
+  it('a page of 1,000 over 16 partitions, one of them with four times the commits of the others, takes at most 4 rounds', async () => {
+    const P = 16;
+    const streams = Array.from({ length: P }, () => [] as [Buffer, Buffer[]][]);
+    for (let ms = 1; ms <= 6000; ms++) {
+      // Partition 0 has a commit every millisecond, the others one every 4 (in turn).
+      const p = ms % 4 === 0 ? 1 + ((ms / 4) % (P - 1)) : 0;
+      const e: ContentEvent = { kind: 'updated', cid: `C${String(p).padStart(25, '0')}`, rev: 1, type: 'article', ts: ms, userId: 'editor' };
+      streams[p].push([Buffer.from(`${ms}-0`), [Buffer.from('e'), pack(e)]]);
+    }
+    let rounds = 0;
+    let inRound = false;
+    const redis = {
+      set: async () => 'OK',
+      getBuffer: async () => Buffer.alloc(32, 1),
+      xrangeBuffer: async (key: string, start: string, _end: string, _count: string, n: number) => {
+        // The reads of a round are asked together, before any answers.
+        if (!inRound) {
+          inRound = true;
+          rounds++;
+          queueMicrotask(() => (inRound = false));
+        }
+        const s = streams[Number(/\d+/.exec(key.slice(key.indexOf('{')))![0])];
+        const from = start === '-' ? 0 : s.findIndex(([k]) => Number(k.toString().split('-')[0]) > Number(start.slice(1).split('-')[0]));
+        return from < 0 ? [] : s.slice(from, from + n);
+      },
+    };
+    const snap = (cid: string): Snapshot => ({
+      cid,
+      rev: 1,
+      type: 'article',
+      head: 'v1',
+      created: 1,
+      modified: 1,
+      committer: 'editor',
+      deleted: false,
+      views: { svcLatest: 'v1' },
+      symbolic: {},
+      meta: {},
+      aliases: [],
+    });
+    const store = { snapshotsOf: async (wanted: [string, number][]) => wanted.map(([cid]) => snap(cid)) };
+    const source = new ChangeSource(redis as never, store as never, P, { mayRead: () => true } as unknown as Reads);
+    await source.ready();
+    const page = await source.page(
+      { userId: 'editor', contexts: {} },
+      { types: [], views: [], kinds: [] },
+      Array.from({ length: P }, () => ({ ...START })),
+      1000,
+    );
+    expect(page.changes).to.have.length(1000);
+    // Shared evenly, partition 0 held the page back for 43 rounds.
+    expect(rounds).to.be.at.most(4);
+  });
+});

@@ -451,17 +451,23 @@ export class ChangeSource {
     let scanned = 0;
     let chars = 0;
     const batch = this.cursors.batch();
+    /** Per partition: the first entry's time and the entries this page has seen (its rate), and the entries taken. */
+    const seen = held.map((h) => ({ first: h.length ? h[0].ms : -1, n: h.length }));
+    let took = 0;
     for (;;) {
-      const reading = held.map((_, p) => p).filter((p) => !ended[p]);
-      const count = Math.max(4, Math.ceil((limit - out.length) / Math.max(1, reading.length)));
-      const low = reading.filter((p) => held[p].length < count);
-      const reads = await Promise.all(low.map((p) => this.readAfter(p, from[p], count)));
+      const counts = this.roundCounts(held, from, ended, seen, limit - out.length, out.length, took);
+      const low = [...counts.keys()];
+      const reads = await Promise.all(low.map((p) => this.readAfter(p, from[p], counts.get(p)!)));
       low.forEach((p, i) => {
         const got = reads[i];
         scanned += got.length;
         held[p].push(...got);
-        if (got.length) from[p] = { ms: got[got.length - 1].ms, seq: got[got.length - 1].seq, sub: 0 };
-        if (got.length < count) ended[p] = true;
+        if (got.length) {
+          if (seen[p].first < 0) seen[p].first = got[0].ms;
+          seen[p].n += got.length;
+          from[p] = { ms: got[got.length - 1].ms, seq: got[got.length - 1].seq, sub: 0 };
+        }
+        if (got.length < counts.get(p)!) ended[p] = true;
       });
       // An entry is taken once no partition still being read can bring one before it in the
       // feed's order: what is taken is in that order, whatever the caller may read.
@@ -472,6 +478,7 @@ export class ChangeSource {
         unread.push({ p, ms: last.ms, seq: last.seq });
       }
       const ready = takeInFeedOrder(held, unread);
+      took += ready.length;
       let full = false;
       /** The first entry of `ready` not consumed to its end. */
       let left = ready.length;
@@ -502,6 +509,52 @@ export class ChangeSource {
         return { changes: out, positions: pos, exhausted: drained, carry: drained ? undefined : { held, from } };
       }
     }
+  }
+
+  /**
+   * How many entries each partition still being read reads in a page's next round (those not in
+   * the map read nothing). Without a rate known yet, the events missing shared evenly. Then by
+   * each partition's rate in this page (entries per millisecond): enough for all of them to reach
+   * the time at which, at those rates and the share of entries the caller received so far, the
+   * page would be full, and a quarter more. Shared evenly, a partition with three times the
+   * others' commits held the page back and a page took 7 to 9 rounds; what is read past the page
+   * goes on to the next one (PageCarry).
+   */
+  private roundCounts(
+    held: ResolvedEntry[][],
+    from: StreamPosition[],
+    ended: boolean[],
+    seen: { first: number; n: number }[],
+    missing: number,
+    received: number,
+    took: number,
+  ): Map<number, number> {
+    const reading: number[] = [];
+    for (let p = 0; p < held.length; p++) if (!ended[p]) reading.push(p);
+    const counts = new Map<number, number>();
+    const even = Math.max(4, Math.ceil(missing / Math.max(1, reading.length)));
+    const rate = (p: number) => (seen[p].n >= 2 && from[p].ms > seen[p].first ? (seen[p].n - 1) / (from[p].ms - seen[p].first) : 0);
+    let total = 0;
+    let frontier = Number.POSITIVE_INFINITY;
+    for (const p of reading) {
+      total += rate(p);
+      frontier = Math.min(frontier, from[p].ms);
+    }
+    if (total === 0) {
+      for (const p of reading) if (held[p].length < even) counts.set(p, even);
+      return counts;
+    }
+    // Entries still wanted: the events missing over the share of entries that gave events so far.
+    const share = took > 0 && received > 0 ? Math.max(0.05, received / took) : 1;
+    const wanted = missing / share;
+    const until = frontier + (1.25 * wanted) / total;
+    const most = Math.max(4, Math.min(2000, Math.ceil(2 * wanted)));
+    for (const p of reading) {
+      if (from[p].ms >= until) continue;
+      const r = rate(p) || total / reading.length;
+      counts.set(p, Math.min(most, Math.max(4, Math.ceil(r * (until - from[p].ms)))));
+    }
+    return counts;
   }
 }
 
