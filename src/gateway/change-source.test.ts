@@ -246,7 +246,7 @@ describe('a page made from what the page before it read past its end (carry) is 
       const id = lastId[0] === ms ? `${ms}-${lastId[1] + 1}` : `${ms}-0`;
       s.push([Buffer.from(id), [Buffer.from('e'), pack(e)]]);
     }
-    const after = (a: string, b: string) => {
+    const laterThan = (a: string, b: string) => {
       const [am, as] = a.split('-').map(Number);
       const [bm, bs] = b.split('-').map(Number);
       return am > bm || (am === bm && as > bs);
@@ -258,7 +258,7 @@ describe('a page made from what the page before it read past its end (carry) is 
         const s = streams.get(key)!;
         const exclusive = start.startsWith('(');
         const id = exclusive ? start.slice(1) : start;
-        const i = start === '-' ? 0 : s.findIndex(([k]) => (exclusive ? after(k.toString(), id) : !after(id, k.toString())));
+        const i = start === '-' ? 0 : s.findIndex(([k]) => (exclusive ? laterThan(k.toString(), id) : !laterThan(id, k.toString())));
         return i < 0 ? [] : s.slice(i, i + n);
       },
     };
