@@ -350,3 +350,49 @@ describe('a page reads each partition by its rate of commits (roundCounts)', () 
     expect(rounds).to.be.at.most(4);
   });
 });
+
+describe('a page of a caller that may read little reads within its budget', () => {
+  it('over 16 partitions and 160,000 entries of which the caller may read one in 500: one page reads about 20,000 entries', async () => {
+    const P = 16;
+    const streams = Array.from({ length: P }, () => [] as [Buffer, Buffer[]][]);
+    for (let ms = 1; ms <= 160000; ms++) {
+      const p = ms % P;
+      // One content in 500 is one the caller may read.
+      const e: ContentEvent = { kind: 'updated', cid: `C${String(ms % 500).padStart(25, '0')}`, rev: 1, type: 'article', ts: ms, userId: 'editor' };
+      streams[p].push([Buffer.from(`${ms}-0`), [Buffer.from('e'), pack(e)]]);
+    }
+    let read = 0;
+    const redis = {
+      set: async () => 'OK',
+      getBuffer: async () => Buffer.alloc(32, 1),
+      xrangeBuffer: async (key: string, start: string, _end: string, _count: string, n: number) => {
+        const s = streams[Number(/\{(\d+)\}/.exec(key)![1])];
+        const from = start === '-' ? 0 : s.findIndex(([k]) => Number(k.toString().split('-')[0]) > Number(start.slice(1).split('-')[0]));
+        const got = from < 0 ? [] : s.slice(from, from + n);
+        read += got.length;
+        return got;
+      },
+    };
+    const snap = (cid: string): Snapshot => ({
+      cid,
+      rev: 1,
+      type: 'article',
+      head: 'v1',
+      created: 1,
+      modified: 1,
+      committer: 'editor',
+      deleted: false,
+      views: { svcLatest: 'v1' },
+      symbolic: {},
+      meta: {},
+      aliases: [],
+    });
+    const store = { snapshotsOf: async (wanted: [string, number][]) => wanted.map(([cid]) => snap(cid)) };
+    const source = new ChangeSource(redis as never, store as never, P, { mayRead: (_: unknown, at: Snapshot) => at.cid.endsWith('0000') } as unknown as Reads);
+    await source.ready();
+    const page = await source.page({ userId: 'reader', contexts: {} }, { types: [], views: [], kinds: [] }, Array.from({ length: P }, () => ({ ...START })), 1000);
+    expect(page.changes.length).to.be.above(20);
+    expect(page.exhausted).to.equal(false);
+    expect(read).to.be.within(20000, 22000);
+  });
+});

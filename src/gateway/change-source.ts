@@ -455,7 +455,7 @@ export class ChangeSource {
     const seen = held.map((h) => ({ first: h.length ? h[0].ms : -1, n: h.length }));
     let took = 0;
     for (;;) {
-      const counts = this.roundCounts(held, from, ended, seen, limit - out.length, out.length, took);
+      const counts = this.roundCounts(held, from, ended, seen, limit - out.length, out.length, took, budget - scanned);
       const low = [...counts.keys()];
       const reads = await Promise.all(low.map((p) => this.readAfter(p, from[p], counts.get(p)!)));
       low.forEach((p, i) => {
@@ -528,6 +528,8 @@ export class ChangeSource {
     missing: number,
     received: number,
     took: number,
+    /** Entries the page may still read (its budget): a round reads at most that, and at least 4 a partition. */
+    allowed: number,
   ): Map<number, number> {
     const reading: number[] = [];
     for (let p = 0; p < held.length; p++) if (!ended[p]) reading.push(p);
@@ -549,11 +551,16 @@ export class ChangeSource {
     const wanted = missing / share;
     const until = frontier + (1.25 * wanted) / total;
     const most = Math.max(4, Math.min(2000, Math.ceil(2 * wanted)));
+    let sum = 0;
     for (const p of reading) {
       if (from[p].ms >= until) continue;
       const r = rate(p) || total / reading.length;
-      counts.set(p, Math.min(most, Math.max(4, Math.ceil(r * (until - from[p].ms)))));
+      const n = Math.min(most, Math.max(4, Math.ceil(r * (until - from[p].ms))));
+      counts.set(p, n);
+      sum += n;
     }
+    // Within the page's budget: a caller that may read few of the entries asks for many.
+    if (sum > allowed) for (const [p, n] of counts) counts.set(p, Math.max(4, Math.floor((n * allowed) / sum)));
     return counts;
   }
 }
