@@ -390,7 +390,12 @@ describe('a page of a caller that may read little reads within its budget', () =
     const store = { snapshotsOf: async (wanted: [string, number][]) => wanted.map(([cid]) => snap(cid)) };
     const source = new ChangeSource(redis as never, store as never, P, { mayRead: (_: unknown, at: Snapshot) => at.cid.endsWith('0000') } as unknown as Reads);
     await source.ready();
-    const page = await source.page({ userId: 'reader', contexts: {} }, { types: [], views: [], kinds: [] }, Array.from({ length: P }, () => ({ ...START })), 1000);
+    const page = await source.page(
+      { userId: 'reader', contexts: {} },
+      { types: [], views: [], kinds: [] },
+      Array.from({ length: P }, () => ({ ...START })),
+      1000,
+    );
     expect(page.changes.length).to.be.above(20);
     expect(page.exhausted).to.equal(false);
     expect(read).to.be.within(20000, 22000);
