@@ -93,6 +93,8 @@ export const settingsSchema = z.object({
    * Their user is not known yet, so only the address tells one client from another.
    */
   CHANGES_WS_WAITING_PER_ADDRESS: int(1, 1000000).default(32),
+  CHANGES_PAGES_PER_USER: int(1, 1000000).default(4),
+  CHANGES_PAGES_AT_ONCE: int(1, 1000000).default(32),
   /** Webhooks (CONTRACT §14): targets that resolve to loopback, private or link-local addresses are allowed (tests, private networks). */
   WEBHOOK_ALLOW_PRIVATE: bool.default(false),
   /** A delivery not answered 2xx is retried until it is this old, then `failed` (redeliverable). */

@@ -5,7 +5,7 @@ import { startRedisServer, type RedisServerHandle } from '../dev/redis-server.js
 import { pack } from '../adapters/codec.js';
 import { START, type StreamPosition } from '../content/change-events.js';
 import type { ContentEvent, Snapshot } from '../content/model.js';
-import { ChangeSource, type Delivered, type PageResult, PagesAhead } from './change-source.js';
+import { ChangeSource, type Delivered, PAGE_EXAMINE_BYTES, type PageResult, PagesAhead } from './change-source.js';
 import type { Reads } from './reads.js';
 
 describe('change source: the streams info every feed request reads (ChangeSource.info)', () => {
@@ -398,6 +398,56 @@ describe('a page of a caller that may read little reads within its budget', () =
     );
     expect(page.changes.length).to.be.above(20);
     expect(page.exhausted).to.equal(false);
-    expect(read).to.be.within(20000, 22000);
+    // Within the budget of entries (20,000) and of bytes (PAGE_EXAMINE_BYTES: about 13,000 entries of this weight).
+    expect(read).to.be.within(5000, 22000);
+  });
+});
+
+describe('a page ends once what it examined weighs PAGE_EXAMINE_BYTES (review 15)', () => {
+  it('2,000 entries of a content with 50 KB of aliases the caller may not read: one page examines about 16 MiB of them, not all', async () => {
+    const aliases = Array.from({ length: 100 }, (_, i) => `${'n'.repeat(250)}/${'a'.repeat(245)}-${String(i).padStart(3, '0')}`);
+    const stream: [Buffer, Buffer[]][] = [];
+    for (let ms = 1; ms <= 2000; ms++) {
+      const e: ContentEvent = { kind: 'updated', cid: 'C0000000000000000000000001', rev: ms, type: 'article', ts: ms, userId: 'editor' };
+      stream.push([Buffer.from(`${ms}-0`), [Buffer.from('e'), pack(e)]]);
+    }
+    const redis = {
+      set: async () => 'OK',
+      getBuffer: async () => Buffer.alloc(32, 1),
+      xrangeBuffer: async (_key: string, start: string, _end: string, _count: string, n: number) => {
+        const from = start === '-' ? 0 : Number(start.slice(1).split('-')[0]);
+        return stream.slice(from, from + n);
+      },
+    };
+    let examined = 0;
+    const store = {
+      snapshotsOf: async (wanted: [string, number][]) => {
+        examined += wanted.length;
+        return wanted.map(
+          ([cid, rev]): Snapshot => ({
+            cid,
+            rev,
+            type: 'article',
+            head: `v${rev}`,
+            created: 1,
+            modified: rev,
+            committer: 'editor',
+            deleted: false,
+            views: { svcLatest: `v${rev}` },
+            symbolic: {},
+            meta: {},
+            aliases,
+          }),
+        );
+      },
+    };
+    const source = new ChangeSource(redis as never, store as never, 1, { mayRead: () => false } as unknown as Reads);
+    await source.ready();
+    const page = await source.page({ userId: 'sportseditor', contexts: {} }, { types: [], views: [], kinds: [] }, [{ ...START }], 1000);
+    expect(page.changes).to.have.length(0);
+    expect(page.exhausted).to.equal(false);
+    // About 150 KB an entry (its snapshot, its event's JSON): about 110 entries; before, all 2,000.
+    expect(examined).to.be.within(50, 300);
+    expect(PAGE_EXAMINE_BYTES).to.equal(16 * 2 ** 20);
   });
 });

@@ -190,6 +190,17 @@ export function entrySize(e: ResolvedEntry): number {
 export const PAGE_MAX_CHARS = 8 * 2 ** 20;
 
 /**
+ * A page ends once the entries it examined weigh this much (their snapshots and their events'
+ * JSON, delivered or not), however few events it found for the caller: a caller that may read
+ * none of thousands of entries of content with 50 KB of aliases made each page read 17-69 MB
+ * from Redis and hold it (24 such pages at once: 1.8 GB of heap; the fifteenth session's review).
+ * The caller goes on from the page's `last`.
+ */
+export const PAGE_EXAMINE_BYTES = 16 * 2 ** 20;
+/** Entries a page's first round reads in all, before it knows what they weigh. */
+const FIRST_ROUND = 256;
+
+/**
  * The events of an entry as JSON (`rests`), their size with cursors (`chars`) and in memory
  * (`bytes`), made once when it is resolved: the caches count what an entry really holds, and pages
  * and offers bound what they write by it.
@@ -454,14 +465,18 @@ export class ChangeSource {
     /** Per partition: the first entry's time and the entries this page has seen (its rate), and the entries taken. */
     const seen = held.map((h) => ({ first: h.length ? h[0].ms : -1, n: h.length }));
     let took = 0;
+    let examined = 0;
     for (;;) {
-      const counts = this.roundCounts(held, from, ended, seen, limit - out.length, out.length, took, budget - scanned);
+      // Within the page's budget of entries, and of bytes at the weight of the entries examined so far.
+      const byWeight = examined > 0 ? Math.floor(((PAGE_EXAMINE_BYTES - examined) * scanned) / examined) : Number.POSITIVE_INFINITY;
+      const counts = this.roundCounts(held, from, ended, seen, limit - out.length, out.length, took, Math.min(budget - scanned, byWeight));
       const low = [...counts.keys()];
       const reads = await Promise.all(low.map((p) => this.readAfter(p, from[p], counts.get(p)!)));
       low.forEach((p, i) => {
         const got = reads[i];
         scanned += got.length;
         held[p].push(...got);
+        for (const e of got) examined += (e.at ? snapshotBytes(e.at) : 0) + (e.bytes ?? 0);
         if (got.length) {
           if (seen[p].first < 0) seen[p].first = got[0].ms;
           seen[p].n += got.length;
@@ -503,7 +518,7 @@ export class ChangeSource {
       // Taken from `held` but not consumed: back in front of what each partition holds.
       for (let k = ready.length - 1; k >= left; k--) held[ready[k].p].unshift(ready[k]);
       const drained = !full && held.every((h, p) => ended[p] && h.length === 0);
-      if (full || out.length >= limit || drained || scanned >= budget) {
+      if (full || out.length >= limit || drained || scanned >= budget || examined >= PAGE_EXAMINE_BYTES) {
         const sealed = await batch.sealed();
         for (let i = 0; i < out.length; i++) out[i].cursor = sealed[i];
         return { changes: out, positions: pos, exhausted: drained, carry: drained ? undefined : { held, from } };
@@ -534,7 +549,8 @@ export class ChangeSource {
     const reading: number[] = [];
     for (let p = 0; p < held.length; p++) if (!ended[p]) reading.push(p);
     const counts = new Map<number, number>();
-    const even = Math.max(4, Math.ceil(missing / Math.max(1, reading.length)));
+    // Before anything is known of the entries' rates or weight, at most FIRST_ROUND in all.
+    const even = Math.max(4, Math.ceil(Math.min(missing, FIRST_ROUND, allowed) / Math.max(1, reading.length)));
     const rate = (p: number) => (seen[p].n >= 2 && from[p].ms > seen[p].first ? (seen[p].n - 1) / (from[p].ms - seen[p].first) : 0);
     let total = 0;
     let frontier = Number.POSITIVE_INFINITY;

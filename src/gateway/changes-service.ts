@@ -106,6 +106,9 @@ export class ChangesService {
   /** Stream slots held (SSE, WebSocket, waiting long polls): all users, and per user id (takeSlot). */
   private held = 0;
   private readonly heldBy = new KeyedCounts();
+  /** Pages being made on request (makePage): all users, and per user id. */
+  private pagesMaking = 0;
+  private readonly pagesBy = new KeyedCounts();
   private readonly ahead = new PagesAhead();
   /**
    * WebSockets open without their first message yet: they hold no stream slot (their user is not
@@ -259,6 +262,28 @@ export class ChangesService {
     };
   }
 
+  /**
+   * Makes a page a request asked for, within CHANGES_PAGES_PER_USER pages of one user being made
+   * at once (429) and CHANGES_PAGES_AT_ONCE in the process (503). Pages are not streams (they take
+   * no stream slot), but each holds what it examined until it is sent (PAGE_EXAMINE_BYTES): before,
+   * a user could have any number made at once.
+   */
+  private async makePage<T>(userId: string, make: () => Promise<T>): Promise<T> {
+    const { CHANGES_PAGES_PER_USER: perUser, CHANGES_PAGES_AT_ONCE: total } = this.d.settings;
+    if (this.pagesBy.get(userId) >= perUser)
+      throw new AppError('TOO_MANY_REQUESTS', `At most ${perUser} change-feed pages of one user are made at once`, {}, STREAM_RETRY_AFTER_SECONDS);
+    if (this.pagesMaking >= total)
+      throw new AppError('UNAVAILABLE', 'Too many change-feed pages are being made: retry shortly', {}, STREAM_RETRY_AFTER_SECONDS);
+    this.pagesMaking++;
+    this.pagesBy.add(userId);
+    try {
+      return await make();
+    } finally {
+      this.pagesMaking--;
+      this.pagesBy.remove(userId);
+    }
+  }
+
   // ---- HTTP: pages, long poll, server-sent events ----
 
   /** A request of the feed's routes, answered with the content service's headers. */
@@ -309,7 +334,9 @@ export class ChangesService {
       await this.fanout.ensureStarted();
       const positions = await this.positionsOf(since);
       if (stream) return await this.sse(x, principal, filter, positions, x.header('x-auth-token')!);
-      const page = (await this.ahead.take(principal, filter, positions, limit)) ?? (await this.source.page(principal, filter, positions, limit));
+      const page =
+        (await this.ahead.take(principal, filter, positions, limit)) ??
+        (await this.makePage(principal.userId, () => this.source.page(principal, filter, positions, limit)));
       // A caller that has not reached the end pages on: its next page is made while it reads this one.
       if (!page.exhausted)
         this.ahead.make(principal, filter, page.positions, limit, () => this.source.page(principal, filter, page.positions, limit, undefined, page.carry));
