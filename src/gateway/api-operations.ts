@@ -606,7 +606,8 @@ export const OPERATIONS: Record<string, OperationDoc> = {
       },
       410: E[410],
       429: {
-        description: 'The user holds CHANGES_MAX_STREAMS_PER_USER open streams and waiting long polls on this process, or has CHANGES_PAGES_PER_USER pages being made',
+        description:
+          'The user holds CHANGES_MAX_STREAMS_PER_USER open streams and waiting long polls on this process, or has CHANGES_PAGES_PER_USER pages being made',
         body: 'ErrorBody',
         headers: ['Retry-After'],
       },
