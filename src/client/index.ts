@@ -73,12 +73,24 @@ export interface WebhookDelivery {
   time: string;
 }
 
-/** `<space>/<host>/<path>` of a file from a file service URL, a `fileUri` (`content://host/...`) or the part itself. */
+/**
+ * `<space>/<host>/<path>` of a file, encoded for a URL, from a file service URL (a `Location`,
+ * encoded already), a `fileUri` (`content://host/...`) or the part itself; dot segments refused
+ * (segmentsPath).
+ */
 function fileWhere(where: string): string {
   const m = /^([a-z]+):\/\/(.+)$/.exec(where);
-  if (m && m[1] !== 'http' && m[1] !== 'https') return `${m[1]}/${m[2]}`;
+  if (m && m[1] !== 'http' && m[1] !== 'https') return segmentsPath(`${m[1]}/${m[2]}`, 'a file address');
   const i = where.indexOf('/file-service/file/');
-  return i >= 0 ? where.slice(i + '/file-service/file/'.length) : where;
+  if (i < 0) return segmentsPath(where, 'a file address');
+  return encodedSegments(
+    where
+      .slice(i + '/file-service/file/'.length)
+      .split('/')
+      .map(decodeURIComponent),
+    where,
+    'a file address',
+  );
 }
 
 /** The JSON of an answer when the caller names no type: indexable without casts, as JSON.parse gives it. */
@@ -110,8 +122,21 @@ export interface RequestOptions {
  * the client's token: URL parsing resolves dot segments.
  */
 export function idPath(id: string): string {
-  const segments = id.split('/');
-  if (segments.some((s) => s === '' || s === '.' || s === '..')) throw new Error(`not a content id or alias: ${JSON.stringify(id)}`);
+  return segmentsPath(id, 'a content id or alias');
+}
+
+/**
+ * Any path of segments taken from elsewhere (a file's path in a content's `svcFiles`, a file URI),
+ * encoded segment by segment; an empty, `.` or `..` segment is refused. A file path of
+ * `../../../content-service/audit`, which any writer may put in `svcFiles`, made `deliver` fetch
+ * the audit trail with the client's token (the fifteenth session's review).
+ */
+export function segmentsPath(path: string, what = 'a path'): string {
+  return encodedSegments(path.split('/'), path, what);
+}
+
+function encodedSegments(segments: string[], path: string, what: string): string {
+  if (segments.some((s) => s === '' || s === '.' || s === '..')) throw new Error(`not ${what}: ${JSON.stringify(path)}`);
   return segments.map(encodeURIComponent).join('/');
 }
 
@@ -366,7 +391,10 @@ export class PlatformClient {
 
   /** POST {file_url}/file/<space>[/<host>[/<path>]]; the file info, `Location` in the headers. */
   upload(where: string, data: string | Buffer | Uint8Array, contentType = 'application/octet-stream'): Promise<Answer<FileInfo>> {
-    return this.req('POST', `${this.root}/file-service/file/${where}`, { raw: data, headers: { 'Content-Type': contentType, Accept: 'application/json' } });
+    return this.req('POST', `${this.root}/file-service/file/${segmentsPath(where, 'a file address')}`, {
+      raw: data,
+      headers: { 'Content-Type': contentType, Accept: 'application/json' },
+    });
   }
 
   /** GET {file_url}/file/info/<space>/<host>/<path>: the file info (`where` as in a `Location` or a `fileUri` without the scheme). */
@@ -389,8 +417,8 @@ export class PlatformClient {
 
   /** GET {delivery_url}/version/<version id>/<path> or /alias/<ns>/<alias>/<path>. */
   deliver(by: { version: string } | { alias: string }, path: string, headers: Record<string, string> = {}) {
-    const where = 'version' in by ? `version/${by.version}` : `alias/${by.alias}`;
-    return this.download(`${this.root}/file-delivery-service/${where}/${path}`, headers);
+    const where = 'version' in by ? `version/${segmentsPath(by.version, 'a version id')}` : `alias/${idPath(by.alias)}`;
+    return this.download(`${this.root}/file-delivery-service/${where}/${segmentsPath(path, 'a file path')}`, headers);
   }
 
   // ---- search, taxonomy, operations ----

@@ -49,6 +49,37 @@ describe('typed client (src/client)', () => {
     }
   });
 
+  it('a file path, version id or file address from a content goes into a path as encoded segments; dot segments are refused before any request (review 15)', async () => {
+    // A writer may put `../../../content-service/audit` in svcFiles: deliver() sent GET
+    // /content-service/audit with the client's token (a sysadmin's: the whole audit trail).
+    const paths: string[] = [];
+    const server = createServer((req, res) => {
+      paths.push(req.url ?? '');
+      res.end('{}');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const c = new PlatformClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}/content-service`, 'token');
+      const refused = async (what: string, call: () => Promise<unknown>) =>
+        (async () => call())().then(
+          () => expect.fail(`${what} was sent`),
+          (e: Error) => expect(e.message, what).to.match(/^not a/),
+        );
+      await refused('file path', () => c.deliver({ version: 'contentid/K/V' }, '../../../content-service/audit'));
+      await refused('file path', () => c.deliver({ version: 'contentid/K/V' }, 'img/../../../../content-service/operations'));
+      await refused('alias', () => c.deliver({ alias: 'web/../../../content-service/webhooks/x' }, 'a.png'));
+      await refused('file info', () => c.fileInfo('content://K/../../content-service/audit'));
+      await refused('file delete', () => c.deleteFile('tmp/editor/../../../content-service/webhooks/x'));
+      await refused('upload', () => c.upload('tmp/../../content-service/bulk', 'x'));
+      expect(paths).to.deep.equal([]);
+      await c.deliver({ version: 'contentid/K/V' }, 'images/a b.png');
+      await c.fileInfo(`http://h/file-service/file/tmp/editor/x%20y.txt`);
+      expect(paths).to.deep.equal(['/file-delivery-service/version/contentid/K/V/images/a%20b.png', '/file-service/file/info/tmp/editor/x%20y.txt']);
+    } finally {
+      server.close();
+    }
+  });
+
   it('tokens, permission, content, views, metadata, history, workspaces', async () => {
     const t = await c.issueToken({ username: 'reader', password: 'reader' });
     expect(t.status).to.equal(200);
