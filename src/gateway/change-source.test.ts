@@ -95,6 +95,19 @@ describe('pages made ahead (PagesAhead): only for the request they were made for
     for (let i = 0; i < 40; i++) if (await ahead.take(editor, filter, at(10000 + i * 10), 100)) kept.push(i);
     expect(kept, 'the 32 made last').to.deep.equal(Array.from({ length: 32 }, (_, i) => i + 8));
   });
+
+  it('drops the pages past their time when it makes another (a page holds what it carries until then)', async () => {
+    let now = 0;
+    const ahead = new PagesAhead(() => now);
+    for (let i = 0; i < 5; i++) {
+      ahead.make(editor, filter, at(i * 10), 100, () => Promise.resolve(page(i)));
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(ahead.kept).to.equal(5);
+    now += 3001;
+    ahead.make(editor, filter, at(100), 100, () => Promise.resolve(page(9)));
+    expect(ahead.kept).to.equal(1);
+  });
 });
 
 describe('resolved entries are counted at the size of the events they hold (security review 14)', () => {

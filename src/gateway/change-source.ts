@@ -624,11 +624,18 @@ export class PagesAhead {
       .catch(() => null)
       .finally(() => this.running--);
     this.pages.delete(key);
-    this.pages.set(key, { page: made, at: this.now() });
-    for (const old of this.pages.keys()) {
-      if (this.pages.size <= AHEAD_KEPT) break;
+    const now = this.now();
+    this.pages.set(key, { page: made, at: now });
+    // Oldest first: past AHEAD_KEPT, and any past its time (a page and what it carries are held until then).
+    for (const [old, { at }] of this.pages) {
+      if (this.pages.size <= AHEAD_KEPT && now - at <= AHEAD_TTL_MS) break;
       this.pages.delete(old);
     }
+  }
+
+  /** Pages kept (tests). */
+  get kept(): number {
+    return this.pages.size;
   }
 }
 
