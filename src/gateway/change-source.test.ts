@@ -7,6 +7,7 @@ import { START, type StreamPosition } from '../content/change-events.js';
 import type { ContentEvent, Snapshot } from '../content/model.js';
 import { ChangeSource, type Delivered, PAGE_EXAMINE_BYTES, type PageResult, PagesAhead } from './change-source.js';
 import type { Reads } from './reads.js';
+import type { Principal } from '../content/permissions.js';
 
 describe('change source: the streams info every feed request reads (ChangeSource.info)', () => {
   let server: RedisServerHandle;
@@ -161,40 +162,78 @@ describe('resolved entries are counted at the size of the events they hold (secu
   });
 });
 
+/** A snapshot of `cid` at `rev` for the pages over streams in memory below. */
+const snapshotOf = (cid: string, rev = 1, more: Partial<Snapshot> = {}): Snapshot => ({
+  cid,
+  rev,
+  type: 'article',
+  head: `v${rev}`,
+  created: 1,
+  modified: rev,
+  committer: 'editor',
+  deleted: false,
+  views: { svcLatest: `v${rev}` },
+  symbolic: {},
+  meta: {},
+  aliases: [],
+  ...more,
+});
+
+/** An entry of a partition's event stream: its id and its stored event. */
+const entryOf = (id: string, e: ContentEvent): [Buffer, Buffer[]] => [Buffer.from(id), [Buffer.from('e'), pack(e)]];
+
+/**
+ * Event streams of partitions in memory, as a ChangeSource reads them (XRANGE from the start, from
+ * an id or after one; the cursor key). `read` counts the entries answered; `onRead` sees each XRANGE.
+ */
+function memoryStreams(streams: [Buffer, Buffer[]][][], onRead: () => void = () => undefined) {
+  const ids = streams.map((s) => s.map(([k]) => k.toString().split('-').map(Number)));
+  const state = { read: 0 };
+  const redis = {
+    set: async () => 'OK',
+    getBuffer: async () => Buffer.alloc(32, 1),
+    xrangeBuffer: async (key: string, start: string, _end: string, _count: string, n: number) => {
+      onRead();
+      const p = Number(/\{(\d+)\}/.exec(key)![1]);
+      const list = ids[p];
+      let lo = 0;
+      if (start !== '-') {
+        // The first entry after `(id`, or at or after `id`.
+        const exclusive = start.startsWith('(');
+        const [ms, seq] = (exclusive ? start.slice(1) : start).split('-').map(Number);
+        let hi = list.length;
+        while (lo < hi) {
+          const mid = (lo + hi) >> 1;
+          const d = list[mid][0] - ms || list[mid][1] - seq;
+          if (d > 0 || (d === 0 && !exclusive)) hi = mid;
+          else lo = mid + 1;
+        }
+      }
+      const got = streams[p].slice(lo, lo + n);
+      state.read += got.length;
+      return got;
+    },
+  };
+  return { redis, state };
+}
+
+const who = (userId: string): Principal => ({ userId, contexts: {} });
+const everything = { types: [], views: [], kinds: [] };
+const fromStart = (partitions: number) => Array.from({ length: partitions }, () => ({ ...START }));
+
 describe('a catch-up over more entries than the cache holds still finds what it holds (fifteenth session)', () => {
   it('the second of two passes over 60,000 entries reads only the snapshots of the entries past the cache', async function () {
     this.timeout(60_000);
     const N = 60000;
-    const snap = (i: number): Snapshot => ({
-      cid: `C${String(i).padStart(25, '0')}`,
-      rev: 1,
-      type: 'article',
-      head: 'v1',
-      created: 1,
-      modified: 1,
-      committer: 'editor',
-      deleted: false,
-      views: { svcLatest: 'v1' },
-      symbolic: {},
-      meta: {},
-      aliases: [],
-    });
-    const stream = Array.from({ length: N }, (_, i) => {
-      const e: ContentEvent = { kind: 'created', cid: snap(i).cid, rev: 1, type: 'article', ts: 1, userId: 'editor' };
-      return [Buffer.from(`${i + 1}-0`), [Buffer.from('e'), pack(e)]] as [Buffer, Buffer[]];
-    });
-    // XRANGE of the one partition: after an exclusive start `(<ms>-0`, or from the start.
-    const redis = {
-      xrangeBuffer: async (_key: string, start: string, _end: string, _count: string, n: number) => {
-        const from = start === '-' ? 0 : Number(start.slice(1).split('-')[0]);
-        return stream.slice(from, from + n);
-      },
-    };
+    const cid = (i: number) => `C${String(i).padStart(25, '0')}`;
+    const { redis } = memoryStreams([
+      Array.from({ length: N }, (_, i) => entryOf(`${i + 1}-0`, { kind: 'created', cid: cid(i), rev: 1, type: 'article', ts: 1, userId: 'editor' })),
+    ]);
     let read = 0;
     const store = {
       snapshotsOf: async (wanted: [string, number][]) => {
         read += wanted.length;
-        return wanted.map(([cid]) => snap(Number(cid.slice(1))));
+        return wanted.map(([c]) => snapshotOf(c));
       },
     };
     const source = new ChangeSource(redis as never, store as never, 1, { mayRead: () => true } as unknown as Reads);
@@ -225,8 +264,7 @@ describe('a page made from what the page before it read past its end (carry) is 
       seed = (seed * 1103515245 + 12345) % 2 ** 31;
       return seed % n;
     };
-    const streams = new Map<string, [Buffer, Buffer[]][]>();
-    for (let p = 0; p < P; p++) streams.set(keys.events(p), []);
+    const streams = Array.from({ length: P }, () => [] as [Buffer, Buffer[]][]);
     const snaps = new Map<string, Snapshot>();
     const views = (rev: number): Record<string, string> =>
       rev % 2 ? { svcLatest: `v${rev}`, svcPublic: `v${rev}`, a: `v${rev}`, b: `v${rev}` } : { svcLatest: `v${rev}` };
@@ -238,63 +276,27 @@ describe('a page made from what the page before it read past its end (carry) is 
       const cid = `C${String(p).padStart(2, '0')}${String(rnd(12)).padStart(23, '0')}`;
       const rev = (revs.get(cid) ?? 0) + 1;
       revs.set(cid, rev);
-      snaps.set(`${cid}/${rev}`, {
-        cid,
-        rev,
-        type: rnd(3) ? 'article' : 'memo',
-        head: `v${rev}`,
-        created: 1,
-        modified: ms,
-        committer: 'editor',
-        deleted: false,
-        views: views(rev),
-        symbolic: {},
-        meta: {},
-        aliases: [],
-      });
-      const e: ContentEvent = { kind: rev === 1 ? 'created' : rnd(2) ? 'views' : 'updated', cid, rev, type: 'article', ts: ms, userId: 'editor' };
-      const s = streams.get(keys.events(p))!;
+      snaps.set(`${cid}/${rev}`, snapshotOf(cid, rev, { type: rnd(3) ? 'article' : 'memo', modified: ms, views: views(rev) }));
+      const s = streams[p];
       const last = s[s.length - 1];
       const lastId = last ? last[0].toString().split('-').map(Number) : [0, 0];
       const id = lastId[0] === ms ? `${ms}-${lastId[1] + 1}` : `${ms}-0`;
-      s.push([Buffer.from(id), [Buffer.from('e'), pack(e)]]);
+      s.push(entryOf(id, { kind: rev === 1 ? 'created' : rnd(2) ? 'views' : 'updated', cid, rev, type: 'article', ts: ms, userId: 'editor' }));
     }
-    const laterThan = (a: string, b: string) => {
-      const [am, as] = a.split('-').map(Number);
-      const [bm, bs] = b.split('-').map(Number);
-      return am > bm || (am === bm && as > bs);
-    };
-    const redis = {
-      set: async () => 'OK',
-      getBuffer: async () => Buffer.alloc(32, 1),
-      xrangeBuffer: async (key: string, start: string, _end: string, _count: string, n: number) => {
-        const s = streams.get(key)!;
-        const exclusive = start.startsWith('(');
-        const id = exclusive ? start.slice(1) : start;
-        const i = start === '-' ? 0 : s.findIndex(([k]) => (exclusive ? laterThan(k.toString(), id) : !laterThan(id, k.toString())));
-        return i < 0 ? [] : s.slice(i, i + n);
-      },
-    };
+    const { redis } = memoryStreams(streams);
     const store = { snapshotsOf: async (wanted: [string, number][]) => wanted.map(([cid, rev]) => snaps.get(`${cid}/${rev}`) ?? null) };
     // The caller may read articles only.
     const reads = { mayRead: (_: unknown, at: Snapshot) => at.type === 'article' } as unknown as Reads;
     const source = new ChangeSource(redis as never, store as never, P, reads);
     await source.ready();
-    const who = { userId: 'reader', contexts: { __global__: ['reader'] } };
-    const filter = { types: [], views: [], kinds: [] };
     const seen = (r: PageResult) => r.changes.map((d) => `${d.event.id}/${d.event.revision}/${d.event.kind}/${d.event.view ?? ''}`);
     for (const limit of [1, 3, 7, 50]) {
-      let a = await source.page(
-        who,
-        filter,
-        Array.from({ length: P }, () => ({ ...START })),
-        limit,
-      );
+      let a = await source.page(who('reader'), everything, fromStart(P), limit);
       let b = a;
       let pages = 0;
       while (!a.exhausted) {
-        const fresh = await source.page(who, filter, a.positions, limit);
-        const carried = await source.page(who, filter, b.positions, limit, undefined, b.carry);
+        const fresh = await source.page(who('reader'), everything, a.positions, limit);
+        const carried = await source.page(who('reader'), everything, b.positions, limit, undefined, b.carry);
         expect(seen(carried), `limit ${limit}, page ${pages}`).to.deep.equal(seen(fresh));
         // Positions may differ past the last event: a page moves over the entries it may not read
         // that are ready, and a page with more read ahead has more of them ready.
@@ -315,49 +317,23 @@ describe('a page reads each partition by its rate of commits (roundCounts)', () 
     for (let ms = 1; ms <= 6000; ms++) {
       // Partition 0 has a commit every millisecond, the others one every 4 (in turn).
       const p = ms % 4 === 0 ? 1 + ((ms / 4) % (P - 1)) : 0;
-      const e: ContentEvent = { kind: 'updated', cid: `C${String(p).padStart(25, '0')}`, rev: 1, type: 'article', ts: ms, userId: 'editor' };
-      streams[p].push([Buffer.from(`${ms}-0`), [Buffer.from('e'), pack(e)]]);
+      streams[p].push(entryOf(`${ms}-0`, { kind: 'updated', cid: `C${String(p).padStart(25, '0')}`, rev: 1, type: 'article', ts: ms, userId: 'editor' }));
     }
+    // The reads of a round are asked together, before any answers.
     let rounds = 0;
     let inRound = false;
-    const redis = {
-      set: async () => 'OK',
-      getBuffer: async () => Buffer.alloc(32, 1),
-      xrangeBuffer: async (key: string, start: string, _end: string, _count: string, n: number) => {
-        // The reads of a round are asked together, before any answers.
-        if (!inRound) {
-          inRound = true;
-          rounds++;
-          queueMicrotask(() => (inRound = false));
-        }
-        const s = streams[Number(/\d+/.exec(key.slice(key.indexOf('{')))![0])];
-        const from = start === '-' ? 0 : s.findIndex(([k]) => Number(k.toString().split('-')[0]) > Number(start.slice(1).split('-')[0]));
-        return from < 0 ? [] : s.slice(from, from + n);
-      },
-    };
-    const snap = (cid: string): Snapshot => ({
-      cid,
-      rev: 1,
-      type: 'article',
-      head: 'v1',
-      created: 1,
-      modified: 1,
-      committer: 'editor',
-      deleted: false,
-      views: { svcLatest: 'v1' },
-      symbolic: {},
-      meta: {},
-      aliases: [],
+    const { redis } = memoryStreams(streams, () => {
+      if (inRound) return;
+      inRound = true;
+      rounds++;
+      queueMicrotask(() => {
+        inRound = false;
+      });
     });
-    const store = { snapshotsOf: async (wanted: [string, number][]) => wanted.map(([cid]) => snap(cid)) };
+    const store = { snapshotsOf: async (wanted: [string, number][]) => wanted.map(([cid]) => snapshotOf(cid)) };
     const source = new ChangeSource(redis as never, store as never, P, { mayRead: () => true } as unknown as Reads);
     await source.ready();
-    const page = await source.page(
-      { userId: 'editor', contexts: {} },
-      { types: [], views: [], kinds: [] },
-      Array.from({ length: P }, () => ({ ...START })),
-      1000,
-    );
+    const page = await source.page(who('editor'), everything, fromStart(P), 1000);
     expect(page.changes).to.have.length(1000);
     // Shared evenly, partition 0 held the page back for 43 rounds.
     expect(rounds).to.be.at.most(4);
@@ -369,94 +345,40 @@ describe('a page of a caller that may read little reads within its budget', () =
     const P = 16;
     const streams = Array.from({ length: P }, () => [] as [Buffer, Buffer[]][]);
     for (let ms = 1; ms <= 160000; ms++) {
-      const p = ms % P;
       // One content in 500 is one the caller may read.
-      const e: ContentEvent = { kind: 'updated', cid: `C${String(ms % 500).padStart(25, '0')}`, rev: 1, type: 'article', ts: ms, userId: 'editor' };
-      streams[p].push([Buffer.from(`${ms}-0`), [Buffer.from('e'), pack(e)]]);
+      const cid = `C${String(ms % 500).padStart(25, '0')}`;
+      streams[ms % P].push(entryOf(`${ms}-0`, { kind: 'updated', cid, rev: 1, type: 'article', ts: ms, userId: 'editor' }));
     }
-    let read = 0;
-    const redis = {
-      set: async () => 'OK',
-      getBuffer: async () => Buffer.alloc(32, 1),
-      xrangeBuffer: async (key: string, start: string, _end: string, _count: string, n: number) => {
-        const s = streams[Number(/\{(\d+)\}/.exec(key)![1])];
-        const from = start === '-' ? 0 : s.findIndex(([k]) => Number(k.toString().split('-')[0]) > Number(start.slice(1).split('-')[0]));
-        const got = from < 0 ? [] : s.slice(from, from + n);
-        read += got.length;
-        return got;
-      },
-    };
-    const snap = (cid: string): Snapshot => ({
-      cid,
-      rev: 1,
-      type: 'article',
-      head: 'v1',
-      created: 1,
-      modified: 1,
-      committer: 'editor',
-      deleted: false,
-      views: { svcLatest: 'v1' },
-      symbolic: {},
-      meta: {},
-      aliases: [],
-    });
-    const store = { snapshotsOf: async (wanted: [string, number][]) => wanted.map(([cid]) => snap(cid)) };
+    const { redis, state } = memoryStreams(streams);
+    const store = { snapshotsOf: async (wanted: [string, number][]) => wanted.map(([cid]) => snapshotOf(cid)) };
     const source = new ChangeSource(redis as never, store as never, P, { mayRead: (_: unknown, at: Snapshot) => at.cid.endsWith('0000') } as unknown as Reads);
     await source.ready();
-    const page = await source.page(
-      { userId: 'reader', contexts: {} },
-      { types: [], views: [], kinds: [] },
-      Array.from({ length: P }, () => ({ ...START })),
-      1000,
-    );
+    const page = await source.page(who('reader'), everything, fromStart(P), 1000);
     expect(page.changes.length).to.be.above(20);
     expect(page.exhausted).to.equal(false);
     // Within the budget of entries (20,000) and of bytes (PAGE_EXAMINE_BYTES: about 13,000 entries of this weight).
-    expect(read).to.be.within(5000, 22000);
+    expect(state.read).to.be.within(5000, 22000);
   });
 });
 
 describe('a page ends once what it examined weighs PAGE_EXAMINE_BYTES (review 15)', () => {
   it('2,000 entries of a content with 50 KB of aliases the caller may not read: one page examines about 16 MiB of them, not all', async () => {
     const aliases = Array.from({ length: 100 }, (_, i) => `${'n'.repeat(250)}/${'a'.repeat(245)}-${String(i).padStart(3, '0')}`);
-    const stream: [Buffer, Buffer[]][] = [];
-    for (let ms = 1; ms <= 2000; ms++) {
-      const e: ContentEvent = { kind: 'updated', cid: 'C0000000000000000000000001', rev: ms, type: 'article', ts: ms, userId: 'editor' };
-      stream.push([Buffer.from(`${ms}-0`), [Buffer.from('e'), pack(e)]]);
-    }
-    const redis = {
-      set: async () => 'OK',
-      getBuffer: async () => Buffer.alloc(32, 1),
-      xrangeBuffer: async (_key: string, start: string, _end: string, _count: string, n: number) => {
-        const from = start === '-' ? 0 : Number(start.slice(1).split('-')[0]);
-        return stream.slice(from, from + n);
-      },
-    };
+    const { redis } = memoryStreams([
+      Array.from({ length: 2000 }, (_, i) =>
+        entryOf(`${i + 1}-0`, { kind: 'updated', cid: 'C0000000000000000000000001', rev: i + 1, type: 'article', ts: i + 1, userId: 'editor' }),
+      ),
+    ]);
     let examined = 0;
     const store = {
       snapshotsOf: async (wanted: [string, number][]) => {
         examined += wanted.length;
-        return wanted.map(
-          ([cid, rev]): Snapshot => ({
-            cid,
-            rev,
-            type: 'article',
-            head: `v${rev}`,
-            created: 1,
-            modified: rev,
-            committer: 'editor',
-            deleted: false,
-            views: { svcLatest: `v${rev}` },
-            symbolic: {},
-            meta: {},
-            aliases,
-          }),
-        );
+        return wanted.map(([cid, rev]) => snapshotOf(cid, rev, { aliases }));
       },
     };
     const source = new ChangeSource(redis as never, store as never, 1, { mayRead: () => false } as unknown as Reads);
     await source.ready();
-    const page = await source.page({ userId: 'sportseditor', contexts: {} }, { types: [], views: [], kinds: [] }, [{ ...START }], 1000);
+    const page = await source.page(who('sportseditor'), everything, fromStart(1), 1000);
     expect(page.changes).to.have.length(0);
     expect(page.exhausted).to.equal(false);
     // About 150 KB an entry (its snapshot, its event's JSON): about 110 entries; before, all 2,000.
