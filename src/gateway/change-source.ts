@@ -299,8 +299,9 @@ export class ChangeSource {
       const entry: ResolvedEntry = { p, ms, seq, changes: r?.changes ?? [], at: r?.at ?? null };
       measureEntry(entry);
       if (entry.at) {
-        const room = this.resolved.size < RESOLVED_ENTRIES && this.resolved.calculatedSize + entrySize(entry) <= RESOLVED_BYTES;
-        (live || room ? this.resolved : this.scanned).set(`${p}/${ids[i]}`, entry);
+        const size = entrySize(entry);
+        const room = this.resolved.size < RESOLVED_ENTRIES && this.resolved.calculatedSize + size <= RESOLVED_BYTES;
+        (live || room ? this.resolved : this.scanned).set(`${p}/${ids[i]}`, entry, { size });
       }
       out[i] = entry;
     });

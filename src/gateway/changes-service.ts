@@ -68,7 +68,7 @@ interface WsData {
   started: boolean;
   /** The client's address as the per-address bound counts it (CHANGES_WS_WAITING_PER_ADDRESS). */
   address: string;
-  /** Counted among the sockets waiting for their first message (ChangesService.waitingFirst). */
+  /** Counted among the sockets waiting for their first message (ChangesService.waitingBy). */
   waiting?: boolean;
   /** The feed decided to close this socket. */
   closed: boolean;
@@ -103,23 +103,17 @@ export class ChangesService {
   readonly source: ChangeSource;
   readonly fanout: ChangeFanout;
   private readonly streams = new Set<FeedSubscriber>();
-  /** Stream slots held (SSE, WebSocket, waiting long polls): all users, and per user id (takeSlot). */
-  private held = 0;
+  /** Stream slots held (SSE, WebSocket, waiting long polls), per user id and in all (takeSlot). */
   private readonly heldBy = new KeyedCounts();
-  /** Pages being made on request (makePage): all users, and per user id. */
-  private pagesMaking = 0;
+  /** Pages being made on request, per user id and in all (makePage). */
   private readonly pagesBy = new KeyedCounts();
   private readonly ahead = new PagesAhead();
   /**
    * WebSockets open without their first message yet: they hold no stream slot (their user is not
-   * known), so they are bounded apart, by CHANGES_MAX_SUBSCRIBERS too; past it an upgrade answers
-   * 503. Each is cut after WS_FIRST_MESSAGE_MS.
-   */
-  private waitingFirst = 0;
-  /**
-   * And per client address (limitedAddress), within CHANGES_WS_WAITING_PER_ADDRESS: before, one
-   * client that held the whole process's bound of silent sockets (reopening each after its cut)
-   * made every other user's upgrade answer 503.
+   * known), so they are bounded apart, by CHANGES_MAX_SUBSCRIBERS in all (past it an upgrade
+   * answers 503) and per client address (limitedAddress) by CHANGES_WS_WAITING_PER_ADDRESS: before,
+   * one client that held the whole process's bound of silent sockets (reopening each after its
+   * cut) made every other user's upgrade answer 503. Each is cut after WS_FIRST_MESSAGE_MS.
    */
   private readonly waitingBy = new KeyedCounts();
 
@@ -153,7 +147,7 @@ export class ChangesService {
                 {},
                 STREAM_RETRY_AFTER_SECONDS,
               )
-            : this.waitingFirst >= this.d.settings.CHANGES_MAX_SUBSCRIBERS
+            : this.waitingBy.total >= this.d.settings.CHANGES_MAX_SUBSCRIBERS
               ? new AppError('UNAVAILABLE', 'Too many WebSockets wait for their first message: retry shortly', {}, STREAM_RETRY_AFTER_SECONDS)
               : null;
         if (refused) {
@@ -171,7 +165,6 @@ export class ChangesService {
       open: (ws) => {
         const data = ws.getUserData();
         data.waiting = true;
-        this.waitingFirst++;
         this.waitingBy.add(data.address);
         // Refused after the I/O of the loop's turn (setImmediate): a first message that came in
         // time, while the loop was busy, is read before the refusal, not after.
@@ -218,7 +211,6 @@ export class ChangesService {
   private stopWaiting(data: WsData): void {
     if (!data.waiting) return;
     data.waiting = false;
-    this.waitingFirst--;
     this.waitingBy.remove(data.address);
   }
 
@@ -229,7 +221,7 @@ export class ChangesService {
 
   /** Open streams and queued events, and the stream slots held (takeSlot), for tests and metrics. */
   stats(): { subscribers: number; queued: number; streams: number } {
-    return { subscribers: this.fanout.subscriberCount, queued: this.fanout.queuedTotal, streams: this.held };
+    return { subscribers: this.fanout.subscriberCount, queued: this.fanout.queuedTotal, streams: this.heldBy.total };
   }
 
   /**
@@ -250,14 +242,12 @@ export class ChangesService {
         {},
         STREAM_RETRY_AFTER_SECONDS,
       );
-    if (this.held >= total) throw new AppError('UNAVAILABLE', 'Too many change-feed streams are open: retry shortly', {}, STREAM_RETRY_AFTER_SECONDS);
-    this.held++;
+    if (this.heldBy.total >= total) throw new AppError('UNAVAILABLE', 'Too many change-feed streams are open: retry shortly', {}, STREAM_RETRY_AFTER_SECONDS);
     this.heldBy.add(userId);
     let released = false;
     return () => {
       if (released) return;
       released = true;
-      this.held--;
       this.heldBy.remove(userId);
     };
   }
@@ -272,14 +262,12 @@ export class ChangesService {
     const { CHANGES_PAGES_PER_USER: perUser, CHANGES_PAGES_AT_ONCE: total } = this.d.settings;
     if (this.pagesBy.get(userId) >= perUser)
       throw new AppError('TOO_MANY_REQUESTS', `At most ${perUser} change-feed pages of one user are made at once`, {}, STREAM_RETRY_AFTER_SECONDS);
-    if (this.pagesMaking >= total)
+    if (this.pagesBy.total >= total)
       throw new AppError('UNAVAILABLE', 'Too many change-feed pages are being made: retry shortly', {}, STREAM_RETRY_AFTER_SECONDS);
-    this.pagesMaking++;
     this.pagesBy.add(userId);
     try {
       return await make();
     } finally {
-      this.pagesMaking--;
       this.pagesBy.remove(userId);
     }
   }

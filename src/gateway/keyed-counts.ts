@@ -1,22 +1,32 @@
 /**
- * How many of something each key holds (a user's streams or exports, an address's WebSockets
- * waiting for their first message), for the per-key bounds of the gateway. A key at zero is
- * forgotten, so the map holds only keys that hold something.
+ * How many of something each key holds (a user's streams, pages or exports, an address's
+ * WebSockets waiting for their first message), and all keys together, for the per-key and
+ * process-wide bounds of the gateway. A key at zero is forgotten, so the map holds only keys that
+ * hold something.
  */
 export class KeyedCounts {
   private readonly counts = new Map<string, number>();
+  private sum = 0;
 
   get(key: string): number {
     return this.counts.get(key) ?? 0;
   }
 
+  /** What all keys hold. */
+  get total(): number {
+    return this.sum;
+  }
+
   add(key: string): void {
     this.counts.set(key, this.get(key) + 1);
+    this.sum++;
   }
 
   remove(key: string): void {
-    const left = this.get(key) - 1;
-    if (left > 0) this.counts.set(key, left);
+    const had = this.get(key);
+    if (had === 0) return;
+    if (had > 1) this.counts.set(key, had - 1);
     else this.counts.delete(key);
+    this.sum--;
   }
 }

@@ -86,7 +86,7 @@ const isUploaderOrSysadmin = (principal: Principal, file: StoredFile): boolean =
  * The heads one check reads, each host once: a write's svcFiles may name many files of one
  * content (and each file in two spellings).
  */
-export class Lookups {
+class Lookups {
   private readonly heads = new Map<string, Promise<Snapshot | null>>();
 
   constructor(private readonly d: FileAccessDeps) {}

@@ -63,24 +63,11 @@ describe('change feed: the size of what one content makes', function () {
     expect(pages, 'more than one page with events').to.be.greaterThan(2);
     expect(revisions, 'every event once, in order').to.deep.equal(Array.from({ length: 181 }, (_, i) => i + 1));
   });
-});
 
-/**
- * A page's JSON is written into one buffer that the next page reuses (`pageBody`): what uWS has
- * not sent yet must be its own copy. A client that reads a page of 7 MB slowly, while other pages
- * are made and sent, still gets its own page whole.
- */
-describe('change feed: a page read slowly is not overwritten by the pages after it', function () {
-  this.timeout(120_000);
-  let p: Awaited<ReturnType<typeof startTestPlatform>>;
-  let c: Client;
-  before(async () => {
-    p = await startTestPlatform();
-    c = await new Client(p.base).login('editor');
-  });
-  after(async () => p?.stop());
-
-  it('a paused reader gets the same events as a prompt one', async () => {
+  // A page's JSON is written into one buffer that the next page reuses (`pageBody`): what uWS has
+  // not sent yet must be its own copy. A client that reads a page of 7 MB slowly, while other
+  // pages are made and sent, still gets its own page whole.
+  it('a page read slowly is not overwritten by the pages after it: a paused reader gets the same events as a prompt one', async () => {
     const run = `s${Date.now().toString(36)}`;
     const since = ((await c.req('GET', '/changes?since=now')).json as { last: string }).last;
     const ops = Array.from({ length: 100 }, (_, i) => ({ _type: 'svcSetAlias', namespace: `${run}${'n'.repeat(230)}`, alias: `${'a'.repeat(240)}-${i}` }));
