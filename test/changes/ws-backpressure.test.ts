@@ -48,6 +48,7 @@ describe('change feed WebSocket backpressure (CONTRACT §13)', function () {
       let cursor = since;
       for (let attempt = 0; attempt < 6; attempt++) {
         let done = false;
+        const started = Date.now();
         const s = wsSession(wsUrl, { token: c.token, since: cursor }, (m, sess) => {
           if ('error' in m) return;
           const e = m as unknown as FeedEvent;
@@ -64,13 +65,21 @@ describe('change feed WebSocket backpressure (CONTRACT §13)', function () {
             setTimeout(() => (sess.ws._socket as { resume?: () => void } | undefined)?.resume?.(), mode === 'slow' ? 150 : 5000);
           }
         });
-        const timer = setTimeout(() => s.ws.terminate(), 30000);
+        // Cut after 30 s, noting what the gateway held then (live subscribers, open streams, queued events).
+        let atCut = '';
+        const timer = setTimeout(() => {
+          atCut = JSON.stringify(p.gateway!.changes.stats());
+          s.ws.terminate();
+        }, 30000);
         const closed = await s.closed;
         clearTimeout(timer);
         if (done) break;
         closes.push(closed.code);
         // Only a subscriber cut for not reading may end early, after an error message naming 4429.
-        expect(closed.code, `closed with ${closed.code} after ${got.length} events`).to.equal(4429);
+        expect(
+          closed.code,
+          `${mode} reader: closed with ${closed.code} after ${got.length} events (last revision ${got[got.length - 1]?.revision}, ${Date.now() - started} ms, errors: ${JSON.stringify(s.messages.filter((m) => 'error' in m))}, gateway at the cut: ${atCut || 'not cut'})`,
+        ).to.equal(4429);
         const err = s.messages.find((m) => 'error' in m)?.error as { statusCode: string } | undefined;
         expect(err?.statusCode).to.equal('42900');
       }
