@@ -340,6 +340,27 @@ describe('a page reads each partition by its rate of commits (roundCounts)', () 
   });
 });
 
+describe('a page whose entries come thousands to a millisecond still reads (roundCounts)', () => {
+  it('12,000 entries over two milliseconds of today, none of which the caller may read: a page of 1 ends', async () => {
+    // At 1.8e12 ms, the time at which a rate of 6,000 entries a millisecond fills a page of 1 is
+    // the frontier itself (a double's step there is 2.4e-4): no partition read, and the page
+    // went round without end, never giving the event loop back.
+    const T = 1_800_000_000_000;
+    const stream: [Buffer, Buffer[]][] = [];
+    for (const ms of [T, T + 1])
+      for (let seq = 0; seq < 6000; seq++)
+        stream.push(entryOf(`${ms}-${seq}`, { kind: 'updated', cid: `C${String(seq).padStart(25, '0')}`, rev: 1, type: 'article', ts: ms, userId: 'editor' }));
+    const { redis, state } = memoryStreams([stream]);
+    const store = { snapshotsOf: async (wanted: [string, number][]) => wanted.map(([cid]) => snapshotOf(cid)) };
+    const source = new ChangeSource(redis as never, store as never, 1, { mayRead: () => false } as unknown as Reads);
+    await source.ready();
+    const page = await source.page(who('reader'), everything, fromStart(1), 1);
+    expect(page.changes).to.have.length(0);
+    expect(page.exhausted).to.equal(true);
+    expect(state.read).to.equal(12000);
+  });
+});
+
 describe('a page of a caller that may read little reads within its budget', () => {
   it('over 16 partitions and 160,000 entries of which the caller may read one in 500: one page reads about 20,000 entries', async () => {
     const P = 16;
