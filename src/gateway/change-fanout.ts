@@ -352,15 +352,20 @@ export class ChangeFanout {
   /** Keeps new entries and offers them to every live subscriber. */
   private dispatch(entries: ResolvedEntry[]): void {
     if (!entries.length) return;
+    // Only subscribers take the shared cursors (a subscriber attaching later makes its own): a web
+    // process that once served a feed request went on sealing a cursor for every commit, with
+    // nobody to send it to (5 % of a process during a bulk import).
+    const sealing = this.subscribers.size > 0;
     for (const entry of entries) {
       this.seen[entry.p] = { ms: entry.ms, seq: entry.seq };
       // The cursor after each of its events, from the fan-out's own position: once for every
       // subscriber whose position is the same.
       const n = entry.changes.length;
-      entry.cursors = entry.changes.map((_, i) => {
-        this.canon[entry.p] = { ms: entry.ms, seq: entry.seq, sub: i + 1 === n ? 0 : i + 1 };
-        return this.source.cursors.encode(this.canon);
-      });
+      if (sealing)
+        entry.cursors = entry.changes.map((_, i) => {
+          this.canon[entry.p] = { ms: entry.ms, seq: entry.seq, sub: i + 1 === n ? 0 : i + 1 };
+          return this.source.cursors.encode(this.canon);
+        });
       this.canon[entry.p] = { ms: entry.ms, seq: entry.seq, sub: 0 };
       const buf = this.buffers[entry.p];
       buf.push(entry);

@@ -160,4 +160,49 @@ describe('change feed: resume exactly once while writers commit (CONTRACT §13)'
     while (stats().subscribers > 0 && Date.now() < end) await new Promise((res) => setTimeout(res, 50));
     expect(stats().subscribers).to.equal(0);
   });
+
+  it('with no subscriber the fan-out seals no cursor; a subscriber that comes later gets events whose cursors resume exactly', async () => {
+    const gw = p.gateway!;
+    const stats = () => gw.changes.stats();
+    const end = Date.now() + 5000;
+    while (stats().subscribers > 0 && Date.now() < end) await new Promise((res) => setTimeout(res, 50));
+    // A page request starts the fan-out (it goes on reading with nobody subscribed).
+    const since: string = (await c.req('GET', '/changes?since=now')).json.last;
+    const seal = gw.changes.source.cursors;
+    const encode = seal.encode.bind(seal);
+    let sealed = 0;
+    seal.encode = (positions) => {
+      sealed++;
+      return encode(positions);
+    };
+    try {
+      const seen = JSON.stringify(gw.changes.fanout.seenIds());
+      const ids: string[] = [];
+      for (let i = 0; i < 30; i++) ids.push((await c.create({ system: { contentType: 'article' }, aspects: {} })).json.system.id);
+      const until = Date.now() + 5000;
+      while (JSON.stringify(gw.changes.fanout.seenIds()) === seen && Date.now() < until) await new Promise((res) => setTimeout(res, 20));
+      await new Promise((res) => setTimeout(res, 300));
+      // The code before sealed one for each of the 30 commits here.
+      expect(sealed, 'cursors sealed by the fan-out with no subscriber').to.equal(0);
+      // A subscriber from before them gets the 30 (catch-up, then live), and a commit after them live.
+      const got: FeedEvent[] = [];
+      let later = '';
+      const s = wsSession(`${p.url.replace('http', 'ws')}/content-service/changes/ws`, { token: c.token, since }, (m, sess) => {
+        const e = m as unknown as FeedEvent;
+        if (!ids.includes(e.id) && e.id !== later) return;
+        got.push(e);
+        if (got.length === 30) void c.create({ system: { contentType: 'article' }, aspects: {} }).then((r) => (later = r.json.system.id));
+        if (got.length === 31) sess.ws.close();
+      });
+      const timer = setTimeout(() => s.ws.terminate(), 10000);
+      await s.closed;
+      clearTimeout(timer);
+      expect(got.map((e) => e.id)).to.deep.equal([...ids, later]);
+      // Each cursor resumes after its own event: from the 30th, the next event of these is the later one.
+      const resumed = await c.req('GET', `/changes?since=${got[29].cursor}&limit=1000`);
+      expect((resumed.json.changes as FeedEvent[]).filter((e) => e.id === later || ids.includes(e.id)).map((e) => e.id)).to.deep.equal([later]);
+    } finally {
+      seal.encode = encode;
+    }
+  });
 });
