@@ -87,27 +87,42 @@ export class CursorSeal {
 
 const ROLE = 'cursor-seal';
 
-/** Positions to seal on the sealing thread: their encoded bytes one after another, and where each ends. */
+/**
+ * A chunk of a page's cursors to seal on the sealing thread: the positions where the chunk starts
+ * (ms, seq, sub a partition) and what follows (`moves`, see CursorBatch).
+ */
 interface SealJob {
   key: Uint8Array;
-  plain: ArrayBuffer;
-  ends: Uint32Array;
+  base: Float64Array;
+  moves: Float64Array;
 }
 
 /** The sealing thread's side: the cursors of a chunk, joined by spaces (base64url has none). */
 let threadSeal: CursorSeal | null = null;
 serveJobs<SealJob, string>(ROLE, (job) => {
   if (!threadSeal?.key.equals(job.key)) threadSeal = new CursorSeal(Buffer.from(job.key), 0);
-  return { done: sealAll(threadSeal, new Uint8Array(job.plain), job.ends).join(' ') };
+  return { done: replay(threadSeal, job.base, job.moves, job.moves.length).join(' ') };
 });
 
-function sealAll(seal: CursorSeal, plain: Uint8Array, ends: ArrayLike<number>): string[] {
-  const out = new Array<string>(ends.length);
-  for (let i = 0, at = 0; i < ends.length; at = ends[i++]) out[i] = seal.sealBytes(plain.subarray(at, ends[i]));
+/** What a move record of CursorBatch holds: a partition (or CURSOR) and its position's ms, seq and sub. */
+const MOVE = 4;
+/** The partition of a move record that stands for "a cursor of the positions as they are now". */
+const CURSOR = -1;
+
+/** The cursors of a chunk: from `base`, each move applied in turn, a cursor sealed at each CURSOR. */
+function replay(seal: CursorSeal, base: Float64Array, moves: Float64Array, n: number): string[] {
+  const positions: StreamPosition[] = new Array(base.length / 3);
+  for (let i = 0; i < positions.length; i++) positions[i] = { ms: base[3 * i], seq: base[3 * i + 1], sub: base[3 * i + 2] };
+  const out: string[] = [];
+  for (let k = 0; k < n; k += MOVE) {
+    const p = moves[k];
+    if (p === CURSOR) out.push(seal.encode(positions));
+    else positions[p] = { ms: moves[k + 1], seq: moves[k + 2], sub: moves[k + 3] };
+  }
   return out;
 }
 
-/** The thread of this process that seals cursors for pages. */
+/** The sealing thread of this process, which seals the cursors of pages. */
 const sealer = new ModuleWorker<SealJob, string>(import.meta.url, ROLE, 'cursor sealing');
 
 /**
@@ -115,7 +130,6 @@ const sealer = new ModuleWorker<SealJob, string>(import.meta.url, ROLE, 'cursor 
  * other core while the page goes on; what is left at the end of the page is sealed on the event loop.
  */
 const CHUNK = 64;
-const NOTHING = Buffer.alloc(0);
 
 /**
  * The cursors of one page's events, in the order they are added. A seal (one AES-GCM cipher a
@@ -123,53 +137,94 @@ const NOTHING = Buffer.alloc(0);
  * full chunk is sealed on the sealing thread while the page reads and filters the next events, and
  * only the last part of the page (and a page smaller than a chunk) is sealed on the event loop. A
  * chunk the thread fails to seal (it stopped) is sealed here instead: a page never goes without.
+ *
+ * The event loop does not encode the positions either (with 64 partitions, a sixth of a warm
+ * catch-up's event loop went to encoding them and copying them into the chunk): it notes which
+ * partitions moved since the cursor before, found by identity (a page replaces a partition's
+ * position, it never changes one in place), and the thread rebuilds and encodes the positions of
+ * each cursor from the chunk's first positions and those moves.
  */
 export class CursorBatch {
   private readonly chunks: Promise<string[]>[] = [];
-  /** The positions not yet handed over; allocated by the first add (most long polls add none). */
-  private plain = NOTHING;
-  private at = 0;
-  private ends: number[] = [];
+  /** The positions of the last cursor added (the objects themselves); null before the first. */
+  private state: StreamPosition[] | null = null;
+  /** The positions where the current chunk starts (ms, seq, sub a partition). */
+  private base: Float64Array | null = null;
+  /** The current chunk's records of MOVE numbers: a partition's new position, or CURSOR. */
+  private moves = new Float64Array(0);
+  private used = 0;
+  private cursors = 0;
 
   constructor(private readonly seal: CursorSeal) {}
 
   /** The cursor of these positions comes next. */
   add(positions: readonly StreamPosition[]): void {
-    const bytes = encodePositions(positions);
-    if (this.plain.length - this.at < bytes.length) {
-      const grown = Buffer.allocUnsafe(Math.max(this.plain.length * 2, this.at + bytes.length, CHUNK * bytes.length));
-      this.plain.copy(grown, 0, 0, this.at);
-      this.plain = grown;
+    if (!this.state || this.state.length !== positions.length) {
+      this.state = positions.slice();
+      this.base = numbersOf(positions);
+    } else {
+      const state = this.state;
+      for (let i = 0; i < positions.length; i++) {
+        const p = positions[i];
+        if (p !== state[i]) {
+          state[i] = p;
+          this.record(i, p.ms, p.seq, p.sub);
+        }
+      }
     }
-    this.at += bytes.copy(this.plain, this.at);
-    this.ends.push(this.at);
-    if (this.ends.length === CHUNK) this.handOver();
+    this.record(CURSOR, 0, 0, 0);
+    if (++this.cursors === CHUNK) this.handOver();
   }
 
   /** Every cursor added, in order. */
   async sealed(): Promise<string[]> {
-    const last = sealAll(this.seal, this.plain.subarray(0, this.at), this.ends);
+    const last = this.base ? replay(this.seal, this.base, this.moves, this.used) : [];
     if (!this.chunks.length) return last;
     const chunks = await Promise.all(this.chunks);
     chunks.push(last);
     return chunks.flat();
   }
 
+  private record(p: number, ms: number, seq: number, sub: number): void {
+    if (this.used + MOVE > this.moves.length) {
+      const grown = new Float64Array(Math.max(256 * MOVE, this.moves.length * 2));
+      grown.set(this.moves.subarray(0, this.used));
+      this.moves = grown;
+    }
+    const m = this.moves;
+    m[this.used] = p;
+    m[this.used + 1] = ms;
+    m[this.used + 2] = seq;
+    m[this.used + 3] = sub;
+    this.used += MOVE;
+  }
+
   private handOver(): void {
-    const plain = this.plain.subarray(0, this.at);
-    const ends = Uint32Array.from(this.ends);
-    // The thread gets a copy; this one stays for the case it fails.
-    const copy = new Uint8Array(plain);
+    const base = this.base!;
+    // The thread gets these; a copy stays for the case it fails.
+    const moves = this.moves.slice(0, this.used);
+    const kept = { base: base.slice(), moves: moves.slice() };
     this.chunks.push(
-      sealer.run({ key: this.seal.key, plain: copy.buffer, ends }, [copy.buffer]).then(
+      sealer.run({ key: this.seal.key, base, moves }, [base.buffer as ArrayBuffer, moves.buffer as ArrayBuffer]).then(
         (joined) => joined.split(' '),
-        () => sealAll(this.seal, plain, ends),
+        () => replay(this.seal, kept.base, kept.moves, kept.moves.length),
       ),
     );
-    this.plain = NOTHING;
-    this.at = 0;
-    this.ends = [];
+    this.base = numbersOf(this.state!);
+    this.used = 0;
+    this.cursors = 0;
   }
+}
+
+/** Positions as numbers: ms, seq and sub a partition. */
+function numbersOf(positions: readonly StreamPosition[]): Float64Array {
+  const out = new Float64Array(positions.length * 3);
+  for (let i = 0; i < positions.length; i++) {
+    out[3 * i] = positions[i].ms;
+    out[3 * i + 1] = positions[i].seq;
+    out[3 * i + 2] = positions[i].sub;
+  }
+  return out;
 }
 
 /**
@@ -178,12 +233,10 @@ export class CursorBatch {
  * page of 1,000 events). Called by a feed's first page.
  */
 function warmSealingThread(seal: CursorSeal): void {
-  const plain = encodePositions(Array.from({ length: seal.partitions }, () => ({ ms: 0, seq: 0, sub: 0 })));
-  const n = 256;
-  const all = new Uint8Array(plain.length * n);
-  for (let i = 0; i < n; i++) all.set(plain, i * plain.length);
-  const ends = Uint32Array.from({ length: n }, (_, i) => (i + 1) * plain.length);
-  sealer.run({ key: seal.key, plain: all.buffer, ends }, [all.buffer]).catch(() => undefined);
+  const base = numbersOf(Array.from({ length: seal.partitions }, () => ({ ms: 0, seq: 0, sub: 0 })));
+  const moves = new Float64Array(256 * MOVE);
+  for (let i = 0; i < moves.length; i += MOVE) moves[i] = CURSOR;
+  sealer.run({ key: seal.key, base, moves }, [base.buffer as ArrayBuffer, moves.buffer as ArrayBuffer]).catch(() => undefined);
 }
 
 /** Stops the sealing thread (tests; a later page starts it again). */

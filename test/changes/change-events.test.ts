@@ -234,6 +234,24 @@ describe('change feed domain (CONTRACT §13)', () => {
     await stopSealingThread();
   });
 
+  it('cursors of a page whose partitions move one at a time, also between cursors (entries the caller may not read), are the positions at each cursor', async () => {
+    const seal = new CursorSeal(randomBytes(32), 64, randomBytes);
+    // One array, a partition's position replaced at each step, as a page moves them.
+    const pos: StreamPosition[] = Array.from({ length: 64 }, (_, p) => ({ ms: 1_790_000_000_000 + p, seq: 0, sub: 0 }));
+    const batch = seal.batch();
+    const want: StreamPosition[][] = [];
+    for (let k = 0; k < 500; k++) {
+      const p = (k * 7) % 64;
+      pos[p] = { ms: pos[p].ms + 1 + (k % 3), seq: k % 5, sub: k % 2 };
+      // Every third step is an entry the caller may not read: its partition moves without a cursor.
+      if (k % 3 === 0) continue;
+      batch.add(pos);
+      want.push(pos.map((x) => ({ ...x })));
+    }
+    const cursors = await batch.sealed();
+    expect(cursors.map((c) => seal.decode(c))).to.deep.equal(want);
+  });
+
   it('the feed order: entries read in parts of any size, across partitions, come out as one sorted list (compareFeedOrder, takeInFeedOrder)', () => {
     // Pages and the fan-out read each partition's stream in parts and place an entry once no
     // partition still being read can bring one before it; whatever the parts, the result must be
