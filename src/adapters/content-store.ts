@@ -173,12 +173,13 @@ export class ContentStore {
    * per content its stored snapshot and the stored version its head names (msgpack), flat
    * (`[s1, v1, s2, v2, ...]`); null where missing. A version is missing also when the content's
    * head was written before the head's version key was kept beside it, or when the archiver moved
-   * it: `storedVersionsIn` reads those.
+   * it: `storedVersionsIn` reads those. `versions: false` reads the snapshots only (each version
+   * is then missing).
    */
-  async storedForExport(partition: number, cids: readonly string[]): Promise<(Buffer | null)[]> {
+  async storedForExport(partition: number, cids: readonly string[], { versions = true } = {}): Promise<(Buffer | null)[]> {
     if (!cids.length) return [];
     const keysOf = (key: (p: number, cid: string) => string) => cids.map((cid) => key(partition, cid));
-    return this.redis.exportReadBuffer(2 * cids.length, ...keysOf(keys.content), ...keysOf(keys.versions));
+    return this.redis.exportReadBuffer(2 * cids.length, ...keysOf(keys.content), ...keysOf(keys.versions), versions ? '1' : '0');
   }
 
   /**

@@ -105,8 +105,8 @@ export interface ScriptCommands {
   archiveMove(...keysThenArgs: [...keys: string[], args: Buffer]): Promise<number>;
   /** Field ARGV[i] of hash KEYS[i] for every i, in one call (keys of one partition). */
   hgetEachBuffer(numKeys: number, ...keysThenFields: string[]): Promise<(Buffer | null)[]>;
-  /** Per content (head hashes, then versions hashes): its stored snapshot and head version, flat. */
-  exportReadBuffer(numKeys: number, ...keys: string[]): Promise<(Buffer | null)[]>;
+  /** Per content (head hashes, then versions hashes, then "0" for snapshots only): its stored snapshot and head version, flat. */
+  exportReadBuffer(numKeys: number, ...keysThenVersions: string[]): Promise<(Buffer | null)[]>;
   /** A kept rendition's stored path (null: none), its use recorded (src/gateway/renditions.ts). */
   renditionLookup(index: string, lru: string, id: string, now: number): Promise<string | null>;
   /** Names a rendered file as a kept rendition, evicting past the bound: the path the index names. */

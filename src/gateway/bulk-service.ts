@@ -174,11 +174,15 @@ export class BulkService {
    */
   private async exportLines(out: ExportChunks, partition: number, cids: string[], filter: ExportFilter): Promise<boolean> {
     if (!cids.length) return true;
-    const { lines, wanting } = await exportRenderer.render(await this.d.store.storedForExport(partition, cids), filter);
+    // The snapshots first: the renderer keeps those the filter keeps, and only their versions are
+    // read. Read with every snapshot, the versions of content the caller may not read (or that is
+    // on no view asked for) came to the gateway and its renderer: a sportseditor's export that
+    // answered 650 bytes made Redis send 40 MB of culture content, every time (review 16).
+    const { lines, wanting } = await exportRenderer.render(await this.d.store.storedForExport(partition, cids, { versions: false }), filter);
     let ok = out.write(lines);
     if (wanting.length) {
-      // Heads written before their version key was kept beside them, and versions the archiver
-      // moved. A content deleted meanwhile has no version, and is left out.
+      // The versions of the contents kept (from the archive where the archiver moved them). A
+      // content deleted meanwhile has no version, and is left out.
       const versions = await this.d.store.storedVersionsIn(
         partition,
         wanting.map((w) => [w.cid, w.head]),
