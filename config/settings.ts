@@ -175,6 +175,15 @@ export const settingsSchema = z.object({
   /** Renders in flight per gateway; past it, 503 with Retry-After. */
   RENDITION_MAX_CONCURRENT: int(1, 1000).default(4),
   /**
+   * Bytes the renders in flight in a gateway may hold while decoding their sources, together,
+   * estimated from each source's header (`decodeBytesOf` in src/adapters/image-renderer.ts): a
+   * progressive JPEG, an interlaced PNG, a GIF, WebP, AVIF or TIFF is decoded whole, so a file of
+   * a few hundred bytes within RENDITION_MAX_PIXELS can take hundreds of MB to render. A source
+   * whose estimate alone passes it is not rendered (422); one that would pass it with the renders
+   * in flight answers 503 with Retry-After.
+   */
+  RENDITION_MAX_DECODE_BYTES: int(1, Number.MAX_SAFE_INTEGER).default(512 * 1024 * 1024),
+  /**
    * Kept renditions per source file; past it, the least recently used of that source is removed
    * (its file after a grace for reads in progress). A removed rendition is made again when asked.
    */

@@ -31,10 +31,116 @@ export interface RenderOptions {
   format: Format;
   /** Sources with more pixels than this are refused (422) before anything is decoded. */
   maxPixels: number;
+  /**
+   * Sources whose decode would hold more bytes than this (`decodeBytesOf`) are refused (422)
+   * before anything is decoded. Unset: no bound (the gateway checks it, and the sum of the renders
+   * in flight, before it calls `renderImage`).
+   */
+  maxDecodeBytes?: number;
 }
 
-/** Width and height from the header alone; 400 when the data is no image sharp can read. */
-export async function imageSize(input: Buffer, maxPixels: number): Promise<{ width: number; height: number; format?: string }> {
+/** What a render needs to know of its source before decoding it, from the header alone. */
+export interface ImageHeader {
+  /** The size as displayed (after the EXIF orientation). */
+  width: number;
+  height: number;
+  format?: string;
+  /** The bytes a render of it holds while decoding (`decodeBytesOf`). */
+  decodeBytes: number;
+}
+
+/** Bytes of one sample in each of libvips' band formats (sharp's `depth`). */
+const BYTES_PER_SAMPLE: Record<string, number> = { uchar: 1, char: 1, ushort: 2, short: 2, uint: 4, int: 4, float: 4, complex: 8, double: 8, dpcomplex: 16 };
+
+/**
+ * Rows of its full width a render's pipeline holds, whatever the decoder: libvips works in
+ * strips, and a resize of a source it cannot shrink while loading (PNG, TIFF, GIF) holds many rows
+ * of the source's width, in more than one buffer. Measured (peak RSS of one render to 100 pixels
+ * wide, `.cache/sec16/bomb-probe.ts`) on non-interlaced 8-bit RGBA PNGs of up to 50 MP: about
+ * 1,200 to 2,200 rows' worth from 1,000 to 14,142 pixels wide (3535: 31 MB, 7071: 42 MB, 16-bit
+ * 75 MB, 14142: 67 MB; what any render holds, 10-20 MB, is in these figures), and more than the
+ * whole image once it is very wide: 60000×833 212 MB, 100000×500 346 MB, 1000000×50 1,662 MB
+ * (a 0.97 MB file).
+ */
+const STRIP_ROWS = 2048;
+/** Samples of a JPEG component are stored in blocks of up to 32×32 pixels (8×8 times a sampling factor of up to 4). */
+const JPEG_MCU = 32;
+
+/**
+ * The bytes one render of an image with this header holds while it decodes the source, from the
+ * header alone (sharp's `metadata()`): RENDITION_MAX_DECODE_BYTES bounds the sum of these over the
+ * renders in flight in a process. Measured as peak RSS of one render to 100 pixels wide with
+ * `.cache/sec16/bomb-probe.ts` (sharp 0.35.5, libvips 8.18.7, 2 cores), on flat images of
+ * 7071×7071 (50 MP, the default RENDITION_MAX_PIXELS) whose files are 34 bytes to 1 MB; the
+ * estimate follows each figure in brackets.
+ *
+ * - Every source: the rows its pipeline holds, STRIP_ROWS × width × channels × bytes a sample.
+ *   This is all a source that libvips decodes as a stream holds: a baseline JPEG 5 MB [43] (it
+ *   is shrunk up to 8× while it is decoded), a non-interlaced PNG 42 MB [58], 16-bit 75 MB [116],
+ *   1000000×50 1,662 MB [8,192]; it is also what a resize holds of a source decoded whole.
+ * - Progressive JPEG (`isProgressive`: progressive, or any JPEG of more than one scan): libjpeg
+ *   keeps every DCT coefficient of the image until the last scan, 2 bytes a sample of every
+ *   component at full size, its blocks' padding included. 4:4:4 305 MB [344]; 4:2:0 155 MB
+ *   [344] (its chroma is a quarter, which the header as sharp reads it does not tell reliably).
+ * - Interlaced PNG (`isProgressive`, Adam7): libpng decodes it whole, pixels × channels × bytes a
+ *   sample (16-bit: 2). 8-bit RGB 165 MB [193], RGBA 227 MB [258], palette 166 MB [193]; 16-bit
+ *   RGBA 444 MB [516].
+ * - GIF: libnsgif decodes into an RGBA canvas of the whole image, 4 bytes a pixel: 242 MB [258].
+ * - WebP: libwebp decodes the whole image, shrunk while decoding where the resize allows it:
+ *   a full-size render of a 34-byte lossless file 407 MB [493], to 100 pixels wide 26 MB;
+ *   estimated at full size, 3 bytes a sample.
+ * - HEIF/AVIF: libheif and the AV1 decoder hold the whole image in several planes and copies,
+ *   whatever the rendition: 8-bit 4:4:4 923 MB [1,018] (a 943-byte file), 4:2:0 767 MB [1,018],
+ *   with alpha 935 MB [1,358], 10-bit 1,243 MB [2,037], 3535×3535 230 MB [265]; 6.5 times
+ *   pixels × channels × bytes a sample.
+ * - TIFF: in tiles, libvips holds a row of tiles or two, past the image's edge (a tile may hold
+ *   up to 100 MB): 7071×7071 in 4096-pixel tiles 217 MB [343], 4097×4097 in 4096-pixel tiles
+ *   111 MB [126]; in strips 28-42 MB. The layout is not in the header sharp reads, so every TIFF
+ *   is estimated at twice its pixels × channels × bytes a sample.
+ * - Any other format (none is read: see `sharp.block` above) as a TIFF.
+ *
+ * What a render holds to encode its rendition is not counted: a 4096-pixel AVIF about 380 MB, a
+ * full-size WebP or (mozjpeg, progressive) JPEG of 50 MP 250-320 MB, whatever the source.
+ */
+export function decodeBytesOf(meta: Pick<Metadata, 'format' | 'width' | 'height' | 'channels' | 'depth' | 'isProgressive'>): number {
+  const width = meta.width ?? 0;
+  const height = meta.height ?? 0;
+  const channels = meta.channels ?? 4;
+  const bytes = BYTES_PER_SAMPLE[meta.depth] ?? 8;
+  const samples = width * height * channels;
+  const strip = STRIP_ROWS * width * channels * bytes;
+  const padded = (n: number) => Math.ceil(n / JPEG_MCU) * JPEG_MCU;
+  switch (meta.format) {
+    case 'jpeg':
+      return strip + (meta.isProgressive ? padded(width) * padded(height) * channels * 2 : 0);
+    case 'png':
+      return strip + (meta.isProgressive ? samples * bytes : 0);
+    case 'gif':
+      return strip + width * height * 4;
+    case 'webp':
+      return strip + samples * 3;
+    case 'heif':
+      return strip + Math.ceil(samples * bytes * 6.5);
+    default:
+      return strip + samples * bytes * 2;
+  }
+}
+
+/** 422 when a source's decode would hold more than `maxDecodeBytes` (it is never decoded). */
+export function refuseCostlyDecode(decodeBytes: number, maxDecodeBytes: number): void {
+  if (decodeBytes > maxDecodeBytes)
+    throw new AppError(
+      'UNPROCESSABLE',
+      `Decoding the image would take more than ${maxDecodeBytes} bytes (RENDITION_MAX_DECODE_BYTES): no rendition is made of it`,
+      { maxDecodeBytes, decodeBytes },
+    );
+}
+
+/**
+ * Width and height from the header alone, and the bytes its decode holds (`decodeBytesOf`); 400
+ * when the data is no image sharp can read, 422 past the pixel bound.
+ */
+export async function imageSize(input: Buffer, maxPixels: number): Promise<ImageHeader> {
   let meta: Metadata;
   try {
     meta = await sharp(input, { limitInputPixels: false }).metadata();
@@ -47,7 +153,7 @@ export async function imageSize(input: Buffer, maxPixels: number): Promise<{ wid
   if (!width || !height) throw new AppError('BAD_REQUEST', 'The file is not an image that renditions can be made of', { parameter: 'source' });
   if (width * height > maxPixels)
     throw new AppError('UNPROCESSABLE', `The image has more than ${maxPixels} pixels: no rendition is made of it`, { maxPixels, pixels: width * height });
-  return { width, height, format: meta.format };
+  return { width, height, format: meta.format, decodeBytes: decodeBytesOf(meta) };
 }
 
 /**
@@ -94,10 +200,12 @@ function resizeOf(
 
 /**
  * Renders one rendition of `input` (the whole source in memory: images are bounded by the pixel
- * limit, checked from the header before decoding). EXIF orientation is applied, metadata dropped.
+ * limit and, given `maxDecodeBytes`, by what their decode holds, both checked from the header
+ * before decoding). EXIF orientation is applied, metadata dropped.
  */
 export async function renderImage(input: Buffer, o: RenderOptions): Promise<Buffer> {
-  const { width, height } = await imageSize(input, o.maxPixels);
+  const { width, height, decodeBytes } = await imageSize(input, o.maxPixels);
+  if (o.maxDecodeBytes !== undefined) refuseCostlyDecode(decodeBytes, o.maxDecodeBytes);
   const p = o.params;
   // A cover resize (with or without a focal point) scales the source to cover the box first:
   // the same size focalCrop computes, and sharp's cover resize too.
