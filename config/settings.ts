@@ -175,14 +175,17 @@ export const settingsSchema = z.object({
   /** Renders in flight per gateway; past it, 503 with Retry-After. */
   RENDITION_MAX_CONCURRENT: int(1, 1000).default(4),
   /**
-   * Bytes the renders in flight in a gateway may hold while decoding their sources, together,
-   * estimated from each source's header (`decodeBytesOf` in src/adapters/image-renderer.ts): a
-   * progressive JPEG, an interlaced PNG, a GIF, WebP, AVIF or TIFF is decoded whole, so a file of
-   * a few hundred bytes within RENDITION_MAX_PIXELS can take hundreds of MB to render. A source
-   * whose estimate alone passes it is not rendered (422); one that would pass it with the renders
-   * in flight answers 503 with Retry-After.
+   * Bytes the renders in flight in a gateway may hold while decoding their sources and encoding
+   * their renditions, together, estimated from each source's header and each rendition's size and
+   * format (`decodeBytesOf` and `encodeBytesOf` in src/adapters/image-renderer.ts): a progressive
+   * JPEG, an interlaced PNG, a GIF, WebP, AVIF or TIFF is decoded whole, so a file of a few hundred
+   * bytes within RENDITION_MAX_PIXELS can take hundreds of MB to render, and an AVIF, WebP or
+   * (progressive) JPEG rendition is encoded whole, whatever its source. A render whose estimate
+   * alone passes it is not made (422); one that would pass it with the renders in flight answers
+   * 503 with Retry-After. 1 GiB: one full-size JPEG rendition of a 50-megapixel source (the
+   * default RENDITION_MAX_PIXELS) is estimated at 545 MB.
    */
-  RENDITION_MAX_DECODE_BYTES: int(1, Number.MAX_SAFE_INTEGER).default(512 * 1024 * 1024),
+  RENDITION_MAX_RENDER_BYTES: int(1, Number.MAX_SAFE_INTEGER).default(1024 * 1024 * 1024),
   /**
    * Kept renditions per source file; past it, the least recently used of that source is removed
    * (its file after a grace for reads in progress). A removed rendition is made again when asked.

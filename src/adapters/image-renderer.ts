@@ -32,11 +32,11 @@ export interface RenderOptions {
   /** Sources with more pixels than this are refused (422) before anything is decoded. */
   maxPixels: number;
   /**
-   * Sources whose decode would hold more bytes than this (`decodeBytesOf`) are refused (422)
-   * before anything is decoded. Unset: no bound (the gateway checks it, and the sum of the renders
-   * in flight, before it calls `renderImage`).
+   * Renders whose decode and encode would hold more bytes than this together (`decodeBytesOf` +
+   * `encodeBytesOf`, `planRender`) are refused (422) before anything is decoded. Unset: no bound
+   * (the gateway checks it, and the sum of the renders in flight, before it calls `renderImage`).
    */
-  maxDecodeBytes?: number;
+  maxRenderBytes?: number;
 }
 
 /** What a render needs to know of its source before decoding it, from the header alone. */
@@ -45,6 +45,9 @@ export interface ImageHeader {
   width: number;
   height: number;
   format?: string;
+  /** Its bands (with alpha: 2 or 4) and bytes a sample, which a rendition's encode may keep (`encodeBytesOf`). */
+  channels: number;
+  sampleBytes: number;
   /** The bytes a render of it holds while decoding (`decodeBytesOf`). */
   decodeBytes: number;
 }
@@ -68,8 +71,8 @@ const JPEG_MCU = 32;
 
 /**
  * The bytes one render of an image with this header holds while it decodes the source, from the
- * header alone (sharp's `metadata()`): RENDITION_MAX_DECODE_BYTES bounds the sum of these over the
- * renders in flight in a process. Measured as peak RSS of one render to 100 pixels wide with
+ * header alone (sharp's `metadata()`): RENDITION_MAX_RENDER_BYTES bounds the sum of these, with
+ * what the encoders hold (`encodeBytesOf`), over the renders in flight in a process. Measured as peak RSS of one render to 100 pixels wide with
  * `.cache/sec16/bomb-probe.ts` (sharp 0.35.5, libvips 8.18.7, 2 cores), on flat images of
  * 7071×7071 (50 MP, the default RENDITION_MAX_PIXELS) whose files are 34 bytes to 1 MB; the
  * estimate follows each figure in brackets.
@@ -99,8 +102,8 @@ const JPEG_MCU = 32;
  *   is estimated at twice its pixels × channels × bytes a sample.
  * - Any other format (none is read: see `sharp.block` above) as a TIFF.
  *
- * What a render holds to encode its rendition is not counted: a 4096-pixel AVIF about 380 MB, a
- * full-size WebP or (mozjpeg, progressive) JPEG of 50 MP 250-320 MB, whatever the source.
+ * What a render holds to encode its rendition, which follows the rendition's size whatever the
+ * source, is `encodeBytesOf`.
  */
 export function decodeBytesOf(meta: Pick<Metadata, 'format' | 'width' | 'height' | 'channels' | 'depth' | 'isProgressive'>): number {
   const width = meta.width ?? 0;
@@ -126,18 +129,97 @@ export function decodeBytesOf(meta: Pick<Metadata, 'format' | 'width' | 'height'
   }
 }
 
-/** 422 when a source's decode would hold more than `maxDecodeBytes` (it is never decoded). */
-export function refuseCostlyDecode(decodeBytes: number, maxDecodeBytes: number): void {
-  if (decodeBytes > maxDecodeBytes)
+const MiB = 2 ** 20;
+/**
+ * What an encoder holds per pixel of the rendition (bytes): at or below sharp's default quality
+ * for the format and above it (`high`, up to q 100), without and with alpha; and what any encode
+ * of the format holds. PNG's is per byte of its raw pixels, or, quantised to a palette, per pixel
+ * up to a cap (libimagequant's histogram) and per pixel past it (`encodeBytesOf`).
+ */
+const ENCODE_COST = {
+  jpeg: { fixed: 2 * MiB, defaultQuality: 80, perPixel: 10, highPerPixel: 16, alphaPerPixel: 10, highAlphaPerPixel: 16 },
+  webp: { fixed: 3.5 * MiB, defaultQuality: 80, perPixel: 7, highPerPixel: 11, alphaPerPixel: 40, highAlphaPerPixel: 44 },
+  avif: { fixed: 3 * MiB, defaultQuality: 50, perPixel: 38, highPerPixel: 52, alphaPerPixel: 56, highAlphaPerPixel: 75 },
+  png: { fixed: 3 * MiB, perRawByte: 1.25, palettePerPixel: 75, paletteCap: 140 * MiB, palettePastCap: 3 },
+} as const;
+
+/** What a rendition's encode depends on besides its format and size. */
+export interface EncodeShape {
+  /** The source's bands (2 or 4: with alpha, which a WebP, AVIF or PNG rendition keeps). Unset: 4. */
+  channels?: number;
+  /** Bytes of a sample of the source (2: 16-bit, which a PNG rendition keeps). Unset: 2. */
+  sampleBytes?: number;
+  /** The rendition's `q` (a PNG below 100 is quantised to a palette). */
+  quality?: number;
+}
+
+/**
+ * The bytes one render holds while it encodes a `width`×`height` rendition in `format`, with the
+ * settings `renderImage` uses (mozjpeg, progressive; PNG to a palette below q 100; WebP and AVIF
+ * at effort 2): RENDITION_MAX_RENDER_BYTES bounds the sum of these and the decodes'
+ * (`decodeBytesOf`) over the renders in flight in a process. It follows the rendition's size
+ * whatever the source: the encoders of JPEG (every coefficient, for its progressive scans), WebP
+ * and AVIF hold the whole image in planes of their own, PNG its whole output. Measured as the peak
+ * RSS (VmHWM) of one encode of gaussian noise (the worst case: flat images hold 10-45 % less) made
+ * by sharp's `create` (no decoder), after a warm-up encode of the same format, whose code and
+ * tables every render of the process shares (`.cache/sec16/encode-probe.ts`; sharp 0.35.5,
+ * libvips 8.18.7, 2 cores); MB, the estimate in brackets; RGB at the default quality unless said.
+ *
+ * - JPEG: 64² 0.4 [2.1], 800×600 5.9 [6.9], 1024² 11.1 [12.6], 1200×900 11.8 [12.9], 2048² 41
+ *   [44], 4096² 156 [170] (flat 106), 16384×1024 155 [170], 7071² 444 [502] (flat 309); q 100
+ *   2048² 62 [69]; alpha is dropped (RGBA 4096² 120). 10 bytes a pixel (16 above q 80) and 2 MiB.
+ * - WebP: 64² 0.2 [3.7], 800×600 4.8 [7.0], 1024² 8.5 [11.0], 1200×900 9.0 [11.2], 2048² 28.4
+ *   [33.0] (q 1 23.5, q 100 43.1 [49.8]), 4096² 88 [121] (flat 82), 7071² 279 [354] (flat 238).
+ *   With alpha, its lossless alpha encoder holds far more: 1024² 42 [46] (flat 16), 4096² 629
+ *   [675], 7071² 1,833 [2,004]. 7 bytes a pixel (11 above q 80; alpha 40, 44) and 3.5 MiB.
+ * - AVIF: 64² 1.7 [3.3], 800×600 19.7 [21.4], 1024² 39.2 [43.0], 1200×900 41.6 [44.2], 2048² 148
+ *   [163] (q 1 100, q 100 205 [221]), 4096² 562 [641] (flat 345), 16384×1024 577 [641], 7071²
+ *   1,683 [1,903] (flat 1,018); with alpha 1024² 56.8 [61.9], 4096² 822 [943], 7071² 2,443
+ *   [2,803]. 38 bytes a pixel (52 above q 50; alpha 56, 75, the last not measured) and 3 MiB.
+ * - PNG holds its output, for noise about its raw pixels: RGB 800×600 4.0 [4.9], 1024² 6.0 [7.1],
+ *   1200×900 6.3 [7.2], 2048² 16.9 [18.9], 4096² 55.8 [66.1], 16384×1024 61.3 [66.1], 7071² 137
+ *   [191] (flat 10.6); RGBA 1024² 7.5 [8.4], 4096² 70.8 [87.0], 7071² 195 [253]; 16-bit (a PNG
+ *   rendition keeps the source's depth) RGB 2048² 21.9 [34.6], RGBA 4096² 97 [171]. 1.25 times
+ *   its raw bytes (channels × bytes a sample) and 3 MiB. Quantised to a palette (q below 100),
+ *   libimagequant holds about 70 bytes a pixel up to its histogram's cap, then about 2: 800×600
+ *   35.2 [40.6], 1024² 70.8 [84.9] (RGBA 78.2), 2048² 128 [163], 4096² 152 [200], 7071² 267
+ *   [300]; 75 bytes a pixel up to 140 MiB, 3 more a pixel, and 3 MiB.
+ *
+ * Whole renders of a 7071×7071 baseline JPEG (measured while RENDITION_MAX_RENDER_BYTES was made,
+ * sampled RSS) held less than decode and encode estimated together: 4096-pixel AVIF 377 MB
+ * [43 + 641], WebP 111 [43 + 121], JPEG 135 [43 + 170]; full-size WebP 250 [43 + 354], JPEG 320
+ * [43 + 502]. Unknown bands (`shape` unset) are estimated as 16-bit RGBA.
+ */
+export function encodeBytesOf(format: Format, width: number, height: number, shape: EncodeShape = {}): number {
+  const pixels = width * height;
+  const channels = shape.channels ?? 4;
+  if (format === 'png') {
+    const c = ENCODE_COST.png;
+    if (shape.quality !== undefined && shape.quality < 100) return c.fixed + Math.min(pixels * c.palettePerPixel, c.paletteCap) + pixels * c.palettePastCap;
+    return c.fixed + Math.ceil(pixels * channels * (shape.sampleBytes ?? 2) * c.perRawByte);
+  }
+  const c = ENCODE_COST[format];
+  const alpha = channels % 2 === 0;
+  const high = shape.quality !== undefined && shape.quality > c.defaultQuality;
+  return c.fixed + pixels * (alpha ? (high ? c.highAlphaPerPixel : c.alphaPerPixel) : high ? c.highPerPixel : c.perPixel);
+}
+
+/**
+ * 422 when a render's decode and encode (`planRender`) would hold more than `maxRenderBytes`
+ * together (nothing is decoded).
+ */
+export function refuseCostlyRender(plan: Pick<RenderPlan, 'decodeBytes' | 'encodeBytes'>, maxRenderBytes: number): void {
+  const { decodeBytes, encodeBytes } = plan;
+  if (decodeBytes + encodeBytes > maxRenderBytes)
     throw new AppError(
       'UNPROCESSABLE',
-      `Decoding the image would take more than ${maxDecodeBytes} bytes (RENDITION_MAX_DECODE_BYTES): no rendition is made of it`,
-      { maxDecodeBytes, decodeBytes },
+      `Decoding the image and encoding this rendition would take more than ${maxRenderBytes} bytes (RENDITION_MAX_RENDER_BYTES): no rendition is made of it`,
+      { maxRenderBytes, decodeBytes, encodeBytes },
     );
 }
 
 /**
- * Width and height from the header alone, and the bytes its decode holds (`decodeBytesOf`); 400
+ * Width and height from the header alone, its bands, and the bytes its decode holds (`decodeBytesOf`); 400
  * when the data is no image sharp can read, 422 past the pixel bound.
  */
 export async function imageSize(input: Buffer, maxPixels: number): Promise<ImageHeader> {
@@ -153,7 +235,14 @@ export async function imageSize(input: Buffer, maxPixels: number): Promise<Image
   if (!width || !height) throw new AppError('BAD_REQUEST', 'The file is not an image that renditions can be made of', { parameter: 'source' });
   if (width * height > maxPixels)
     throw new AppError('UNPROCESSABLE', `The image has more than ${maxPixels} pixels: no rendition is made of it`, { maxPixels, pixels: width * height });
-  return { width, height, format: meta.format, decodeBytes: decodeBytesOf(meta) };
+  return {
+    width,
+    height,
+    format: meta.format,
+    channels: meta.channels ?? 4,
+    sampleBytes: BYTES_PER_SAMPLE[meta.depth] ?? 8,
+    decodeBytes: decodeBytesOf(meta),
+  };
 }
 
 /**
@@ -198,21 +287,35 @@ function resizeOf(
   return { resizeWidth: r.w, resizeHeight: r.h, width: r.w, height: r.h };
 }
 
+/** What a render will do and hold, known from the source's header before anything is decoded (`planRender`). */
+export interface RenderPlan extends ImageHeader {
+  /** The size sharp resizes the source to and the rendition's size (`resizeOf`); null: nothing is resized. */
+  resize: ReturnType<typeof resizeOf>;
+  /** The focal crop of a cover resize with a focal point. */
+  crop?: ReturnType<typeof focalCrop>;
+  /** The rendition's size. */
+  output: { width: number; height: number };
+  /** What encoding the rendition holds (`encodeBytesOf`). */
+  encodeBytes: number;
+}
+
 /**
- * Renders one rendition of `input` (the whole source in memory: images are bounded by the pixel
- * limit and, given `maxDecodeBytes`, by what their decode holds, both checked from the header
- * before decoding). EXIF orientation is applied, metadata dropped.
+ * Reads the source's header once and plans the render: the source's size and decode estimate
+ * (`imageSize`), the resize, the rendition's size and its encode estimate (`encodeBytesOf`); 400
+ * when the data is no image, 422 past the pixel bound (of the source or of the rendition) or past
+ * the largest resize. The gateway reserves `decodeBytes + encodeBytes` with it and hands it to
+ * `renderImage`, so the header is parsed once per render.
  */
-export async function renderImage(input: Buffer, o: RenderOptions): Promise<Buffer> {
-  const { width, height, decodeBytes } = await imageSize(input, o.maxPixels);
-  if (o.maxDecodeBytes !== undefined) refuseCostlyDecode(decodeBytes, o.maxDecodeBytes);
+export async function planRender(input: Buffer, o: Pick<RenderOptions, 'params' | 'format' | 'maxPixels'>): Promise<RenderPlan> {
+  const header = await imageSize(input, o.maxPixels);
+  const { width, height } = header;
   const p = o.params;
   // A cover resize (with or without a focal point) scales the source to cover the box first:
   // the same size focalCrop computes, and sharp's cover resize too.
   const box = p.fit === 'cover' && p.w !== undefined && p.h !== undefined ? { w: p.w, h: p.h } : undefined;
   const crop = box && focalCrop(width, height, box.w, box.h, p.focal ?? [0.5, 0.5]);
-  const size = resizeOf(width, height, p, crop);
-  if (size && (size.resizeWidth > MAX_RESIZE_DIMENSION || size.resizeHeight > MAX_RESIZE_DIMENSION))
+  const resize = resizeOf(width, height, p, crop);
+  if (resize && (resize.resizeWidth > MAX_RESIZE_DIMENSION || resize.resizeHeight > MAX_RESIZE_DIMENSION))
     throw new AppError(
       'UNPROCESSABLE',
       `This resize of the image would make it larger than ${MAX_RESIZE_DIMENSION} pixels a side: no rendition is made of it`,
@@ -220,11 +323,28 @@ export async function renderImage(input: Buffer, o: RenderOptions): Promise<Buff
         maxResizeDimension: MAX_RESIZE_DIMENSION,
       },
     );
-  if (size && size.width * size.height > o.maxPixels)
+  if (resize && resize.width * resize.height > o.maxPixels)
     throw new AppError('UNPROCESSABLE', `The rendition would have more than ${o.maxPixels} pixels: none is made`, {
       maxPixels: o.maxPixels,
-      pixels: size.width * size.height,
+      pixels: resize.width * resize.height,
     });
+  const output = resize ? { width: resize.width, height: resize.height } : { width, height };
+  const shape = { channels: header.channels, sampleBytes: header.sampleBytes, quality: p.q };
+  return { ...header, resize, crop, output, encodeBytes: encodeBytesOf(o.format, output.width, output.height, shape) };
+}
+
+/**
+ * Renders one rendition of `input` (the whole source in memory: images are bounded by the pixel
+ * limit and, given `maxRenderBytes`, by what their decode and encode hold, both checked from the
+ * header before decoding). `plan` is `planRender`'s for the same input and options (read here
+ * when not given). EXIF orientation is applied, metadata dropped.
+ */
+export async function renderImage(input: Buffer, o: RenderOptions, planned?: RenderPlan): Promise<Buffer> {
+  const plan = planned ?? (await planRender(input, o));
+  if (o.maxRenderBytes !== undefined) refuseCostlyRender(plan, o.maxRenderBytes);
+  const p = o.params;
+  const { crop } = plan;
+  const box = p.fit === 'cover' && p.w !== undefined && p.h !== undefined ? { w: p.w, h: p.h } : undefined;
   try {
     // limitInputPixels holds even if the header lied about the size.
     let img = sharp(input, { limitInputPixels: o.maxPixels, failOn: 'error' }).rotate();

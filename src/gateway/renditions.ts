@@ -42,7 +42,7 @@ const TRASH_SOURCES = 'rendition-trash-sources';
  * A rendition found there is moved into its source's index on its first read (`adopt`).
  */
 const LEGACY_PREFIX = 'rendition:';
-/** Seconds a client is asked to wait when the renders in flight are at one of their bounds (their number, or what their decodes hold). */
+/** Seconds a client is asked to wait when the renders in flight are at one of their bounds (their number, or what their decodes and encodes hold). */
 const RETRY_AFTER_SECONDS = 1;
 /**
  * How long an evicted rendition's file stays after its index entry is gone: a read that found
@@ -64,8 +64,9 @@ const FOCAL_STEP = 100;
  * once, kept in the rendition store (immutable, named by the source and the canonical
  * parameters) and found again through a small index in Redis. Renders of the same rendition
  * in flight in this process are one render; renders in flight are bounded, in number
- * (RENDITION_MAX_CONCURRENT) and in the bytes their decodes hold together
- * (RENDITION_MAX_DECODE_BYTES, estimated from each source's header): 503 past either.
+ * (RENDITION_MAX_CONCURRENT) and in the bytes their decodes and encodes hold together
+ * (RENDITION_MAX_RENDER_BYTES, estimated from each source's header and each rendition's size
+ * and format): 503 past either.
  *
  * Kept renditions are bounded per source file (RENDITION_MAX_PER_SOURCE): past it, the least
  * recently used one leaves the index at once (a later read makes it again, the same bytes) and
@@ -80,8 +81,11 @@ export class Renditions {
   renders = 0;
   private grace = EVICTION_GRACE_MS;
   private active = 0;
-  /** The decode estimates (`decodeBytesOf`) of the renders in flight, bounded by RENDITION_MAX_DECODE_BYTES. */
-  private decoding = 0;
+  /**
+   * The decode and encode estimates (`decodeBytesOf` + `encodeBytesOf`, from `planRender`) of the
+   * renders in flight, bounded by RENDITION_MAX_RENDER_BYTES.
+   */
+  private rendering = 0;
   /** Sweeps of a source's trash running in this process, by trash key. */
   private readonly sweeps = new Map<string, { again: boolean; done: Promise<void> }>();
   /** The next pass of the periodic sweeper (`sweepDue`), and whether one runs. */
@@ -232,21 +236,24 @@ export class Renditions {
       const input = await readAll(this.d.files, source.key, source.length);
       // sharp (libvips) is loaded on the first render: a process that never renders does not
       // carry its memory.
-      const { imageSize, refuseCostlyDecode, renderImage } = await import('../adapters/image-renderer.js');
+      const { planRender, refuseCostlyRender, renderImage } = await import('../adapters/image-renderer.js');
       const s = this.d.settings;
-      // What the decode will hold, from the header, reserved before anything is decoded: a
-      // progressive JPEG or an interlaced PNG (and GIF, WebP, AVIF, tiled TIFF) is decoded whole,
-      // whatever the size of its file.
-      const { decodeBytes } = await imageSize(input, s.RENDITION_MAX_PIXELS);
-      refuseCostlyDecode(decodeBytes, s.RENDITION_MAX_DECODE_BYTES);
-      if (this.decoding + decodeBytes > s.RENDITION_MAX_DECODE_BYTES)
+      const options = { params, format, maxPixels: s.RENDITION_MAX_PIXELS, maxRenderBytes: s.RENDITION_MAX_RENDER_BYTES };
+      // What the decode and the encode will hold, from the header (read once: the plan goes to
+      // renderImage) and the rendition's size, reserved before anything is decoded: a progressive
+      // JPEG or an interlaced PNG (and GIF, WebP, AVIF, tiled TIFF) is decoded whole, whatever the
+      // size of its file, and a large AVIF, WebP or JPEG rendition is encoded whole, whatever its source.
+      const plan = await planRender(input, options);
+      refuseCostlyRender(plan, s.RENDITION_MAX_RENDER_BYTES);
+      const bytes = plan.decodeBytes + plan.encodeBytes;
+      if (this.rendering + bytes > s.RENDITION_MAX_RENDER_BYTES)
         throw new AppError('UNAVAILABLE', 'Too many renditions are being made: retry shortly', {}, RETRY_AFTER_SECONDS);
-      this.decoding += decodeBytes;
+      this.rendering += bytes;
       let out: Buffer;
       try {
-        out = await renderImage(input, { params, format, maxPixels: s.RENDITION_MAX_PIXELS, maxDecodeBytes: s.RENDITION_MAX_DECODE_BYTES });
+        out = await renderImage(input, options, plan);
       } finally {
-        this.decoding -= decodeBytes;
+        this.rendering -= bytes;
       }
       this.renders++;
       const key = fileKeyOf('content', id, `r.${format === 'jpeg' ? 'jpg' : format}`);
