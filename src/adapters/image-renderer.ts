@@ -289,9 +289,7 @@ function resizeOf(
 
 /** What a render will do and hold, known from the source's header before anything is decoded (`planRender`). */
 export interface RenderPlan extends ImageHeader {
-  /** The size sharp resizes the source to and the rendition's size (`resizeOf`); null: nothing is resized. */
-  resize: ReturnType<typeof resizeOf>;
-  /** The focal crop of a cover resize with a focal point. */
+  /** The focal crop of a cover resize (made with a focal point only). */
   crop?: ReturnType<typeof focalCrop>;
   /** The rendition's size. */
   output: { width: number; height: number };
@@ -330,7 +328,7 @@ export async function planRender(input: Buffer, o: Pick<RenderOptions, 'params' 
     });
   const output = resize ? { width: resize.width, height: resize.height } : { width, height };
   const shape = { channels: header.channels, sampleBytes: header.sampleBytes, quality: p.q };
-  return { ...header, resize, crop, output, encodeBytes: encodeBytesOf(o.format, output.width, output.height, shape) };
+  return { ...header, crop, output, encodeBytes: encodeBytesOf(o.format, output.width, output.height, shape) };
 }
 
 /**
@@ -344,13 +342,13 @@ export async function renderImage(input: Buffer, o: RenderOptions, planned?: Ren
   if (o.maxRenderBytes !== undefined) refuseCostlyRender(plan, o.maxRenderBytes);
   const p = o.params;
   const { crop } = plan;
-  const box = p.fit === 'cover' && p.w !== undefined && p.h !== undefined ? { w: p.w, h: p.h } : undefined;
   try {
     // limitInputPixels holds even if the header lied about the size.
     let img = sharp(input, { limitInputPixels: o.maxPixels, failOn: 'error' }).rotate();
     if (p.w !== undefined || p.h !== undefined) {
-      if (box && crop && p.focal) {
-        img = img.resize(crop.resizeWidth, crop.resizeHeight, { fit: 'fill' }).extract({ left: crop.left, top: crop.top, width: box.w, height: box.h });
+      // A crop is planned for a cover resize of both sides only.
+      if (crop && p.focal) {
+        img = img.resize(crop.resizeWidth, crop.resizeHeight, { fit: 'fill' }).extract({ left: crop.left, top: crop.top, width: p.w!, height: p.h! });
       } else {
         img = img.resize({ width: p.w, height: p.h, fit: p.fit, withoutEnlargement: p.fit === 'inside' });
       }

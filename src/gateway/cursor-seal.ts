@@ -201,13 +201,12 @@ export class CursorBatch {
 
   private handOver(): void {
     const base = this.base!;
-    // The thread gets these; a copy stays for the case it fails.
     const moves = this.moves.slice(0, this.used);
-    const kept = { base: base.slice(), moves: moves.slice() };
+    // Sent as copies (not handed over): these stay for the case the thread fails.
     this.chunks.push(
-      sealer.run({ key: this.seal.key, base, moves }, [base.buffer as ArrayBuffer, moves.buffer as ArrayBuffer]).then(
+      sealer.run({ key: this.seal.key, base, moves }).then(
         (joined) => joined.split(' '),
-        () => replay(this.seal, kept.base, kept.moves, kept.moves.length),
+        () => replay(this.seal, base, moves, moves.length),
       ),
     );
     this.base = numbersOf(this.state!);

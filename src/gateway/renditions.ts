@@ -238,7 +238,8 @@ export class Renditions {
       // carry its memory.
       const { planRender, refuseCostlyRender, renderImage } = await import('../adapters/image-renderer.js');
       const s = this.d.settings;
-      const options = { params, format, maxPixels: s.RENDITION_MAX_PIXELS, maxRenderBytes: s.RENDITION_MAX_RENDER_BYTES };
+      // The bound is checked here (with the renders in flight), not again by renderImage.
+      const options = { params, format, maxPixels: s.RENDITION_MAX_PIXELS };
       // What the decode and the encode will hold, from the header (read once: the plan goes to
       // renderImage) and the rendition's size, reserved before anything is decoded: a progressive
       // JPEG or an interlaced PNG (and GIF, WebP, AVIF, tiled TIFF) is decoded whole, whatever the
