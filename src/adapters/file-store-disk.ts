@@ -13,7 +13,6 @@
  * removes the sidecar first. Data without a sidecar (a crash between the two renames) is
  * invisible, and the sweeper removes it.
  */
-import { createWriteStream } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, stat, unlink } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -125,11 +124,14 @@ export class DiskFileStore implements FileStore {
     const dir = this.hostDir(key);
     const data = join(dir, `${objectId}.data`);
     const meta = join(dir, `${objectId}.json`);
+    // Opened before the body flows into the meter: a write stream that opens its own file could
+    // create it after an early refusal's rm below (a 413 on the first chunk left .incoming files).
+    const out = await open(tmpData, 'wx', 0o644);
     const { meter, detach } = meterBody(body, opts);
     let placed = false;
     try {
       // `flush`: fsync before close, so the rename below never publishes unwritten data.
-      await pipeline(meter, createWriteStream(tmpData, { flags: 'wx', mode: 0o644, flush: true })).finally(detach);
+      await pipeline(meter, out.createWriteStream({ flush: true })).finally(detach);
       // Before anything is placed: a refusal leaves only the incoming data, removed below.
       await opts.beforeCommit?.();
       const info = storedFile(stored, objectId, {
