@@ -45,7 +45,7 @@ describe('EventReader keeps snapshots within a size bound', () => {
         }),
     };
     // Room for about four such snapshots, though the count would allow 50,000.
-    const reader = new EventReader(store, 50000, 2 * 2 ** 20);
+    const reader = new EventReader({ ...store, snapshotsWithin: () => Promise.reject(new Error('not read within a budget here')) }, 50000, 2 * 2 ** 20);
     for (let rev = 1; rev <= 10; rev++) await reader.readMany([entry('c', rev)]);
     expect(reads).to.have.length(10);
     await reader.readMany([entry('c', 10)]);

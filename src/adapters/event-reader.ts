@@ -23,7 +23,7 @@ export class EventReader {
   private readonly snapshots: LRUCache<string, Snapshot>;
 
   constructor(
-    private readonly store: Pick<ContentStore, 'snapshotsOf'>,
+    private readonly store: Pick<ContentStore, 'snapshotsOf' | 'snapshotsWithin'>,
     max: number,
     /** Bound on the kept snapshots' size (snapshotBytes): a few huge ones must not fill the heap. */
     maxBytes = 128 * 2 ** 20,
@@ -36,6 +36,20 @@ export class EventReader {
    * Null for an entry this platform did not write.
    */
   async readMany(entries: readonly Buffer[][]): Promise<(ReadEvent | null)[]> {
+    return (await this.read(entries)).read;
+  }
+
+  /**
+   * The first of several entries of one partition, in order, whose snapshots not in memory make
+   * Redis send at most `budget` bytes (`bytes`: what it sent); with `first`, the first entry is read
+   * whatever its snapshots weigh. Entries after the first left out are left out too: the answer
+   * is a prefix (`read.length` entries).
+   */
+  readWithin(entries: readonly Buffer[][], budget: number, first: boolean): Promise<{ read: (ReadEvent | null)[]; bytes: number }> {
+    return this.read(entries, { budget, first });
+  }
+
+  private async read(entries: readonly Buffer[][], within?: { budget: number; first: boolean }): Promise<{ read: (ReadEvent | null)[]; bytes: number }> {
     const events = entries.map(eventOf);
     // Every snapshot the entries need, from memory or (in one call per partition) from the store.
     const have = new Map<string, Snapshot>();
@@ -52,11 +66,21 @@ export class EventReader {
       need(e.cid, e.rev);
       if (needsPrevious(e)) need(e.cid, e.rev - 1);
     }
+    let bytes = 0;
+    let complete = events.length;
     if (missing.size) {
       const wanted = [...missing.values()];
-      const found = await this.store.snapshotsOf(wanted);
-      wanted.forEach(([cid, rev], i) => {
-        const s = found[i];
+      let found: (Snapshot | null)[];
+      if (within) {
+        ({ found, bytes } = await this.store.snapshotsWithin(wanted, within.budget, within.first));
+        if (found.length < wanted.length) {
+          // Entries are complete up to the first that needs a snapshot left out.
+          const [cid, rev] = wanted[found.length];
+          complete = events.findIndex((e) => e !== null && e.cid === cid && (e.rev === rev || (needsPrevious(e) && e.rev - 1 === rev)));
+        }
+      } else found = await this.store.snapshotsOf(wanted);
+      found.forEach((s, i) => {
+        const [cid, rev] = wanted[i];
         // A missing one is not kept: it may be a read of a replica not yet caught up.
         if (!s) return;
         have.set(`${cid}/${rev}`, s);
@@ -64,12 +88,13 @@ export class EventReader {
       });
     }
     const snapshot = (cid: string, rev: number): Snapshot | null => (rev < 1 ? null : (have.get(`${cid}/${rev}`) ?? null));
-    return events.map((event) => {
+    const read = events.slice(0, complete).map((event) => {
       if (!event) return null;
       const at = snapshot(event.cid, event.rev);
       const before = needsPrevious(event) ? snapshot(event.cid, event.rev - 1) : null;
       return { event, at, changes: changesOf(event, { at, before }) };
     });
+    return { read, bytes };
   }
 }
 

@@ -105,6 +105,12 @@ export interface ScriptCommands {
   archiveMove(...keysThenArgs: [...keys: string[], args: Buffer]): Promise<number>;
   /** Field ARGV[i] of hash KEYS[i] for every i, in one call (keys of one partition). */
   hgetEachBuffer(numKeys: number, ...keysThenFields: string[]): Promise<(Buffer | null)[]>;
+  /**
+   * Field ARGV[i] of hash KEYS[i] for every i (keys of one partition), in one call, up to the first
+   * value that would take their total past `budget` bytes; `first` 1: that one is read whatever
+   * its length. Fewer values than keys when the budget ended the read (hget-each-within-n.lua).
+   */
+  hgetEachWithinBuffer(numKeys: number, ...keysThenArgs: string[]): Promise<(Buffer | null)[]>;
   /** Per content (head hashes, then versions hashes, then "0" for snapshots only): its stored snapshot and head version, flat. */
   exportReadBuffer(numKeys: number, ...keysThenVersions: string[]): Promise<(Buffer | null)[]>;
   /** A kept rendition's stored path (null: none), its use recorded (src/gateway/renditions.ts). */

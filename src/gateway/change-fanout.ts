@@ -13,8 +13,10 @@ import {
   streamIdOf,
 } from '../content/change-events.js';
 import type { Principal } from '../content/permissions.js';
+import { AppError } from '../errors.js';
 import { sleep } from '../wait.js';
 import { type ChangeSource, type Delivered, measureEntry, type ResolvedEntry } from './change-source.js';
+import { KeyedCounts } from './keyed-counts.js';
 
 /** Entries kept per partition for subscribers that attach after a catch-up read. */
 const BUFFER_PER_PARTITION = 256;
@@ -87,8 +89,12 @@ export class FeedSubscriber {
       while (!this.closed && this.fanout.running) {
         if (this.fanout.attach(this)) return;
         const seen = this.fanout.seenIds();
-        const page = await this.fanout.source.page(this.principal, this.filter, this.positions, Math.max(1, Math.min(1000, this.maxQueue)));
-        if (this.closed) return;
+        const page = await this.fanout.pages.wait(this.principal.userId, () =>
+          this.closed
+            ? Promise.resolve(null)
+            : this.fanout.source.page(this.principal, this.filter, this.positions, Math.max(1, Math.min(1000, this.maxQueue))),
+        );
+        if (this.closed || !page) return;
         for (let p = 0; p < this.positions.length; p++) {
           // Read to its end after the fan-out had seen `seen[p]`: nothing lies between the two
           // (entries trimmed away, or ids never used), so the position may move up to it.
@@ -195,6 +201,8 @@ export class ChangeFanout {
   private sweeper?: NodeJS.Timeout;
   /** A subscriber whose client takes nothing for this long is closed. */
   readonly stallMs: number;
+  /** Pages being made, requested ones and those of streams catching up. */
+  readonly pages: PageSlots;
 
   constructor(
     readonly source: ChangeSource,
@@ -204,6 +212,7 @@ export class ChangeFanout {
     this.covered = Array.from({ length: source.partitions }, () => ({ ms: Number.MAX_SAFE_INTEGER, seq: 0 }));
     this.buffers = Array.from({ length: source.partitions }, () => []);
     this.stallMs = settings.CHANGES_STALL_SECONDS * 1000;
+    this.pages = new PageSlots(settings.CHANGES_PAGES_PER_USER, settings.CHANGES_PAGES_AT_ONCE);
     this.seen = Array.from({ length: source.partitions }, () => ({ ms: 0, seq: 0 }));
     this.canon = Array.from({ length: source.partitions }, () => ({ ms: 0, seq: 0, sub: 0 }));
   }
@@ -440,3 +449,75 @@ export class ChangeFanout {
     this.subscribers.delete(s);
   }
 }
+
+/**
+ * Change-feed pages being made at once: at most `perUser` of one user and `total` in the process
+ * (CHANGES_PAGES_PER_USER, CHANGES_PAGES_AT_ONCE). Each holds what it examined until it is sent
+ * (PAGE_EXAMINE_BYTES). A requested page past either bound is refused (`run`: 429, 503); a stream
+ * catching up (SSE, WebSocket, long poll) waits for a slot (`wait`), in the order they came. Before
+ * the seventeenth session's review, streams made their pages outside both bounds: 16 SSE streams
+ * of one user made 16 pages at once.
+ */
+export class PageSlots {
+  private readonly held = new KeyedCounts();
+  private readonly waiting: { userId: string; go: () => void }[] = [];
+
+  constructor(
+    private readonly perUser: number,
+    private readonly total: number,
+  ) {}
+
+  /** Makes a requested page now, or refuses: 429 past the user's bound, 503 past the process's. */
+  async run<T>(userId: string, make: () => Promise<T>): Promise<T> {
+    if (this.held.get(userId) >= this.perUser)
+      throw new AppError('TOO_MANY_REQUESTS', `At most ${this.perUser} change-feed pages of one user are made at once`, {}, PAGE_RETRY_AFTER_SECONDS);
+    if (this.held.total >= this.total)
+      throw new AppError('UNAVAILABLE', 'Too many change-feed pages are being made: retry shortly', {}, PAGE_RETRY_AFTER_SECONDS);
+    this.held.add(userId);
+    return await this.holding(userId, make);
+  }
+
+  /** Makes a stream's page once a slot is free. */
+  async wait<T>(userId: string, make: () => Promise<T>): Promise<T> {
+    // Not before a stream of the same user that waits already.
+    if (this.free(userId) && !this.waiting.some((w) => w.userId === userId)) this.held.add(userId);
+    // The slot is taken for the waiter when it is given (wake), before anything else can take it.
+    else await new Promise<void>((go) => this.waiting.push({ userId, go }));
+    return this.holding(userId, make);
+  }
+
+  /** Pages being made (tests, metrics). */
+  get making(): number {
+    return this.held.total;
+  }
+
+  private free(userId: string): boolean {
+    return this.held.get(userId) < this.perUser && this.held.total < this.total;
+  }
+
+  private async holding<T>(userId: string, make: () => Promise<T>): Promise<T> {
+    try {
+      return await make();
+    } finally {
+      this.held.remove(userId);
+      this.wake();
+    }
+  }
+
+  /** Gives free slots to the waiters that may take them, first come first. */
+  private wake(): void {
+    for (let i = 0; i < this.waiting.length && this.held.total < this.total; ) {
+      const w = this.waiting[i];
+      if (this.held.get(w.userId) >= this.perUser) {
+        i++;
+        continue;
+      }
+      this.waiting.splice(i, 1);
+      this.held.add(w.userId);
+      w.go();
+    }
+  }
+}
+
+/** Retry-After of a page refused for the bounds of PageSlots. */
+const PAGE_RETRY_AFTER_SECONDS = 5;

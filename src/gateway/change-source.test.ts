@@ -3,8 +3,11 @@ import { ContentStore } from '../adapters/content-store.js';
 import { connectRedis, keys, type RedisClient } from '../adapters/redis.js';
 import { startRedisServer, type RedisServerHandle } from '../dev/redis-server.js';
 import { pack } from '../adapters/codec.js';
+import { snapshotBytes } from '../adapters/event-reader.js';
 import { START, type StreamPosition } from '../content/change-events.js';
 import type { ContentEvent, Snapshot } from '../content/model.js';
+import type { AppError } from '../errors.js';
+import { PageSlots } from './change-fanout.js';
 import { ChangeSource, type Delivered, PAGE_EXAMINE_BYTES, type PageResult, PagesAhead } from './change-source.js';
 import type { Reads } from './reads.js';
 import type { Principal } from '../content/permissions.js';
@@ -133,7 +136,7 @@ describe('resolved entries are counted at the size of the events they hold (secu
     ['C0000000000000000000000001/1', snap(1, 'v1')],
     ['C0000000000000000000000001/2', snap(2, 'v2')],
   ]);
-  const store = { snapshotsOf: async (wanted: [string, number][]) => wanted.map(([cid, rev]) => snapshots.get(`${cid}/${rev}`) ?? null) };
+  const store = withBudget((cid, rev) => snapshots.get(`${cid}/${rev}`) ?? null);
   const reads = { mayRead: () => true } as unknown as Reads;
 
   it('49 view events of a content with 515 KB of aliases count at least their JSON', async () => {
@@ -217,6 +220,33 @@ function memoryStreams(streams: [Buffer, Buffer[]][][], onRead: () => void = () 
   return { redis, state };
 }
 
+/**
+ * A store of the snapshots `lookup` answers, as ContentStore reads them: `snapshotsWithin` keeps
+ * the byte budget of hget-each-within-n.lua (a snapshot's stored size is its packed size). `read`
+ * counts the snapshots read (those a budget left out are not).
+ */
+function withBudget(lookup: (cid: string, rev: number) => Snapshot | null, read: (n: number) => void = () => undefined) {
+  return {
+    async snapshotsOf(wanted: [string, number][]): Promise<(Snapshot | null)[]> {
+      read(wanted.length);
+      return wanted.map(([cid, rev]) => lookup(cid, rev));
+    },
+    async snapshotsWithin(wanted: [string, number][], budget: number, first: boolean): Promise<{ found: (Snapshot | null)[]; bytes: number }> {
+      const found: (Snapshot | null)[] = [];
+      let bytes = 0;
+      for (const [i, [cid, rev]] of wanted.entries()) {
+        const snapshot = lookup(cid, rev);
+        const size = snapshot ? pack(snapshot).length : 0;
+        if (bytes + size > budget && !(i === 0 && first)) break;
+        bytes += size;
+        found.push(snapshot);
+      }
+      read(found.length);
+      return { found, bytes };
+    },
+  };
+}
+
 const who = (userId: string): Principal => ({ userId, contexts: {} });
 const everything = { types: [], views: [], kinds: [] };
 const fromStart = (partitions: number) => Array.from({ length: partitions }, () => ({ ...START }));
@@ -230,17 +260,16 @@ describe('a catch-up over more entries than the cache holds still finds what it 
       Array.from({ length: N }, (_, i) => entryOf(`${i + 1}-0`, { kind: 'created', cid: cid(i), rev: 1, type: 'article', ts: 1, userId: 'editor' })),
     ]);
     let read = 0;
-    const store = {
-      snapshotsOf: async (wanted: [string, number][]) => {
-        read += wanted.length;
-        return wanted.map(([c]) => snapshotOf(c));
-      },
-    };
+    const store = withBudget(
+      (c) => snapshotOf(c),
+      (n) => (read += n),
+    );
     const source = new ChangeSource(redis as never, store as never, 1, { mayRead: () => true } as unknown as Reads);
     const pass = async () => {
       read = 0;
       for (let pos: StreamPosition = { ...START }; ; ) {
-        const got = await source.readAfter(0, pos, 1000);
+        const start = pos.ms === 0 ? '-' : `(${pos.ms}-${pos.seq}`;
+        const got = await source.resolve(0, await redis.xrangeBuffer(keys.events(0), start, '+', 'COUNT', 1000), false);
         if (!got.length) break;
         pos = { ms: got[got.length - 1].ms, seq: 0, sub: 0 };
       }
@@ -284,7 +313,7 @@ describe('a page made from what the page before it read past its end (carry) is 
       s.push(entryOf(id, { kind: rev === 1 ? 'created' : rnd(2) ? 'views' : 'updated', cid, rev, type: 'article', ts: ms, userId: 'editor' }));
     }
     const { redis } = memoryStreams(streams);
-    const store = { snapshotsOf: async (wanted: [string, number][]) => wanted.map(([cid, rev]) => snaps.get(`${cid}/${rev}`) ?? null) };
+    const store = withBudget((cid, rev) => snaps.get(`${cid}/${rev}`) ?? null);
     // The caller may read articles only.
     const reads = { mayRead: (_: unknown, at: Snapshot) => at.type === 'article' } as unknown as Reads;
     const source = new ChangeSource(redis as never, store as never, P, reads);
@@ -330,7 +359,7 @@ describe('a page reads each partition by its rate of commits (roundCounts)', () 
         inRound = false;
       });
     });
-    const store = { snapshotsOf: async (wanted: [string, number][]) => wanted.map(([cid]) => snapshotOf(cid)) };
+    const store = withBudget((cid) => snapshotOf(cid));
     const source = new ChangeSource(redis as never, store as never, P, { mayRead: () => true } as unknown as Reads);
     await source.ready();
     const page = await source.page(who('editor'), everything, fromStart(P), 1000);
@@ -351,7 +380,7 @@ describe('a page whose entries come thousands to a millisecond still reads (roun
       for (let seq = 0; seq < 6000; seq++)
         stream.push(entryOf(`${ms}-${seq}`, { kind: 'updated', cid: `C${String(seq).padStart(25, '0')}`, rev: 1, type: 'article', ts: ms, userId: 'editor' }));
     const { redis, state } = memoryStreams([stream]);
-    const store = { snapshotsOf: async (wanted: [string, number][]) => wanted.map(([cid]) => snapshotOf(cid)) };
+    const store = withBudget((cid) => snapshotOf(cid));
     const source = new ChangeSource(redis as never, store as never, 1, { mayRead: () => false } as unknown as Reads);
     await source.ready();
     const page = await source.page(who('reader'), everything, fromStart(1), 1);
@@ -371,7 +400,7 @@ describe('a page of a caller that may read little reads within its budget', () =
       streams[ms % P].push(entryOf(`${ms}-0`, { kind: 'updated', cid, rev: 1, type: 'article', ts: ms, userId: 'editor' }));
     }
     const { redis, state } = memoryStreams(streams);
-    const store = { snapshotsOf: async (wanted: [string, number][]) => wanted.map(([cid]) => snapshotOf(cid)) };
+    const store = withBudget((cid) => snapshotOf(cid));
     const source = new ChangeSource(redis as never, store as never, P, { mayRead: (_: unknown, at: Snapshot) => at.cid.endsWith('0000') } as unknown as Reads);
     await source.ready();
     const page = await source.page(who('reader'), everything, fromStart(P), 1000);
@@ -391,12 +420,10 @@ describe('a page ends once what it examined weighs PAGE_EXAMINE_BYTES (review 15
       ),
     ]);
     let examined = 0;
-    const store = {
-      snapshotsOf: async (wanted: [string, number][]) => {
-        examined += wanted.length;
-        return wanted.map(([cid, rev]) => snapshotOf(cid, rev, { aliases }));
-      },
-    };
+    const store = withBudget(
+      (cid, rev) => snapshotOf(cid, rev, { aliases }),
+      (n) => (examined += n),
+    );
     const source = new ChangeSource(redis as never, store as never, 1, { mayRead: () => false } as unknown as Reads);
     await source.ready();
     const page = await source.page(who('sportseditor'), everything, fromStart(1), 1000);
@@ -405,5 +432,178 @@ describe('a page ends once what it examined weighs PAGE_EXAMINE_BYTES (review 15
     // About 150 KB an entry (its snapshot, its event's JSON): about 110 entries; before, all 2,000.
     expect(examined).to.be.within(50, 300);
     expect(PAGE_EXAMINE_BYTES).to.equal(16 * 2 ** 20);
+  });
+});
+
+describe('PAGE_EXAMINE_BYTES holds whatever the entries weigh (review 17)', () => {
+  /** 4 light entries of other contents, then 1,000 revisions whose snapshots carry 100 KB of metadata. */
+  function lightThenHeavy(P: number) {
+    const heavy = 'C0000000000000000000000HVY';
+    const meta = { big: { _type: 'big', s: 'x'.repeat(100 * 1024) } };
+    const stream: [Buffer, Buffer[]][] = [];
+    for (let i = 0; i < 4; i++)
+      stream.push(entryOf(`${i + 1}-0`, { kind: 'created', cid: `C00000000000000000000000L${i}`, rev: 1, type: 'article', ts: i + 1, userId: 'u' }));
+    for (let r = 1; r <= 1000; r++) stream.push(entryOf(`${r + 4}-0`, { kind: 'updated', cid: heavy, rev: r, type: 'article', ts: r + 4, userId: 'u' }));
+    const { redis } = memoryStreams(Array.from({ length: P }, (_, p) => (p === 0 ? stream : [])));
+    let examined = 0;
+    const store = withBudget((cid, rev) => (cid === heavy ? snapshotOf(cid, rev, { meta }) : snapshotOf(cid, rev)));
+    const counted = {
+      async snapshotsOf(wanted: [string, number][]) {
+        const found = await store.snapshotsOf(wanted);
+        for (const s of found) if (s) examined += snapshotBytes(s);
+        return found;
+      },
+      async snapshotsWithin(wanted: [string, number][], budget: number, first: boolean) {
+        const r = await store.snapshotsWithin(wanted, budget, first);
+        for (const s of r.found) if (s) examined += snapshotBytes(s);
+        return r;
+      },
+    };
+    return { redis, store: counted, examined: () => examined };
+  }
+
+  for (const P of [1, 64]) {
+    it(`light entries first, heavy after, over ${P} partition(s): a page examines at most twice PAGE_EXAMINE_BYTES (before: 49.5 MiB at 1, 196 MiB at 64)`, async () => {
+      for (const visible of [false, true]) {
+        const { redis, store, examined } = lightThenHeavy(P);
+        const source = new ChangeSource(redis as never, store as never, P, { mayRead: () => visible } as unknown as Reads);
+        await source.ready();
+        const page = await source.page(who('x'), everything, fromStart(P), 1000);
+        expect(examined(), `visible ${visible}`).to.be.at.most(2 * PAGE_EXAMINE_BYTES);
+        expect(examined(), `visible ${visible}`).to.be.at.least(PAGE_EXAMINE_BYTES / 4);
+        expect(page.exhausted).to.equal(false);
+        if (visible) expect(page.changes.length).to.be.within(5, 200);
+      }
+    });
+  }
+
+  it('entries each heavier than the budget: every page moves on by one, and all are delivered once, in order', async function () {
+    this.timeout(60_000);
+    const big = 'x'.repeat(9 * 2 ** 20);
+    const cid = 'C0000000000000000000000HVY';
+    const { redis } = memoryStreams([
+      Array.from({ length: 3 }, (_, i) => entryOf(`${i + 1}-0`, { kind: 'updated', cid, rev: i + 1, type: 'article', ts: i + 1, userId: 'u' })),
+    ]);
+    const store = withBudget((c, rev) => snapshotOf(c, rev, { meta: { big: { _type: 'big', s: big } } }));
+    const source = new ChangeSource(redis as never, store as never, 1, { mayRead: () => true } as unknown as Reads);
+    await source.ready();
+    const revisions: number[] = [];
+    let positions = fromStart(1);
+    for (let n = 0; n < 10; n++) {
+      const page = await source.page(who('x'), everything, positions, 1000);
+      expect(page.changes.length, `page ${n}`).to.be.at.most(1);
+      revisions.push(...page.changes.map((d) => d.event.revision as number));
+      positions = page.positions;
+      if (page.exhausted) break;
+    }
+    expect(revisions).to.deep.equal([1, 2, 3]);
+  });
+
+  it('over 4 partitions of entries of random weight (some 3 MB), pages of 1 to 50 deliver every event once, in the feed order', async function () {
+    this.timeout(120_000);
+    const P = 4;
+    let seed = 11;
+    const rnd = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    const heavyMeta = { big: { _type: 'big', s: 'y'.repeat(3 * 2 ** 20) } };
+    const streams = Array.from({ length: P }, () => [] as [Buffer, Buffer[]][]);
+    const heavy = new Set<string>();
+    const order: string[] = [];
+    let ms = 1000;
+    const ids: { p: number; ms: number; seq: number; cid: string }[] = [];
+    for (let i = 0; i < 400; i++) {
+      ms += rnd(3);
+      const p = rnd(P);
+      const last = streams[p].length ? streams[p][streams[p].length - 1][0].toString().split('-').map(Number) : [0, 0];
+      const seq = last[0] === ms ? last[1] + 1 : 0;
+      const cid = `C${String(i).padStart(25, '0')}`;
+      if (rnd(10) === 0) heavy.add(cid);
+      streams[p].push(entryOf(`${ms}-${seq}`, { kind: 'created', cid, rev: 1, type: 'article', ts: ms, userId: 'u' }));
+      ids.push({ p, ms, seq, cid });
+    }
+    ids.sort((a, b) => a.ms - b.ms || a.p - b.p || a.seq - b.seq);
+    for (const e of ids) order.push(e.cid);
+    const { redis } = memoryStreams(streams);
+    const store = withBudget((cid, rev) => snapshotOf(cid, rev, heavy.has(cid) ? { meta: heavyMeta } : {}));
+    const source = new ChangeSource(redis as never, store as never, P, { mayRead: () => true } as unknown as Reads);
+    await source.ready();
+    for (const limit of [1, 7, 50]) {
+      const got: string[] = [];
+      let positions = fromStart(P);
+      for (let n = 0; n < 2000; n++) {
+        const page = await source.page(who('x'), everything, positions, limit);
+        got.push(...page.changes.map((d) => d.event.id.replace('contentid/', '')));
+        positions = page.positions;
+        if (page.exhausted) break;
+      }
+      expect(got, `limit ${limit}`).to.deep.equal(order);
+    }
+  });
+});
+
+describe('PageSlots: change-feed pages made at once, requested and of streams (review 17)', () => {
+  const gate = () => {
+    let open!: () => void;
+    const opened = new Promise<void>((r) => (open = r));
+    return { open, opened };
+  };
+
+  it('a request past the user bound is refused with 429, past the process bound with 503; a stream waits, first come first', async () => {
+    const slots = new PageSlots(2, 3);
+    const g = gate();
+    const order: string[] = [];
+    const page = (name: string) => async () => {
+      order.push(name);
+      await g.opened;
+      return name;
+    };
+    const a1 = slots.run('a', page('a1'));
+    const a2 = slots.run('a', page('a2'));
+    const refused = await slots.run('a', page('a3')).catch((e: AppError) => e);
+    expect((refused as AppError).code).to.equal('TOO_MANY_REQUESTS');
+    // Streams of a wait; one of b takes the process's last slot at once.
+    const s1 = slots.wait('a', page('s1'));
+    const b1 = slots.wait('b', page('b1'));
+    const s2 = slots.wait('b', page('b2'));
+    await new Promise((r) => setImmediate(r));
+    expect(order).to.deep.equal(['a1', 'a2', 'b1']);
+    expect(slots.making).to.equal(3);
+    const full = await slots.run('c', page('c1')).catch((e: AppError) => e);
+    expect((full as AppError).code).to.equal('UNAVAILABLE');
+    g.open();
+    expect(await Promise.all([a1, a2, s1, b1, s2])).to.deep.equal(['a1', 'a2', 's1', 'b1', 'b2']);
+    expect(order).to.deep.equal(['a1', 'a2', 'b1', 's1', 'b2']);
+    expect(slots.making).to.equal(0);
+  });
+
+  it('a slot given to a waiting stream is its own: a request that comes between is refused, never made beside it past the bound', async () => {
+    const slots = new PageSlots(1, 10);
+    let release!: () => void;
+    const first = slots.run('a', () => new Promise<void>((r) => (release = r)));
+    let made = 0;
+    let most = 0;
+    const counted = async () => {
+      made++;
+      most = Math.max(most, made);
+      await new Promise((r) => setImmediate(r));
+      made--;
+    };
+    const stream = slots.wait('a', counted);
+    release();
+    await first;
+    // The stream holds the slot now, though its page has not started yet.
+    const between = await slots.run('a', counted).catch((e: AppError) => e);
+    expect((between as AppError).code).to.equal('TOO_MANY_REQUESTS');
+    await stream;
+    expect(most).to.equal(1);
+  });
+
+  it('a page that fails gives its slot back', async () => {
+    const slots = new PageSlots(1, 1);
+    await slots.wait('a', () => Promise.reject(new Error('Redis went away'))).catch(() => undefined);
+    expect(slots.making).to.equal(0);
+    expect(await slots.run('a', async () => 'made')).to.equal('made');
   });
 });

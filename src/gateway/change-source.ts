@@ -10,6 +10,7 @@ import {
   audienceKey,
   type ChangeEvent,
   type ChangeFilter,
+  compareFeedOrder,
   compareIds,
   type FeedEntryId,
   takeInFeedOrder,
@@ -280,6 +281,20 @@ export class ChangeSource {
    * while there is room, else apart (SCANNED_ENTRIES).
    */
   async resolve(p: number, raw: RawEntry[], live = true): Promise<ResolvedEntry[]> {
+    return (await this.resolveWithin(p, raw, live)).entries;
+  }
+
+  /**
+   * `resolve`, and with `within` (a page's) only the first entries whose snapshots not in memory
+   * make Redis send at most `within.budget` bytes (`bytes`), the first of all with `within.first`:
+   * a prefix of `raw`.
+   */
+  private async resolveWithin(
+    p: number,
+    raw: RawEntry[],
+    live: boolean,
+    within?: { budget: number; first: boolean },
+  ): Promise<{ entries: ResolvedEntry[]; bytes: number }> {
     const out: ResolvedEntry[] = new Array(raw.length);
     const ids: string[] = new Array(raw.length);
     const misses: number[] = [];
@@ -291,10 +306,15 @@ export class ChangeSource {
       if (hit) out[i] = hit;
       else misses.push(i);
     }
-    if (!misses.length) return out;
-    const read = await this.events.readMany(misses.map((i) => raw[i][1]));
-    misses.forEach((i, k) => {
-      const r = read[k];
+    if (!misses.length) return { entries: out, bytes: 0 };
+    const fields = misses.map((i) => raw[i][1]);
+    const { read, bytes } = within
+      ? await this.events.readWithin(fields, within.budget, within.first && misses[0] === 0)
+      : { read: await this.events.readMany(fields), bytes: 0 };
+    // Left out by the budget: the entries from the first miss not read on.
+    if (read.length < misses.length) out.length = misses[read.length];
+    read.forEach((r, k) => {
+      const i = misses[k];
       const { ms, seq } = parseStreamId(ids[i]);
       const entry: ResolvedEntry = { p, ms, seq, changes: r?.changes ?? [], at: r?.at ?? null };
       measureEntry(entry);
@@ -305,14 +325,13 @@ export class ChangeSource {
       }
       out[i] = entry;
     });
-    return out;
+    return { entries: out, bytes };
   }
 
-  /** Entries of partition `p` after `pos` (from `pos` itself when it was delivered only in part), for a page. */
-  async readAfter(p: number, pos: StreamPosition, count: number): Promise<ResolvedEntry[]> {
+  /** Stream entries of partition `p` after `pos` (from `pos` itself when it was delivered only in part), for a page. */
+  private rangeAfter(p: number, pos: StreamPosition, count: number): Promise<RawEntry[]> {
     const start = pos.ms === 0 && pos.seq === 0 ? '-' : pos.sub > 0 ? streamIdOf(pos) : `(${streamIdOf(pos)}`;
-    const raw = (await this.redis.xrangeBuffer(keys.events(p), start, '+', 'COUNT', count)) as unknown as RawEntry[];
-    return this.resolve(p, raw, false);
+    return this.redis.xrangeBuffer(keys.events(p), start, '+', 'COUNT', count) as unknown as Promise<RawEntry[]>;
   }
 
   /**
@@ -472,10 +491,30 @@ export class ChangeSource {
       const byWeight = examined > 0 ? Math.floor(((PAGE_EXAMINE_BYTES - examined) * scanned) / examined) : Number.POSITIVE_INFINITY;
       const counts = this.roundCounts(held, from, ended, seen, limit - out.length, out.length, took, Math.min(budget - scanned, byWeight));
       const low = [...counts.keys()];
-      const reads = await Promise.all(low.map((p) => this.readAfter(p, from[p], counts.get(p)!)));
+      const raws = await Promise.all(low.map((p) => this.rangeAfter(p, from[p], counts.get(p)!)));
+      // What the round's snapshots may make Redis send, shared by the partitions that have entries
+      // (a snapshot held in memory weighs about twice its stored form, as snapshotBytes counts it);
+      // what a partition is left short of, it reads in the next round. Only the entry first in the
+      // feed's order is read whatever it weighs: the page always moves on, and a page reads at most
+      // PAGE_EXAMINE_BYTES and one entry, however light the entries before (a round's size is
+      // guessed from them) and however heavy those after.
+      let firstAt = -1;
+      let first: FeedEntryId | null = null;
       low.forEach((p, i) => {
-        const got = reads[i];
-        scanned += got.length;
+        if (!raws[i].length) return;
+        const id = { p, ...parseStreamId(raws[i][0][0].toString()) };
+        if (!first || compareFeedOrder(id, first) < 0) {
+          first = id;
+          firstAt = i;
+        }
+      });
+      const share = Math.max(0, (PAGE_EXAMINE_BYTES - examined) / 2 / Math.max(1, raws.filter((r) => r.length > 0).length));
+      const reads = await Promise.all(low.map((p, i) => this.resolveWithin(p, raws[i], false, { budget: share, first: i === firstAt })));
+      /** Partitions whose round the budget cut short: next comes the first entry left out (`cutAt`). */
+      const cutAt = new Map<number, FeedEntryId>();
+      low.forEach((p, i) => {
+        const got = reads[i].entries;
+        scanned += raws[i].length;
         held[p].push(...got);
         for (const e of got) examined += (e.at ? snapshotBytes(e.at) : 0) + (e.bytes ?? 0);
         if (got.length) {
@@ -483,14 +522,18 @@ export class ChangeSource {
           seen[p].n += got.length;
           from[p] = { ms: got[got.length - 1].ms, seq: got[got.length - 1].seq, sub: 0 };
         }
-        if (got.length < counts.get(p)!) ended[p] = true;
+        if (got.length < raws[i].length) {
+          const next = parseStreamId(raws[i][got.length][0].toString());
+          cutAt.set(p, { p, ms: next.ms, seq: next.seq - 1 });
+        } else if (got.length < counts.get(p)!) ended[p] = true;
       });
       // An entry is taken once no partition still being read can bring one before it in the
-      // feed's order: what is taken is in that order, whatever the caller may read.
+      // feed's order: what is taken is in that order, whatever the caller may read. A partition
+      // cut short brings nothing before the first entry it left out.
       const unread: FeedEntryId[] = [];
       for (let p = 0; p < P; p++) {
         if (ended[p]) continue;
-        const last = held[p][held[p].length - 1] ?? from[p];
+        const last = cutAt.get(p) ?? held[p][held[p].length - 1] ?? from[p];
         unread.push({ p, ms: last.ms, seq: last.seq });
       }
       const ready = takeInFeedOrder(held, unread);

@@ -105,8 +105,6 @@ export class ChangesService {
   private readonly streams = new Set<FeedSubscriber>();
   /** Stream slots held (SSE, WebSocket, waiting long polls), per user id and in all (takeSlot). */
   private readonly heldBy = new KeyedCounts();
-  /** Pages being made on request, per user id and in all (makePage). */
-  private readonly pagesBy = new KeyedCounts();
   private readonly ahead = new PagesAhead();
   /**
    * WebSockets open without their first message yet: they hold no stream slot (their user is not
@@ -252,26 +250,6 @@ export class ChangesService {
     };
   }
 
-  /**
-   * Makes a page a request asked for, within CHANGES_PAGES_PER_USER pages of one user being made
-   * at once (429) and CHANGES_PAGES_AT_ONCE in the process (503). Pages are not streams (they take
-   * no stream slot), but each holds what it examined until it is sent (PAGE_EXAMINE_BYTES): before,
-   * a user could have any number made at once.
-   */
-  private async makePage<T>(userId: string, make: () => Promise<T>): Promise<T> {
-    const { CHANGES_PAGES_PER_USER: perUser, CHANGES_PAGES_AT_ONCE: total } = this.d.settings;
-    if (this.pagesBy.get(userId) >= perUser)
-      throw new AppError('TOO_MANY_REQUESTS', `At most ${perUser} change-feed pages of one user are made at once`, {}, STREAM_RETRY_AFTER_SECONDS);
-    if (this.pagesBy.total >= total)
-      throw new AppError('UNAVAILABLE', 'Too many change-feed pages are being made: retry shortly', {}, STREAM_RETRY_AFTER_SECONDS);
-    this.pagesBy.add(userId);
-    try {
-      return await make();
-    } finally {
-      this.pagesBy.remove(userId);
-    }
-  }
-
   // ---- HTTP: pages, long poll, server-sent events ----
 
   /** A request of the feed's routes, answered with the content service's headers. */
@@ -324,7 +302,7 @@ export class ChangesService {
       if (stream) return await this.sse(x, principal, filter, positions, x.header('x-auth-token')!);
       const page =
         (await this.ahead.take(principal, filter, positions, limit)) ??
-        (await this.makePage(principal.userId, () => this.source.page(principal, filter, positions, limit)));
+        (await this.fanout.pages.run(principal.userId, () => this.source.page(principal, filter, positions, limit)));
       // A caller that has not reached the end pages on: its next page is made while it reads this one.
       if (!page.exhausted)
         this.ahead.make(principal, filter, page.positions, limit, () => this.source.page(principal, filter, page.positions, limit, undefined, page.carry));
