@@ -223,8 +223,8 @@ export const settingsSchema = z.object({
     .regex(/^[A-Za-z0-9_.:-]+$/)
     .default('svcReindexEvents'),
   /**
-   * Documents per request to the search engine (and stream entries per partition an indexer read
-   * takes). 200: a request of 500 made the event loop of a process that also serves HTTP stall
+   * Documents per request to the search engine (an indexer read takes 1,024 stream entries in all,
+   * READ_AT_ONCE in src/actors/indexer.ts). 200: a request of 500 made the event loop of a process that also serves HTTP stall
    * for up to 150 ms (bench/RESULTS.md, eleventh session); the engine's cost per request is
    * about 0.5 ms, per document 50-70 µs.
    */
