@@ -247,6 +247,12 @@ export const settingsSchema = z.object({
   SEARCH_MAX_FILTER_QUERIES: int(1, 1000).default(20),
   /** Facet values one search may ask for: each facet.field its limit, each facet.pivot every node of its tree. */
   SEARCH_MAX_FACET_VALUES: int(1, 10000000).default(20000),
+  /**
+   * Bytes of stored content (heads and versions, as Redis keeps them) one search with `inlineData`
+   * reads: a result past it has `_content: null` and `_contentOmitted: true` (read it with a GET).
+   * Before, 1,000 results of public content of 9 MB each made one anonymous search hold gigabytes.
+   */
+  SEARCH_INLINE_MAX_BYTES: int(0, 2 ** 40).default(16 * 1024 * 1024),
 
   /** Where `npm start` keeps its local Redis, files and caches. */
   DATA_DIR: z.string().min(1).default('.data'),

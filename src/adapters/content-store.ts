@@ -103,6 +103,21 @@ export class ContentStore {
   }
 
   /**
+   * What Redis holds of contents and versions, in bytes, without reading them (HSTRLEN, one round
+   * trip for all): the head of each content and the named version (0 where Redis has none; a
+   * version moved to the archive is read from there and counted once read).
+   */
+  async storedSizes(wanted: readonly { cid: string; versionKey: string }[]): Promise<{ head: number; version: number }[]> {
+    return Promise.all(
+      wanted.map(async ({ cid, versionKey }) => {
+        const p = this.partitionOf(cid);
+        const [head, version] = await Promise.all([this.redis.hstrlen(keys.content(p, cid), 's'), this.redis.hstrlen(keys.versions(p, cid), versionKey)]);
+        return { head, version };
+      }),
+    );
+  }
+
+  /**
    * The current snapshots of some contents (null where a content never existed), in one script
    * call per partition and BATCH contents: `head` for many.
    */

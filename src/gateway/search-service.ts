@@ -3,7 +3,7 @@ import type { ContentStore } from '../adapters/content-store.js';
 import { indexSchema } from '../adapters/index-schema.js';
 import type { SolrEngine } from '../adapters/search-engine.js';
 import { escapePhrase } from '../content/search-document.js';
-import { parseVersionId } from '../content/model.js';
+import { parseVersionId, type Snapshot } from '../content/model.js';
 import type { Variants } from '../content/variants.js';
 import { AppError } from '../errors.js';
 import type { Principal, SecurityConfig } from '../content/permissions.js';
@@ -69,6 +69,9 @@ function endOfObject(text: string, from: number): number {
  * (reads.ts over content/visibility.ts); engine errors come back without traces or addresses (search-errors.ts).
  * Answers are JSON, or javabin for SolrJ (`wt=javabin`, passed through unread).
  */
+/** Results whose content is read at once for `inlineData` (SearchService.inlineAll). */
+const INLINE_AT_ONCE = 16;
+
 export class SearchService {
   readonly router = new Router();
   /** What the caller may see: the filters and the inlined content follow the one read rule. */
@@ -118,12 +121,69 @@ export class SearchService {
     }
     const body = JSON.parse(res.body) as { responseHeader?: { partialResults?: unknown }; response?: { docs?: Record<string, unknown>[] } };
     if (request.omitHeader && body.responseHeader?.partialResults !== true) delete body.responseHeader;
-    await Promise.all(
-      (body.response?.docs ?? []).map(async (doc) => {
-        doc._content = await this.inline(String(doc.id ?? ''), request.variant, user, now);
-      }),
-    );
+    await this.inlineAll(body.response?.docs ?? [], request.variant, user, now);
     x.sendJson(200, body);
+  }
+
+  /**
+   * Sets `_content` on every result, INLINE_AT_ONCE results at a time, within
+   * SEARCH_INLINE_MAX_BYTES of stored content read in all: a result's head is read if it fits
+   * what is left, then, if the caller may read the version, the version if it fits (their sizes
+   * are asked of Redis before they are read). From the first that does not fit on, `_content` is
+   * null and `_contentOmitted` true. A version the caller may not read is never counted. Before,
+   * every result's head and version were read at once, whatever their size: 1,000 public
+   * contents of 9 MB made one anonymous search hold gigabytes, and past V8's longest string the
+   * answer was a 500 (the seventeenth session's review).
+   */
+  private async inlineAll(docs: Record<string, unknown>[], variant: string | null, user: Principal | null, now: number): Promise<void> {
+    let left = this.d.settings.SEARCH_INLINE_MAX_BYTES;
+    const omit = (doc: Record<string, unknown>) => {
+      left = -1;
+      doc._content = null;
+      doc._contentOmitted = true;
+    };
+    for (let at = 0; at < docs.length; at += INLINE_AT_ONCE) {
+      const chunk = docs.slice(at, at + INLINE_AT_ONCE).map((doc) => ({ doc, v: parseVersionId(String(doc.id ?? '')) }));
+      const named = chunk.filter((c): c is { doc: Record<string, unknown>; v: NonNullable<typeof c.v> } => c.v !== null);
+      for (const c of chunk) if (!c.v) c.doc._content = null;
+      const sizes = await this.d.store.storedSizes(named.map(({ v }) => ({ cid: v.cid, versionKey: v.key })));
+      const heads: typeof named = [];
+      named.forEach((c, i) => {
+        if (left < sizes[i].head) omit(c.doc);
+        else {
+          left -= sizes[i].head;
+          heads.push(c);
+        }
+      });
+      const read = await Promise.all(heads.map(({ v }) => this.d.store.head(v.cid)));
+      const versions: { c: (typeof named)[number]; head: Snapshot }[] = [];
+      heads.forEach((c, i) => {
+        const head = read[i];
+        if (!head || !this.reads.mayReadVersion(user, head, c.v.key, now)) c.doc._content = null;
+        else {
+          const size = sizes[named.indexOf(c)].version;
+          if (left < size) omit(c.doc);
+          else {
+            left -= size;
+            versions.push({ c, head });
+          }
+        }
+      });
+      await Promise.all(
+        versions.map(async ({ c, head }) => {
+          c.doc._content = await this.envelopeOf(head, c.v, variant);
+        }),
+      );
+    }
+  }
+
+  /** The `_content` of a result the caller may read: the version's envelope, in the variant if one was asked; null when it is gone or has no such variant. */
+  private async envelopeOf(head: Snapshot, v: { cid: string; key: string }, variant: string | null): Promise<unknown> {
+    const version = await this.d.store.version(v.cid, v.key);
+    if (!version) return null;
+    if (variant === null) return contentEnvelope(head, version);
+    const aspects = await composeVariant(this.d, variant, head, version);
+    return aspects ? contentEnvelope(head, { ...version, aspects }) : null;
   }
 
   /**
@@ -172,22 +232,5 @@ export class SearchService {
       if (types !== '*') fqs.push(types.length ? `{!lucene}svc_type_s:(${types.map((t) => `"${escapePhrase(t)}"`).join(' OR ')})` : '{!lucene}-*:*');
     }
     return fqs;
-  }
-
-  /**
-   * The `_content` of a result: the version's envelope (in the variant, if one was asked), or
-   * null when the caller may not read it (the index can be behind the store, or hold what the
-   * filters do not know) or it is no version of a content.
-   */
-  private async inline(versionId: string, variant: string | null, user: Principal | null, now: number): Promise<unknown> {
-    const v = parseVersionId(versionId);
-    if (!v) return null;
-    const head = await this.d.store.head(v.cid);
-    if (!head || !this.reads.mayReadVersion(user, head, v.key, now)) return null;
-    const version = await this.d.store.version(v.cid, v.key);
-    if (!version) return null;
-    if (variant === null) return contentEnvelope(head, version);
-    const aspects = await composeVariant(this.d, variant, head, version);
-    return aspects ? contentEnvelope(head, { ...version, aspects }) : null;
   }
 }
