@@ -5,7 +5,8 @@ import { mainAlias, TAXONOMY_NAMESPACE, type Aspect, type Aspects, type Json, ty
  * The taxonomy rules of the spec ("Taxonomy resources", "Categorization"; CONTRACT §10) that
  * hold for every write and every reader: the definition aspects and their `svcTaxonomy`
  * representation, the special `contentHierarchy` taxonomy, parent references without cycles,
- * and `childrenOmitted` never accepted back in a categorization.
+ * `childrenOmitted` never accepted back in a categorization, and the bounds of what a definition
+ * holds.
  */
 
 /** The special taxonomy that models hierarchies among contents (spec "Taxonomy resources"). */
@@ -29,6 +30,130 @@ export function stringMap(v: Json | undefined): Record<string, string> {
   if (v && typeof v === 'object' && !Array.isArray(v)) for (const [k, x] of Object.entries(v)) if (typeof x === 'string' && k !== '__proto__') out[k] = x;
   return out;
 }
+
+// ---- Bounds of a definition (SECURITY.md "Content, workspaces, taxonomy") ----
+//
+// Definitions are public (CONTRACT §10) and every web process keeps all of them in its taxonomy
+// model, answered whole to anonymous structure reads. Before these bounds a sportseditor's 20
+// definitions with 4 MB names (content of its own holding a `_taxonomy/<id>` alias) made one
+// 40-byte anonymous request answer 80 MiB, and past about 512 MB every answer was a 500. A write
+// past a bound answers 400 (`refuseOversizedDefinitions`, on every write path); a definition
+// stored before is held to them when the model loads (`definitionOf`, `hierarchyNodeOf`).
+
+/**
+ * Most characters of each string a definition or a content hierarchy node keeps: its id, name
+ * and parent, each dimension id a taxonomy lists, and each localization's language and name and
+ * each attribute's name and value.
+ */
+export const MAX_TAXONOMY_TEXT_CHARS = 1_000;
+/** Most localizations of a dimension, an entity or a content hierarchy node. */
+export const MAX_TAXONOMY_LOCALIZATIONS = 100;
+/** Most attributes of an entity or a content hierarchy node (the hierarchy adds `contentType`). */
+export const MAX_TAXONOMY_ATTRIBUTES = 100;
+/** Most dimensions a taxonomy lists. */
+export const MAX_TAXONOMY_DIMENSIONS = 100;
+
+type TaxonomyAspect = (typeof TAXONOMY_ASPECTS)[number];
+/** A field the model keeps: a string, or a list or map of at most `most` strings. */
+type Kept = { kind: 'text' } | { kind: 'list' | 'map'; most: number };
+const TEXT: Kept = { kind: 'text' };
+const LOCALIZATIONS: Kept = { kind: 'map', most: MAX_TAXONOMY_LOCALIZATIONS };
+const ATTRIBUTES: Kept = { kind: 'map', most: MAX_TAXONOMY_ATTRIBUTES };
+/** The fields of each taxonomy aspect that its representation and the model keep. */
+const KEPT: Record<TaxonomyAspect, Record<string, Kept>> = {
+  svcTaxonomyDefinition: { id: TEXT, name: TEXT, dimensions: { kind: 'list', most: MAX_TAXONOMY_DIMENSIONS } },
+  svcDimensionDefinition: { id: TEXT, name: TEXT, localizations: LOCALIZATIONS },
+  svcEntityDefinition: { id: TEXT, name: TEXT, parent: TEXT, localizations: LOCALIZATIONS, attributes: ATTRIBUTES },
+  [CONTENT_HIERARCHY_ASPECT]: { name: TEXT, parent: TEXT, localizations: LOCALIZATIONS, attributes: ATTRIBUTES },
+};
+
+interface SizeProblem {
+  field: string;
+  limit: number;
+  found: number;
+  message: string;
+}
+
+const tooLong = (field: string, found: number, what = field): SizeProblem => ({
+  field,
+  limit: MAX_TAXONOMY_TEXT_CHARS,
+  found,
+  message: `${what} holds ${found} characters; at most ${MAX_TAXONOMY_TEXT_CHARS} are allowed`,
+});
+
+const tooMany = (field: string, limit: number, found: number): SizeProblem => ({
+  field,
+  limit,
+  found,
+  message: `${field} has ${found} entries; at most ${limit} are allowed`,
+});
+
+/** The first bound a taxonomy aspect passes (the field, the bound and the figure); null within them all. */
+function definitionSizeProblem(aspect: TaxonomyAspect, value: Aspect): SizeProblem | null {
+  for (const [name, bound] of Object.entries(KEPT[aspect])) {
+    const v = value[name];
+    const field = `${aspect}.${name}`;
+    if (bound.kind === 'text') {
+      if (typeof v === 'string' && v.length > MAX_TAXONOMY_TEXT_CHARS) return tooLong(field, v.length);
+    } else if (bound.kind === 'list') {
+      if (!Array.isArray(v)) continue;
+      if (v.length > bound.most) return tooMany(field, bound.most, v.length);
+      for (let i = 0; i < v.length; i++) {
+        const x = v[i];
+        if (typeof x === 'string' && x.length > MAX_TAXONOMY_TEXT_CHARS) return tooLong(`${field}[${i}]`, x.length);
+      }
+    } else {
+      if (!v || typeof v !== 'object' || Array.isArray(v)) continue;
+      const entries = Object.entries(v);
+      if (entries.length > bound.most) return tooMany(field, bound.most, entries.length);
+      for (const [k, x] of entries) {
+        if (k.length > MAX_TAXONOMY_TEXT_CHARS) return tooLong(field, k.length, `A key of ${field}`);
+        if (typeof x === 'string' && x.length > MAX_TAXONOMY_TEXT_CHARS) return tooLong(`${field}.${k}`, x.length);
+      }
+    }
+  }
+  return null;
+}
+
+/**
+ * 400 naming the field, the bound and the figure when a taxonomy aspect of a write passes a bound
+ * (MAX_TAXONOMY_TEXT_CHARS, MAX_TAXONOMY_LOCALIZATIONS, MAX_TAXONOMY_ATTRIBUTES,
+ * MAX_TAXONOMY_DIMENSIONS). The gateway refuses what a request sends (drafts included); the
+ * content actor what a version would hold (a merge, a promote, a restore).
+ */
+export function refuseOversizedDefinitions(aspects: Readonly<Record<string, Aspect | null | undefined>>): void {
+  for (const name of TAXONOMY_ASPECTS) {
+    const a = aspects[name];
+    const problem = a ? definitionSizeProblem(name, a) : null;
+    if (problem) throw new AppError('BAD_REQUEST', problem.message, { field: problem.field, limit: problem.limit, found: problem.found });
+  }
+}
+
+/** A string held to MAX_TAXONOMY_TEXT_CHARS (one stored before the bound is cut, never inside a surrogate pair). */
+function kept(s: string): string {
+  if (s.length <= MAX_TAXONOMY_TEXT_CHARS) return s;
+  const last = s.charCodeAt(MAX_TAXONOMY_TEXT_CHARS - 1);
+  return s.slice(0, last >= 0xd800 && last <= 0xdbff ? MAX_TAXONOMY_TEXT_CHARS - 1 : MAX_TAXONOMY_TEXT_CHARS);
+}
+/** A reference (a parent, a dimension id) the model keeps; a longer one names nothing it holds (ids are aliases): null. */
+const keptRef = (s: string | null): string | null => (s !== null && s.length <= MAX_TAXONOMY_TEXT_CHARS ? s : null);
+/** The first `most` entries of a string map, each key within the bound (a longer one is dropped), each value held to it. */
+function keptMap(v: Json | undefined, most: number): Record<string, string> {
+  const out: Record<string, string> = {};
+  let n = 0;
+  if (v && typeof v === 'object' && !Array.isArray(v))
+    for (const [k, x] of Object.entries(v)) {
+      if (typeof x !== 'string' || k === '__proto__' || k.length > MAX_TAXONOMY_TEXT_CHARS) continue;
+      out[k] = kept(x);
+      if (++n >= most) break;
+    }
+  return out;
+}
+/** The first `most` ids of a list within the bound. */
+const keptIds = (v: Json | undefined, most: number): string[] =>
+  strings(v)
+    .filter((s) => s.length <= MAX_TAXONOMY_TEXT_CHARS)
+    .slice(0, most);
 
 /**
  * The `svcTaxonomy.default` composer mapping (spec "Taxonomy resources"): a definition aspect
@@ -129,40 +254,46 @@ export function definitionOf(aspects: Aspects, aliases: readonly string[]): Taxo
   return def && aliases.includes(`${TAXONOMY_NAMESPACE}/${def.id}`) ? def : null;
 }
 
+/**
+ * A content's definition as the model keeps it: held to the bounds of a write (a definition
+ * stored before them is cut: its strings to MAX_TAXONOMY_TEXT_CHARS, its maps and dimensions to
+ * their first entries; a longer id, parent, key or dimension id names nothing and is dropped).
+ */
 function definitionIn(aspects: Aspects): TaxonomyNode | null {
   const rep = taxonomyRepresentation(aspects);
   if (!rep) return null;
-  if (rep.svcTaxonomy)
-    return { kind: 'taxonomy', id: str(rep.svcTaxonomy.id), name: str(rep.svcTaxonomy.name), dimensions: strings(rep.svcTaxonomy.dimensions) };
-  if (rep.svcDimension) {
-    const d = rep.svcDimension;
-    return { kind: 'dimension', id: str(d.id), name: str(d.name), enumerable: d.enumerable === true, localizations: stringMap(d.localizations) };
-  }
-  const e = rep.svcEntity!;
+  const def = rep.svcTaxonomy ?? rep.svcDimension ?? rep.svcEntity!;
+  const id = str(def.id);
+  if (id.length > MAX_TAXONOMY_TEXT_CHARS) return null;
+  const name = kept(str(def.name));
+  if (rep.svcTaxonomy) return { kind: 'taxonomy', id, name, dimensions: keptIds(def.dimensions, MAX_TAXONOMY_DIMENSIONS) };
+  const localizations = keptMap(def.localizations, MAX_TAXONOMY_LOCALIZATIONS);
+  if (rep.svcDimension) return { kind: 'dimension', id, name, enumerable: def.enumerable === true, localizations };
   return {
     kind: 'entity',
-    id: str(e.id),
-    name: str(e.name),
-    localizations: stringMap(e.localizations),
-    parent: typeof e.parent === 'string' ? e.parent : null,
-    attributes: stringMap(e.attributes),
+    id,
+    name,
+    localizations,
+    parent: keptRef(typeof def.parent === 'string' ? def.parent : null),
+    attributes: keptMap(def.attributes, MAX_TAXONOMY_ATTRIBUTES),
   };
 }
 
 /**
  * The entity of a content hierarchy node: its id is the content's main alias, its parent the
  * main alias of the parent content (`parent`, resolved by the caller; the dimension for a root),
- * and its `contentType` attribute the content's type.
+ * and its `contentType` attribute the content's type. Held to the bounds of a write, as
+ * `definitionIn` (a parent reference longer than MAX_TAXONOMY_TEXT_CHARS names none).
  */
 export function hierarchyNodeOf(cid: string, head: Snapshot, type: string, node: Aspect, parent: string): EntityDef {
   const id = mainAlias(cid);
   return {
     kind: 'entity',
     id,
-    name: str(node.name, id),
-    localizations: stringMap(node.localizations),
-    parent,
-    attributes: { ...stringMap(node.attributes), contentType: type },
+    name: kept(str(node.name, id)),
+    localizations: keptMap(node.localizations, MAX_TAXONOMY_LOCALIZATIONS),
+    parent: keptRef(parent),
+    attributes: { ...keptMap(node.attributes, MAX_TAXONOMY_ATTRIBUTES), contentType: type },
     head,
   };
 }

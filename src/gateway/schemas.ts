@@ -4,6 +4,7 @@ import { UPDATE_MODES } from '../content/update-modes.js';
 import { IF_MATCH_FORM, ifMatchWellFormed, LATEST_VIEW, MAIN_NAMESPACE, MAP_KEY_RESERVED, type Aspect, type Aspects } from '../content/model.js';
 import type { Operation } from '../actors/content/content-actor.js';
 import { checkSearchDocument, invalidSearchDocument } from '../content/search-document.js';
+import { refuseOversizedDefinitions } from '../content/taxonomy.js';
 import { refuseOversizedCategorization } from '../content/variants.js';
 import { MAX_VIEWS } from '../content/views.js';
 import { indexSchema } from '../adapters/index-schema.js';
@@ -99,6 +100,7 @@ export function parseEnvelope(body: unknown): ParsedEnvelope {
   }
   if (aspects.svcSolrDocument) checkIndexable(aspects.svcSolrDocument);
   if (aspects.svcCategorization) refuseOversizedCategorization(aspects.svcCategorization);
+  refuseOversizedDefinitions(aspects);
   const operations = (parsed.data.operations ?? []).map((op) =>
     op._type === 'svcContentMetadata' ? { ...op, aspects: withTypes(op.aspects as Aspects) } : op,
   ) as Operation[];

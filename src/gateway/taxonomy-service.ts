@@ -14,6 +14,7 @@ import {
   definitionOf,
   hierarchyNodeOf,
   MAX_COMPLETIONS,
+  MAX_TAXONOMY_TEXT_CHARS,
   structureOf,
   type Sees,
   type TaxonomyModel,
@@ -234,7 +235,8 @@ export class TaxonomyService {
     const refs = new Set<string>();
     for (const c of current) {
       const parent = c?.version?.aspects[CONTENT_HIERARCHY_ASPECT]?.parent;
-      if (typeof parent === 'string' && !holders.has(parent)) refs.add(parent);
+      // A reference longer than an id (stored before the bounds) names nothing: not looked up.
+      if (typeof parent === 'string' && parent.length <= MAX_TAXONOMY_TEXT_CHARS && !holders.has(parent)) refs.add(parent);
     }
     const asked = [...refs];
     const found = await resolveContentRefs(this.d.store, asked);

@@ -1,7 +1,7 @@
 import type { ContentStore } from '../../adapters/content-store.js';
 import { AppError } from '../../errors.js';
 import { MAIN_NAMESPACE, TAXONOMY_NAMESPACE, mainAlias, type Aspect, type Aspects, type Json, type Snapshot } from '../../content/model.js';
-import { CONTENT_HIERARCHY_ASPECT, CONTENT_HIERARCHY_DIMENSION, str } from '../../content/taxonomy.js';
+import { CONTENT_HIERARCHY_ASPECT, CONTENT_HIERARCHY_DIMENSION, refuseOversizedDefinitions, str } from '../../content/taxonomy.js';
 
 /**
  * The taxonomy rules that read the store: content references resolved through aliases, whether
@@ -128,7 +128,10 @@ function categorizationIds(cat: Aspect | undefined, max: number): [string, strin
 
 /**
  * Checks the taxonomy aspects of a version about to be written to main (create, update,
- * promote), 400 with nothing written when:
+ * promote, restore, bulk lines), 400 with nothing written when:
+ * - a definition aspect or `svcContentHierarchy` passes a bound of what the taxonomy model keeps
+ *   (`refuseOversizedDefinitions`: strings of MAX_TAXONOMY_TEXT_CHARS, MAX_TAXONOMY_LOCALIZATIONS,
+ *   MAX_TAXONOMY_ATTRIBUTES, MAX_TAXONOMY_DIMENSIONS), checked before any parent is followed;
  * - `svcEntityDefinition.parent` (or `svcContentHierarchy.parent`) leads, through the parents
  *   of the stored definitions (contents), back to this entity (content): an entity has at most
  *   one parent and the hierarchy is a tree;
@@ -138,6 +141,7 @@ function categorizationIds(cat: Aspect | undefined, max: number): [string, strin
  * never show entities on a cycle, so such a pair is hidden, not looped over.
  */
 export async function checkTaxonomyAspects(store: ContentStore, cid: string, aspects: Aspects, mayRead: (head: Snapshot) => boolean): Promise<void> {
+  refuseOversizedDefinitions(aspects);
   const categorization = aspects.svcCategorization;
   if (categorization !== undefined) {
     const at = childrenOmittedAt(categorization, 'svcCategorization', 0);
