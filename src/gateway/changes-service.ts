@@ -120,9 +120,15 @@ export class ChangesService {
     this.fanout = new ChangeFanout(this.source, d.settings, d.log);
   }
 
-  /** Registers the feed's routes on the gateway's app (before its catch-all route). */
-  mount(app: uWS.TemplatedApp): void {
-    app.any(CHANGES_PATH, (res, req) => this.http(res, req));
+  /**
+   * Registers the feed's routes on the gateway's app (before its catch-all route). `framingRefused` is
+   * the gateway's check of a request's framing (server.ts `refusedFraming`), first on each route:
+   * true when it closed the connection.
+   */
+  mount(app: uWS.TemplatedApp, framingRefused: (res: uWS.HttpResponse, req: uWS.HttpRequest) => boolean): void {
+    app.any(CHANGES_PATH, (res, req) => {
+      if (!framingRefused(res, req)) this.http(res, req);
+    });
     app.ws<WsData>(CHANGES_WS_PATH, {
       compression: 0,
       // Larger than a first message may be (FIRST_MESSAGE_MAX), so that a longer one is answered
@@ -135,6 +141,7 @@ export class ChangesService {
       maxBackpressure: 16 * 1024 * 1024,
       closeOnBackpressureLimit: 1,
       upgrade: (res, req, context) => {
+        if (framingRefused(res, req)) return;
         const peer = Buffer.from(res.getRemoteAddressAsText()).toString('latin1');
         const address = limitedAddress(clientAddressOf(peer, req.getHeader('x-forwarded-for') || undefined, trustedProxies(this.d.settings.TRUSTED_PROXIES)));
         const refused =

@@ -44,6 +44,29 @@ const GATEWAY_ROUTES: Describable = {
 };
 
 /**
+ * Closes the connection of a request whose body uWS may frame otherwise than a proxy in front of
+ * it: one with more than one Content-Length header (true when it did). uWebSockets.js 20.30 takes
+ * the first, so `Content-Length: 3` and `Content-Length: 30` followed by `abcGET /smuggled …` had
+ * it answer a second request that a proxy taking the other length forwarded as the first one's
+ * body (request smuggling). Closed without an answer: uWS parses the bytes that came with the
+ * request before an ended answer closes the connection (`end(body, true)` was followed by the
+ * smuggled request's answer). It costs every request one header read; the headers are walked only
+ * when a Content-Length is there at all, never for a plain GET. Every uWS route of the gateway
+ * calls it first (the catch-all here, the change feed's in ChangesService.mount).
+ */
+export function refusedFraming(res: uWS.HttpResponse, req: uWS.HttpRequest): boolean {
+  if (req.getHeader('content-length') === '') return false;
+  let lengths = 0;
+  // uWS gives header names in lower case.
+  req.forEach((name) => {
+    if (name === 'content-length') lengths++;
+  });
+  if (lengths < 2) return false;
+  res.close();
+  return true;
+}
+
+/**
  * Every route the gateway answers, by service prefix: what the OpenAPI document is made of
  * (src/gateway/openapi.test.ts checks that each is documented). A new router goes here.
  */
@@ -116,11 +139,12 @@ export class Gateway {
     this.heads.start();
     if (this.d.engine) this.schemaLearning = learnIndexSchema(this.d.engine, this.d.log);
     const app = uWS.App();
-    this.changes.mount(app);
+    this.changes.mount(app, refusedFraming);
     // The feed's cursor key is read (or written, by the first gateway ever) now, so that no
     // request writes it, not even a refused one; a failure is tried again by the first request.
     void this.changes.source.ready().catch(() => undefined);
     app.any('/*', (res, req) => {
+      if (refusedFraming(res, req)) return;
       // File uploads and bulk imports stream from the socket instead of being collected (no
       // MAX_BODY_BYTES for the whole body; a bulk line has that limit).
       const streamed = req.getMethod() === 'post' && streamsBody(req.getUrl());

@@ -1,8 +1,10 @@
 import { randomBytes, scrypt as scryptCb, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { AppError } from '../errors.js';
 
 /**
  * Password hashes in the form `scrypt$N$r$p$saltB64$hashB64` (node:crypto scrypt).
- * Hashing runs on the libuv thread pool (async scrypt), never on the event loop.
+ * Hashing runs on the libuv thread pool (async scrypt), never on the event loop, and at most
+ * SCRYPT_CONCURRENCY hashes at once (`scrypt`), so that the pool always has threads for fs and dns.
  */
 
 /** Cost parameters of new hashes: 16 MiB and about 40 ms per hash on this kind of machine. */
@@ -30,11 +32,45 @@ interface ParsedHash {
   hash: Buffer;
 }
 
-function scrypt(password: string, salt: Buffer, keyLength: number, opts: ScryptOptions): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    scryptCb(password.normalize('NFC'), salt, keyLength, opts, (err, key) => (err ? reject(err) : resolve(key)));
-  });
+/**
+ * At most this many scrypt hashes run at once in a process; the others wait their turn, in order.
+ * Each holds one of libuv's thread-pool threads (4: UV_THREADPOOL_SIZE is not set) for ~40 ms, and
+ * the same pool runs every fs call (the disk file store: every file read and upload) and
+ * dns.lookup. Before, logins were not bounded (only failed ones count against the login limit): 10
+ * loops of login-then-logout with a reader's own password (73 logins/s) kept all 4 threads busy,
+ * and a 2-MB file GET went from 6 ms to 1.2 s (p50) for every user.
+ */
+export const SCRYPT_CONCURRENCY = 2;
+
+/**
+ * Hashes waiting for a turn past which one more is refused (503 with Retry-After) rather than
+ * queued: at ~40 ms a hash and SCRYPT_CONCURRENCY at once, the last of them waits about 2 s.
+ */
+export const SCRYPT_QUEUE_MAX = 100;
+
+/** Hashes running, and the turns of those waiting (first in, first out). */
+let running = 0;
+const waiting: (() => void)[] = [];
+
+/** The scrypt hash, once one of SCRYPT_CONCURRENCY turns is free; 503 while SCRYPT_QUEUE_MAX wait. */
+async function scrypt(password: string, salt: Buffer, keyLength: number, opts: ScryptOptions): Promise<Buffer> {
+  if (running < SCRYPT_CONCURRENCY) running++;
+  else if (waiting.length >= SCRYPT_QUEUE_MAX) throw new AppError('UNAVAILABLE', 'Too many password checks under way: retry shortly', {}, 1);
+  // The turn is handed over by the hash that ends (`running` stays as it is).
+  else await new Promise<void>((resolve) => waiting.push(resolve));
+  try {
+    return await new Promise<Buffer>((resolve, reject) => {
+      scryptCb(password.normalize('NFC'), salt, keyLength, opts, (err, key) => (err ? reject(err) : resolve(key)));
+    });
+  } finally {
+    const next = waiting.shift();
+    if (next) next();
+    else running--;
+  }
 }
+
+/** Hashes running and waiting, for tests. */
+export const scryptLoad = (): { running: number; waiting: number } => ({ running, waiting: waiting.length });
 
 /** Parses a stored hash; null when it is not one this module can verify. */
 export function parseHash(stored: string): ParsedHash | null {
