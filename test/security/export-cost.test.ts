@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { redisSettled, sentByRedis } from '../support/redis-bytes.js';
 import { Client, startIsolatedPlatform } from '../support/platform.js';
 
 /**
@@ -17,23 +18,14 @@ describe('security: what an export of content the caller may not read costs (rev
   let sports: Client;
   let reader: Client;
 
-  /** The bytes Redis sent since it started (its own Redis: nothing else reads from it). */
-  const sentByRedis = async (): Promise<number> => Number(/total_net_output_bytes:(\d+)/.exec(await p.redis.info('stats'))![1]);
-  /** Waits until Redis sends next to nothing (the indexer done with the contents just written). */
-  const settled = async () => {
-    for (let i = 0, last = await sentByRedis(); i < 50; i++) {
-      await new Promise((r) => setTimeout(r, 200));
-      const now = await sentByRedis();
-      if (now - last < 20_000) return;
-      last = now;
-    }
-  };
+  const sent = (): Promise<number> => sentByRedis(p.redis);
+  const settled = (): Promise<void> => redisSettled(p.redis);
   const exportOf = async (c: Client, query = '') => {
     await settled();
-    const before = await sentByRedis();
+    const before = await sent();
     const r = await c.req('GET', `/export${query}`);
     expect(r.status).to.equal(200);
-    return { text: r.text, lines: r.text.split('\n').filter(Boolean).length, redisBytes: (await sentByRedis()) - before };
+    return { text: r.text, lines: r.text.split('\n').filter(Boolean).length, redisBytes: (await sent()) - before };
   };
 
   before(async () => {

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { PAGE_EXAMINE_BYTES } from '../../src/gateway/change-source.js';
 import { bulk } from '../bulk/ndjson.js';
+import { redisSettled, sentByRedis } from '../support/redis-bytes.js';
 import { Client, startIsolatedPlatform, startTestPlatform } from '../support/platform.js';
 
 /**
@@ -22,16 +23,8 @@ describe("security: a feed page's weight is bounded whatever the entries weigh, 
   let p: Awaited<ReturnType<typeof startIsolatedPlatform>>;
   let sports: Client;
   let since: string;
-  const sentByRedis = async (): Promise<number> => Number(/total_net_output_bytes:(\d+)/.exec(await p.redis.info('stats'))![1]);
-  /** Until the indexer and the fan-out stopped reading what was just written. */
-  const settled = async () => {
-    for (let i = 0, last = await sentByRedis(); i < 100; i++) {
-      await new Promise((r) => setTimeout(r, 200));
-      const now = await sentByRedis();
-      if (now - last < 20_000) return;
-      last = now;
-    }
-  };
+  const sent = (): Promise<number> => sentByRedis(p.redis);
+  const settled = (): Promise<void> => redisSettled(p.redis);
 
   before(async () => {
     p = await startIsolatedPlatform({ PARTITIONS: '64' });
@@ -71,12 +64,12 @@ describe("security: a feed page's weight is bounded whatever the entries weigh, 
     await settled();
     const { w, c } = await webProcess();
     try {
-      const before = await sentByRedis();
+      const before = await sent();
       const first = await c.req('GET', `/changes?since=${since}&limit=1000`);
-      const sent = (await sentByRedis()) - before;
+      const bytes = (await sent()) - before;
       expect(first.status).to.equal(200);
-      console.log(`      Redis sent ${(sent / 2 ** 20).toFixed(1)} MiB for the first page (${first.json.changes.length} events)`);
-      expect(sent, 'Redis bytes sent for one page').to.be.below(PAGE_EXAMINE_BYTES / 2 + 2 * 2 ** 20);
+      console.log(`      Redis sent ${(bytes / 2 ** 20).toFixed(1)} MiB for the first page (${first.json.changes.length} events)`);
+      expect(bytes, 'Redis bytes sent for one page').to.be.below(PAGE_EXAMINE_BYTES / 2 + 2 * 2 ** 20);
       // Every event comes, once, over the pages that follow.
       const revisions: number[] = first.json.changes.map((e: { revision: number }) => e.revision);
       for (let last = first.json.last as string, n = 0; n < 50; n++) {
