@@ -264,16 +264,12 @@ export class ContentStore {
   /**
    * Snapshots of some revisions of one partition's contents, in order, up to the first that would
    * take what Redis sends past `budget` bytes (that one and all after it are left out); with
-   * `first`, the first is read whatever its size. One the archiver moved is read from the archive,
-   * counted once read. Bounds what a reader that examines entries it may not deliver (a change-feed
+   * `first`, the first is read whatever its size (one the archiver moved is read from the archive).
+   * Bounds what a reader that examines entries it may not deliver (a change-feed
    * page) makes Redis send and the process hold, whatever the entries' weight.
    */
-  async snapshotsWithin(
-    wanted: readonly (readonly [cid: string, rev: number])[],
-    budget: number,
-    first: boolean,
-  ): Promise<{ found: (Snapshot | null)[]; bytes: number }> {
-    if (!wanted.length) return { found: [], bytes: 0 };
+  async snapshotsWithin(wanted: readonly (readonly [cid: string, rev: number])[], budget: number, first: boolean): Promise<(Snapshot | null)[]> {
+    if (!wanted.length) return [];
     const p = this.partitionOf(wanted[0][0]);
     if (wanted.some(([cid]) => this.partitionOf(cid) !== p)) throw new Error('snapshotsWithin reads one partition');
     const got = await this.redis.hgetEachWithinBuffer(
@@ -283,16 +279,12 @@ export class ContentStore {
       first ? '1' : '0',
       ...wanted.map(([, rev]) => String(rev)),
     );
-    let bytes = 0;
-    const found = await Promise.all(
+    return Promise.all(
       got.map(async (b, i) => {
         const buf = b ?? (await this.archive.snapshotAt(p, wanted[i][0], wanted[i][1]));
-        if (!buf) return null;
-        bytes += buf.length;
-        return unpack<Snapshot>(buf);
+        return buf ? unpack<Snapshot>(buf) : null;
       }),
     );
-    return { found, bytes };
   }
 
   /** A version, from Redis or the archive; null when the content never had it. */

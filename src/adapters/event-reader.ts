@@ -35,21 +35,20 @@ export class EventReader {
    * Several entries at once: the snapshots not in memory are read in one call per partition.
    * Null for an entry this platform did not write.
    */
-  async readMany(entries: readonly Buffer[][]): Promise<(ReadEvent | null)[]> {
-    return (await this.read(entries)).read;
+  readMany(entries: readonly Buffer[][]): Promise<(ReadEvent | null)[]> {
+    return this.read(entries);
   }
 
   /**
    * The first of several entries of one partition, in order, whose snapshots not in memory make
-   * Redis send at most `budget` bytes (`bytes`: what it sent); with `first`, the first entry is read
-   * whatever its snapshots weigh. Entries after the first left out are left out too: the answer
-   * is a prefix (`read.length` entries).
+   * Redis send at most `budget` bytes; with `first`, the first entry is read whatever its
+   * snapshots weigh. Entries after the first left out are left out too: the answer is a prefix.
    */
-  readWithin(entries: readonly Buffer[][], budget: number, first: boolean): Promise<{ read: (ReadEvent | null)[]; bytes: number }> {
+  readWithin(entries: readonly Buffer[][], budget: number, first: boolean): Promise<(ReadEvent | null)[]> {
     return this.read(entries, { budget, first });
   }
 
-  private async read(entries: readonly Buffer[][], within?: { budget: number; first: boolean }): Promise<{ read: (ReadEvent | null)[]; bytes: number }> {
+  private async read(entries: readonly Buffer[][], within?: { budget: number; first: boolean }): Promise<(ReadEvent | null)[]> {
     const events = entries.map(eventOf);
     // Every snapshot the entries need, from memory or (in one call per partition) from the store.
     const have = new Map<string, Snapshot>();
@@ -66,13 +65,12 @@ export class EventReader {
       need(e.cid, e.rev);
       if (needsPrevious(e)) need(e.cid, e.rev - 1);
     }
-    let bytes = 0;
     let complete = events.length;
     if (missing.size) {
       const wanted = [...missing.values()];
       let found: (Snapshot | null)[];
       if (within) {
-        ({ found, bytes } = await this.store.snapshotsWithin(wanted, within.budget, within.first));
+        found = await this.store.snapshotsWithin(wanted, within.budget, within.first);
         if (found.length < wanted.length) {
           // Entries are complete up to the first that needs a snapshot left out.
           const [cid, rev] = wanted[found.length];
@@ -88,13 +86,12 @@ export class EventReader {
       });
     }
     const snapshot = (cid: string, rev: number): Snapshot | null => (rev < 1 ? null : (have.get(`${cid}/${rev}`) ?? null));
-    const read = events.slice(0, complete).map((event) => {
+    return events.slice(0, complete).map((event) => {
       if (!event) return null;
       const at = snapshot(event.cid, event.rev);
       const before = needsPrevious(event) ? snapshot(event.cid, event.rev - 1) : null;
       return { event, at, changes: changesOf(event, { at, before }) };
     });
-    return { read, bytes };
   }
 }
 

@@ -231,7 +231,7 @@ function withBudget(lookup: (cid: string, rev: number) => Snapshot | null, read:
       read(wanted.length);
       return wanted.map(([cid, rev]) => lookup(cid, rev));
     },
-    async snapshotsWithin(wanted: [string, number][], budget: number, first: boolean): Promise<{ found: (Snapshot | null)[]; bytes: number }> {
+    async snapshotsWithin(wanted: [string, number][], budget: number, first: boolean): Promise<(Snapshot | null)[]> {
       const found: (Snapshot | null)[] = [];
       let bytes = 0;
       for (const [i, [cid, rev]] of wanted.entries()) {
@@ -242,7 +242,7 @@ function withBudget(lookup: (cid: string, rev: number) => Snapshot | null, read:
         found.push(snapshot);
       }
       read(found.length);
-      return { found, bytes };
+      return found;
     },
   };
 }
@@ -454,9 +454,9 @@ describe('PAGE_EXAMINE_BYTES holds whatever the entries weigh (review 17)', () =
         return found;
       },
       async snapshotsWithin(wanted: [string, number][], budget: number, first: boolean) {
-        const r = await store.snapshotsWithin(wanted, budget, first);
-        for (const s of r.found) if (s) examined += snapshotBytes(s);
-        return r;
+        const found = await store.snapshotsWithin(wanted, budget, first);
+        for (const s of found) if (s) examined += snapshotBytes(s);
+        return found;
       },
     };
     return { redis, store: counted, examined: () => examined };

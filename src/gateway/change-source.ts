@@ -281,20 +281,15 @@ export class ChangeSource {
    * while there is room, else apart (SCANNED_ENTRIES).
    */
   async resolve(p: number, raw: RawEntry[], live = true): Promise<ResolvedEntry[]> {
-    return (await this.resolveWithin(p, raw, live)).entries;
+    return this.resolveWithin(p, raw, live);
   }
 
   /**
    * `resolve`, and with `within` (a page's) only the first entries whose snapshots not in memory
-   * make Redis send at most `within.budget` bytes (`bytes`), the first of all with `within.first`:
+   * make Redis send at most `within.budget` bytes, the first of all with `within.first`:
    * a prefix of `raw`.
    */
-  private async resolveWithin(
-    p: number,
-    raw: RawEntry[],
-    live: boolean,
-    within?: { budget: number; first: boolean },
-  ): Promise<{ entries: ResolvedEntry[]; bytes: number }> {
+  private async resolveWithin(p: number, raw: RawEntry[], live: boolean, within?: { budget: number; first: boolean }): Promise<ResolvedEntry[]> {
     const out: ResolvedEntry[] = new Array(raw.length);
     const ids: string[] = new Array(raw.length);
     const misses: number[] = [];
@@ -306,11 +301,9 @@ export class ChangeSource {
       if (hit) out[i] = hit;
       else misses.push(i);
     }
-    if (!misses.length) return { entries: out, bytes: 0 };
+    if (!misses.length) return out;
     const fields = misses.map((i) => raw[i][1]);
-    const { read, bytes } = within
-      ? await this.events.readWithin(fields, within.budget, within.first && misses[0] === 0)
-      : { read: await this.events.readMany(fields), bytes: 0 };
+    const read = within ? await this.events.readWithin(fields, within.budget, within.first && misses[0] === 0) : await this.events.readMany(fields);
     // Left out by the budget: the entries from the first miss not read on.
     if (read.length < misses.length) out.length = misses[read.length];
     read.forEach((r, k) => {
@@ -325,7 +318,7 @@ export class ChangeSource {
       }
       out[i] = entry;
     });
-    return { entries: out, bytes };
+    return out;
   }
 
   /** Stream entries of partition `p` after `pos` (from `pos` itself when it was delivered only in part), for a page. */
@@ -513,7 +506,7 @@ export class ChangeSource {
       /** Partitions whose round the budget cut short: next comes the first entry left out (`cutAt`). */
       const cutAt = new Map<number, FeedEntryId>();
       low.forEach((p, i) => {
-        const got = reads[i].entries;
+        const got = reads[i];
         scanned += raws[i].length;
         held[p].push(...got);
         for (const e of got) examined += (e.at ? snapshotBytes(e.at) : 0) + (e.bytes ?? 0);

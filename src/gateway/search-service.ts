@@ -60,6 +60,9 @@ function endOfObject(text: string, from: number): number {
   return -1;
 }
 
+/** Results whose content is read at once for `inlineData` (SearchService.inlineAll). */
+const INLINE_AT_ONCE = 16;
+
 /**
  * The search service: a permission-aware proxy in front of the engine's standard search
  * handler. The caller's parameters must pass the allowlist (search-params.ts, CONTRACT §20);
@@ -69,9 +72,6 @@ function endOfObject(text: string, from: number): number {
  * (reads.ts over content/visibility.ts); engine errors come back without traces or addresses (search-errors.ts).
  * Answers are JSON, or javabin for SolrJ (`wt=javabin`, passed through unread).
  */
-/** Results whose content is read at once for `inlineData` (SearchService.inlineAll). */
-const INLINE_AT_ONCE = 16;
-
 export class SearchService {
   readonly router = new Router();
   /** What the caller may see: the filters and the inlined content follow the one read rule. */
@@ -147,12 +147,12 @@ export class SearchService {
       const named = chunk.filter((c): c is { doc: Record<string, unknown>; v: NonNullable<typeof c.v> } => c.v !== null);
       for (const c of chunk) if (!c.v) c.doc._content = null;
       const sizes = await this.d.store.storedSizes(named.map(({ v }) => ({ cid: v.cid, versionKey: v.key })));
-      const heads: typeof named = [];
+      const heads: ((typeof named)[number] & { versionSize: number })[] = [];
       named.forEach((c, i) => {
         if (left < sizes[i].head) omit(c.doc);
         else {
           left -= sizes[i].head;
-          heads.push(c);
+          heads.push({ ...c, versionSize: sizes[i].version });
         }
       });
       const read = await Promise.all(heads.map(({ v }) => this.d.store.head(v.cid)));
@@ -160,13 +160,10 @@ export class SearchService {
       heads.forEach((c, i) => {
         const head = read[i];
         if (!head || !this.reads.mayReadVersion(user, head, c.v.key, now)) c.doc._content = null;
+        else if (left < c.versionSize) omit(c.doc);
         else {
-          const size = sizes[named.indexOf(c)].version;
-          if (left < size) omit(c.doc);
-          else {
-            left -= size;
-            versions.push({ c, head });
-          }
+          left -= c.versionSize;
+          versions.push({ c, head });
         }
       });
       await Promise.all(

@@ -3,6 +3,7 @@ import { pack, unpack } from '../../src/adapters/codec.js';
 import { partitionOf } from '../../src/adapters/ids.js';
 import { keys } from '../../src/adapters/redis.js';
 import type { AnyJson } from '../../src/client/index.js';
+import { type BulkLine, bulkImport } from '../../src/client/bulk.js';
 import type { Aspects, Draft, Snapshot, VersionRecord } from '../../src/content/model.js';
 import { buildTaxonomyModel, definitionOf, hierarchyNodeOf, structureOf } from '../../src/content/taxonomy.js';
 import { Client, startTestPlatform } from '../support/platform.js';
@@ -71,17 +72,7 @@ describe('security: taxonomy definitions are bounded in size (review 17)', funct
     expect(body.extraInfo, what).to.deep.include({ field, limit, found });
     expect(body.message, what).to.contain(field).and.contain(String(limit)).and.contain(String(found));
   };
-  const bulk = async (lines: unknown[]) => {
-    const r = await sports.req('POST', '/bulk', {
-      raw: lines.map((l) => `${JSON.stringify(l)}\n`).join(''),
-      headers: { 'Content-Type': 'application/x-ndjson' },
-    });
-    expect(r.status, r.text).to.equal(200);
-    return r.text
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l) as { status: number; error?: AnyJson });
-  };
+  const bulk = (lines: unknown[]) => bulkImport(sports, lines as BulkLine[]);
 
   /** One case past each bound: the aspect, the field the answer names, the bound and the figure. */
   const over: { aspect: string; value: Record<string, unknown>; field: string; limit: number; found: number }[] = [
