@@ -584,7 +584,7 @@ try {
         if (!r) throw new Error(`no result (exit ${run.code})`);
         ceilings['Lua commit'] = { figure: r.commitsPerSecond, unit: 'commits/s', p99: r.p99 };
         return {
-          workload: 'Redis Lua commit (commit-content-12.lua via ioredis)',
+          workload: 'Redis Lua commit (commit-content-n.lua via ioredis)',
           group: 'ceiling',
           figure: r.commitsPerSecond,
           unit: 'commits/s',

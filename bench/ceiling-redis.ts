@@ -1,6 +1,6 @@
 /**
  * The Redis ceiling of this machine for `npm run bench`: the round trip of the platform's own
- * commit script (src/actors/scripts/commit-content-12.lua: lease check, revision check, head,
+ * commit script (src/actors/scripts/commit-content-n.lua, one commit a call: lease check, revision check, head,
  * revision snapshot, version, version index, catalog, view history, event XADD, recorded reply)
  * through ioredis (auto-pipelined, as the platform's connection is), with msgpack blobs of the
  * sizes a create writes, `concurrency` commits in flight from one connection, for `seconds`.
@@ -23,11 +23,11 @@ if (!url) throw new Error('usage: ceiling-redis.ts <redis url> [seconds] [concur
 const SECONDS = Number(secondsArg ?? 8);
 const CONCURRENCY = Number(concurrencyArg ?? 50);
 const PARTITIONS = Number(partitionsArg ?? 64);
-const script = readFileSync(join(dirname(fileURLToPath(import.meta.url)), '..', 'src', 'actors', 'scripts', 'commit-content-12.lua'), 'utf8');
+const script = readFileSync(join(dirname(fileURLToPath(import.meta.url)), '..', 'src', 'actors', 'scripts', 'commit-content-n.lua'), 'utf8');
 
 type Commit = (...args: (string | number | Buffer)[]) => Promise<[number, number?]>;
 const redis = new Redis(url, { enableAutoPipelining: true, maxRetriesPerRequest: null });
-redis.defineCommand('commitContent', { numberOfKeys: 12, lua: script });
+redis.defineCommand('commitContent', { lua: script }); // the number of keys first: 12, one commit
 const commit = (redis as unknown as { commitContent: Commit }).commitContent.bind(redis);
 const OWNER = `bench:${process.pid}`;
 for (let p = 0; p < PARTITIONS; p++) await redis.set(`lease:{${p}}`, OWNER);
@@ -68,6 +68,7 @@ async function one(): Promise<number> {
   const p = seq % PARTITIONS;
   const t0 = performance.now();
   const res = await commit(
+    12,
     `lease:{${p}}`,
     `ct:{${p}}:${cid}`,
     `rv:{${p}}:${cid}`,

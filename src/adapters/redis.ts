@@ -79,7 +79,8 @@ export type RedisClient = (Redis | Cluster) & ScriptCommands;
  * scripts take their keys, then one argument packed by `packScriptArgs`.
  */
 export interface ScriptCommands {
-  commitContent(...keysThenArgs: [...keys: string[], args: Buffer]): Promise<[number, number?]>;
+  /** Commits of one partition (commit-content-n.lua): 12 keys a commit, then one argument a commit; two numbers a commit. */
+  commitContent(numKeys: number, ...keysThenArgs: (string | Buffer)[]): Promise<number[]>;
   renewLease(key: string, owner: string, ms: number): Promise<number>;
   /** XAUTOCLAIM of `stream` by `owner` while it holds `lease`: its answer, or null otherwise. */
   claimIfOwnerBuffer(lease: string, stream: string, owner: string, group: string, minIdleMs: number, start: string, count: number): Promise<unknown>;

@@ -8,7 +8,7 @@ import { connectRedis, packScriptArgs } from '../../src/adapters/redis.js';
 import type { ContentEvent, Draft, Snapshot, VersionRecord, ViewEvent } from '../../src/content/model.js';
 
 /**
- * The commit scripts (src/actors/scripts/commit-content-12.lua, commit-draft-4.lua) read their
+ * The commit scripts (src/actors/scripts/commit-content-n.lua, commit-draft-4.lua) read their
  * arguments from one packed map. What they store must stay what the earlier positional form
  * stored, byte for byte, in the same keys: data written before is read by the same code.
  */
@@ -124,6 +124,40 @@ describe('commit scripts: packed arguments, the same key layout and blobs (ARCHI
     });
     expect(fenced).to.deep.equal({ outcome: CommitOutcome.LeaseLost });
     expect(await redis.hget(`ct:{${p}}:${cid}`, 'rev')).to.equal('2');
+  });
+
+  it('the commits of a partition made in one turn go to Redis in a few script calls, each checked and written on its own', async () => {
+    const [first, p] = keyOnHighPartition();
+    const onP = [first];
+    while (onP.length < 43) {
+      const k = newContentKey();
+      if (partitionOf(k, P) === p) onP.push(k);
+    }
+    await redis.set(`lease:{${p}}`, owner, 'PX', 10000);
+    const now = Date.now();
+    const commitOf = (cid: string, expectedRev: number, by = owner) => {
+      const vk = newVersionKey();
+      const version: VersionRecord = { key: vk, type: 'scriptTest', aspects: { body: { _type: 'body', title: cid } }, created: now, creator: 'editor', rev: 1 };
+      const event: ContentEvent = { kind: 'created', cid, rev: 1, type: 'scriptTest', version: vk, ts: now, userId: 'editor' };
+      return store.commit({ owner: by, expectedRev, snapshot: snapshotOf(cid, 1, vk, now), version, viewEvents: [], event, commandId: newCommandId() });
+    };
+    const calls = async () => {
+      const stats = await redis.info('commandstats');
+      return [...stats.matchAll(/^cmdstat_eval(?:sha)?:calls=(\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
+    };
+    const before = await calls();
+    // 41 creates, one of a content expected at revision 3 (it is new), one by another owner.
+    const results = await Promise.all([...onP.slice(0, 41).map((cid) => commitOf(cid, 0)), commitOf(onP[41], 3), commitOf(onP[42], 0, 'someone-else')]);
+    // One call for these 43 (other tests of this process may add a few); one a commit made 43.
+    expect((await calls()) - before).to.be.below(5);
+    expect(results.slice(0, 41)).to.deep.equal(onP.slice(0, 41).map(() => ({ outcome: CommitOutcome.Committed })));
+    expect(results[41]).to.deep.equal({ outcome: CommitOutcome.RevisionMoved, rev: 0 });
+    expect(results[42]).to.deep.equal({ outcome: CommitOutcome.LeaseLost });
+    for (const cid of onP.slice(0, 41)) expect(await redis.hget(`ct:{${p}}:${cid}`, 'rev')).to.equal('1');
+    for (const cid of onP.slice(41)) expect(await redis.exists(`ct:{${p}}:${cid}`)).to.equal(0);
+    // Each event once, in the order of the commits.
+    const events = (await redis.xrevrangeBuffer(`events:{${p}}`, '+', '-', 'COUNT', 41)) as [Buffer, Buffer[]][];
+    expect(events.reverse().map(([, f]) => unpack<ContentEvent>(f[1]).cid)).to.deep.equal(onP.slice(0, 41));
   });
 
   it('a draft commit writes and removes the draft blob, records its reply, is fenced by the lease; a promote removes the draft; the summary a workspace listing reads is kept beside it and removed with it', async () => {

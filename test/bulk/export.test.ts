@@ -293,7 +293,7 @@ describe('bulk export (CONTRACT §16)', function () {
       expect(made.answers.filter((l) => l.status === 201)).to.have.length(60);
       const before = await exportChunks(c.base, editor.token!, 'types=old');
       expect(before.lines).to.equal(60);
-      // The head's version key, as commit-content-12.lua keeps it beside the snapshot.
+      // The head's version key, as commit-content-n.lua keeps it beside the snapshot.
       const cids = before.parsed.map((l) => l.id.replace('contentid/', ''));
       expect(await r.hget(`ct:{0}:${cids[0]}`, 'h')).to.equal(before.parsed[0].version.split(':')[2]);
       // Every other content as a platform before that field wrote it.

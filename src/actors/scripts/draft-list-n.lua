@@ -4,7 +4,7 @@
 -- ARGV[2] the field of its draft's summary (draftSummaryField in src/adapters/redis.ts).
 -- Answers, per content: the length of its draft on the workspace (0: none), the summary kept
 -- beside it by commit-draft-4.lua, and the content's stored snapshot (field s of
--- commit-content-12.lua): {len1, summary1, s1, len2, ...}, nil where missing (a draft stored
+-- commit-content-n.lua): {len1, summary1, s1, len2, ...}, nil where missing (a draft stored
 -- before summaries were kept has none). The keys of one partition share its hash tag, so this
 -- holds on Redis Cluster too. Read-only.
 local n = #KEYS / 2
