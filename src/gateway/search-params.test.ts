@@ -5,8 +5,19 @@ import { type IndexSchema, indexSchemaOf, parseSchemaXml } from '../content/sear
 import { AppError } from '../errors.js';
 import {
   checkSearchParams,
+  engineErrorQuery,
+  HIGHLIGHT_MAX_ANALYZED_CHARS,
   isAllowedSearchParameter,
+  MAX_GROUP_OFFSET,
   MAX_GROUPED_DOCUMENTS,
+  MAX_GROUPS,
+  MAX_HIGHLIGHTED_ROWS,
+  MAX_PARAMETER_REPEATS,
+  MAX_PHRASE_SLOP,
+  MAX_SEARCH_PARAMETERS,
+  MAX_SORT_CLAUSES,
+  MAX_SORT_VALUES,
+  MAX_STATS_FIELDS,
   MAX_VALUE_LENGTH,
   SEARCH_PARAMETER_ALLOWLIST,
   type SearchLimits,
@@ -44,7 +55,7 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
       ['df', 'title_s'],
       ['sort', 'n_i desc, score desc,id asc'],
       ['start', '100'],
-      ['rows', '1000'],
+      ['rows', '100'],
       ['fl', 'id,title_s score svc_*'],
       ['fl', '*'],
       ['facet', 'true'],
@@ -735,6 +746,285 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
       expect(engine.getAll('facet.limit')).to.deep.equal(['1000']);
       expect(engine.getAll('f.id.facet.limit')).to.deep.equal(['1000']);
       expect(engine.getAll('f.x_s.facet.limit')).to.deep.equal(['7']);
+    });
+
+    // The eighteenth session's second review: each check looked parameters up with
+    // URLSearchParams.get (a scan of all of them) once per repeated value, and nothing bounded
+    // the repetitions but the body (10 MiB).
+    const repeated = (key: string, n: number, value: (i: number) => string = () => 'id'): [string, string][] =>
+      Array.from({ length: n }, (_, i): [string, string] => [key, value(i)]);
+    const timed = <T>(f: () => T): [T, number] => {
+      const t0 = performance.now();
+      const r = f();
+      return [r, performance.now() - t0];
+    };
+
+    it('the reported bodies (80,000 facet.field with facet.limit=0: 134 s; 40,000 empty facet.range: 24.7 s) answer 400 naming MAX_PARAMETER_REPEATS in milliseconds', () => {
+      const [fields, fieldMs] = timed(() => refusal([['q', '*:*'], ['facet', 'true'], ['facet.limit', '0'], ...repeated('facet.field', 80_000)]));
+      expect(fields?.parameter).to.equal('facet.field');
+      expect(fields?.message).to.contain('MAX_PARAMETER_REPEATS').and.contain(`at most ${MAX_PARAMETER_REPEATS}`);
+      const range: [string, string][] = [
+        ['q', '*:*'],
+        ['facet', 'true'],
+        ['facet.range.start', '0'],
+        ['facet.range.end', '0'],
+        ['facet.range.gap', '1'],
+      ];
+      const [ranges, rangeMs] = timed(() => refusal([...range, ...repeated('facet.range', 40_000, () => 'version')]));
+      expect(ranges?.parameter).to.equal('facet.range');
+      expect(ranges?.message).to.contain('MAX_PARAMETER_REPEATS');
+      expect(fieldMs + rangeMs, 'milliseconds to refuse both').to.be.below(1000);
+    });
+
+    it('every repeatable parameter is given at most MAX_PARAMETER_REPEATS (100) times, stats.field MAX_STATS_FIELDS (20); a search has at most MAX_SEARCH_PARAMETERS (1000) parameters; all counted before any other check', () => {
+      for (const [key, value] of <[string, (i: number) => string][]>[
+        ['facet.field', (i) => `f${i}_s`],
+        ['facet.pivot', (i) => `a${i}_s,b_s`],
+        ['facet.range', () => 'n_i'],
+        ['group.field', (i) => `g${i}_s`],
+        ['fl', (i) => `f${i}_s`],
+      ]) {
+        expect(refusal(repeated(key, MAX_PARAMETER_REPEATS, value)), `${key} × ${MAX_PARAMETER_REPEATS}`).to.equal(null);
+        const r = refusal(repeated(key, MAX_PARAMETER_REPEATS + 1, value));
+        expect(r?.parameter, key).to.equal(key);
+        expect(r?.message, key).to.equal(`Parameter '${key}': given more than 100 times; a search may have at most 100 (MAX_PARAMETER_REPEATS)`);
+      }
+      expect(refusal(repeated('stats.field', MAX_STATS_FIELDS, (i) => `s${i}_i`))).to.equal(null);
+      const stats = refusal(repeated('stats.field', MAX_STATS_FIELDS + 1, (i) => `s${i}_i`));
+      expect(stats?.parameter).to.equal('stats.field');
+      expect(stats?.message).to.contain('MAX_STATS_FIELDS').and.contain('at most 20');
+      // per-field forms are parameters of their own: the only way past 1000 without a repetition
+      const perField = (n: number) => Array.from({ length: n }, (_, i): [string, string] => [`f.x${i}_s.facet.limit`, '1']);
+      expect(refusal(perField(MAX_SEARCH_PARAMETERS))).to.equal(null);
+      const many = refusal(perField(MAX_SEARCH_PARAMETERS + 1));
+      expect(many?.parameter).to.equal(`f.x${MAX_SEARCH_PARAMETERS}_s.facet.limit`);
+      expect(many?.message).to.contain('MAX_SEARCH_PARAMETERS').and.contain('at most 1000');
+      // before any other check: a parameter off the allowlist, or a bad value, given first is not the one named
+      expect(refusal([['mlt', 'true'], ...repeated('facet.field', 101)])?.parameter).to.equal('facet.field');
+      expect(refusal([['rows', 'x'], ...perField(1001)])?.message).to.contain('MAX_SEARCH_PARAMETERS');
+    });
+
+    it('stats.field names a field once (the engine computed every repetition: 1,000 of one field cost it 2.5-4.9 s of CPU)', () => {
+      const r = refusal([
+        ['stats', 'true'],
+        ['stats.field', 'version'],
+        ['stats.field', 'n_i'],
+        ['stats.field', ' version'],
+      ]);
+      expect(r?.parameter).to.equal('stats.field');
+      expect(r?.message).to.contain("'version' is given twice");
+      expect(refusal([['stats', 'true'], ...repeated('stats.field', 1000, () => 'version')])?.parameter).to.equal('stats.field');
+    });
+
+    it('a facet of limit 0 counts as 1 value: the engine counts the field over the whole result all the same', () => {
+      const at = { maxRangeBuckets: 1000, maxFacetValues: 5 };
+      expect(refusal([['facet', 'true'], ['facet.limit', '0'], ...repeated('facet.field', 5, (i) => `f${i}_s`)], at)).to.equal(null);
+      expect(refusal([['facet', 'true'], ['facet.limit', '0'], ...repeated('facet.field', 6, (i) => `f${i}_s`)], at)?.parameter).to.equal('facet.field');
+      // a pivot of limit 0: 1 + 1 × 1 + 1 × 1 × 1
+      expect(refusal({ facet: 'true', 'facet.limit': '0', 'facet.pivot': 'a_s,b_s,c_s' }, { maxRangeBuckets: 1000, maxFacetValues: 2 })?.parameter).to.equal(
+        'facet.pivot',
+      );
+      expect(refusal({ facet: 'true', 'facet.limit': '0', 'facet.pivot': 'a_s,b_s,c_s' }, { maxRangeBuckets: 1000, maxFacetValues: 3 })).to.equal(null);
+    });
+
+    it('grouped searches keep at most MAX_GROUPS groups, (start + rows) × group.field, and MAX_GROUPED_DOCUMENTS documents in them, × (group.offset + group.limit, at least 1); group.offset is at most MAX_GROUP_OFFSET', () => {
+      const group = (extra: [string, string][]) => [['group', 'true'], ['group.field', 'p_n_s'], ['fl', 'id'], ...extra] as [string, string][];
+      // the reported search (86 bytes): the engine's heap at 500 of its 512 MB, two at once out of memory
+      const reported = refusal(
+        group([
+          ['q', '*:*'],
+          ['rows', '1000'],
+          ['group.limit', '0'],
+          ['group.offset', '100000'],
+        ]),
+      );
+      expect(reported?.parameter).to.equal('group.offset');
+      expect(reported?.message).to.contain(`from 0 to ${MAX_GROUP_OFFSET}`);
+      const offset = refusal(
+        group([
+          ['rows', '1000'],
+          ['group.limit', '0'],
+          ['group.offset', '1000'],
+        ]),
+      );
+      expect(offset?.parameter).to.equal('group.offset');
+      expect(offset?.message).to.contain('1001000 documents').and.contain(`at most ${MAX_GROUPED_DOCUMENTS} (MAX_GROUPED_DOCUMENTS)`);
+      expect(
+        refusal(
+          group([
+            ['rows', '1000'],
+            ['group.limit', '0'],
+          ]),
+        ),
+      ).to.equal(null);
+      expect(
+        refusal(
+          group([
+            ['rows', '1000'],
+            ['group.limit', '9'],
+            ['group.offset', '1'],
+          ]),
+        ),
+      ).to.equal(null);
+      expect(
+        refusal(
+          group([
+            ['rows', '1000'],
+            ['group.limit', '1'],
+            ['group.offset', '10'],
+          ]),
+        )?.parameter,
+      ).to.equal('group.offset');
+      expect(
+        refusal(
+          group([
+            ['rows', '1000'],
+            ['group.limit', '9'],
+            ['group.offset', '2'],
+          ]),
+        )?.parameter,
+      ).to.equal('group.limit');
+      expect(
+        refusal(
+          group([
+            ['rows', '10'],
+            ['group.offset', '999'],
+          ]),
+        ),
+      ).to.equal(null);
+      // groups: 200 group.field with group.limit 0 and rows 1000 answered 26 MB for 12.7 s of the engine's CPU
+      const fields = (n: number) => repeated('group.field', n, (i) => `g${i}_s`);
+      const groups = refusal([['group', 'true'], ['rows', '1000'], ['group.limit', '0'], ...fields(100)]);
+      expect(groups?.parameter).to.equal('rows');
+      expect(groups?.message).to.contain('100000 groups').and.contain(`at most ${MAX_GROUPS} (MAX_GROUPS)`);
+      expect(refusal([['group', 'true'], ['rows', '1000'], ['group.limit', '0'], ...fields(2)])).to.equal(null);
+      expect(refusal([['group', 'true'], ['rows', '1000'], ['group.limit', '0'], ...fields(3)])?.parameter).to.equal('rows');
+      expect(refusal([['group', 'true'], ['rows', '20'], ...fields(100)])).to.equal(null);
+      // start counts: its groups are made and kept, then skipped
+      expect(
+        refusal(
+          group([
+            ['start', '1000'],
+            ['rows', '1000'],
+          ]),
+        ),
+      ).to.equal(null);
+      expect(
+        refusal(
+          group([
+            ['start', '1001'],
+            ['rows', '1000'],
+          ]),
+        )?.parameter,
+      ).to.equal('start');
+      expect(refusal(group([['start', '100000']]))?.parameter).to.equal('start');
+      expect(
+        refusal(
+          group([
+            ['start', '1000'],
+            ['rows', '1000'],
+            ['group.limit', '5'],
+          ]),
+        ),
+      ).to.equal(null);
+      expect(
+        refusal(
+          group([
+            ['start', '1000'],
+            ['rows', '1000'],
+            ['group.limit', '6'],
+          ]),
+        )?.parameter,
+      ).to.equal('group.limit');
+    });
+
+    it('a sort has at most MAX_SORT_CLAUSES clauses, the id the platform adds counted, and keeps at most MAX_SORT_VALUES values, clauses × (start + rows)', () => {
+      const clauses = (n: number) => Array.from({ length: n }, (_, i) => `f${i}_i asc`).join(',');
+      // the reported sort (1,000 clauses, start 19,000, rows 1,000: the engine out of memory, index writes failing meanwhile)
+      const reported = refusal({ q: '*:*', sort: Array(1000).fill('version asc').join(','), start: '19000', rows: '1000', fl: 'id' });
+      expect(reported?.parameter).to.equal('sort');
+      expect(reported?.message).to.contain('1001 clauses').and.contain('MAX_SORT_CLAUSES').and.contain(`at most ${MAX_SORT_CLAUSES}`);
+      expect(refusal({ sort: clauses(9) })).to.equal(null);
+      expect(refusal({ sort: clauses(10) })?.message).to.contain('11 clauses (with the id asc the platform adds');
+      expect(refusal({ sort: `${clauses(9)},id desc` })).to.equal(null);
+      expect(refusal({ sort: `${clauses(10)},id desc` })?.parameter).to.equal('sort');
+      // the deepest page of the default sort (score desc,id asc) is the bound
+      expect(MAX_SORT_VALUES).to.equal(2 * 101_000);
+      expect(refusal({ start: '100000', rows: '1000' })).to.equal(null);
+      expect(refusal({ sort: 'version desc', start: '100000', rows: '1000' })).to.equal(null);
+      const deep = refusal({ sort: 'score desc,version desc', start: '100000', rows: '1000' });
+      expect(deep?.parameter).to.equal('sort');
+      expect(deep?.message).to.contain('303000 values').and.contain('MAX_SORT_VALUES').and.contain('cursorMark');
+      expect(refusal({ sort: `${clauses(9)},id asc`, start: '19200', rows: '1000' })).to.equal(null);
+      expect(refusal({ sort: `${clauses(9)},id asc`, start: '19201', rows: '1000' })?.parameter).to.equal('sort');
+      // a cursor starts at 0: its rows count
+      expect(refusal({ sort: `${clauses(9)},id asc`, cursorMark: '*', rows: '1000' })).to.equal(null);
+    });
+
+    it('a highlighted search has at most MAX_HIGHLIGHTED_ROWS rows, and the highlighter analyses HIGHLIGHT_MAX_ANALYZED_CHARS of each field', () => {
+      // rows 1000 cost the engine 1-2.4 s and answered up to 40 MB for 77 bytes
+      for (const hl of ['true', 'on']) {
+        const r = refusal({ q: '*:*', hl, 'hl.fl': '*', rows: '1000' });
+        expect(r?.parameter, hl).to.equal('rows');
+        expect(r?.message, hl).to.contain('MAX_HIGHLIGHTED_ROWS').and.contain(`at most ${MAX_HIGHLIGHTED_ROWS}`);
+      }
+      expect(refusal({ hl: 'true', rows: '100' })).to.equal(null);
+      expect(refusal({ hl: 'false', rows: '1000' })).to.equal(null);
+      expect(engineOf({ hl: 'true' }).getAll('hl.maxAnalyzedChars')).to.deep.equal([String(HIGHLIGHT_MAX_ANALYZED_CHARS)]);
+      expect(HIGHLIGHT_MAX_ANALYZED_CHARS).to.be.below(51_200); // the engine's own default
+      expect(engineOf({ hl: 'off' }).has('hl.maxAnalyzedChars')).to.equal(false);
+      expect(refusal({ hl: 'true', 'hl.maxAnalyzedChars': '1000000' })?.parameter).to.equal('hl.maxAnalyzedChars');
+    });
+
+    it('a phrase has a slop of at most MAX_PHRASE_SLOP in q, fq and facet.query ("the the … (10×)"~100000 cost the engine 1.4-3.4 s each)', () => {
+      const the = `svc_text:"${Array(10).fill('the').join(' ')}"`;
+      for (const name of ['q', 'fq', 'facet.query']) {
+        const r = refusal([[name, `${the}~100000`]]);
+        expect(r?.parameter, name).to.equal(name);
+        expect(r?.message, name).to.contain('MAX_PHRASE_SLOP').and.contain(`at most ${MAX_PHRASE_SLOP}`);
+        for (const value of [`${the}~100`, `${the}~0100`, `${the}~100.9`, `${the}~`, '"a b"~2 AND "c d"~100', '"a b"\\~1000'])
+          expect(refusal([[name, value]]), `${name}=${value}`).to.equal(null);
+        for (const value of [`${the}~101`, '"a b"~2 AND "c d"~101', `"a"~${'9'.repeat(400)}`, '"a \\" b"~1000'])
+          expect(refusal([[name, value]])?.parameter, `${name}=${value}`).to.equal(name);
+      }
+    });
+
+    it('a javabin search the engine fails is asked again in JSON for its error with its query only: no rows, facets, stats, groups or highlighting', () => {
+      const { engine } = checkSearchParams(
+        new URLSearchParams([
+          ['q', 'svc_text:x'],
+          ['fq', 'svc_type_s:a'],
+          ['defType', 'edismax'],
+          ['qf', 'svc_text'],
+          ['sort', 'version desc'],
+          ['start', '500'],
+          ['rows', '100'],
+          ['fl', 'id'],
+          ['facet', 'true'],
+          ['facet.field', 'id'],
+          ['f.id.facet.limit', '5'],
+          ['stats', 'true'],
+          ['stats.field', 'version'],
+          ['group', 'true'],
+          ['group.field', 'p_s'],
+          ['group.limit', '10'],
+          ['hl', 'true'],
+          ['wt', 'javabin'],
+          ['version', '2'],
+        ]),
+      );
+      engine.append('fq', '{!lucene}svc_views_ss:svcPublic');
+      expect([...engineErrorQuery(engine)]).to.deep.equal([
+        ['q', 'svc_text:x'],
+        ['fq', 'svc_type_s:a'],
+        ['defType', 'edismax'],
+        ['qf', 'svc_text'],
+        ['sort', 'version desc,id asc'],
+        ['timeAllowed', '5000'],
+        ['fq', '{!lucene}svc_views_ss:svcPublic'],
+        ['rows', '0'],
+        ['wt', 'json'],
+      ]);
     });
   });
   // Sorting, faceting, grouping or stats on a field without docValues makes the engine un-invert

@@ -36,10 +36,14 @@ import { AppError } from '../errors.js';
  * given once. Per-field forms (`f.<field>.facet.limit`, ...) follow their base parameter.
  *
  * What a search costs the engine is bounded before it is sent (each past its bound answers 400
- * naming the parameter that crosses it and the setting): the clauses of q, every fq and
- * facet.query together, and among them the wildcard, prefix, regular expression and range terms
- * (checkQueryCost); the number of fq and of facet.query; the facet values asked for, a pivot's
- * whole tree counted (checkFacetValues). Every search carries a `timeAllowed`, the caller's capped
+ * naming the parameter that crosses it and the setting): first the parameters, at most
+ * MAX_SEARCH_PARAMETERS and each repeatable one at most its bound (checkRepeats), read once
+ * into a map the checks look them up in; the clauses of q, every fq and facet.query together,
+ * and among them the wildcard, prefix, regular expression and range terms (checkQueryCost), and
+ * a phrase's slop (MAX_PHRASE_SLOP); the number of fq and of facet.query; the facet values asked
+ * for, a pivot's whole tree counted (checkFacetValues); the groups and their documents
+ * (checkGroupedDocuments); the sort's clauses and the values they keep (checkSort); the rows of a
+ * highlighted search (checkHighlighting). Every search carries a `timeAllowed`, the caller's capped
  * to the default (SEARCH_TIME_ALLOWED_MS); it bounds the main query only, not the filters' term
  * expansion nor faceting, which the counts bound. Facets, sorts, groups and stats take only fields
  * of the collection's schema that keep docValues, never a tokenized (full-text) field
@@ -53,6 +57,10 @@ interface Param {
   rule: Rule;
   /** May the parameter be given more than once? */
   repeatable?: boolean;
+  /** Most times a repeatable parameter may be given, and the bound's name (MAX_PARAMETER_REPEATS unless said). */
+  maxRepeats?: [number, string];
+  /** Is a value given twice refused (the engine would do the same work again for each)? */
+  unique?: boolean;
   /** A parameter of the platform (spec "Extra parameter"), not sent to the engine. */
   own?: boolean;
 }
@@ -69,10 +77,63 @@ const refuse = (why: string): never => {
  * 400), while the checks below stay linear and cheap.
  */
 export const MAX_VALUE_LENGTH = 100_000;
-/** Deepest `start` and `group.offset`: deeper pages cost the engine memory; use cursorMark. */
+/** Deepest `start`: deeper pages cost the engine memory; use cursorMark. */
 const MAX_START = 100_000;
 /** Most rows (CONTRACT §20) and documents per group. */
 const MAX_ROWS = 1000;
+/**
+ * Most parameters of one search, every repetition counted, checked before anything else: the
+ * checks below look parameters up by name, and 80,000 `facet.field` in a 1.2 MB form body (with
+ * `facet.limit=0`, so that no facet value counted) stalled the gateway's one thread for 134 s
+ * when each lookup scanned them all (the eighteenth session's second review).
+ */
+export const MAX_SEARCH_PARAMETERS = 1000;
+/**
+ * Most times a repeatable parameter may be given (`facet.field`, `facet.pivot`, `facet.range`,
+ * `group.field`, `fl`; `fq` and `facet.query` have SEARCH_MAX_FILTER_QUERIES, `stats.field`
+ * MAX_STATS_FIELDS): each `facet.field`, range facet and `group.field` is a pass of the engine
+ * over the whole result.
+ */
+export const MAX_PARAMETER_REPEATS = 100;
+/**
+ * Most `stats.field` of one search, each named once: the engine computes each over the whole
+ * result, as often as it is given (1,000 repetitions of one field cost it 2.5-4.9 s of CPU, 5,000
+ * more than 16 s), and `timeAllowed` does not bound stats.
+ */
+export const MAX_STATS_FIELDS = 20;
+/**
+ * Most clauses of a sort, the `id asc` the platform adds to break ties (breakTiesById) counted:
+ * the engine keeps a value per clause for each of the `start + rows` best documents, and a sort
+ * of 1,000 clauses with start 19,000 and rows 1,000 ran the embedded Solr (512 MB) out of memory.
+ */
+export const MAX_SORT_CLAUSES = 10;
+/**
+ * Most sort values the engine keeps for one search, clauses × (start + rows): the deepest page of
+ * the default sort (`score desc,id asc`, 2 × (100,000 + 1,000)). Deeper pages of longer sorts: cursorMark.
+ */
+export const MAX_SORT_VALUES = 2 * (MAX_START + MAX_ROWS);
+/**
+ * Deepest `group.offset`: the engine keeps `group.offset + group.limit` documents for each group
+ * of the page, so `group.limit=0&group.offset=100000` with 1,000 groups (86 bytes) took the
+ * embedded Solr's heap to 500 of its 512 MB, and two at once ran it out of memory.
+ */
+export const MAX_GROUP_OFFSET = 1000;
+/**
+ * Most rows of a highlighted search: the engine analyses the text of every highlighted field of
+ * every row again; `rows=1000` cost it 1-2.4 s and answered up to 40 MB for a 77-byte request.
+ */
+export const MAX_HIGHLIGHTED_ROWS = 100;
+/**
+ * The `hl.maxAnalyzedChars` sent with every highlighted search (the caller cannot set it): the
+ * characters of each field the highlighter analyses, instead of the engine's 51,200.
+ */
+export const HIGHLIGHT_MAX_ANALYZED_CHARS = 10_000;
+/**
+ * Largest slop of a phrase (`"a b"~N`): the engine tries every way the phrase's words fit in a
+ * window of N positions, and `"the the … (10×)"~100000` on documents of 300 words cost it
+ * 1.4-3.4 s for one fq; `timeAllowed` does not bound a filter.
+ */
+export const MAX_PHRASE_SLOP = 100;
 /**
  * `facet.limit=-1` (every value) is sent as this limit: a facet of `id` listed every document of
  * the result (549 KB for 20,000 documents, so hundreds of MB for a newsroom's index).
@@ -80,6 +141,8 @@ const MAX_ROWS = 1000;
 export const ALL_FACET_VALUES = 1000;
 /** Solr's default `facet.limit`. */
 const DEFAULT_FACET_LIMIT = 100;
+/** The rows of a search that sends none (the select handler's default, solrconfig.xml). */
+const DEFAULT_ROWS = 10;
 /** Most levels (fields) of one `facet.pivot`: each node of a level is a facet count of the next field. */
 export const MAX_PIVOT_LEVELS = 4;
 const INT32_MAX = 2_147_483_647;
@@ -137,6 +200,11 @@ const query: Rule = (v) => {
     refuse(
       'fuzzy terms (term~) are not allowed: they expand to the closest terms of the whole index, so content the caller may not read could change which documents match',
     );
+  const slop = largestPhraseSlop(v);
+  if (slop > MAX_PHRASE_SLOP)
+    refuse(
+      `a phrase's slop ("a b"~${slop}) may be at most ${MAX_PHRASE_SLOP} (MAX_PHRASE_SLOP): the engine tries every way its words fit in so many positions`,
+    );
   return v;
 };
 
@@ -162,6 +230,35 @@ function hasFuzzyTerm(v: string): boolean {
     prev = c;
   }
   return false;
+}
+
+const SLOP_DIGITS = /\d*/y;
+/**
+ * The largest slop of a phrase in a query (`"a b"~N`, N read as the parser reads it: its digits,
+ * a fraction dropped; none is the default 0): every unescaped `~` right after a `"`, the one
+ * hasFuzzyTerm lets through. More digits than a number holds are Infinity.
+ */
+function largestPhraseSlop(v: string): number {
+  let largest = 0;
+  let prev = '';
+  for (let i = 0; i < v.length; i++) {
+    const c = v[i];
+    if (c === '\\') {
+      i++;
+      prev = 'escaped';
+      continue;
+    }
+    if (c === '~' && prev === '"') {
+      SLOP_DIGITS.lastIndex = i + 1;
+      const digits = SLOP_DIGITS.exec(v)![0];
+      if (digits) largest = Math.max(largest, Number(digits));
+      i += digits.length;
+      prev = 'slop';
+      continue;
+    }
+    prev = c;
+  }
+  return largest;
 }
 
 const fieldName = (v: string): string => {
@@ -288,6 +385,17 @@ const DEFAULT_LIMITS: Required<Omit<SearchLimits, 'now'>> = {
 const parameterRefused = (key: string, why: string): AppError => new AppError('BAD_REQUEST', `Parameter '${key}': ${why}`, { parameter: key });
 
 /**
+ * The parameters for the engine by name, read once (checkSearchParams): every check below looks
+ * them up here. URLSearchParams.get scans every parameter, so a lookup per repeated value made
+ * the checks quadratic in the repetitions (the eighteenth session's second review).
+ */
+type Values = ReadonlyMap<string, readonly string[]>;
+/** A parameter's (first) value, or null. */
+const first = (values: Values, key: string): string | null => values.get(key)?.[0] ?? null;
+/** Is a switch (`facet`, `group`, `hl`...) on? */
+const switchedOn = (values: Values, key: string): boolean => ['true', 'on'].includes(first(values, key) ?? '');
+
+/**
  * Range facets cost the engine a counted range per bucket, whatever the index holds: one anonymous
  * `facet.range.start=0&facet.range.end=10000000&facet.range.gap=1` made the embedded Solr (512 MB)
  * run out of memory, and `timeAllowed` does not bound it. So the buckets of every range facet
@@ -301,15 +409,15 @@ const parameterRefused = (key: string, why: string): AppError => new AppError('B
  * milliseconds before the engine reads it. A gap that does not move forward, bounds of another
  * kind than the gap (the engine refuses them too) and dates past what can be computed are refused.
  */
-function checkRangeBuckets(engine: URLSearchParams, limits: SearchLimits): void {
-  const fields = engine.getAll('facet.range');
+function checkRangeBuckets(values: Values, limits: SearchLimits): void {
+  const fields = values.get('facet.range') ?? [];
   if (!fields.length) return;
   const max = limits.maxRangeBuckets;
   const now = (limits.now ?? Date.now)();
   /** The parameter the engine reads for a field: the per-field form first. */
   const param = (f: string, base: string): [string, string] | null => {
     for (const key of [`f.${f}.${base}`, base]) {
-      const v = engine.get(key);
+      const v = first(values, key);
       if (v !== null) return [key, v];
     }
     return null;
@@ -550,15 +658,16 @@ const fieldCount = (v: string | null): number => (v ?? '').split(/[\s,]+/).filte
  * Solr 42 to 131 s of CPU, and `timeAllowed` does not bound a filter's term expansion. With
  * edismax or dismax, each term of q is asked of every qf field, and pf adds a phrase per field.
  */
-function checkQueryCost(engine: URLSearchParams, limits: Required<Omit<SearchLimits, 'now'>>): void {
-  const dismax = ['edismax', 'dismax'].includes(engine.get('defType') ?? '');
-  const qf = Math.max(1, fieldCount(engine.get('qf')));
+function checkQueryCost(engine: URLSearchParams, values: Values, limits: Required<Omit<SearchLimits, 'now'>>): void {
+  const dismax = ['edismax', 'dismax'].includes(first(values, 'defType') ?? '');
+  const qf = Math.max(1, fieldCount(first(values, 'qf')));
+  const pf = fieldCount(first(values, 'pf'));
   let clauses = 0;
   let multiTerms = 0;
   for (const [key, value] of engine) {
     if (!QUERY_PARAMS.has(key)) continue;
     const cost = queryCost(value);
-    const [perClause, perMultiTerm] = key === 'q' && dismax ? [qf + fieldCount(engine.get('pf')), qf] : [1, 1];
+    const [perClause, perMultiTerm] = key === 'q' && dismax ? [qf + pf, qf] : [1, 1];
     clauses += cost.clauses * perClause;
     multiTerms += cost.multiTerms * perMultiTerm;
     if (multiTerms > limits.maxMultiTerms)
@@ -579,32 +688,35 @@ function checkQueryCost(engine: URLSearchParams, limits: Required<Omit<SearchLim
  * limit (`f.<field>.facet.limit`, else `facet.limit`, else the engine's 100; `-1` was made
  * ALL_FACET_VALUES), each facet.pivot every node of its tree (the first level's limit, plus that
  * times the second's, and so on: each node but the last level's is a facet count of its own) and
- * has at most MAX_PIVOT_LEVELS levels. Past it, 400 naming the facet.field or facet.pivot that
- * crosses it. A three-level pivot at the default limit answered 115 MB, and `timeAllowed` does
- * not bound faceting. Nothing is counted when faceting is off (the engine reads no facet.* then).
+ * has at most MAX_PIVOT_LEVELS levels. A limit of 0 counts as 1: the engine still counts the
+ * field over the whole result (80,000 facets of limit 0 counted nothing). Past it, 400 naming the
+ * facet.field or facet.pivot that crosses it. A three-level pivot at the default limit answered
+ * 115 MB, and `timeAllowed` does not bound faceting. Nothing is counted when faceting is off (the
+ * engine reads no facet.* then).
  */
-function checkFacetValues(engine: URLSearchParams, limits: Required<Omit<SearchLimits, 'now'>>): void {
-  if (!['true', 'on'].includes(engine.get('facet') ?? '')) return;
+function checkFacetValues(engine: URLSearchParams, values: Values, limits: Required<Omit<SearchLimits, 'now'>>): void {
+  if (!switchedOn(values, 'facet')) return;
   const max = limits.maxFacetValues;
-  const limitOf = (field: string): number => Number(engine.get(`f.${field}.facet.limit`) ?? engine.get('facet.limit') ?? DEFAULT_FACET_LIMIT);
+  const limitOf = (field: string): number =>
+    Math.max(1, Number(first(values, `f.${field}.facet.limit`) ?? first(values, 'facet.limit') ?? DEFAULT_FACET_LIMIT));
   let total = 0;
   for (const [key, value] of engine) {
-    let values: number;
+    let count: number;
     let what: string;
     if (key === 'facet.field') {
-      values = limitOf(value);
-      what = `facet '${value}' asks for ${values} values (its facet.limit)`;
+      count = limitOf(value);
+      what = `facet '${value}' asks for ${count} values (its facet.limit, at least 1)`;
     } else if (key === 'facet.pivot') {
       const fields = value.split(/[\s,]+/).filter(Boolean);
       if (fields.length > MAX_PIVOT_LEVELS)
         throw parameterRefused(key, `the pivot '${value}' has ${fields.length} levels; a pivot may have at most ${MAX_PIVOT_LEVELS}`);
       const levels = fields.map(limitOf);
       let width = 1;
-      values = 0;
-      for (const limit of levels) values += width *= limit;
-      what = `pivot '${value}' asks for up to ${values} values (facet.limit ${levels.join(', ')} at its levels)`;
+      count = 0;
+      for (const limit of levels) count += width *= limit;
+      what = `pivot '${value}' asks for up to ${count} values (facet.limit ${levels.join(', ')} at its levels, each at least 1)`;
     } else continue;
-    total += values;
+    total += count;
     if (total > max)
       throw parameterRefused(
         key,
@@ -614,23 +726,74 @@ function checkFacetValues(engine: URLSearchParams, limits: Required<Omit<SearchL
 }
 
 /**
- * Most documents one grouped search answers: each group.field makes `rows` groups of up to
- * `group.limit` documents, so rows 1000 with group.limit 1000 answered up to a million (rows 1000
- * and group.limit 10, or 100 and 100, fit). Past it, 400 naming group.limit.
+ * Most documents in the groups one grouped search makes the engine keep: each group.field keeps
+ * its `start + rows` best groups, and in each of them its `group.offset + group.limit` best
+ * documents, so rows 1000 with group.limit 1000 asked for up to a million (rows 1000 and
+ * group.limit 10, or 100 and 100, fit), and `group.limit=0` with a deep `group.offset` ran the
+ * engine out of memory answering nothing. A group counts at least one document: the engine
+ * collects each group's documents whatever the limit. Past it, 400 naming the parameter.
  */
 export const MAX_GROUPED_DOCUMENTS = 10_000;
+/**
+ * Most groups one grouped search makes the engine keep, `start + rows` per group.field: each
+ * costs it a collector of its own, whatever its documents (200 group.field with group.limit 0 and
+ * rows 1000 answered 26 MB for 12.7 s of its CPU; 10,000 groups, which the documents' bound let
+ * through with group.limit 1, took 3-5 s on 20,000 documents, 1,000 groups 0.5 s). A page of
+ * 1,000 groups of two fields, or the second page of 1,000 groups of one, fits.
+ */
+export const MAX_GROUPS = 2000;
 
-function checkGroupedDocuments(engine: URLSearchParams): void {
-  if (!['true', 'on'].includes(engine.get('group') ?? '')) return;
-  const fields = Math.max(1, engine.getAll('group.field').length);
-  const rows = Number(engine.get('rows') ?? 10);
-  const limit = Number(engine.get('group.limit') ?? 1);
-  const documents = fields * rows * limit;
+function checkGroupedDocuments(values: Values): void {
+  if (!switchedOn(values, 'group')) return;
+  const fields = Math.max(1, values.get('group.field')?.length ?? 0);
+  const start = Number(first(values, 'start') ?? 0);
+  const rows = Number(first(values, 'rows') ?? DEFAULT_ROWS);
+  const offset = Number(first(values, 'group.offset') ?? 0);
+  const limit = Number(first(values, 'group.limit') ?? 1);
+  const groups = fields * (start + rows);
+  const perGroup = offset + Math.max(1, limit);
+  const page = `${fields} group.field × (start ${start} + rows ${rows})`;
+  if (groups > MAX_GROUPS)
+    throw parameterRefused(start > rows ? 'start' : 'rows', `the grouped search asks for up to ${groups} groups (${page}); at most ${MAX_GROUPS} (MAX_GROUPS)`);
+  const documents = groups * perGroup;
   if (documents > MAX_GROUPED_DOCUMENTS)
     throw parameterRefused(
-      'group.limit',
-      `the grouped search asks for up to ${documents} documents (${fields} group.field × rows ${rows} × group.limit ${limit}); at most ${MAX_GROUPED_DOCUMENTS}`,
+      offset > limit ? 'group.offset' : 'group.limit',
+      `the grouped search asks for up to ${documents} documents (${page} × (group.offset ${offset} + group.limit ${limit}, at least 1)); at most ${MAX_GROUPED_DOCUMENTS} (MAX_GROUPED_DOCUMENTS)`,
     );
+}
+
+/**
+ * A sort has at most MAX_SORT_CLAUSES clauses, the platform's tie-breaker counted, and keeps at
+ * most MAX_SORT_VALUES values, clauses × (start + rows) (with cursorMark, start is 0): the
+ * engine keeps every clause's value of each of the `start + rows` best documents. Past either,
+ * 400 naming sort.
+ */
+function checkSort(sort: string, values: Values): void {
+  const clauses = sort.split(',').length;
+  const added = first(values, 'sort') === sort ? '' : ' (with the id asc the platform adds to break ties)';
+  if (clauses > MAX_SORT_CLAUSES)
+    throw parameterRefused('sort', `the sort has ${clauses} clauses${added}; a sort may have at most ${MAX_SORT_CLAUSES} (MAX_SORT_CLAUSES)`);
+  const start = Number(first(values, 'start') ?? 0);
+  const rows = Number(first(values, 'rows') ?? DEFAULT_ROWS);
+  const kept = clauses * (start + rows);
+  if (kept > MAX_SORT_VALUES)
+    throw parameterRefused(
+      'sort',
+      `the sort keeps ${kept} values (${clauses} clauses${added} × (start ${start} + rows ${rows})); at most ${MAX_SORT_VALUES} (MAX_SORT_VALUES): sort on fewer fields, or page with cursorMark`,
+    );
+}
+
+/** A highlighted search has at most MAX_HIGHLIGHTED_ROWS rows (400 naming rows), and the highlighter analyses HIGHLIGHT_MAX_ANALYZED_CHARS of each field. */
+function checkHighlighting(engine: URLSearchParams, values: Values): void {
+  if (!switchedOn(values, 'hl')) return;
+  const rows = Number(first(values, 'rows') ?? DEFAULT_ROWS);
+  if (rows > MAX_HIGHLIGHTED_ROWS)
+    throw parameterRefused(
+      'rows',
+      `a highlighted search (hl=${first(values, 'hl')}) may have at most ${MAX_HIGHLIGHTED_ROWS} rows (MAX_HIGHLIGHTED_ROWS): the engine analyses the text of every row again`,
+    );
+  engine.set('hl.maxAnalyzedChars', String(HIGHLIGHT_MAX_ANALYZED_CHARS));
 }
 
 /** What each parameter that names fields for their values does with them (named in its refusal). */
@@ -738,11 +901,11 @@ export const SEARCH_PARAMETER_ALLOWLIST: Readonly<Record<string, Param>> = {
   'facet.prefix': { rule: anyText },
   'facet.mincount': { rule: mincount },
   stats: { rule: bool },
-  'stats.field': { rule: field, repeatable: true },
+  'stats.field': { rule: field, repeatable: true, maxRepeats: [MAX_STATS_FIELDS, 'MAX_STATS_FIELDS'], unique: true },
   group: { rule: bool },
   'group.field': { rule: field, repeatable: true },
   'group.limit': { rule: integer(0, MAX_ROWS) },
-  'group.offset': { rule: integer(0, MAX_START) },
+  'group.offset': { rule: integer(0, MAX_GROUP_OFFSET) },
   hl: { rule: bool },
   'hl.fl': { rule: list(fieldOrGlob, 'fields') },
   'hl.snippets': { rule: integer(0, 100) },
@@ -785,6 +948,55 @@ export function isAllowedSearchParameter(key: string): boolean {
   return entryOf(key) !== undefined;
 }
 
+/**
+ * Before any other check: at most MAX_SEARCH_PARAMETERS parameters, and each repeatable one at
+ * most its bound (fq and facet.query SEARCH_MAX_FILTER_QUERIES, stats.field MAX_STATS_FIELDS, any
+ * other MAX_PARAMETER_REPEATS); past one, 400 naming the parameter that crosses it and the bound.
+ * Counted in one pass, so what the checks after it cost grows with these bounds, not with the body.
+ */
+function checkRepeats(params: URLSearchParams, limits: Required<Omit<SearchLimits, 'now'>>): void {
+  const given = new Map<string, number>();
+  let count = 0;
+  for (const [key] of params) {
+    if (++count > MAX_SEARCH_PARAMETERS)
+      throw parameterRefused(
+        key,
+        `the search has more than ${MAX_SEARCH_PARAMETERS} parameters (each repetition counted); a search may have at most ${MAX_SEARCH_PARAMETERS} (MAX_SEARCH_PARAMETERS)`,
+      );
+    const times = (given.get(key) ?? 0) + 1;
+    given.set(key, times);
+    const entry = entryOf(key);
+    if (!entry?.repeatable) continue;
+    // Each fq and facet.query is a query the engine runs on its own (a filter is a set of every
+    // matching document, kept in its filter cache): so many, and no more, per search.
+    const [max, bound] =
+      key === 'fq' || key === 'facet.query'
+        ? [limits.maxFilterQueries, 'SEARCH_MAX_FILTER_QUERIES']
+        : (entry.maxRepeats ?? [MAX_PARAMETER_REPEATS, 'MAX_PARAMETER_REPEATS']);
+    if (times > max) throw parameterRefused(key, `given more than ${max} times; a search may have at most ${max} (${bound})`);
+  }
+}
+
+/** The parameters that decide whether the engine takes a search's query (its parse errors, its refusals). */
+const QUERY_ONLY = ['q', 'fq', 'defType', 'qf', 'pf', 'mm', 'q.op', 'df', 'sort', 'cursorMark', 'timeAllowed'];
+
+/**
+ * The JSON search that asks the engine why a javabin search failed (SearchService.passBinary: a
+ * javabin error cannot be cleaned without a decoder): the query's parameters only (the caller's
+ * and the platform's filters among them), no rows, and no facets, stats, grouping or
+ * highlighting. Before, the whole search was asked again, so one that had run the engine out of
+ * memory ran twice (the eighteenth session's second review). The engine parses and runs the
+ * query as before, so its refusal (a syntax error, a query too complex) answers the same; an
+ * error of the rest answers with the first status alone.
+ */
+export function engineErrorQuery(engine: URLSearchParams): URLSearchParams {
+  const out = new URLSearchParams();
+  for (const [key, value] of engine) if (QUERY_ONLY.includes(key)) out.append(key, value);
+  out.set('rows', '0');
+  out.set('wt', 'json');
+  return out;
+}
+
 /** The answer formats of the search proxy. */
 export type SearchFormat = 'json' | 'javabin';
 
@@ -818,23 +1030,15 @@ export function checkSearchParams(
   schema?: IndexSchema,
 ): SearchRequest {
   const limits = { ...DEFAULT_LIMITS, ...searchLimits };
+  checkRepeats(params, limits);
   const engine = new URLSearchParams();
+  const values = new Map<string, string[]>();
   const seen = new Set<string>();
-  const given = new Map<string, number>();
   for (const [key, value] of params) {
     const entry = entryOf(key);
     if (!entry) throw new AppError('BAD_REQUEST', `Parameter '${key}' is not allowed through the search service`, { parameter: key });
     if (seen.has(key) && !entry.repeatable) throw new AppError('BAD_REQUEST', `Parameter '${key}' may be given once`, { parameter: key });
     seen.add(key);
-    // Each fq and facet.query is a query the engine runs on its own (a filter is a set of every
-    // matching document, kept in its filter cache): so many, and no more, per search.
-    const times = (given.get(key) ?? 0) + 1;
-    given.set(key, times);
-    if ((key === 'fq' || key === 'facet.query') && times > limits.maxFilterQueries)
-      throw parameterRefused(
-        key,
-        `given more than ${limits.maxFilterQueries} times; a search may have at most ${limits.maxFilterQueries} (SEARCH_MAX_FILTER_QUERIES)`,
-      );
     let checked: string;
     try {
       checkAnyValue(value);
@@ -843,7 +1047,12 @@ export function checkSearchParams(
       if (!(e instanceof Refused)) throw e;
       throw parameterRefused(key, e.message);
     }
-    if (!entry.own) engine.append(key, checked);
+    if (entry.own) continue;
+    const given = values.get(key);
+    if (entry.unique && given?.includes(checked)) throw parameterRefused(key, `'${checked}' is given twice: the engine would do the same work again for each`);
+    if (given) given.push(checked);
+    else values.set(key, [checked]);
+    engine.append(key, checked);
   }
   // The select handler's default field (svc_text, solrconfig.xml) would satisfy the engine, but
   // the rule stays: it does not depend on how a given collection is configured (a SolrCloud
@@ -861,14 +1070,16 @@ export function checkSearchParams(
     throw new AppError('BAD_REQUEST', `Parameter 'inlineData' needs wt=json: the platform adds the content to a JSON answer only`, {
       parameter: 'inlineData',
     });
-  checkRangeBuckets(engine, limits);
-  checkQueryCost(engine, limits);
-  checkFacetValues(engine, limits);
-  checkGroupedDocuments(engine);
+  checkRangeBuckets(values, limits);
+  checkQueryCost(engine, values, limits);
+  checkFacetValues(engine, values, limits);
+  checkGroupedDocuments(values);
+  checkHighlighting(engine, values);
   if (schema) checkFieldUses(engine, schema);
   // Facets count only the result: a term with no document in it is never listed.
   if (!engine.has('facet.mincount')) engine.set('facet.mincount', '1');
   breakTiesById(engine);
+  checkSort(engine.get('sort')!, values);
   // Every search has a time: the caller's, at most the default (0 would be none to the engine).
   const asked = Number(engine.get('timeAllowed') ?? 0);
   engine.set('timeAllowed', String(asked > 0 ? Math.min(asked, limits.timeAllowedMs) : limits.timeAllowedMs));

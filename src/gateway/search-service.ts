@@ -12,7 +12,7 @@ import { contentEnvelope } from './envelope.js';
 import type { Exchange } from './http.js';
 import { Reads } from './reads.js';
 import { Router, type Params } from './router.js';
-import { checkSearchParams } from './search-params.js';
+import { checkSearchParams, engineErrorQuery } from './search-params.js';
 import { engineErrorAnswer, noCollection } from './search-errors.js';
 import { composeVariant } from './variant-reads.js';
 
@@ -187,8 +187,9 @@ export class SearchService {
    * A javabin answer (SolrJ's default format) goes to the caller as the engine wrote it, with its
    * content type: the query, and so the filters, are those of a JSON request; only the writer
    * differs. An engine error in javabin cannot be cleaned of traces and addresses (CONTRACT §20)
-   * without a decoder, so the same request is asked again in JSON and its cleaned error answers
-   * (as JSON, which SolrJ reports with the body's text).
+   * without a decoder, so the engine is asked again in JSON, its query alone with no rows
+   * (engineErrorQuery: a search that ran it out of memory does not run twice), and its cleaned
+   * error answers (as JSON, which SolrJ reports with the body's text).
    */
   private async passBinary(x: Exchange, engine: SolrEngine, collection: string, params: URLSearchParams): Promise<void> {
     const res = await engine.selectBytes(collection, params);
@@ -196,9 +197,7 @@ export class SearchService {
       x.send(200, [['Content-Type', res.contentType]], res.body);
       return;
     }
-    params.set('wt', 'json');
-    params.delete('version');
-    const again = await engine.select(collection, params);
+    const again = await engine.select(collection, engineErrorQuery(params));
     const answer = engineErrorAnswer(collection, again.status === 200 ? { status: res.status, contentType: '', body: '' } : again);
     x.sendJson(answer.status, answer.body);
   }

@@ -1,5 +1,7 @@
 import { expect } from 'chai';
+import http from 'node:http';
 import { createRequire } from 'node:module';
+import type { AddressInfo } from 'node:net';
 import { startTestPlatform } from '../support/platform.js';
 import { ensureTestSolr } from '../support/solr.js';
 
@@ -341,6 +343,62 @@ describe('search cost: counted and bounded before the engine is asked; every sea
     expect(answer.responseHeader?.partialResults).to.equal(true);
   });
 
+  it('the second review of the eighteenth session: repeated parameters, deep groups, long sorts, repeated stats, highlighting of many rows and sloppy phrases answer 400 naming the bound, without asking the engine', async () => {
+    const before = await selects();
+    const times = (n: number, key: string, value: (i: number) => string): [string, string][] =>
+      Array.from({ length: n }, (_, i): [string, string] => [key, value(i)]);
+    // 20,000 facet.field of limit 0 in a form body: before, every check scanned every parameter
+    // once per facet (80,000 stalled the gateway for 134 s, 20,000 about 7 s)
+    const t0 = Date.now();
+    const facets = await search([['q', '*:*'], ['facet', 'true'], ['facet.limit', '0'], ...times(20_000, 'facet.field', () => 'id')]);
+    const facetsMs = Date.now() - t0;
+    refused(facets, 'facet.field', 'MAX_PARAMETER_REPEATS', `20,000 facet.field (${facetsMs} ms)`);
+    expect(facetsMs, '20,000 facet.field refused within').to.be.below(2000);
+    for (const [params, parameter, bound] of <[[string, string][], string, string][]>[
+      // per-field forms are parameters of their own: the one way past 1,000 without a repetition
+      [times(1001, 'f', () => '1').map(([, v], i): [string, string] => [`f.x${i}_s.facet.limit`, v]), 'f.x1000_s.facet.limit', 'MAX_SEARCH_PARAMETERS'],
+      // the engine's heap at 500 of its 512 MB for 86 bytes (group.offset 100,000), here 1,000,000 documents
+      [
+        [['q', '*:*'], scope, ['group', 'true'], ['group.field', 'cost_n_s'], ['rows', '1000'], ['group.limit', '0'], ['group.offset', '1000']],
+        'group.offset',
+        'MAX_GROUPED_DOCUMENTS',
+      ],
+      [[['q', '*:*'], scope, ['group', 'true'], ['rows', '1000'], ['group.limit', '0'], ...times(3, 'group.field', () => 'cost_n_s')], 'rows', 'MAX_GROUPS'],
+      [[['q', '*:*'], scope, ['sort', Array(1000).fill('version asc').join(',')], ['fl', 'id']], 'sort', 'MAX_SORT_CLAUSES'],
+      [[['q', '*:*'], scope, ['sort', 'cost_n_s asc,version desc'], ['start', '100000'], ['rows', '1000']], 'sort', 'MAX_SORT_VALUES'],
+      [[['q', '*:*'], scope, ['rows', '0'], ['stats', 'true'], ...times(1000, 'stats.field', () => 'version')], 'stats.field', 'MAX_STATS_FIELDS'],
+      [[['q', '*:*'], scope, ['rows', '0'], ['stats', 'true'], ...times(2, 'stats.field', () => 'version')], 'stats.field', 'given twice'],
+      [[['q', '*:*'], scope, ['hl', 'true'], ['rows', '1000']], 'rows', 'MAX_HIGHLIGHTED_ROWS'],
+      [
+        [
+          ['q', '*:*'],
+          ['fq', `svc_text:"${Array(10).fill('abc0').join(' ')}"~100000`],
+          ['rows', '0'],
+        ],
+        'fq',
+        'MAX_PHRASE_SLOP',
+      ],
+    ])
+      refused(await search(params), parameter, bound, `${parameter} ${bound}`);
+    expect(await selects(), 'the engine was asked').to.equal(before);
+
+    // within the bounds, answered
+    const ok = await search([
+      ['q', 'svc_text:a* OR svc_text:"abc0 def"~100'],
+      scope,
+      ['rows', '100'],
+      ['sort', 'cost_n_s asc,version desc,score desc'],
+      ['hl', 'true'],
+      ['hl.fl', 'svc_text'],
+      ['stats', 'true'],
+      ['stats.field', 'version'],
+    ]);
+    expect(ok.status, JSON.stringify(ok.json).slice(0, 300)).to.equal(200);
+    expect(ok.json.response!.docs).to.have.length(100);
+    const grouped = await search([['q', '*:*'], scope, ['group', 'true'], ['group.field', 'cost_n_s'], ['rows', '1000'], ['group.limit', '0'], ['fl', 'id']]);
+    expect(grouped.status, JSON.stringify(grouped.json).slice(0, 300)).to.equal(200);
+  });
+
   it('a client nobody here wrote (solr-client) gets the 400 of a search past a bound as an error, and the answer of one within it', async () => {
     const u = new URL(p.url);
     const client = solrClient.createClient({ host: u.hostname, port: Number(u.port), path: '/search-service', core: 'content' });
@@ -353,5 +411,80 @@ describe('search cost: counted and bounded before the engine is asked; every sea
     // (solr-client keeps the status, not the body that names the parameter and the setting)
     expect((err as Error & { statusCode?: number }).statusCode).to.equal(400);
     expect((await client.searchAsync(query('cost_a_ss,cost_b_ss'))).response.numFound).to.equal(DOCS);
+  });
+});
+
+describe('a javabin search the engine fails is asked again in JSON for its error, its query alone (SECURITY.md "Search service")', function () {
+  this.timeout(60_000);
+  /** An engine that fails every search (javabin: an opaque body; JSON: the error), and records what it was asked. */
+  const asked: URLSearchParams[] = [];
+  let engine: http.Server;
+  let p: Awaited<ReturnType<typeof startTestPlatform>>;
+  before(async () => {
+    engine = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const path = new URL(req.url ?? '/', 'http://x').pathname;
+        const json = (status: number, body: unknown) => {
+          res.writeHead(status, { 'Content-Type': 'application/json;charset=utf-8' });
+          res.end(JSON.stringify(body));
+        };
+        if (path.endsWith('/admin/ping')) return json(200, { status: 'OK' });
+        if (!path.endsWith('/select')) return json(404, { error: { msg: 'not found', code: 404 } });
+        const params = new URLSearchParams(Buffer.concat(chunks).toString('utf8'));
+        asked.push(params);
+        if (params.get('wt') === 'javabin') {
+          res.writeHead(500, { 'Content-Type': 'application/octet-stream' });
+          return void res.end(Buffer.from([2, 0xa2, 0xe0]));
+        }
+        json(500, { responseHeader: { status: 500, QTime: 1 }, error: { msg: 'java.lang.OutOfMemoryError: Java heap space', code: 500 } });
+      });
+    });
+    await new Promise<void>((resolve) => engine.listen(0, '127.0.0.1', resolve));
+    p = await startTestPlatform({ SOLR_URL: `http://127.0.0.1:${(engine.address() as AddressInfo).port}/solr` }, ['web']);
+  });
+  after(async () => {
+    await p?.stop();
+    engine?.closeAllConnections();
+    await new Promise((resolve) => engine?.close(resolve));
+  });
+
+  it('no rows, facets, stats, groups or highlighting: before, the whole search was asked again, so one that ran the engine out of memory ran twice', async () => {
+    const r = await fetch(`${p.url}/search-service/content/select`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams([
+        ['q', 'svc_text:election'],
+        ['fq', 'svc_type_s:article'],
+        ['sort', 'version desc'],
+        ['start', '100'],
+        ['rows', '100'],
+        ['facet', 'true'],
+        ['facet.field', 'svc_type_s'],
+        ['stats', 'true'],
+        ['stats.field', 'version'],
+        ['group', 'true'],
+        ['group.field', 'svc_type_s'],
+        ['group.limit', '10'],
+        ['hl', 'true'],
+        ['wt', 'javabin'],
+        ['version', '2'],
+      ]).toString(),
+    });
+    const body = (await r.json()) as { message?: string };
+    expect(r.status).to.equal(500);
+    expect(body.message).to.equal('Java heap space');
+    expect(asked, 'requests to the engine').to.have.length(2);
+    const [first, again] = asked;
+    expect(first.get('wt')).to.equal('javabin');
+    expect(first.get('group.limit')).to.equal('10');
+    expect([...again.keys()].filter((k, i, all) => all.indexOf(k) === i)).to.have.members(['q', 'fq', 'sort', 'timeAllowed', 'rows', 'wt']);
+    expect(again.get('rows')).to.equal('0');
+    expect(again.get('wt')).to.equal('json');
+    expect(again.get('q')).to.equal(first.get('q'));
+    // the caller's and the platform's filters and the sort, as the engine parsed them the first time
+    expect(again.getAll('fq')).to.deep.equal(first.getAll('fq')).and.to.have.length.above(1);
+    expect(again.get('sort')).to.equal('version desc,id asc');
   });
 });
