@@ -883,7 +883,7 @@ try {
       const pairs: [string, string][] = [];
       for (const a of versions) for (const b of versions) if (a !== b) pairs.push([a, b]);
       const pct = (xs: number[], q: number) => round2([...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * q))]);
-      const { aspectsDiff } = await import('../src/gateway/revisions-service.js');
+      const { aspectsDiff } = await import('../src/gateway/compare-render.js');
       const diffs: number[] = [];
       for (let n = 0; n < 300; n++) {
         const [a, b] = [doc(1), doc(n + 2)];

@@ -149,6 +149,26 @@ export class ContentStore {
   }
 
   /**
+   * Per content whether it exists and is not deleted (`heads` answering a snapshot not deleted),
+   * without reading the snapshots: the field `d` the commit keeps beside each, in one script call
+   * per partition and BATCH contents (live-heads-n.lua). What it costs does not depend on what the
+   * contents hold; reading whole heads for this made one anonymous search in the variant
+   * svcIndexing make Redis send 331 MB (SECURITY.md). A head committed by an older build has no
+   * `d`: its snapshot is read and decoded, as before.
+   */
+  async liveContents(cids: readonly string[]): Promise<boolean[]> {
+    const out: boolean[] = new Array(cids.length).fill(false);
+    await this.eachBatch(cids, async (p, idx) => {
+      const found = await this.redis.liveHeadsBuffer(idx.length, ...idx.map((i) => keys.content(p, cids[i])));
+      idx.forEach((i, k) => {
+        const v = found[k];
+        out[i] = Buffer.isBuffer(v) ? !unpack<Snapshot>(v).deleted : v === 1;
+      });
+    });
+    return out;
+  }
+
+  /**
    * Per content its current snapshot and, unless it is deleted, the version its head names (from
    * the archive when moved there); null where the content never existed. One script call per
    * partition and BATCH contents (the export's read), a version Redis no longer holds read after.
@@ -310,9 +330,14 @@ export class ContentStore {
 
   /** A version and the bytes of its stored form (for caches bounded by size); null as for version(). */
   async versionSized(cid: string, versionKey: string): Promise<{ record: VersionRecord; bytes: number } | null> {
-    const p = this.partitionOf(cid);
-    const buf = (await this.redis.hgetBuffer(keys.versions(p, cid), versionKey)) ?? (await this.archive.version(p, cid, versionKey));
+    const buf = await this.storedVersion(cid, versionKey);
     return buf ? { record: unpack<VersionRecord>(buf), bytes: buf.length } : null;
+  }
+
+  /** A version as stored (MessagePack), from Redis or the archive; null when the content never had it. */
+  async storedVersion(cid: string, versionKey: string): Promise<Buffer | null> {
+    const p = this.partitionOf(cid);
+    return (await this.redis.hgetBuffer(keys.versions(p, cid), versionKey)) ?? (await this.archive.version(p, cid, versionKey));
   }
 
   /** Every history entry, oldest first: the archived ones, then those Redis holds. */
@@ -390,6 +415,7 @@ export class ContentStore {
       rev: c.snapshot.rev,
       snapshot: pack(c.snapshot),
       head: c.snapshot.head,
+      deleted: c.snapshot.deleted === true,
       versionKey: v?.key,
       version: v && pack(v),
       versionIndexEntry:
@@ -591,6 +617,25 @@ export class ContentStore {
 
   async removeFromWorkspace(workspace: string, cid: string): Promise<void> {
     await this.redis.srem(keys.workspace(workspace), cid);
+  }
+
+  /**
+   * A content's current snapshot and its stored size, read only when Redis holds it within
+   * `budget` bytes (HSTRLEN before the read, hget-each-within-n.lua): a larger one is neither sent
+   * nor decoded. Null then, and where the content never existed. For a reader whose work must not
+   * grow with what content it may not read holds (the parent check of a taxonomy write).
+   */
+  async headWithin(cid: string, budget: number): Promise<{ head: Snapshot; bytes: number } | null> {
+    const key = keys.content(this.partitionOf(cid), cid);
+    const [buf] = await this.redis.hgetEachWithinBuffer(1, key, String(Math.max(0, Math.floor(budget))), '0', 's');
+    return buf ? { head: unpack<Snapshot>(buf), bytes: buf.length } : null;
+  }
+
+  /** A version and its stored size within `budget` bytes, as `headWithin`: null also for one only the archive holds (not read there). */
+  async versionWithin(cid: string, versionKey: string, budget: number): Promise<{ record: VersionRecord; bytes: number } | null> {
+    const key = keys.versions(this.partitionOf(cid), cid);
+    const [buf] = await this.redis.hgetEachWithinBuffer(1, key, String(Math.max(0, Math.floor(budget))), '0', versionKey);
+    return buf ? { record: unpack<VersionRecord>(buf), bytes: buf.length } : null;
   }
 }
 

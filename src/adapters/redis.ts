@@ -107,6 +107,12 @@ export interface ScriptCommands {
   /** Field ARGV[i] of hash KEYS[i] for every i, in one call (keys of one partition). */
   hgetEachBuffer(numKeys: number, ...keysThenFields: string[]): Promise<(Buffer | null)[]>;
   /**
+   * Per head hash (keys of one partition): 1 when the content exists and is not deleted, 0 when it
+   * is deleted or never existed, its snapshot where the head has no `d` (written by an older
+   * build); the snapshot is not read otherwise (live-heads-n.lua).
+   */
+  liveHeadsBuffer(numKeys: number, ...keys: string[]): Promise<(number | Buffer)[]>;
+  /**
    * Field ARGV[i] of hash KEYS[i] for every i (keys of one partition), in one call, up to the first
    * value that would take their total past `budget` bytes; `first` 1: that one is read whatever
    * its length. Fewer values than keys when the budget ended the read (hget-each-within-n.lua).

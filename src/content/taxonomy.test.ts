@@ -60,10 +60,13 @@ describe('taxonomy read model (spec "Taxonomy service", CONTRACT §10)', () => {
       name: 'D',
       enumerable: false,
       localizations: { sv: 'X' },
+      contexts: [],
     });
     expect(definitionOf({ svcEntityDefinition: { id: 'e', name: 'E', parent: 'd', attributes: { a: 'b' } } }, held)).to.deep.equal(
-      entity('e', 'E', 'd', { attributes: { a: 'b' } }),
+      entity('e', 'E', 'd', { attributes: { a: 'b' }, contexts: [] }),
     );
+    // the contexts of the content holding it, which decide where it may hang (hangsUnder)
+    expect(definitionOf({ svcEntityDefinition: { id: 'e', parent: 'd' } }, held, ['sports'])).to.have.deep.property('contexts', ['sports']);
     expect(definitionOf({ svcEntityDefinition: { id: 'e', parent: 7 } }, held), 'a parent that is no string').to.have.property('parent', null);
     expect(definitionOf({ body: { title: 'x' } }, held)).to.equal(null);
     // only in the content that holds its alias `_taxonomy/<id>`
@@ -74,7 +77,7 @@ describe('taxonomy read model (spec "Taxonomy service", CONTRACT §10)', () => {
   });
 
   it('hierarchyNodeOf: the main alias as id (and as name by default), the content type as an attribute, the head kept for visibility', () => {
-    const head = { cid: 'k1', head: 'v1' } as Snapshot;
+    const head = { cid: 'k1', head: 'v1', meta: {} } as Snapshot;
     const node = hierarchyNodeOf('k1', head, 'article', { attributes: { x: 'y', contentType: 'forged' } }, CONTENT_HIERARCHY_DIMENSION);
     expect(node).to.deep.equal({
       kind: 'entity',
@@ -84,8 +87,64 @@ describe('taxonomy read model (spec "Taxonomy service", CONTRACT §10)', () => {
       parent: CONTENT_HIERARCHY_DIMENSION,
       attributes: { x: 'y', contentType: 'article' },
       head,
+      contexts: [],
     });
     expect(hierarchyNodeOf('k1', head, 'article', { name: 'Home' }, 'contentid/k0').name).to.equal('Home');
+    // its contexts are its content's owners, without __global__, each once
+    const owned = { ...head, meta: { svcSecurityContext: { owners: ['sports', '__global__', 'culture', 'sports', 7] } } } as unknown as Snapshot;
+    expect(hierarchyNodeOf('k1', owned, 'article', {}, CONTENT_HIERARCHY_DIMENSION).contexts).to.deep.equal(['sports', 'culture']);
+  });
+
+  it("buildTaxonomyModel: an entity hangs under its parent only when its contexts are among the parent's (whoever may write it may write the parent); otherwise it is on no tree, found by id", () => {
+    const dim = (id: string, contexts?: string[]) => ({ kind: 'dimension' as const, id, name: id, enumerable: true, localizations: {}, contexts });
+    const m = buildTaxonomyModel([
+      dim('culture', ['culture']),
+      dim('shared', ['sports', 'culture']),
+      dim('global'),
+      entity('c.opera', 'Opera', 'culture', { contexts: ['culture'] }),
+      // the finding: the sportseditor's entity under culture's dimension
+      entity('s.intruder', 'Aaa intruder', 'culture', { contexts: ['sports'] }),
+      entity('s.global', 'Sports under global', 'global', { contexts: ['sports'] }),
+      // content without owners (__global__ only: only global roles write it) hangs anywhere
+      entity('g.any', 'Global under culture', 'culture', { contexts: [] }),
+      entity('g.plain', 'Global under culture, no contexts', 'culture'),
+      // under shared content: contexts among the parent's
+      entity('s.shared', 'Sports under shared', 'shared', { contexts: ['sports'] }),
+      entity('c.shared', 'Culture under shared', 'shared', { contexts: ['culture'] }),
+      entity('sc.culture', 'Shared under culture', 'culture', { contexts: ['sports', 'culture'] }),
+      // a culture node under the sportseditor's node (which took the alias the culture node names)
+      entity('s.claim', 'Sports claim', 's.intruder', { contexts: ['sports'] }),
+      entity('c.adopted', 'Adopted', 's.claim', { contexts: ['culture'] }),
+      // the built-in dimension holds every root of the content hierarchy
+      entity('contentid/k1', 'Culture root', CONTENT_HIERARCHY_DIMENSION, { contexts: ['culture'] }),
+    ]);
+    const kids = (id: string) => m.children.get(id)?.map((e) => e.id) ?? [];
+    expect(kids('culture')).to.deep.equal(['g.any', 'g.plain', 'c.opera']);
+    expect(kids('global')).to.deep.equal([]);
+    expect(kids('shared')).to.deep.equal(['c.shared', 's.shared']);
+    expect(kids('s.claim')).to.deep.equal([]);
+    expect(kids(CONTENT_HIERARCHY_DIMENSION)).to.deep.equal(['contentid/k1']);
+    // on no tree, found by id with the children that may hang under it
+    const intruder = structureOf(m, 's.intruder', 1, all) as { entities: { id: string }[] };
+    expect(intruder.entities.map((e) => e.id)).to.deep.equal(['s.claim']);
+    expect(definedCompletions(m, 'culture', [['aaa']], all)).to.deep.equal([]);
+  });
+
+  it('buildTaxonomyModel: a cycle closed through a parent an entity may not hang under hides nothing of the other contexts', () => {
+    const dim = { kind: 'dimension' as const, id: 'culture', name: 'Culture', enumerable: true, localizations: {}, contexts: ['culture'] };
+    // culture: C under the dimension, D under C, C... and the sportseditor's S, whose check of
+    // S -> C stopped at C (it may not read it): C's parent is S, S's parent is C.
+    const m = buildTaxonomyModel([
+      dim,
+      entity('c', 'C', 's', { contexts: ['culture'] }),
+      entity('d', 'D', 'c', { contexts: ['culture'] }),
+      entity('s', 'S', 'c', { contexts: ['sports'] }),
+    ]);
+    expect(m.children.get('c')?.map((e) => e.id)).to.deep.equal(['d']);
+    expect(m.children.has('s'), 'c hangs under s nowhere').to.equal(false);
+    // the same loop among contents of one context is never shown
+    const loop = buildTaxonomyModel([dim, entity('a', 'A', 'b', { contexts: ['culture'] }), entity('b', 'B', 'a', { contexts: ['culture'] })]);
+    expect(loop.children.has('a') || loop.children.has('b')).to.equal(false);
   });
 
   it('buildTaxonomyModel: built-ins always present and winning, children sorted by name then id, parent cycles left out', () => {

@@ -1,5 +1,6 @@
 import { AppError } from '../errors.js';
-import { mainAlias, TAXONOMY_NAMESPACE, type Aspect, type Aspects, type Json, type Snapshot } from './model.js';
+import { contextsOf, mainAlias, TAXONOMY_NAMESPACE, type Aspect, type Aspects, type Json, type Snapshot } from './model.js';
+import { GLOBAL_CONTEXT } from './permissions.js';
 
 /**
  * The taxonomy rules of the spec ("Taxonomy resources", "Categorization"; CONTRACT §10) that
@@ -190,7 +191,10 @@ export function taxonomyRepresentation(aspects: Aspects): Aspects | null {
 // matching. The service reads the definitions and the index; everything it decides from them is
 // here, without I/O.
 
-/** Default and maximum of the `depth` parameter (CONTRACT §10). */
+/**
+ * Default and maximum of the `depth` parameter (CONTRACT §10); also the most ancestors a write's
+ * parent check follows (`refuseParentCycle`), as no read shows a deeper level.
+ */
 export const MAX_TAXONOMY_DEPTH = 100;
 /** At most this many entities in a completion result. */
 export const MAX_COMPLETIONS = 50;
@@ -209,6 +213,8 @@ export interface DimensionDef {
   name: string;
   enumerable: boolean;
   localizations: Localizations;
+  /** The contexts of the content that holds it (`contextsOfHolder`); absent or empty: `__global__` only. */
+  contexts?: readonly string[];
 }
 export interface EntityDef {
   kind: 'entity';
@@ -217,6 +223,11 @@ export interface EntityDef {
   localizations: Localizations;
   parent: string | null;
   attributes: Record<string, string>;
+  /**
+   * The contexts of the content that holds it (`contextsOfHolder`); absent or empty: `__global__`
+   * only. It hangs under its parent only when they are among the parent's (`hangsUnder`).
+   */
+  contexts?: readonly string[];
   /**
    * The content of a content hierarchy node: the node is seen only by callers who may see the
    * content's current version (CONTRACT §20), definitions have none and are public (§10).
@@ -249,9 +260,18 @@ export interface Candidate {
  * `_taxonomy`); null otherwise. An alias names one content, so an id has one definition, and a
  * writer cannot rename, move or hide a definition by putting its id in content of its own.
  */
-export function definitionOf(aspects: Aspects, aliases: readonly string[]): TaxonomyNode | null {
-  const def = definitionIn(aspects);
+export function definitionOf(aspects: Aspects, aliases: readonly string[], contexts: readonly string[] = []): TaxonomyNode | null {
+  const def = definitionIn(aspects, contexts);
   return def && aliases.includes(`${TAXONOMY_NAMESPACE}/${def.id}`) ? def : null;
+}
+
+/**
+ * The contexts a content's definition or content hierarchy node carries into the model: the owners
+ * of its svcSecurityContext (CONTRACT §3), without `__global__` (every check passes there for a
+ * global role anyway), each once. None: the content is in `__global__` only.
+ */
+export function contextsOfHolder(meta: Aspects): string[] {
+  return [...new Set(contextsOf(meta).filter((c) => c !== GLOBAL_CONTEXT))];
 }
 
 /**
@@ -259,7 +279,7 @@ export function definitionOf(aspects: Aspects, aliases: readonly string[]): Taxo
  * stored before them is cut: its strings to MAX_TAXONOMY_TEXT_CHARS, its maps and dimensions to
  * their first entries; a longer id, parent, key or dimension id names nothing and is dropped).
  */
-function definitionIn(aspects: Aspects): TaxonomyNode | null {
+function definitionIn(aspects: Aspects, contexts: readonly string[]): TaxonomyNode | null {
   const rep = taxonomyRepresentation(aspects);
   if (!rep) return null;
   const def = rep.svcTaxonomy ?? rep.svcDimension ?? rep.svcEntity!;
@@ -268,7 +288,7 @@ function definitionIn(aspects: Aspects): TaxonomyNode | null {
   const name = kept(str(def.name));
   if (rep.svcTaxonomy) return { kind: 'taxonomy', id, name, dimensions: keptIds(def.dimensions, MAX_TAXONOMY_DIMENSIONS) };
   const localizations = keptMap(def.localizations, MAX_TAXONOMY_LOCALIZATIONS);
-  if (rep.svcDimension) return { kind: 'dimension', id, name, enumerable: def.enumerable === true, localizations };
+  if (rep.svcDimension) return { kind: 'dimension', id, name, enumerable: def.enumerable === true, localizations, contexts };
   return {
     kind: 'entity',
     id,
@@ -276,6 +296,7 @@ function definitionIn(aspects: Aspects): TaxonomyNode | null {
     localizations,
     parent: keptRef(typeof def.parent === 'string' ? def.parent : null),
     attributes: keptMap(def.attributes, MAX_TAXONOMY_ATTRIBUTES),
+    contexts,
   };
 }
 
@@ -295,6 +316,7 @@ export function hierarchyNodeOf(cid: string, head: Snapshot, type: string, node:
     parent: keptRef(parent),
     attributes: { ...keptMap(node.attributes, MAX_TAXONOMY_ATTRIBUTES), contentType: type },
     head,
+    contexts: contextsOfHolder(head.meta ?? {}),
   };
 }
 
@@ -304,31 +326,74 @@ const BUILT_IN: TaxonomyNode[] = [
   { kind: 'dimension', id: CONTENT_HIERARCHY_DIMENSION, name: 'Contents', enumerable: true, localizations: {} },
 ];
 
-/** Definitions by id (built-ins win), children sorted by name, entities on a parent cycle left out. */
+/**
+ * Definitions by id (built-ins win), children sorted by name, an entity under its parent only where
+ * it may hang there (`hangsUnder`), entities whose chain of such parents loops left out.
+ */
 export function buildTaxonomyModel(defs: Iterable<TaxonomyNode>): TaxonomyModel {
   const byId = new Map<string, TaxonomyNode>();
   for (const def of defs) byId.set(def.id, def);
   for (const def of BUILT_IN) byId.set(def.id, def);
-  const children = new Map<string, EntityDef[]>();
+  // The parent each entity hangs under, decided once per entity; each parent's contexts made a set once.
+  const contextSets = new Map<TaxonomyNode, ReadonlySet<string>>();
+  const contextsOfParent = (n: TaxonomyNode): ReadonlySet<string> => {
+    let set = contextSets.get(n);
+    if (!set) {
+      set = new Set(n.kind === 'taxonomy' ? [] : (n.contexts ?? []));
+      contextSets.set(n, set);
+    }
+    return set;
+  };
+  const above = new Map<EntityDef, TaxonomyNode | undefined>();
   for (const def of byId.values()) {
-    if (def.kind !== 'entity' || def.parent === null || wouldCycle(byId, def)) continue;
-    const list = children.get(def.parent) ?? [];
+    if (def.kind !== 'entity' || def.parent === null) continue;
+    const parent = byId.get(def.parent);
+    if (!parent || BUILT_IN.includes(parent) || hangsUnder(def, contextsOfParent(parent))) above.set(def, parent);
+  }
+  const children = new Map<string, EntityDef[]>();
+  for (const def of above.keys()) {
+    if (wouldCycle(above, def)) continue;
+    const list = children.get(def.parent!) ?? [];
     list.push(def);
-    children.set(def.parent, list);
+    children.set(def.parent!, list);
   }
   for (const list of children.values()) list.sort((a, b) => a.name.localeCompare(b.name) || a.id.localeCompare(b.id));
   const taxonomies = [...byId.values()].filter((d): d is TaxonomyDef => d.kind === 'taxonomy').sort((a, b) => a.id.localeCompare(b.id));
   return { byId, children, taxonomies, candidates: new Map() };
 }
 
-/** Does following parents from `e` come back to `e` (a cycle is never shown)? */
-function wouldCycle(byId: Map<string, TaxonomyNode>, e: EntityDef): boolean {
-  const seen = new Set<string>([e.id]);
-  let cur: TaxonomyNode | undefined = e;
-  while (cur?.kind === 'entity' && cur.parent !== null) {
-    if (seen.has(cur.parent)) return true;
-    seen.add(cur.parent);
-    cur = byId.get(cur.parent);
+/**
+ * May an entity hang under a parent of these contexts? Only when whoever may write the entity's
+ * content may write the parent's: the entity's contexts are among the parent's. A content without
+ * owners is in `__global__` only and hangs under any parent; one of `sports` hangs under neither a
+ * dimension or node of `culture` nor one in `__global__` only. A place in a tree changes that tree
+ * (its children, its completions, the tag paths through it), so only who may change the tree gives
+ * it: neither writing the reference nor holding the alias it names is enough. Before, a
+ * sportseditor's entity naming a culture dimension as its parent showed among that dimension's
+ * entities to everyone, and a culture node whose parent alias named nothing hung under the
+ * sportseditor's node once the sportseditor took that alias (the security review of the eighteenth
+ * session). An entity that may not hang under its parent is on no tree and is found by its id, as
+ * one whose parent names nothing. (The built-in dimension holds every root of the content
+ * hierarchy; a parent the model does not hold is reached by no tree.)
+ */
+function hangsUnder(child: EntityDef, parentContexts: ReadonlySet<string>): boolean {
+  return (child.contexts ?? []).every((c) => parentContexts.has(c));
+}
+
+/**
+ * Does the chain of parents an entity hangs under (`above`) from `e` loop (a cycle is never
+ * shown)? A parent it may not hang under ends the chain, so a cycle closed through content its
+ * writer may not read (whose check stops there, `refuseParentCycle` in
+ * src/actors/content/taxonomy-references.ts) hides nothing: a loop of parents an entity may hang
+ * under is among contents of the same contexts, whose writers may write every one of them.
+ */
+function wouldCycle(above: ReadonlyMap<EntityDef, TaxonomyNode | undefined>, e: EntityDef): boolean {
+  const seen = new Set<TaxonomyNode>([e]);
+  let cur: TaxonomyNode | undefined = above.get(e);
+  while (cur?.kind === 'entity') {
+    if (seen.has(cur)) return true;
+    seen.add(cur);
+    cur = above.get(cur);
   }
   return false;
 }

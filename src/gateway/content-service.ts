@@ -4,7 +4,7 @@ import { newCommandId } from '../adapters/ids.js';
 import type { ContentCommand } from '../actors/content/content-actor.js';
 import { etagOf, parseVersionId, MAIN_NAMESPACE, MAP_KEY_RESERVED, type Aspect, type Snapshot } from '../content/model.js';
 import { AppError } from '../errors.js';
-import { ContentWrites, explainConflict, type AliasRef } from './content-writes.js';
+import { ContentWrites, explainConflict, writtenEnvelope, type AliasRef } from './content-writes.js';
 import { isSysadmin, type Principal } from '../content/permissions.js';
 import { trustedProxies } from '../security/client-address.js';
 import {
@@ -145,7 +145,7 @@ export class ContentService implements ContentEndpoints {
         ['ETag', etagOf(res.snapshot.cid, res.snapshot.rev)],
         VARY_ACCEPT,
       ],
-      serialize(contentEnvelope(res.snapshot, res.version, status), fmt),
+      serialize(writtenEnvelope(this.reads.mayRead(user, res.snapshot), res.snapshot, res.version, status), fmt),
     );
   }
 
@@ -161,7 +161,9 @@ export class ContentService implements ContentEndpoints {
     x.send(
       200,
       [['Content-Type', 'application/json'], ['ETag', etagOf(res.snapshot.cid, res.snapshot.rev)], VARY_ACCEPT],
-      serialize(contentEnvelope(res.snapshot, res.version, STATUS_OK), fmt),
+      // What the caller may not read is not answered (writtenEnvelope): a merge of no aspects
+      // answered the whole content to a role with Update and no Read.
+      serialize(writtenEnvelope(this.reads.mayRead(user, res.snapshot), res.snapshot, res.version, STATUS_OK), fmt),
     );
   }
 

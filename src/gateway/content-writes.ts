@@ -1,12 +1,13 @@
 import { newCommandId, newContentKey } from '../adapters/ids.js';
 import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
 import { isMainNamespace } from '../content/aliases.js';
-import { IF_MATCH_FORM, type Aspect } from '../content/model.js';
+import { IF_MATCH_FORM, type Aspect, type Draft, type Snapshot, type VersionRecord } from '../content/model.js';
 import type { Principal } from '../content/permissions.js';
 import type { UpdateMode } from '../content/update-modes.js';
 import { AppError } from '../errors.js';
 import { readableFileUris } from '../security/file-access.js';
 import type { ContentServiceDeps } from './content-deps.js';
+import { contentEnvelope, draftEnvelope, type Status } from './envelope.js';
 import { IF_MATCH_SOURCE, checkAlias, checkIfMatchSyntax, parseEnvelope, requiredIfMatch } from './schemas.js';
 
 /** A 409 of If-Match (the content changed since that ETag) says which ETag is current and where ETags come from. */
@@ -16,6 +17,31 @@ export function explainConflict(e: unknown): never {
   }
   throw e;
 }
+
+/**
+ * The envelope a write of main answers (create, update, restore, promote: CONTRACT §5, §7, §15):
+ * the version written, to a caller who may read the content as it now is. Another caller (a role
+ * with Create or Update and no Read; a write that moved the content where its writer may update
+ * but not read) gets the same status line and headers and the envelope's `system` part (the
+ * content key and version id its ETag and history name anyway), with an empty aspects map and
+ * `aspectsOmitted: true` in the status's extraInfo: not what the content holds, which its GET
+ * answers 403. Before, an update of `{"aspects":{}}` or a restore answered such a caller every
+ * aspect of the content.
+ */
+export function writtenEnvelope(mayRead: boolean, snapshot: Snapshot, version: VersionRecord, status: Status): Record<string, unknown> {
+  return mayRead ? contentEnvelope(snapshot, version, status) : contentEnvelope(snapshot, { ...version, aspects: {} }, omitted(status));
+}
+
+/**
+ * The envelope a draft write answers (workspace create and update), by the same rule with the
+ * draft read rule (`Reads.mayReadDraft`): a draft made over main holds main's aspects. Its pending
+ * operations are the ones the caller just sent.
+ */
+export function writtenDraftEnvelope(mayRead: boolean, draft: Draft, head: Snapshot | null, status: Status): Record<string, unknown> {
+  return mayRead ? draftEnvelope(draft, head, status) : draftEnvelope(draft, head, omitted(status), {});
+}
+
+const omitted = (status: Status): Status => ({ ...status, extraInfo: { ...status.extraInfo, aspectsOmitted: true } });
 
 /** Who writes and how the write came: `via: 'bulk'` for a line of a bulk import (audit, CONTRACT §15). */
 export interface WriteContext {

@@ -1,25 +1,24 @@
-import jsonPatch from 'fast-json-patch';
 import { LRUCache } from 'lru-cache';
 import { AuditLog } from '../adapters/audit-log.js';
 import { AuditSegments } from '../adapters/audit-segments.js';
 import { newCommandId } from '../adapters/ids.js';
 import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
 import { encodeAuditCursor, parseAuditQuery } from '../content/audit.js';
-import { contextsOf, etagOf, parseVersionId, type Aspects, type Snapshot, type VersionRecord } from '../content/model.js';
+import { contextsOf, etagOf, parseVersionId, type Snapshot, type VersionRecord } from '../content/model.js';
+import { unpack } from '../adapters/codec.js';
 import { isAllowed, isSysadmin } from '../content/permissions.js';
-import { compareBody, compareKeys, type JsonDiff, type PatchOperation } from '../content/revisions.js';
+import { compareKeys } from '../content/revisions.js';
 import { AppError } from '../errors.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
-import { STATUS_OK, VARY_ACCEPT, contentEnvelope, formatOf, serialize } from './envelope.js';
+import { writtenEnvelope } from './content-writes.js';
+import { COMPARE_ON_LOOP_BYTES, CompareRenderer, type ComparedSide } from './compare-render.js';
+import { STATUS_OK, VARY_ACCEPT, formatOf, serialize } from './envelope.js';
 import type { Exchange } from './http.js';
 import type { Params } from './router.js';
 import { checkAlias, requiredIfMatch } from './schemas.js';
 
-/** fast-json-patch's diff: linear in the documents (arrays compared index by index), keys escaped per RFC 6901. */
-/** Characters of paths a compare's patch may spell (a patch's values are bounded by the versions). */
-export const MAX_PATCH_PATH_CHARS = 16 * 2 ** 20;
-
-export const aspectsDiff: JsonDiff = (from: Aspects, to: Aspects) => jsonPatch.compare(from, to) as PatchOperation[];
+/** Compares of large versions waiting for the compare thread, per process, at most (503 past it). */
+const COMPARES_ON_THREAD = 8;
 
 /**
  * Revisions over HTTP (CONTRACT §15): compare two versions of a content, restore one, and the
@@ -39,6 +38,8 @@ export class RevisionsService {
    * old generation again (p999 22-32 ms with them, 11-16 ms without).
    */
   private readonly versions = new LRUCache<string, VersionRecord>({ maxSize: 8 * 1024 * 1024 });
+  /** Compares of large versions, on a thread of their own. */
+  private readonly renderer = new CompareRenderer(COMPARES_ON_THREAD);
 
   constructor(
     private readonly d: ContentServiceDeps,
@@ -64,33 +65,24 @@ export class RevisionsService {
     const [from, to] = await Promise.all([this.comparedVersion(cid, keys.from), this.comparedVersion(cid, keys.to)]);
     if (!from) throw new AppError('NOT_FOUND', `Version ${x.query.get('from')} not found`);
     if (!to) throw new AppError('NOT_FOUND', `Version ${x.query.get('to')} not found`);
-    const compared = compareBody(cid, from, to, aspectsDiff);
-    // Each operation spells its whole path: deep long keys make a patch far larger than the
-    // versions (302 KB versions: over 500 MB of paths, a RangeError and a 500).
-    let paths = 0;
-    for (const op of compared.patch) paths += op.path.length;
-    if (paths > MAX_PATCH_PATH_CHARS)
-      throw new AppError(
-        'PAYLOAD_TOO_LARGE',
-        `The patch between these versions would spell ${paths} characters of paths; at most ${MAX_PATCH_PATH_CHARS} are answered`,
-        {
-          paths,
-          max: MAX_PATCH_PATH_CHARS,
-        },
-      );
-    x.send(200, [['Content-Type', 'application/json']], JSON.stringify(compared));
+    x.send(200, [['Content-Type', 'application/json']], await this.renderer.answer(cid, from.side, to.side, from.bytes + to.bytes));
   }
 
-  /** A version to compare, decoded once (see `versions`); null when the content never had it. */
-  private async comparedVersion(cid: string, key: string): Promise<VersionRecord | null> {
+  /**
+   * A version to compare and its stored size; null when the content never had it. One of at most
+   * half COMPARE_ON_LOOP_BYTES is decoded once and kept (see `versions`); a larger one is handed
+   * to the compare thread as stored, never decoded here.
+   */
+  private async comparedVersion(cid: string, key: string): Promise<{ side: ComparedSide; bytes: number } | null> {
     const k = `${cid}/${key}`;
     const hit = this.versions.get(k);
-    if (hit) return hit;
-    const found = await this.d.store.versionSized(cid, key);
-    if (!found) return null;
-    // A version larger than the whole cache is used once, not kept.
-    if (found.bytes <= 2 * 1024 * 1024) this.versions.set(k, found.record, { size: Math.max(1, found.bytes) });
-    return found.record;
+    if (hit) return { side: { key, record: hit }, bytes: this.versions.info(k)?.size ?? 0 };
+    const stored = await this.d.store.storedVersion(cid, key);
+    if (!stored) return null;
+    if (stored.length > COMPARE_ON_LOOP_BYTES / 2) return { side: { key, stored }, bytes: stored.length };
+    const record = unpack<VersionRecord>(stored);
+    this.versions.set(k, record, { size: Math.max(1, stored.length) });
+    return { side: { key, record }, bytes: stored.length };
   }
 
   /** Restore: a new version with the aspects of `version`, through the content's actor with If-Match. */
@@ -118,7 +110,8 @@ export class RevisionsService {
     x.send(
       200,
       [['Content-Type', 'application/json'], ['ETag', etagOf(cid, res.snapshot.rev)], VARY_ACCEPT],
-      serialize(contentEnvelope(res.snapshot, res.version, STATUS_OK), fmt),
+      // The restored version's aspects only to a caller who may read the content (writtenEnvelope).
+      serialize(writtenEnvelope(this.content.reads.mayRead(user, res.snapshot), res.snapshot, res.version, STATUS_OK), fmt),
     );
   }
 

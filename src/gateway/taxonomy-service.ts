@@ -10,6 +10,7 @@ import {
   CONTENT_HIERARCHY_DIMENSION,
   completionLevels,
   completionOf,
+  contextsOfHolder,
   definedCompletions,
   definitionOf,
   hierarchyNodeOf,
@@ -260,6 +261,6 @@ export class TaxonomyService {
       }
       return hierarchyNodeOf(cid, head, type, node, parent);
     }
-    return definitionOf(aspects, head.aliases);
+    return definitionOf(aspects, head.aliases, contextsOfHolder(head.meta));
   }
 }

@@ -5,6 +5,7 @@ import { isAllowed } from '../content/permissions.js';
 import type { DraftResult } from '../actors/content/workspace.js';
 import { AppError } from '../errors.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
+import { writtenDraftEnvelope, writtenEnvelope } from './content-writes.js';
 import { STATUS_CREATED, STATUS_OK, VARY_ACCEPT, contentEnvelope, draftEnvelope, formatOf, partialCreated, serialize } from './envelope.js';
 import type { Exchange } from './http.js';
 import type { Params } from './router.js';
@@ -46,10 +47,6 @@ export class WorkspaceService {
     return cid;
   }
 
-  private async liveHead(cid: string): Promise<Snapshot | null> {
-    return liveHeadOf(await this.d.store.head(cid));
-  }
-
   /** POST workspace: a draft of new content; operations pending, aliases reserved. 201. */
   private async create(x: Exchange, p: Params): Promise<void> {
     const user = await this.content.authenticate(x);
@@ -71,7 +68,8 @@ export class WorkspaceService {
       ops: env.operations,
     });
     const status = res.subResults.length ? partialCreated(res.subResults) : STATUS_CREATED;
-    x.send(201, [['Content-Type', 'application/json'], VARY_ACCEPT], serialize(draftEnvelope(res.draft, null, status), fmt));
+    const mayRead = this.content.reads.mayReadDraft(user, res.draft, null);
+    x.send(201, [['Content-Type', 'application/json'], VARY_ACCEPT], serialize(writtenDraftEnvelope(mayRead, res.draft, null, status), fmt));
   }
 
   /** GET workspace: `{workspaceId, drafts: {<main alias>: {}}}`. */
@@ -116,13 +114,17 @@ export class WorkspaceService {
     const user = await this.content.authenticate(x);
     const ws = this.workspace(p);
     const cid = await this.cidOf(p, ws);
-    const [draft, original] = await Promise.all([this.d.store.draft(cid, ws), this.d.store.head(cid)]);
+    // Read is decided before the draft is looked up: on the original when the content is (or was)
+    // in main, so a caller who may not read it gets the same answer whether or not this workspace
+    // holds a draft of it: 403 for live content, and once it is deleted in main the 404 of a key
+    // that never existed; on the draft's type when only the draft exists.
+    const original = await this.d.store.head(cid);
+    if (original?.deleted && !this.content.reads.mayReadDraft(user, null, original)) throw noContent(ws);
+    if (original) this.content.reads.checkDraftRead(user, null, original);
+    const draft = await this.d.store.draft(cid, ws);
+    if (!original && draft) this.content.reads.checkDraftRead(user, draft, null);
     const head = liveHeadOf(original);
-    // Read is decided before the 404: on the original when the content is (or was) in main, so
-    // a caller who may not read it gets the same 403 whether or not this workspace holds a draft
-    // of it (also once it is deleted in main); on the draft's type when only the draft exists.
-    if (original || draft) this.content.reads.checkDraftRead(user, draft, original);
-    if (!draft && !head) throw new AppError('NOT_FOUND', `No draft of this content in workspace ${ws}, and none in main`);
+    if (!draft && !head) throw noContent(ws);
     const type = draft?.type ?? head!.type;
     const variant = this.content.variantOf(x, type);
     const fmt = formatOf(x.param('format'), x.header('accept'));
@@ -174,8 +176,10 @@ export class WorkspaceService {
       origin: env.origin,
       mode: m,
     });
-    const head = await this.liveHead(cid);
-    x.send(200, [['Content-Type', 'application/json'], VARY_ACCEPT], serialize(draftEnvelope(res.draft, head), fmt));
+    // The draft's aspects (over main: main's) only to a caller who may read it (writtenDraftEnvelope).
+    const original = await this.d.store.head(cid);
+    const mayRead = this.content.reads.mayReadDraft(user, res.draft, original);
+    x.send(200, [['Content-Type', 'application/json'], VARY_ACCEPT], serialize(writtenDraftEnvelope(mayRead, res.draft, liveHeadOf(original), STATUS_OK), fmt));
   }
 
   /** DELETE draft: only the workspace is affected. 204. */
@@ -205,10 +209,13 @@ export class WorkspaceService {
     x.send(
       200,
       [['Content-Type', 'application/json'], ['ETag', etagOf(cid, res.snapshot.rev)], VARY_ACCEPT],
-      serialize(contentEnvelope(res.snapshot, res.version, STATUS_OK), fmt),
+      serialize(writtenEnvelope(this.content.reads.mayRead(user, res.snapshot), res.snapshot, res.version, STATUS_OK), fmt),
     );
   }
 }
+
+/** 404 for content neither on the workspace nor in main (or deleted there, to a caller who may not read it); it names no content key. */
+const noContent = (ws: string): AppError => new AppError('NOT_FOUND', `No draft of this content in workspace ${ws}, and none in main`);
 
 /** A snapshot for content that exists only on a workspace (for variant composition). */
 function draftSnapshot(d: Draft): Snapshot {

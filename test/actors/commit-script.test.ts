@@ -79,6 +79,7 @@ describe('commit scripts: packed arguments, the same key layout and blobs (ARCHI
 
     expect(await redis.hget(`ct:{${p}}:${cid}`, 'rev')).to.equal('1');
     expect((await redis.hgetBuffer(`ct:{${p}}:${cid}`, 's'))!.equals(pack(snapshot))).to.equal(true);
+    expect(await redis.hget(`ct:{${p}}:${cid}`, 'd'), 'not deleted').to.equal('0');
     expect((await redis.hgetBuffer(`rv:{${p}}:${cid}`, '1'))!.equals(pack(snapshot))).to.equal(true);
     expect((await redis.hgetBuffer(`vr:{${p}}:${cid}`, vk))!.equals(pack(version))).to.equal(true);
     const index = await redis.lrangeBuffer(`vi:{${p}}:${cid}`, 0, -1);
@@ -158,6 +159,51 @@ describe('commit scripts: packed arguments, the same key layout and blobs (ARCHI
     // Each event once, in the order of the commits.
     const events = (await redis.xrevrangeBuffer(`events:{${p}}`, '+', '-', 'COUNT', 41)) as [Buffer, Buffer[]][];
     expect(events.reverse().map(([, f]) => unpack<ContentEvent>(f[1]).cid)).to.deep.equal(onP.slice(0, 41));
+  });
+
+  it('a commit keeps d beside the head (1: deleted); liveContents reads it, and decodes the snapshot of a head an older build wrote without it (H4)', async () => {
+    const [cid, p] = keyOnHighPartition();
+    await redis.set(`lease:{${p}}`, owner, 'PX', 10000);
+    const now = Date.now();
+    const vk = newVersionKey();
+    const version: VersionRecord = { key: vk, type: 'scriptTest', aspects: { body: { _type: 'body', title: 'd' } }, created: now, creator: 'editor', rev: 1 };
+    const event: ContentEvent = { kind: 'created', cid, rev: 1, type: 'scriptTest', version: vk, ts: now, userId: 'editor' };
+    const head = `ct:{${p}}:${cid}`;
+    expect(
+      await store.commit({ owner, expectedRev: 0, snapshot: snapshotOf(cid, 1, vk, now), version, viewEvents: [], event, commandId: newCommandId() }),
+    ).to.deep.equal({
+      outcome: CommitOutcome.Committed,
+    });
+    expect(await redis.hget(head, 'd')).to.equal('0');
+    expect(await store.liveContents([cid])).to.deep.equal([true]);
+    const gone = { ...snapshotOf(cid, 2, vk, now), deleted: true };
+    expect(
+      await store.commit({ owner, expectedRev: 1, snapshot: gone, viewEvents: [], event: { ...event, kind: 'deleted', rev: 2 }, commandId: newCommandId() }),
+    ).to.deep.equal({
+      outcome: CommitOutcome.Committed,
+    });
+    expect(await redis.hget(head, 'd')).to.equal('1');
+    expect(await redis.hkeys(head)).to.have.members(['rev', 's', 'h', 'd']);
+    expect(await store.liveContents([cid])).to.deep.equal([false]);
+
+    // Heads as an older build wrote them (rev, s, h; no d), live and deleted, on this partition and others, beside new ones and none.
+    const oldLive = newContentKey();
+    const oldDeleted = newContentKey();
+    const never = newContentKey();
+    for (const [k, deleted] of [
+      [oldLive, false],
+      [oldDeleted, true],
+    ] as const) {
+      const q = partitionOf(k, P);
+      await redis.hset(`ct:{${q}}:${k}`, 'rev', 1, 's', pack({ ...snapshotOf(k, 1, vk, now), deleted }), 'h', vk);
+    }
+    const live = await store.liveContents([oldLive, cid, never, oldDeleted, oldLive, cid]);
+    expect(live).to.deep.equal([true, false, false, false, true, false]);
+    expect(await store.liveContents([])).to.deep.equal([]);
+    // The same answers as reading the heads.
+    const asked = [oldLive, cid, never, oldDeleted];
+    expect(await store.liveContents(asked)).to.deep.equal((await store.heads(asked)).map((h) => !!h && !h.deleted));
+    await redis.del(`ct:{${partitionOf(oldLive, P)}}:${oldLive}`, `ct:{${partitionOf(oldDeleted, P)}}:${oldDeleted}`);
   });
 
   it('a draft commit writes and removes the draft blob, records its reply, is fenced by the lease; a promote removes the draft; the summary a workspace listing reads is kept beside it and removed with it', async () => {

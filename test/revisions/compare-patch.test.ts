@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { applyPatch } from 'rfc6902';
 import type { Aspects, Json } from '../../src/content/model.js';
 import { compareBody } from '../../src/content/revisions.js';
-import { aspectsDiff } from '../../src/gateway/revisions-service.js';
+import { aspectsDiff } from '../../src/gateway/compare-render.js';
 
 /**
  * CONTRACT §15 Compare: the patch the platform makes (fast-json-patch) applied by an independent

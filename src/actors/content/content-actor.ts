@@ -6,7 +6,7 @@ import { checkFileReferences } from '../../security/file-access.js';
 import { isAllowed, permissionDenied, type Principal, type SecurityConfig } from '../../content/permissions.js';
 import { pastDeadline, type ActorContext, type CommandBase, type CommandHandler, type Reply } from '../runtime.js';
 import { applyUpdateMode } from '../../content/update-modes.js';
-import { refuseTooManyViews, symbolicCycle, viewNames } from '../../content/views.js';
+import { refuseTooManyViews, symbolicCycle, timeWindow, viewNames } from '../../content/views.js';
 import { dateRangeProblem, invalidSearchDocument } from '../../content/search-document.js';
 import { refuseOversizedCategorization } from '../../content/variants.js';
 import { indexSchema } from '../../adapters/index-schema.js';
@@ -129,6 +129,8 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     const contexts = contextsOf(meta);
     this.allow(cmd.user, 'Create', input.type, contexts);
     if (input.ops.some(isViewOp)) this.allow(cmd.user, 'AssignToView', input.type, contexts);
+    // A create starts from no time state and not hidden: setting either (as `viewMembership` reads it) needs AssignToView.
+    if (changesViewMembership({}, meta)) this.allow(cmd.user, 'AssignToView', input.type, contexts);
     checkFileReferences(input.aspects.svcFiles, undefined, cmd.files);
     checkIndexBounds(input.aspects);
     await checkTaxonomyAspects(this.store, cmd.cid, input.aspects, (h) => mayRead(this.security, cmd.user, h));
@@ -170,6 +172,10 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     const contexts = contextsOf(head.meta);
     this.allow(cmd.user, 'Update', head.type, contexts);
     if (input.ops.some(isViewOp)) this.allow(cmd.user, 'AssignToView', head.type, contexts);
+    // Time state and hidden put the content on its views for readers or take it off, as a view
+    // change does: changing them needs AssignToView too (the metadata the operations leave, as
+    // applyOperations writes it: later aspects replace earlier ones whole).
+    if (changesViewMembership(head.meta, { ...head.meta, ...metadataOf(input.ops) })) this.allow(cmd.user, 'AssignToView', head.type, contexts);
     if (!input.unsafe) this.checkIfMatch(head, input.ifMatch);
     const hook = { cid: cmd.cid, type: head.type, userId: cmd.user.userId, via, partition: ctx.partition };
     for (const h of this.hooks) await h.beforeUpdate?.({ ...hook, aspects: input.aspects });
@@ -344,18 +350,19 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
 
   /**
    * The head of existing content: 404 when it never existed; when it was deleted, 404, or for an
-   * update (`updater`) 409/40904 with its last revision, to a caller who could update it: to any
-   * other 403, as for content that exists (Authentication 4), so its revisions stay unknown.
+   * update (`updater`) 409/40904 with its last revision to a caller who could update it. Any other
+   * caller gets the 404 of a key that never existed: deleted content is told apart from none only
+   * to who could update it (a 403 told the sportseditor which keys had been culture content).
    */
   private async existing(cid: string, updater: Principal | null): Promise<Snapshot> {
     const head = await this.store.head(cid);
-    if (!head) throw new AppError('NOT_FOUND', `Content ${cid} not found`);
+    const missing = () => new AppError('NOT_FOUND', `Content ${cid} not found`);
+    if (!head) throw missing();
     if (head.deleted) {
-      if (updater) {
-        this.allow(updater, 'Update', head.type, contextsOf(head.meta));
+      if (updater && isAllowed(this.security, updater, 'Update', head.type, contextsOf(head.meta))) {
         throw new AppError('NOT_FOUND_CONFLICT', 'The content no longer exists', { revision: head.rev });
       }
-      throw new AppError('NOT_FOUND', `Content ${cid} not found`);
+      throw missing();
     }
     return head;
   }
@@ -498,6 +505,33 @@ function sameContexts(a: string[], b: string[]): boolean {
 }
 
 const isViewOp = (op: Operation) => op._type === 'svcAssignToViews' || op._type === 'svcAssignToSymbolicViews';
+
+/**
+ * What of a content's metadata decides whether it is on its views for readers, besides the views
+ * themselves: whether it is hidden (`svcContentState.hidden`), and the time-state window of each
+ * view, read as every reader reads it (`timeWindow`: `onTime` and `offTime` as instants; a view
+ * without either has no window). The same value means the same readers see the content on the
+ * same views at every instant, however the aspects are spelled.
+ */
+function viewMembership(meta: Aspects): string {
+  const at = { meta } as Snapshot;
+  const views = meta.svcTimeState?.views;
+  const windows =
+    views && typeof views === 'object' && !Array.isArray(views)
+      ? Object.keys(views)
+          .sort()
+          .flatMap((view) => {
+            const w = timeWindow(at, view);
+            return w.on === undefined && w.off === undefined ? [] : [[view, w.on ?? null, w.off ?? null]];
+          })
+      : [];
+  return JSON.stringify([meta.svcContentState?.hidden === true, windows]);
+}
+
+/** Does a write that takes the metadata from `before` to `after` change which views readers find the content on, and when? */
+function changesViewMembership(before: Aspects, after: Aspects): boolean {
+  return viewMembership(before) !== viewMembership(after);
+}
 
 /** The metadata aspects that svcContentMetadata operations set, later ones winning. */
 function metadataOf(ops: Operation[]): Aspects {

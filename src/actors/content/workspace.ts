@@ -34,7 +34,7 @@ export class Workspaces {
     if ((await this.store.head(cmd.cid)) || (await this.store.draft(cmd.cid, cmd.workspace))) throw new AppError('BAD_REQUEST', 'Content already exists');
     if (!canInAnyContext(this.security, cmd.user, 'Create', cmd.type)) throw permissionDenied('Create', cmd.user);
     checkFileReferences(cmd.aspects.svcFiles, undefined, cmd.files);
-    const { reserved, subResults, ops } = await this.reserve(cmd.cid, cmd.workspace, cmd.ops, []);
+    const { reserved, subResults, ops } = await this.reserve(cmd.cid, cmd.workspace, cmd.ops);
     const now = this.now();
     const draft: Draft = {
       workspace: cmd.workspace,
@@ -60,9 +60,12 @@ export class Workspaces {
   async update(cmd: Extract<Cmd, { k: 'wsUpdate' }>, ctx: ActorContext): Promise<Outcome> {
     // Content in main decides, also when deleted there since the draft was made (a draft made over
     // it keeps its contexts). It is asked before the draft is looked at, so a caller who may not
-    // update it gets the same 403 whether or not this workspace holds a draft of it.
+    // update it gets the same answer whether or not this workspace holds a draft of it: 403 for
+    // live content, and for deleted content the 404 of a key that never existed.
     const original = await this.store.head(cmd.cid);
-    if (original && !isAllowed(this.security, cmd.user, 'Update', original.type, contextsOf(original.meta))) throw permissionDenied('Update', cmd.user);
+    if (original && !isAllowed(this.security, cmd.user, 'Update', original.type, contextsOf(original.meta))) {
+      throw original.deleted ? noContent(cmd.workspace) : permissionDenied('Update', cmd.user);
+    }
     const head = liveHeadOf(original);
     const existing = await this.store.draft(cmd.cid, cmd.workspace);
     if (!head && !existing) throw noContent(cmd.workspace);
@@ -79,7 +82,7 @@ export class Workspaces {
     }
     const aspects = applyUpdateMode(cmd.mode, base, cmd.aspects);
     checkFileReferences(aspects.svcFiles, base.svcFiles, cmd.files);
-    const { reserved, subResults, ops } = await this.reserve(cmd.cid, cmd.workspace, cmd.ops, existing?.reserved ?? []);
+    const { reserved, subResults, ops } = await this.reserve(cmd.cid, cmd.workspace, cmd.ops);
     if (subResults.length) {
       await this.release(cmd.cid, cmd.workspace, freedAliases(reserved, existing?.reserved ?? []));
       const s = subResults[0].status;
@@ -108,9 +111,12 @@ export class Workspaces {
   /** Draft delete: only the workspace is affected, no conflict check; its reservations are released. */
   async remove(cmd: Extract<Cmd, { k: 'wsDelete' }>, ctx: ActorContext): Promise<Outcome> {
     // The original decides, also when deleted in main since the draft was made; it is asked before
-    // the draft, so a caller without the permission gets the same 403 whether or not a draft exists.
+    // the draft, so a caller without the permission gets the same answer whether or not a draft
+    // exists: 403 for live content, the 404 of a key that never existed for deleted content.
     const original = cmd.clear ? null : await this.store.head(cmd.cid);
-    if (original && !isAllowed(this.security, cmd.user, 'Create', original.type, contextsOf(original.meta))) throw permissionDenied('Create', cmd.user);
+    if (original && !isAllowed(this.security, cmd.user, 'Create', original.type, contextsOf(original.meta))) {
+      throw original.deleted ? noDraft(cmd.workspace) : permissionDenied('Create', cmd.user);
+    }
     const draft = await this.store.draft(cmd.cid, cmd.workspace);
     if (!draft) throw noDraft(cmd.workspace);
     if (!cmd.clear && !original && !canInAnyContext(this.security, cmd.user, 'Create', draft.type)) throw permissionDenied('Create', cmd.user);
@@ -130,9 +136,12 @@ export class Workspaces {
    */
   async promote(cmd: Extract<Cmd, { k: 'wsPromote' }>, ctx: ActorContext): Promise<Outcome> {
     // Content in main is updated by the promote: a caller who may not update it gets the update's
-    // 403 before the draft is looked at (the same answer whether or not a draft exists).
+    // 403 before the draft is looked at (the same answer whether or not a draft exists), and for
+    // content deleted in main the 404 of a key that never existed.
     const original = await this.store.head(cmd.cid);
-    if (original && !isAllowed(this.security, cmd.user, 'Update', original.type, contextsOf(original.meta))) throw permissionDenied('Update', cmd.user);
+    if (original && !isAllowed(this.security, cmd.user, 'Update', original.type, contextsOf(original.meta))) {
+      throw original.deleted ? noDraft(cmd.workspace) : permissionDenied('Update', cmd.user);
+    }
     const draft = await this.store.draft(cmd.cid, cmd.workspace);
     if (!draft) throw noDraft(cmd.workspace);
     const ops = draft.ops as Operation[];
@@ -176,20 +185,19 @@ export class Workspaces {
 
   /**
    * Reserves the aliases of the svcSetAlias operations for the draft. An alias that another
-   * content holds becomes an ALIAS_EXISTS subResult and its operation is dropped.
+   * content holds, or another workspace's draft of this content (a reservation names one
+   * workspace: reserve-alias-1.lua), becomes an ALIAS_EXISTS subResult and its operation is
+   * dropped. Aliases the draft already lists as reserved are asked again too: such a reservation
+   * may not be the draft's any more (two workspaces both listed one before reservations were
+   * exclusive), and one freed meanwhile is taken again.
    */
-  private async reserve(
-    cid: string,
-    workspace: string,
-    ops: Operation[],
-    held: string[],
-  ): Promise<{ reserved: string[]; subResults: SubResult[]; ops: Operation[] }> {
+  private async reserve(cid: string, workspace: string, ops: Operation[]): Promise<{ reserved: string[]; subResults: SubResult[]; ops: Operation[] }> {
     const reserved: string[] = [];
     const subResults: SubResult[] = [];
     const failed = new Set<Operation>();
     for (const { op, name } of setAliasOps(ops)) {
       if (reserved.includes(name)) continue;
-      if (held.includes(name) || (await this.store.reserveAlias(op.namespace, op.alias, cid, workspace))) reserved.push(name);
+      if (await this.store.reserveAlias(op.namespace, op.alias, cid, workspace)) reserved.push(name);
       else {
         failed.add(op);
         subResults.push(aliasExists<Operation>(op, name));

@@ -7,7 +7,9 @@
 --
 -- KEYS: 12 per commit, in ARGV's order; those of commit i begin at KEYS[12 * (i - 1) + 1]:
 --   +1  lease:{p}          the partition lease; the commit is fenced by its owner
---   +2  ct:{p}:<cid>       head of the content: rev, s (snapshot), h (its head version key)
+--   +2  ct:{p}:<cid>       head of the content: rev, s (snapshot), h (its head version key),
+--                          d ('1': the snapshot is deleted, '0': not; read by live-heads-n.lua
+--                          without the snapshot; heads committed by older builds have none)
 --   +3  rv:{p}:<cid>       snapshot of every revision
 --   +4  vr:{p}:<cid>       versions, by version key
 --   +5  vi:{p}:<cid>       version index (history), one entry per version
@@ -24,6 +26,7 @@
 --   expectedRev            the head revision the change was made on (0: the content is new)
 --   rev, snapshot, head    the new revision, its snapshot and its head version key (read with
 --                          the snapshot by export-read-n.lua, which cannot decode the snapshot)
+--   deleted                whether the new snapshot is deleted (a boolean), kept as d
 --   versionKey, version, versionIndexEntry   the new version (left out: the change makes none)
 --   event, eventsMaxLen    the event appended to the partition's stream, and the stream's bound
 --   reply, dedupTtl        the reply recorded for a replay, for dedupTtl seconds (left out: none)
@@ -47,7 +50,7 @@ for i = 1, #ARGV do
     out[#out + 1] = -2
     out[#out + 1] = cur
   else
-    redis.call('HSET', KEYS[k + 2], 'rev', a.rev, 's', a.snapshot, 'h', a.head)
+    redis.call('HSET', KEYS[k + 2], 'rev', a.rev, 's', a.snapshot, 'h', a.head, 'd', a.deleted and '1' or '0')
     redis.call('HSET', KEYS[k + 3], a.rev, a.snapshot)
     if a.versionKey then
       redis.call('HSET', KEYS[k + 4], a.versionKey, a.version)
