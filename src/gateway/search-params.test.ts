@@ -3,17 +3,25 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { type IndexSchema, indexSchemaOf, parseSchemaXml } from '../content/search-document.js';
 import { AppError } from '../errors.js';
+import { loadSettings } from '../../config/settings.js';
+import type { Exchange } from './http.js';
+import { SearchService, type SearchServiceDeps } from './search-service.js';
 import {
+  checkParameterCount,
   checkSearchParams,
   engineErrorQuery,
   HIGHLIGHT_MAX_ANALYZED_CHARS,
   isAllowedSearchParameter,
+  MAX_FACET_OFFSET,
+  MAX_FL_FIELDS,
   MAX_GROUP_OFFSET,
   MAX_GROUPED_DOCUMENTS,
   MAX_GROUPS,
   MAX_HIGHLIGHTED_ROWS,
+  MAX_LISTED_FIELDS,
   MAX_PARAMETER_REPEATS,
   MAX_PHRASE_SLOP,
+  MAX_PIVOT_LEVELS,
   MAX_SEARCH_PARAMETERS,
   MAX_SORT_CLAUSES,
   MAX_SORT_VALUES,
@@ -55,7 +63,7 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
       ['df', 'title_s'],
       ['sort', 'n_i desc, score desc,id asc'],
       ['start', '100'],
-      ['rows', '100'],
+      ['rows', '30'],
       ['fl', 'id,title_s score svc_*'],
       ['fl', '*'],
       ['facet', 'true'],
@@ -998,7 +1006,7 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
           ['qf', 'svc_text'],
           ['sort', 'version desc'],
           ['start', '500'],
-          ['rows', '100'],
+          ['rows', '10'],
           ['fl', 'id'],
           ['facet', 'true'],
           ['facet.field', 'id'],
@@ -1025,6 +1033,155 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
         ['rows', '0'],
         ['wt', 'json'],
       ]);
+    });
+
+    // The eighteenth session's third review.
+    it('a highlighted grouped search highlights every document of its groups: group.field × rows × group.limit (at least 1) is at most MAX_HIGHLIGHTED_ROWS', () => {
+      // the reported search: rows 100 of groups of 100, hl.fl=*: up to 10,000 documents highlighted
+      const reported = refusal({ q: '*:*', rows: '100', group: 'true', 'group.field': 'p_s', 'group.limit': '100', hl: 'true', 'hl.fl': '*' });
+      expect(reported?.parameter).to.equal('group.limit');
+      expect(reported?.message)
+        .to.contain('up to 10000 (1 group.field × rows 100 × group.limit 100')
+        .and.contain(`at most ${MAX_HIGHLIGHTED_ROWS} (MAX_HIGHLIGHTED_ROWS)`);
+      const grouped = (extra: Record<string, string>) => ({ q: '*:*', group: 'true', 'group.field': 'p_s', hl: 'on', ...extra });
+      expect(refusal(grouped({ rows: '10', 'group.limit': '10' }))).to.equal(null);
+      expect(refusal(grouped({ rows: '10', 'group.limit': '11' }))?.parameter).to.equal('group.limit');
+      expect(refusal(grouped({ rows: '100' }))).to.equal(null); // group.limit 1 by default
+      expect(refusal(grouped({ rows: '100', 'group.limit': '0' }))).to.equal(null); // counted as 1
+      expect(refusal(grouped({ rows: '51', 'group.field': 'p_s', 'group.limit': '2' }))?.parameter).to.equal('group.limit');
+      const twoFields: [string, string][] = [
+        ['q', '*:*'],
+        ['group', 'true'],
+        ['group.field', 'p_s'],
+        ['group.field', 'q_s'],
+        ['hl', 'true'],
+      ];
+      expect(refusal([...twoFields, ['rows', '50']])).to.equal(null);
+      expect(refusal([...twoFields, ['rows', '51']])?.parameter).to.equal('rows');
+      // not highlighted, or not grouped: as before
+      expect(refusal(grouped({ rows: '100', 'group.limit': '100', hl: 'false' }))).to.equal(null);
+      expect(refusal({ hl: 'true', rows: '100', 'group.limit': '100', 'group.field': 'p_s' })).to.equal(null);
+    });
+
+    it('the parameters are counted on the raw query string and form body before they are parsed: a 10 MiB body of 5 million parameters answers 400 naming MAX_SEARCH_PARAMETERS in milliseconds', async () => {
+      const settings = loadSettings({});
+      const stub: unknown = new Proxy(() => undefined, { get: (_t, k) => (k === 'then' ? undefined : stub), apply: () => stub });
+      const deps = new Proxy({ settings } as Record<string, unknown>, { get: (t, k: string) => (k in t ? t[k] : stub) });
+      const service = new SearchService(deps as unknown as SearchServiceDeps);
+      const { handler, params } = service.router.match('POST', [settings.SOLR_COLLECTION, 'select']);
+      const post = async (rawQuery: string, body: Buffer): Promise<[AppError, number]> => {
+        const x = {
+          method: 'POST',
+          rawQuery,
+          header: (h: string) => (h === 'content-type' ? 'application/x-www-form-urlencoded' : undefined),
+          body: async () => body,
+        } as unknown as Exchange;
+        const t0 = performance.now();
+        const e = await Promise.resolve(handler(x, params)).then(
+          () => expect.fail('answered'),
+          (err: unknown) => err,
+        );
+        const ms = performance.now() - t0;
+        expect(e).to.be.instanceOf(AppError);
+        return [e as AppError, ms];
+      };
+      // the reported body: 1.4-1.9 s of the gateway's thread and 0.5-1 GB of memory before its 400
+      const [reported, ms] = await post('', Buffer.from('a&'.repeat(5 * 1024 * 1024)));
+      expect(reported.http).to.equal(400);
+      expect(reported.extraInfo.parameter).to.equal('a');
+      expect(reported.message).to.contain(`at most ${MAX_SEARCH_PARAMETERS} (MAX_SEARCH_PARAMETERS)`);
+      expect(ms, 'milliseconds to refuse').to.be.below(250);
+      // the query string counts with the body
+      const [both] = await post('q=*:*&rows=1', Buffer.from(`${'fl=id&'.repeat(MAX_SEARCH_PARAMETERS - 2)}x%20y=1`));
+      expect(both.extraInfo.parameter).to.equal('x y');
+    });
+
+    it('checkParameterCount counts the pieces URLSearchParams reads (not empty ones), in strings and bytes, and names the first past MAX_SEARCH_PARAMETERS', () => {
+      const count = (...parts: (string | Uint8Array)[]) => {
+        try {
+          checkParameterCount(...parts);
+          return null;
+        } catch (e) {
+          expect(e).to.be.instanceOf(AppError);
+          return (e as AppError).extraInfo.parameter;
+        }
+      };
+      const pieces = (n: number) => Array.from({ length: n }, (_, i) => `f${i}=1`).join('&');
+      expect(count(`&&${pieces(MAX_SEARCH_PARAMETERS)}&&`)).to.equal(null);
+      expect(count(`${pieces(MAX_SEARCH_PARAMETERS)}&=`)).to.equal('');
+      expect(count(pieces(500), Buffer.from(`${'&'.repeat(100_000)}${pieces(500)}`))).to.equal(null);
+      expect(count(pieces(500), Buffer.from(`${pieces(500)}&%C3%A9t%C3%A9=x`))).to.equal('été');
+      expect(count('', Buffer.from(`${pieces(MAX_SEARCH_PARAMETERS)}&a+b=1&c=2`))).to.equal('a b');
+      const many = `${pieces(MAX_SEARCH_PARAMETERS)}&last`;
+      expect([...new URLSearchParams(many)]).to.have.length(MAX_SEARCH_PARAMETERS + 1);
+      expect(count(many)).to.equal('last');
+    });
+
+    it('lists are bounded before their items are read: fl names at most MAX_FL_FIELDS fields in all, qf, pf and hl.fl MAX_LISTED_FIELDS each, a facet.pivot MAX_PIVOT_LEVELS levels whether or not faceting is on', () => {
+      const names = (n: number, name = (i: number) => `f${i}_s`) => Array.from({ length: n }, (_, i) => name(i)).join(',');
+      // the reported bodies: 100 fl (and facet.pivot, faceting off) of 33,333 names each took 3 s and passed
+      const big = names(33_333, () => 'id');
+      for (const [key, bound, extra] of <[string, string, [string, string][]][]>[
+        ['fl', 'MAX_FL_FIELDS', []],
+        ['facet.pivot', 'MAX_PIVOT_LEVELS', [['facet', 'false']]],
+        ['facet.pivot', 'MAX_PIVOT_LEVELS', []],
+      ]) {
+        const t0 = performance.now();
+        const r = refusal([['q', '*:*'], ...extra, ...Array.from({ length: 100 }, (): [string, string] => [key, big])]);
+        const ms = performance.now() - t0;
+        expect(r?.parameter, key).to.equal(key);
+        expect(r?.message, key).to.contain(bound);
+        expect(ms, `${key}: milliseconds to refuse`).to.be.below(250);
+      }
+      expect(refusal({ fl: names(MAX_FL_FIELDS) })).to.equal(null);
+      const fl = refusal({ fl: names(MAX_FL_FIELDS + 1) });
+      expect(fl?.parameter).to.equal('fl');
+      expect(fl?.message).to.contain(`at most ${MAX_FL_FIELDS} (MAX_FL_FIELDS)`);
+      // all fl together
+      expect(
+        refusal([
+          ['fl', names(500)],
+          ['fl', names(500)],
+        ]),
+      ).to.equal(null);
+      const all = refusal([
+        ['fl', names(500)],
+        ['fl', names(500)],
+        ['fl', 'id'],
+      ]);
+      expect(all?.parameter).to.equal('fl');
+      expect(all?.message).to.contain(`at most ${MAX_FL_FIELDS} in all its values (MAX_FL_FIELDS)`);
+      for (const key of ['qf', 'pf', 'hl.fl']) {
+        expect(refusal({ [key]: names(MAX_LISTED_FIELDS) }), key).to.equal(null);
+        const r = refusal({ [key]: names(MAX_LISTED_FIELDS + 1) });
+        expect(r?.parameter, key).to.equal(key);
+        expect(r?.message, key).to.contain(`at most ${MAX_LISTED_FIELDS} (MAX_LISTED_FIELDS)`);
+      }
+      expect(refusal({ 'hl.fl': names(MAX_LISTED_FIELDS + 1, () => '*') })?.parameter).to.equal('hl.fl');
+      // a pivot of more than 4 levels, faceting off or not asked
+      for (const facet of <Record<string, string>[]>[{ facet: 'false' }, {}]) {
+        expect(refusal({ ...facet, 'facet.pivot': 'a_s,b_s,c_s,d_s' })).to.equal(null);
+        const r = refusal({ ...facet, 'facet.pivot': 'a_s,b_s,c_s,d_s,e_s' });
+        expect(r?.parameter).to.equal('facet.pivot');
+        expect(r?.message).to.contain(`the pivot has 5 levels; a pivot may have at most ${MAX_PIVOT_LEVELS} (MAX_PIVOT_LEVELS)`);
+      }
+    });
+
+    it('facet.offset, global and per field, is at most MAX_FACET_OFFSET (2147483647 made the engine throw NegativeArraySizeException: a 500)', () => {
+      for (const [key, extra] of <[string, Record<string, string>][]>[
+        ['facet.offset', { 'facet.field': 'id' }],
+        ['f.id.facet.offset', { 'facet.field': 'id' }],
+        ['facet.offset', { 'facet.pivot': 'a_s,b_s', 'facet.limit': '10' }],
+        ['f.a_s.facet.offset', { 'facet.pivot': 'a_s,b_s', 'facet.limit': '10' }],
+      ]) {
+        const r = refusal({ q: '*:*', rows: '0', facet: 'true', ...extra, [key]: '2147483647' });
+        expect(r?.parameter, key).to.equal(key);
+        expect(r?.message, key).to.contain(`from 0 to ${MAX_FACET_OFFSET}`);
+        expect(refusal({ facet: 'true', ...extra, [key]: String(MAX_FACET_OFFSET + 1) })?.parameter, key).to.equal(key);
+        expect(refusal({ facet: 'true', ...extra, [key]: String(MAX_FACET_OFFSET) }), key).to.equal(null);
+      }
+      // offset + limit stays far within the engine's 32-bit sum
+      expect(MAX_FACET_OFFSET + 20_000 * 2).to.be.below(2 ** 31 - 1);
     });
   });
   // Sorting, faceting, grouping or stats on a field without docValues makes the engine un-invert

@@ -37,8 +37,10 @@ import { AppError } from '../errors.js';
  *
  * What a search costs the engine is bounded before it is sent (each past its bound answers 400
  * naming the parameter that crosses it and the setting): first the parameters, at most
- * MAX_SEARCH_PARAMETERS and each repeatable one at most its bound (checkRepeats), read once
- * into a map the checks look them up in; the clauses of q, every fq and facet.query together,
+ * MAX_SEARCH_PARAMETERS (counted on the raw text before it is parsed: checkParameterCount) and
+ * each repeatable one at most its bound (checkRepeats), read once into a map the checks look
+ * them up in; the items of lists (fl MAX_FL_FIELDS in all; qf, pf, hl.fl MAX_LISTED_FIELDS; a
+ * facet.pivot MAX_PIVOT_LEVELS) before the items are read; the clauses of q, every fq and facet.query together,
  * and among them the wildcard, prefix, regular expression and range terms (checkQueryCost), and
  * a phrase's slop (MAX_PHRASE_SLOP); the number of fq and of facet.query; the facet values asked
  * for, a pivot's whole tree counted (checkFacetValues); the groups and their documents
@@ -143,9 +145,32 @@ export const ALL_FACET_VALUES = 1000;
 const DEFAULT_FACET_LIMIT = 100;
 /** The rows of a search that sends none (the select handler's default, solrconfig.xml). */
 const DEFAULT_ROWS = 10;
-/** Most levels (fields) of one `facet.pivot`: each node of a level is a facet count of the next field. */
+/**
+ * Most levels (fields) of one `facet.pivot`: each node of a level is a facet count of the next
+ * field. Checked by the parameter's own rule, whether or not faceting is on: the gateway reads
+ * every field of a list (the eighteenth session's third review: 100 `facet.pivot` of 33,000
+ * fields each, faceting off, passed after seconds of the gateway's thread).
+ */
 export const MAX_PIVOT_LEVELS = 4;
+/**
+ * Most field names of `fl`, all its values together. Each name is read by the gateway's checks
+ * and by the engine's field list; the eighteenth session's third review sent `fl=id,id,…` of
+ * 33,000 names 100 times (10 MB): 3 s of the gateway's thread, and it passed.
+ */
+export const MAX_FL_FIELDS = 1000;
+/** Most fields of one `qf`, `pf` or `hl.fl`: each is a query (qf, pf) or a highlighted field (hl.fl) of every search. */
+export const MAX_LISTED_FIELDS = 100;
+/**
+ * Largest `facet.offset` (global or per field): the engine adds it to the facet's limit in a
+ * 32-bit integer, so `facet.offset=2147483647` made it throw NegativeArraySizeException and the
+ * platform answer 500 (the eighteenth session's third review). With facet.limit at most
+ * SEARCH_MAX_FACET_VALUES the sum stays far below 2^31.
+ */
+export const MAX_FACET_OFFSET = 100_000;
 const INT32_MAX = 2_147_483_647;
+
+/** The items of a list of fields (commas and/or whitespace between them). */
+const fieldCount = (v: string | null): number => (v ?? '').split(/[\s,]+/).filter(Boolean).length;
 
 /** A field name as the schema's fields and dynamic fields have them. */
 const FIELD_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,255}$/;
@@ -268,12 +293,16 @@ const fieldName = (v: string): string => {
 };
 const field: Rule = (v) => fieldName(v.trim());
 
-/** A list of items separated by commas and/or whitespace, each checked by `item`. */
+/**
+ * A list of items separated by commas and/or whitespace, each checked by `item`; at most
+ * `max[0]` items (the bound's name `max[1]`), counted before any item is checked.
+ */
 const list =
-  (item: (s: string) => void, what: string): Rule =>
+  (item: (s: string) => void, what: string, max?: [number, string]): Rule =>
   (v) => {
     const items = v.split(/[\s,]+/).filter(Boolean);
     if (!items.length) refuse(`a list of ${what} is required`);
+    if (max && items.length > max[0]) refuse(`${items.length} ${what}; at most ${max[0]} (${max[1]})`);
     items.forEach(item);
     return v;
   };
@@ -325,10 +354,22 @@ const sort: Rule = (v) => {
   return v;
 };
 
-/** fl: field names, `*` globs and `score`; no transformers, functions or aliases. */
-const fl = list((s) => {
-  if (s !== 'score') fieldOrGlob(s);
-}, 'field names');
+/** fl: field names, `*` globs and `score`; no transformers, functions or aliases; at most MAX_FL_FIELDS (all fl together: checkFieldLists). */
+const fl = list(
+  (s) => {
+    if (s !== 'score') fieldOrGlob(s);
+  },
+  'field names',
+  [MAX_FL_FIELDS, 'MAX_FL_FIELDS'],
+);
+/** facet.pivot: field names, at most MAX_PIVOT_LEVELS of them, whether or not faceting is on. */
+const pivot: Rule = (v) => {
+  const levels = fieldCount(v);
+  if (levels > MAX_PIVOT_LEVELS) refuse(`the pivot has ${levels} levels; a pivot may have at most ${MAX_PIVOT_LEVELS} (MAX_PIVOT_LEVELS)`);
+  return list(fieldName, 'fields')(v);
+};
+/** qf, pf, hl.fl: at most MAX_LISTED_FIELDS fields each. */
+const LISTED_FIELDS: [number, string] = [MAX_LISTED_FIELDS, 'MAX_LISTED_FIELDS'];
 
 /** Minimum should match: `2`, `75%`, `-1`, `3<90%`, `2<-25% 9<-3`. */
 const mm: Rule = (v) => {
@@ -648,7 +689,6 @@ export function queryCost(v: string): QueryCost {
 }
 
 const QUERY_PARAMS = new Set(['q', 'fq', 'facet.query']);
-const fieldCount = (v: string | null): number => (v ?? '').split(/[\s,]+/).filter(Boolean).length;
 
 /**
  * The queries of a search (q, every fq and facet.query) together have at most `maxClauses`
@@ -707,9 +747,8 @@ function checkFacetValues(engine: URLSearchParams, values: Values, limits: Requi
       count = limitOf(value);
       what = `facet '${value}' asks for ${count} values (its facet.limit, at least 1)`;
     } else if (key === 'facet.pivot') {
+      // at most MAX_PIVOT_LEVELS fields: the parameter's rule
       const fields = value.split(/[\s,]+/).filter(Boolean);
-      if (fields.length > MAX_PIVOT_LEVELS)
-        throw parameterRefused(key, `the pivot '${value}' has ${fields.length} levels; a pivot may have at most ${MAX_PIVOT_LEVELS}`);
       const levels = fields.map(limitOf);
       let width = 1;
       count = 0;
@@ -784,16 +823,43 @@ function checkSort(sort: string, values: Values): void {
     );
 }
 
-/** A highlighted search has at most MAX_HIGHLIGHTED_ROWS rows (400 naming rows), and the highlighter analyses HIGHLIGHT_MAX_ANALYZED_CHARS of each field. */
+/**
+ * A highlighted search has at most MAX_HIGHLIGHTED_ROWS rows (400 naming rows), and the
+ * highlighter analyses HIGHLIGHT_MAX_ANALYZED_CHARS of each field. A grouped one highlights every
+ * document of the groups it answers, not `rows`: group.field × rows × group.limit (at least 1)
+ * documents, bounded the same (400 naming group.limit, or rows when group.limit is 1 or less).
+ * Before (the eighteenth session's third review), `rows=100&group.limit=100` with `hl.fl=*` passed
+ * and the engine highlighted up to 10,000 documents (MAX_GROUPED_DOCUMENTS).
+ */
 function checkHighlighting(engine: URLSearchParams, values: Values): void {
   if (!switchedOn(values, 'hl')) return;
   const rows = Number(first(values, 'rows') ?? DEFAULT_ROWS);
+  if (switchedOn(values, 'group')) {
+    const fields = Math.max(1, values.get('group.field')?.length ?? 0);
+    const limit = Number(first(values, 'group.limit') ?? 1);
+    const documents = fields * rows * Math.max(1, limit);
+    if (documents > MAX_HIGHLIGHTED_ROWS)
+      throw parameterRefused(
+        limit > 1 ? 'group.limit' : 'rows',
+        `a highlighted grouped search (hl=${first(values, 'hl')}, group=${first(values, 'group')}) highlights every document of its groups, up to ${documents} (${fields} group.field × rows ${rows} × group.limit ${limit}, at least 1); at most ${MAX_HIGHLIGHTED_ROWS} (MAX_HIGHLIGHTED_ROWS)`,
+      );
+  }
   if (rows > MAX_HIGHLIGHTED_ROWS)
     throw parameterRefused(
       'rows',
       `a highlighted search (hl=${first(values, 'hl')}) may have at most ${MAX_HIGHLIGHTED_ROWS} rows (MAX_HIGHLIGHTED_ROWS): the engine analyses the text of every row again`,
     );
   engine.set('hl.maxAnalyzedChars', String(HIGHLIGHT_MAX_ANALYZED_CHARS));
+}
+
+/** `fl` names at most MAX_FL_FIELDS fields, all its values together (each value's own rule counts one). */
+function checkFieldLists(values: Values): void {
+  let names = 0;
+  for (const value of values.get('fl') ?? []) {
+    names += fieldCount(value);
+    if (names > MAX_FL_FIELDS)
+      throw parameterRefused('fl', `the search names more than ${MAX_FL_FIELDS} fields in fl; at most ${MAX_FL_FIELDS} in all its values (MAX_FL_FIELDS)`);
+  }
 }
 
 /** What each parameter that names fields for their values does with them (named in its refusal). */
@@ -878,8 +944,8 @@ export const SEARCH_PARAMETER_ALLOWLIST: Readonly<Record<string, Param>> = {
   q: { rule: query },
   fq: { rule: query, repeatable: true },
   defType: { rule: oneOf('lucene', 'edismax', 'dismax') },
-  qf: { rule: list(boostedField, 'fields') },
-  pf: { rule: list(boostedField, 'fields') },
+  qf: { rule: list(boostedField, 'fields', LISTED_FIELDS) },
+  pf: { rule: list(boostedField, 'fields', LISTED_FIELDS) },
   mm: { rule: mm },
   'q.op': { rule: oneOf('AND', 'OR') },
   df: { rule: field },
@@ -894,9 +960,9 @@ export const SEARCH_PARAMETER_ALLOWLIST: Readonly<Record<string, Param>> = {
   'facet.range.start': { rule: rangeBound },
   'facet.range.end': { rule: rangeBound },
   'facet.range.gap': { rule: rangeGap },
-  'facet.pivot': { rule: list(fieldName, 'fields'), repeatable: true },
+  'facet.pivot': { rule: pivot, repeatable: true },
   'facet.limit': { rule: facetLimit },
-  'facet.offset': { rule: integer(0, INT32_MAX) },
+  'facet.offset': { rule: integer(0, MAX_FACET_OFFSET) },
   'facet.sort': { rule: oneOf('count', 'index') },
   'facet.prefix': { rule: anyText },
   'facet.mincount': { rule: mincount },
@@ -907,7 +973,7 @@ export const SEARCH_PARAMETER_ALLOWLIST: Readonly<Record<string, Param>> = {
   'group.limit': { rule: integer(0, MAX_ROWS) },
   'group.offset': { rule: integer(0, MAX_GROUP_OFFSET) },
   hl: { rule: bool },
-  'hl.fl': { rule: list(fieldOrGlob, 'fields') },
+  'hl.fl': { rule: list(fieldOrGlob, 'fields', LISTED_FIELDS) },
   'hl.snippets': { rule: integer(0, 100) },
   'hl.fragsize': { rule: integer(0, 100_000) },
   cursorMark: { rule: cursorMark },
@@ -958,11 +1024,7 @@ function checkRepeats(params: URLSearchParams, limits: Required<Omit<SearchLimit
   const given = new Map<string, number>();
   let count = 0;
   for (const [key] of params) {
-    if (++count > MAX_SEARCH_PARAMETERS)
-      throw parameterRefused(
-        key,
-        `the search has more than ${MAX_SEARCH_PARAMETERS} parameters (each repetition counted); a search may have at most ${MAX_SEARCH_PARAMETERS} (MAX_SEARCH_PARAMETERS)`,
-      );
+    if (++count > MAX_SEARCH_PARAMETERS) throw parameterRefused(key, TOO_MANY_PARAMETERS);
     const times = (given.get(key) ?? 0) + 1;
     given.set(key, times);
     const entry = entryOf(key);
@@ -974,6 +1036,40 @@ function checkRepeats(params: URLSearchParams, limits: Required<Omit<SearchLimit
         ? [limits.maxFilterQueries, 'SEARCH_MAX_FILTER_QUERIES']
         : (entry.maxRepeats ?? [MAX_PARAMETER_REPEATS, 'MAX_PARAMETER_REPEATS']);
     if (times > max) throw parameterRefused(key, `given more than ${max} times; a search may have at most ${max} (${bound})`);
+  }
+}
+
+/** The message of a search of more than MAX_SEARCH_PARAMETERS parameters (checkRepeats, checkParameterCount). */
+const TOO_MANY_PARAMETERS = `the search has more than ${MAX_SEARCH_PARAMETERS} parameters (each repetition counted); a search may have at most ${MAX_SEARCH_PARAMETERS} (MAX_SEARCH_PARAMETERS)`;
+
+/**
+ * MAX_SEARCH_PARAMETERS on the raw text of a search (its query string, then its form body),
+ * before it is parsed: the parameters are its `&`-separated pieces that are not empty, as
+ * URLSearchParams reads them. Past the bound, 400 naming the first parameter past it (decoded
+ * from its piece) and MAX_SEARCH_PARAMETERS, as checkRepeats would. One pass over the bytes up
+ * to that piece, no string or object made per parameter: before (the eighteenth session's third
+ * review), a 10 MiB anonymous form body of `a&a&…` (5 million parameters) was parsed and copied
+ * first, 1.4-1.9 s of the gateway's thread and 0.5-1 GB more memory before its 400.
+ */
+export function checkParameterCount(...parts: (string | Uint8Array)[]): void {
+  let count = 0;
+  for (const part of parts) {
+    const text = typeof part === 'string';
+    const len = part.length;
+    let start = -1;
+    for (let i = 0; i <= len; i++) {
+      const amp = i === len || (text ? (part as string).charCodeAt(i) : (part as Uint8Array)[i]) === 0x26;
+      if (!amp) {
+        if (start < 0) start = i;
+        continue;
+      }
+      if (start >= 0 && ++count > MAX_SEARCH_PARAMETERS) {
+        const piece = text ? (part as string).slice(start, i) : Buffer.from((part as Uint8Array).subarray(start, i)).toString('utf8');
+        const key = new URLSearchParams(piece).keys().next().value ?? '';
+        throw parameterRefused(key.length > 256 ? `${key.slice(0, 256)}...` : key, TOO_MANY_PARAMETERS);
+      }
+      start = -1;
+    }
   }
 }
 
@@ -1070,6 +1166,7 @@ export function checkSearchParams(
     throw new AppError('BAD_REQUEST', `Parameter 'inlineData' needs wt=json: the platform adds the content to a JSON answer only`, {
       parameter: 'inlineData',
     });
+  checkFieldLists(values);
   checkRangeBuckets(values, limits);
   checkQueryCost(engine, values, limits);
   checkFacetValues(engine, values, limits);

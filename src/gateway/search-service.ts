@@ -12,11 +12,20 @@ import { contentEnvelope } from './envelope.js';
 import type { Exchange } from './http.js';
 import { Reads } from './reads.js';
 import { Router, type Params } from './router.js';
-import { checkSearchParams, engineErrorQuery } from './search-params.js';
+import { checkParameterCount, checkSearchParams, engineErrorQuery } from './search-params.js';
 import { engineErrorAnswer, noCollection } from './search-errors.js';
 import { composeVariant } from './variant-reads.js';
 
 export const SEARCH_PREFIX = 'search-service';
+
+/**
+ * The largest form body of a search (the gateway answers 413 past it, as for MAX_BODY_BYTES):
+ * what the engine itself takes in a form body (`formdataUploadLimitInKB="2048"`,
+ * tools/solr/configsets/content/conf/solrconfig.xml), far more than MAX_SEARCH_PARAMETERS values
+ * of a useful length need. Before (the eighteenth session's third review), a search body could
+ * have MAX_BODY_BYTES (10 MiB).
+ */
+export const SEARCH_MAX_BODY_BYTES = 2048 * 1024;
 
 export interface SearchServiceDeps {
   settings: Settings;
@@ -202,21 +211,25 @@ export class SearchService {
     x.sendJson(answer.status, answer.body);
   }
 
-  /** Query parameters, and for POST the form body; the JSON request API is refused. */
+  /**
+   * Query parameters, and for POST the form body (at most SEARCH_MAX_BODY_BYTES: the gateway's
+   * Exchange for a search route); the JSON request API is refused. The parameters are counted on
+   * the raw text before either is parsed (checkParameterCount: at most MAX_SEARCH_PARAMETERS).
+   */
   private async params(x: Exchange): Promise<URLSearchParams> {
-    const params = new URLSearchParams(x.rawQuery);
+    let body: Buffer | null = null;
     if (x.method === 'POST') {
       const type = (x.header('content-type') ?? '').split(';')[0].trim().toLowerCase();
-      const body = await x.body();
-      if (body.length) {
-        if (type !== 'application/x-www-form-urlencoded')
-          throw new AppError(
-            'UNSUPPORTED_MEDIA_TYPE',
-            'Send search parameters as query parameters or an application/x-www-form-urlencoded body; the JSON request API is not supported',
-          );
-        for (const [k, v] of new URLSearchParams(body.toString('utf8'))) params.append(k, v);
-      }
+      body = await x.body();
+      if (body.length && type !== 'application/x-www-form-urlencoded')
+        throw new AppError(
+          'UNSUPPORTED_MEDIA_TYPE',
+          'Send search parameters as query parameters or an application/x-www-form-urlencoded body; the JSON request API is not supported',
+        );
     }
+    checkParameterCount(x.rawQuery, body ?? '');
+    const params = new URLSearchParams(x.rawQuery);
+    if (body?.length) for (const [k, v] of new URLSearchParams(body.toString('utf8'))) params.append(k, v);
     return params;
   }
 

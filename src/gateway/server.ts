@@ -4,7 +4,7 @@ import { AppError } from '../errors.js';
 import { sleep } from '../wait.js';
 import type { Metrics } from '../adapters/metrics.js';
 import type { SolrEngine } from '../adapters/search-engine.js';
-import { SEARCH_PREFIX, SearchService } from './search-service.js';
+import { SEARCH_MAX_BODY_BYTES, SEARCH_PREFIX, SearchService } from './search-service.js';
 import { HeadCache } from './head-cache.js';
 import { type Describable, type MountedRouter, openApiDocument } from './openapi.js';
 import { Exchange, segmentsOf } from './http.js';
@@ -148,7 +148,7 @@ export class Gateway {
       // File uploads and bulk imports stream from the socket instead of being collected (no
       // MAX_BODY_BYTES for the whole body; a bulk line has that limit).
       const streamed = req.getMethod() === 'post' && streamsBody(req.getUrl());
-      void this.dispatch(new Exchange(res, req, this.d.settings.MAX_BODY_BYTES, streamed));
+      void this.dispatch(new Exchange(res, req, bodyLimitOf(req.getUrl(), this.d.settings.MAX_BODY_BYTES), streamed));
     });
     return new Promise((resolve, reject) => {
       app.listen(this.d.settings.HOST, this.d.settings.PORT, (sock) => {
@@ -320,6 +320,20 @@ function within<T>(p: Promise<T>, ms: number, fallback: T): Promise<T> {
 /** 405 (with Allow: GET) for any method but GET and HEAD. */
 function getOnly(x: Exchange): void {
   if (x.method !== 'GET' && x.method !== 'HEAD') throw new AppError('METHOD_NOT_ALLOWED', 'Use GET', { allow: ['GET'] });
+}
+
+/**
+ * The most a collected body may have on a route (413 past it): a search's form body at most
+ * SEARCH_MAX_BODY_BYTES (what the engine takes), any other MAX_BODY_BYTES (`max`).
+ */
+export function bodyLimitOf(url: string, max: number): number {
+  let segs: string[];
+  try {
+    segs = segmentsOf(url);
+  } catch {
+    return max;
+  }
+  return segs[0] === SEARCH_PREFIX ? Math.min(max, SEARCH_MAX_BODY_BYTES) : max;
 }
 
 /**
