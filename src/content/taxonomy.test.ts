@@ -95,22 +95,26 @@ describe('taxonomy read model (spec "Taxonomy service", CONTRACT §10)', () => {
     expect(hierarchyNodeOf('k1', owned, 'article', {}, CONTENT_HIERARCHY_DIMENSION).contexts).to.deep.equal(['sports', 'culture']);
   });
 
-  it("buildTaxonomyModel: an entity hangs under its parent only when its contexts are among the parent's (whoever may write it may write the parent); otherwise it is on no tree, found by id", () => {
+  it("buildTaxonomyModel: an entity hangs under its parent only when its contexts are the parent's (the same writers write both); otherwise it is on no tree, found by id", () => {
     const dim = (id: string, contexts?: string[]) => ({ kind: 'dimension' as const, id, name: id, enumerable: true, localizations: {}, contexts });
     const m = buildTaxonomyModel([
       dim('culture', ['culture']),
       dim('shared', ['sports', 'culture']),
       dim('global'),
+      dim('global2', ['__global__']),
       entity('c.opera', 'Opera', 'culture', { contexts: ['culture'] }),
       // the finding: the sportseditor's entity under culture's dimension
       entity('s.intruder', 'Aaa intruder', 'culture', { contexts: ['sports'] }),
       entity('s.global', 'Sports under global', 'global', { contexts: ['sports'] }),
-      // content without owners (__global__ only: only global roles write it) hangs anywhere
+      // content without owners (__global__ only) hangs only under a parent without owners
       entity('g.any', 'Global under culture', 'culture', { contexts: [] }),
       entity('g.plain', 'Global under culture, no contexts', 'culture'),
-      // under shared content: contexts among the parent's
+      entity('g.global', 'Global under global', 'global', { contexts: [] }),
+      entity('g.global2', 'Global under global, __global__ named', 'global2', { contexts: ['__global__'] }),
+      // under shared content: only content shared alike (its writers write the parent and the parent's write it)
       entity('s.shared', 'Sports under shared', 'shared', { contexts: ['sports'] }),
       entity('c.shared', 'Culture under shared', 'shared', { contexts: ['culture'] }),
+      entity('cs.shared', 'Shared under shared', 'shared', { contexts: ['culture', 'sports', 'culture'] }),
       entity('sc.culture', 'Shared under culture', 'culture', { contexts: ['sports', 'culture'] }),
       // a culture node under the sportseditor's node (which took the alias the culture node names)
       entity('s.claim', 'Sports claim', 's.intruder', { contexts: ['sports'] }),
@@ -119,15 +123,41 @@ describe('taxonomy read model (spec "Taxonomy service", CONTRACT §10)', () => {
       entity('contentid/k1', 'Culture root', CONTENT_HIERARCHY_DIMENSION, { contexts: ['culture'] }),
     ]);
     const kids = (id: string) => m.children.get(id)?.map((e) => e.id) ?? [];
-    expect(kids('culture')).to.deep.equal(['g.any', 'g.plain', 'c.opera']);
-    expect(kids('global')).to.deep.equal([]);
-    expect(kids('shared')).to.deep.equal(['c.shared', 's.shared']);
+    expect(kids('culture')).to.deep.equal(['c.opera']);
+    expect(kids('global')).to.deep.equal(['g.global']);
+    expect(kids('global2')).to.deep.equal(['g.global2']);
+    expect(kids('shared')).to.deep.equal(['cs.shared']);
     expect(kids('s.claim')).to.deep.equal([]);
     expect(kids(CONTENT_HIERARCHY_DIMENSION)).to.deep.equal(['contentid/k1']);
     // on no tree, found by id with the children that may hang under it
     const intruder = structureOf(m, 's.intruder', 1, all) as { entities: { id: string }[] };
     expect(intruder.entities.map((e) => e.id)).to.deep.equal(['s.claim']);
     expect(definedCompletions(m, 'culture', [['aaa']], all)).to.deep.equal([]);
+    expect(definedCompletions(m, 'culture', [['global']], all)).to.deep.equal([]);
+  });
+
+  it("buildTaxonomyModel: an entity without owners whose parent names nothing is not taken by the sportseditor's definition or node that takes the parent's alias (finding F4)", () => {
+    // the global dimension `politics` and node `contentid/home` were deleted (their aliases freed);
+    // the sportseditor defines `politics` and makes a node with the alias the global node names
+    const m = buildTaxonomyModel([
+      entity('g.mayor', 'Mayor', 'politics'),
+      entity('g.council', 'Council', 'politics', { contexts: [] }),
+      entity('c.opera', 'Opera', 'politics', { contexts: ['culture'] }),
+      { kind: 'dimension', id: 'politics', name: 'Politics', enumerable: true, localizations: {}, contexts: ['sports'] },
+      entity('contentid/g1', 'Global desk', 'contentid/s1', { contexts: [] }),
+      entity('contentid/s1', 'Sports page', CONTENT_HIERARCHY_DIMENSION, { contexts: ['sports'] }),
+      // the same with a node the sportseditor shares with culture: a culture node is not taken either
+      entity('contentid/c1', 'Culture desk', 'contentid/sc1', { contexts: ['culture'] }),
+      entity('contentid/sc1', 'Shared page', CONTENT_HIERARCHY_DIMENSION, { contexts: ['sports', 'culture'] }),
+    ]);
+    expect(m.children.get('politics') ?? []).to.deep.equal([]);
+    expect(m.children.get('contentid/s1') ?? []).to.deep.equal([]);
+    expect(m.children.get('contentid/sc1') ?? []).to.deep.equal([]);
+    expect(definedCompletions(m, 'politics', [['mayor']], all)).to.deep.equal([]);
+    expect(definedCompletions(m, CONTENT_HIERARCHY_DIMENSION, [['global']], all)).to.deep.equal([]);
+    // found by their ids, as entities whose parent names nothing
+    expect((structureOf(m, 'g.mayor', 1, all) as { id: string }).id).to.equal('g.mayor');
+    expect((structureOf(m, 'contentid/g1', 1, all) as { id: string }).id).to.equal('contentid/g1');
   });
 
   it('buildTaxonomyModel: a cycle closed through a parent an entity may not hang under hides nothing of the other contexts', () => {
@@ -145,6 +175,39 @@ describe('taxonomy read model (spec "Taxonomy service", CONTRACT §10)', () => {
     // the same loop among contents of one context is never shown
     const loop = buildTaxonomyModel([dim, entity('a', 'A', 'b', { contexts: ['culture'] }), entity('b', 'B', 'a', { contexts: ['culture'] })]);
     expect(loop.children.has('a') || loop.children.has('b')).to.equal(false);
+  });
+
+  it('buildTaxonomyModel: a loop leaves out only the entities on it; one whose chain reaches the loop stays under its parent, cut off where the loop begins (finding F4)', () => {
+    // the sportseditor's loop of 101 nodes (its write's parent check stops after MAX_TAXONOMY_DEPTH
+    // ancestors), an entity of sports under one of them and its subtree, and one under that
+    const ring = MAX_TAXONOMY_DEPTH + 1;
+    const defs: TaxonomyNode[] = [{ kind: 'dimension', id: 'sports', name: 'Sports', enumerable: true, localizations: {}, contexts: ['sports'] }];
+    for (let i = 0; i < ring; i++) defs.push(entity(`ring${i}`, `Ring ${i}`, `ring${(i + 1) % ring}`, { contexts: ['sports'] }));
+    defs.push(
+      entity('below', 'Below', 'ring7', { contexts: ['sports'] }),
+      entity('leaf', 'Leaf', 'below', { contexts: ['sports'] }),
+      entity('self', 'Self', 'self', { contexts: ['sports'] }),
+      entity('under-self', 'Under self', 'self', { contexts: ['sports'] }),
+      entity('team', 'Team', 'sports', { contexts: ['sports'] }),
+    );
+    const m = buildTaxonomyModel(defs);
+    for (let i = 0; i < ring; i++) expect(m.children.get(`ring${(i + 1) % ring}`)?.map((e) => e.id) ?? [], `ring${i} on the loop`).not.to.include(`ring${i}`);
+    expect(m.children.get('ring7')?.map((e) => e.id)).to.deep.equal(['below']);
+    expect(m.children.get('below')?.map((e) => e.id)).to.deep.equal(['leaf']);
+    expect(m.children.get('self')?.map((e) => e.id)).to.deep.equal(['under-self']);
+    expect(m.children.get('sports')?.map((e) => e.id)).to.deep.equal(['team']);
+    // found by its id with its subtree, as an entity whose parent is on no tree
+    const below = structureOf(m, 'below', 2, all) as { entities: { id: string }[] };
+    expect(below.entities.map((e) => e.id)).to.deep.equal(['leaf']);
+    // a chain of 10,000 entities below a loop, and one of 10,000 not: each walked once
+    const long: TaxonomyNode[] = [entity('x', 'X', 'y'), entity('y', 'Y', 'x')];
+    for (let i = 0; i < 10_000; i++) long.push(entity(`l${i}`, `L${i}`, i === 0 ? 'x' : `l${i - 1}`), entity(`f${i}`, `F${i}`, i === 0 ? 'none' : `f${i - 1}`));
+    const started = performance.now();
+    const lm = buildTaxonomyModel(long);
+    expect(performance.now() - started).to.be.below(3_000);
+    expect(lm.children.get('x')?.map((e) => e.id)).to.deep.equal(['l0']);
+    expect(lm.children.has('y')).to.equal(false);
+    expect(lm.children.get('l9998')?.map((e) => e.id)).to.deep.equal(['l9999']);
   });
 
   it('buildTaxonomyModel: built-ins always present and winning, children sorted by name then id, parent cycles left out', () => {

@@ -225,7 +225,7 @@ export interface EntityDef {
   attributes: Record<string, string>;
   /**
    * The contexts of the content that holds it (`contextsOfHolder`); absent or empty: `__global__`
-   * only. It hangs under its parent only when they are among the parent's (`hangsUnder`).
+   * only. It hangs under its parent only when they are the parent's (`hangsUnder`).
    */
   contexts?: readonly string[];
   /**
@@ -328,18 +328,18 @@ const BUILT_IN: TaxonomyNode[] = [
 
 /**
  * Definitions by id (built-ins win), children sorted by name, an entity under its parent only where
- * it may hang there (`hangsUnder`), entities whose chain of such parents loops left out.
+ * it may hang there (`hangsUnder`), entities on a loop of such parents left out (`onLoops`).
  */
 export function buildTaxonomyModel(defs: Iterable<TaxonomyNode>): TaxonomyModel {
   const byId = new Map<string, TaxonomyNode>();
   for (const def of defs) byId.set(def.id, def);
   for (const def of BUILT_IN) byId.set(def.id, def);
-  // The parent each entity hangs under, decided once per entity; each parent's contexts made a set once.
+  // The parent each entity hangs under, decided once per entity; each node's contexts made a set once.
   const contextSets = new Map<TaxonomyNode, ReadonlySet<string>>();
-  const contextsOfParent = (n: TaxonomyNode): ReadonlySet<string> => {
+  const contextsOfNode = (n: TaxonomyNode): ReadonlySet<string> => {
     let set = contextSets.get(n);
     if (!set) {
-      set = new Set(n.kind === 'taxonomy' ? [] : (n.contexts ?? []));
+      set = new Set(n.kind === 'taxonomy' ? [] : (n.contexts ?? []).filter((c) => c !== GLOBAL_CONTEXT));
       contextSets.set(n, set);
     }
     return set;
@@ -348,11 +348,12 @@ export function buildTaxonomyModel(defs: Iterable<TaxonomyNode>): TaxonomyModel 
   for (const def of byId.values()) {
     if (def.kind !== 'entity' || def.parent === null) continue;
     const parent = byId.get(def.parent);
-    if (!parent || BUILT_IN.includes(parent) || hangsUnder(def, contextsOfParent(parent))) above.set(def, parent);
+    if (!parent || BUILT_IN.includes(parent) || hangsUnder(contextsOfNode(def), contextsOfNode(parent))) above.set(def, parent);
   }
+  const looped = onLoops(above);
   const children = new Map<string, EntityDef[]>();
   for (const def of above.keys()) {
-    if (wouldCycle(above, def)) continue;
+    if (looped.has(def)) continue;
     const list = children.get(def.parent!) ?? [];
     list.push(def);
     children.set(def.parent!, list);
@@ -363,39 +364,68 @@ export function buildTaxonomyModel(defs: Iterable<TaxonomyNode>): TaxonomyModel 
 }
 
 /**
- * May an entity hang under a parent of these contexts? Only when whoever may write the entity's
- * content may write the parent's: the entity's contexts are among the parent's. A content without
- * owners is in `__global__` only and hangs under any parent; one of `sports` hangs under neither a
- * dimension or node of `culture` nor one in `__global__` only. A place in a tree changes that tree
- * (its children, its completions, the tag paths through it), so only who may change the tree gives
- * it: neither writing the reference nor holding the alias it names is enough. Before, a
- * sportseditor's entity naming a culture dimension as its parent showed among that dimension's
- * entities to everyone, and a culture node whose parent alias named nothing hung under the
- * sportseditor's node once the sportseditor took that alias (the security review of the eighteenth
- * session). An entity that may not hang under its parent is on no tree and is found by its id, as
- * one whose parent names nothing. (The built-in dimension holds every root of the content
- * hierarchy; a parent the model does not hold is reached by no tree.)
+ * May an entity of these contexts hang under a parent of those? Only when the same writers write
+ * both: the contexts are the same set (owners without `__global__`; a content without owners is
+ * in `__global__` only, so it hangs only under a parent without owners, and a parent without
+ * owners holds only such entities). A place in a tree changes that tree (its children, its
+ * completions, the tag paths through it) and the tree decides where the entity shows, so neither
+ * side may give it alone:
+ *
+ * - the entity's writers must write the parent (the entity's contexts among the parent's), or
+ *   writing the reference would put entities into another's tree: a sportseditor's entity naming
+ *   a culture dimension showed among that dimension's entities to everyone;
+ * - the parent's writers must write the entity (the parent's contexts among the entity's), or
+ *   holding the alias the reference names would take another's entity into one's own tree, and a
+ *   reference that names nothing now (its parent deleted, which frees the alias; a dimension
+ *   never defined) names whatever the first writer to take that alias holds: a culture node, or a
+ *   content without owners, hung under the sportseditor's node once the sportseditor took the
+ *   alias, and a loop of the sportseditor's own nodes above it hid it from every tree (the
+ *   security review of the eighteenth session, findings 3 and F4). A node shared by sports and
+ *   culture is written by both, so it holds only nodes shared by both.
+ *
+ * An entity that may not hang under its parent is on no tree and is found by its id, as one whose
+ * parent names nothing. (The built-in dimension holds every root of the content hierarchy; a
+ * parent the model does not hold is reached by no tree.)
  */
-function hangsUnder(child: EntityDef, parentContexts: ReadonlySet<string>): boolean {
-  return (child.contexts ?? []).every((c) => parentContexts.has(c));
+function hangsUnder(child: ReadonlySet<string>, parent: ReadonlySet<string>): boolean {
+  if (child.size !== parent.size) return false;
+  for (const c of child) if (!parent.has(c)) return false;
+  return true;
 }
 
 /**
- * Does the chain of parents an entity hangs under (`above`) from `e` loop (a cycle is never
- * shown)? A parent it may not hang under ends the chain, so a cycle closed through content its
- * writer may not read (whose check stops there, `refuseParentCycle` in
- * src/actors/content/taxonomy-references.ts) hides nothing: a loop of parents an entity may hang
- * under is among contents of the same contexts, whose writers may write every one of them.
+ * The entities on a loop of the parents they hang under (`above`): a cycle is never shown, so
+ * they are on no tree (found by their ids). Only the entities on a loop: one whose chain reaches
+ * a loop without being on it stays under its parent, cut off where the loop begins, as under any
+ * parent on no tree. Before, every entity whose chain reached a loop was left out, so a writer's
+ * loop of its own nodes hid whatever hung below it (a loop of 101 nodes, or through a head over
+ * 64 KiB, passes the write's parent check, `refuseParentCycle` in
+ * src/actors/content/taxonomy-references.ts). A loop is among entities of the same contexts
+ * (`hangsUnder`), whose writers write every one of them, and a parent an entity may not hang under
+ * ends its chain, so a cycle closed through content its writer may not read hides nothing of
+ * another's. Each entity is visited once (a chain walked is not walked again).
  */
-function wouldCycle(above: ReadonlyMap<EntityDef, TaxonomyNode | undefined>, e: EntityDef): boolean {
-  const seen = new Set<TaxonomyNode>([e]);
-  let cur: TaxonomyNode | undefined = above.get(e);
-  while (cur?.kind === 'entity') {
-    if (seen.has(cur)) return true;
-    seen.add(cur);
-    cur = above.get(cur);
+function onLoops(above: ReadonlyMap<EntityDef, TaxonomyNode | undefined>): Set<EntityDef> {
+  const looped = new Set<EntityDef>();
+  const done = new Set<EntityDef>();
+  for (const start of above.keys()) {
+    if (done.has(start)) continue;
+    const path: EntityDef[] = [];
+    const at = new Map<EntityDef, number>();
+    let cur: TaxonomyNode | undefined = start;
+    while (cur?.kind === 'entity' && !done.has(cur)) {
+      const seen = at.get(cur);
+      if (seen !== undefined) {
+        for (let i = seen; i < path.length; i++) looped.add(path[i]);
+        break;
+      }
+      at.set(cur, path.length);
+      path.push(cur);
+      cur = above.get(cur);
+    }
+    for (const e of path) done.add(e);
   }
-  return false;
+  return looped;
 }
 
 /** The `depth` parameter: a non-negative integer, default 100, larger values taken as 100; 400 otherwise. */

@@ -52,27 +52,35 @@ serveJobs<{ cid: string; from: ComparedSide; to: ComparedSide }, Answer>(ROLE, (
 
 /**
  * The compare answer's JSON: on the event loop when both versions are small, on the compare
- * thread otherwise (COMPARE_ON_LOOP_BYTES), at most `maxOnThread` compares waiting there per
- * process (503 past it: each holds its stored versions).
+ * thread otherwise (COMPARE_ON_LOOP_BYTES). A compare of large versions holds a slot (`slot`) from
+ * before it reads them to its answer: at most `maxOnThread` per process, 503 past it, so a refused
+ * one has read nothing.
  */
 export class CompareRenderer {
   private onThread = 0;
 
   constructor(private readonly maxOnThread: number) {}
 
+  /** Takes a slot for a compare of large versions (503 when none is free); the function returned gives it back, once. */
+  slot(): () => void {
+    if (this.onThread >= this.maxOnThread)
+      throw new AppError('UNAVAILABLE', `${this.maxOnThread} compares of large versions are being made; try again shortly`, {}, 1);
+    this.onThread++;
+    let held = true;
+    return () => {
+      if (held) this.onThread--;
+      held = false;
+    };
+  }
+
+  /** Whether a compare of these versions is made on the thread (and so needs a slot). */
+  static onThread(from: ComparedSide, to: ComparedSide, storedBytes: number): boolean {
+    return storedBytes > COMPARE_ON_LOOP_BYTES || !('record' in from && 'record' in to);
+  }
+
+  /** The answer; the caller holds a slot when `onThread` says so. */
   async answer(cid: string, from: ComparedSide, to: ComparedSide, storedBytes: number): Promise<string> {
-    let a: Answer;
-    if (storedBytes <= COMPARE_ON_LOOP_BYTES && 'record' in from && 'record' in to) a = answerOf(cid, from, to);
-    else {
-      if (this.onThread >= this.maxOnThread)
-        throw new AppError('UNAVAILABLE', `${this.maxOnThread} compares of large versions are being made; try again shortly`, {}, 1);
-      this.onThread++;
-      try {
-        a = await thread.run({ cid, from, to });
-      } finally {
-        this.onThread--;
-      }
-    }
+    const a = CompareRenderer.onThread(from, to, storedBytes) ? await thread.run({ cid, from, to }) : answerOf(cid, from, to);
     if ('json' in a) return a.json;
     throw new AppError(
       'PAYLOAD_TOO_LARGE',

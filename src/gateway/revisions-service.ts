@@ -62,10 +62,27 @@ export class RevisionsService {
     const { cid, head } = await this.existing(p);
     this.content.reads.checkReadOrMissing(user, head, () => missing(p));
     const keys = compareKeys(head, x.query.get('from'), x.query.get('to'));
-    const [from, to] = await Promise.all([this.comparedVersion(cid, keys.from), this.comparedVersion(cid, keys.to)]);
-    if (!from) throw new AppError('NOT_FOUND', `Version ${x.query.get('from')} not found`);
-    if (!to) throw new AppError('NOT_FOUND', `Version ${x.query.get('to')} not found`);
-    x.send(200, [['Content-Type', 'application/json']], await this.renderer.answer(cid, from.side, to.side, from.bytes + to.bytes));
+    // Large versions take a slot of the compare thread before they are read: a compare refused
+    // there (503) has made Redis send nothing (sizes asked first; an archived version's is known
+    // once read, and its slot taken then).
+    const slots: (() => void)[] = [];
+    try {
+      if (!this.versions.has(`${cid}/${keys.from}`) || !this.versions.has(`${cid}/${keys.to}`)) {
+        const sizes = await this.d.store.storedSizes([
+          { cid, versionKey: keys.from },
+          { cid, versionKey: keys.to },
+        ]);
+        if (sizes[0].version + sizes[1].version > COMPARE_ON_LOOP_BYTES) slots.push(this.renderer.slot());
+      }
+      const [from, to] = await Promise.all([this.comparedVersion(cid, keys.from), this.comparedVersion(cid, keys.to)]);
+      if (!from) throw new AppError('NOT_FOUND', `Version ${x.query.get('from')} not found`);
+      if (!to) throw new AppError('NOT_FOUND', `Version ${x.query.get('to')} not found`);
+      const bytes = from.bytes + to.bytes;
+      if (!slots.length && CompareRenderer.onThread(from.side, to.side, bytes)) slots.push(this.renderer.slot());
+      x.send(200, [['Content-Type', 'application/json']], await this.renderer.answer(cid, from.side, to.side, bytes));
+    } finally {
+      for (const release of slots) release();
+    }
   }
 
   /**

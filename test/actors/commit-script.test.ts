@@ -79,7 +79,7 @@ describe('commit scripts: packed arguments, the same key layout and blobs (ARCHI
 
     expect(await redis.hget(`ct:{${p}}:${cid}`, 'rev')).to.equal('1');
     expect((await redis.hgetBuffer(`ct:{${p}}:${cid}`, 's'))!.equals(pack(snapshot))).to.equal(true);
-    expect(await redis.hget(`ct:{${p}}:${cid}`, 'd'), 'not deleted').to.equal('0');
+    expect(await redis.hget(`ct:{${p}}:${cid}`, 'd'), 'revision 1, not deleted').to.equal('1:0');
     expect((await redis.hgetBuffer(`rv:{${p}}:${cid}`, '1'))!.equals(pack(snapshot))).to.equal(true);
     expect((await redis.hgetBuffer(`vr:{${p}}:${cid}`, vk))!.equals(pack(version))).to.equal(true);
     const index = await redis.lrangeBuffer(`vi:{${p}}:${cid}`, 0, -1);
@@ -161,7 +161,7 @@ describe('commit scripts: packed arguments, the same key layout and blobs (ARCHI
     expect(events.reverse().map(([, f]) => unpack<ContentEvent>(f[1]).cid)).to.deep.equal(onP.slice(0, 41));
   });
 
-  it('a commit keeps d beside the head (1: deleted); liveContents reads it, and decodes the snapshot of a head an older build wrote without it (H4)', async () => {
+  it('a commit keeps d beside the head (<rev>:1: that revision is deleted); a d of another revision is not believed; liveContents reads it, and decodes the snapshot of a head an older build wrote without it (H4)', async () => {
     const [cid, p] = keyOnHighPartition();
     await redis.set(`lease:{${p}}`, owner, 'PX', 10000);
     const now = Date.now();
@@ -174,15 +174,24 @@ describe('commit scripts: packed arguments, the same key layout and blobs (ARCHI
     ).to.deep.equal({
       outcome: CommitOutcome.Committed,
     });
-    expect(await redis.hget(head, 'd')).to.equal('0');
+    expect(await redis.hget(head, 'd')).to.equal('1:0');
     expect(await store.liveContents([cid])).to.deep.equal([true]);
+    // An older build, run beside this one, deletes it: rev and s change, d still names revision 1,
+    // so it is not believed: the snapshot is read.
+    const next = newContentKey();
+    const q = partitionOf(next, P);
+    await redis.set(`lease:{${q}}`, owner, 'PX', 10000);
+    await store.commit({ owner, expectedRev: 0, snapshot: snapshotOf(next, 1, vk, now), version, viewEvents: [], event, commandId: newCommandId() });
+    await redis.hset(`ct:{${q}}:${next}`, 'rev', 2, 's', pack({ ...snapshotOf(next, 2, vk, now), deleted: true }));
+    expect(await redis.hget(`ct:{${q}}:${next}`, 'd')).to.equal('1:0');
+    expect(await store.liveContents([next])).to.deep.equal([false]);
     const gone = { ...snapshotOf(cid, 2, vk, now), deleted: true };
     expect(
       await store.commit({ owner, expectedRev: 1, snapshot: gone, viewEvents: [], event: { ...event, kind: 'deleted', rev: 2 }, commandId: newCommandId() }),
     ).to.deep.equal({
       outcome: CommitOutcome.Committed,
     });
-    expect(await redis.hget(head, 'd')).to.equal('1');
+    expect(await redis.hget(head, 'd')).to.equal('2:1');
     expect(await redis.hkeys(head)).to.have.members(['rev', 's', 'h', 'd']);
     expect(await store.liveContents([cid])).to.deep.equal([false]);
 

@@ -22,8 +22,15 @@ import { eventually } from '../support/wait.js';
  * Finding 3: the sportseditor changed culture's public structure without writing culture content:
  * an entity of its own named a culture dimension as its parent and was listed (and completed) among
  * its entities; a culture node whose parent alias named nothing hung under the sportseditor's node
- * once it took that alias. Now an entity hangs under its parent only when its contexts are among the
- * parent's (`hangsUnder`, src/content/taxonomy.ts): whoever may write it may write the parent.
+ * once it took that alias. Now an entity hangs under its parent only when its contexts are the
+ * parent's (`hangsUnder`, src/content/taxonomy.ts): the same writers write both.
+ *
+ * Finding F4 (the review of that fix): it asked only that the entity's contexts be among the parent's,
+ * so an entity without owners (in `__global__` only) hung under any parent: a global node or entity
+ * whose parent alias named nothing (its parent deleted, which frees the alias) hung under the
+ * sportseditor's node or definition once the sportseditor took that alias, as did a culture node
+ * under a node the sportseditor shared with culture; and a loop of the sportseditor's own nodes
+ * above it hid it from every tree (`src/content/taxonomy.test.ts`).
  */
 const owners = (o: string[]) => ({ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: o } } });
 const PUBLIC = { _type: 'svcAssignToViews', views: ['svcPublic'] };
@@ -164,7 +171,7 @@ describe('security: a write checks its parent chain with the same work whatever 
   });
 });
 
-describe('security: an entity hangs under its parent only when its contexts are among the parent’s (review 18, finding 3)', function () {
+describe('security: an entity hangs under its parent only when its contexts are the parent’s (review 18, finding 3 and F4)', function () {
   this.timeout(120_000);
   let p: Awaited<ReturnType<typeof startTestPlatform>>;
   let editor: Client;
@@ -240,9 +247,27 @@ describe('security: an entity hangs under its parent only when its contexts are 
       'claimed',
       definition('svcDimensionDefinitionContent', 'svcDimensionDefinition', { id: id('claimed'), name: 'Claimed', enumerable: true }, ['sports']),
     );
-    // a node the sportseditor shares with culture is culture's too (a culture editor may update or delete it): it may hold culture's nodes
+    // a node the sportseditor shares with culture is written by sports editors too: it holds only nodes shared alike
     await made(editor, 'orphan2', hierarchyNode(`${T} Culture desk 2`, `${T}/shared-root`, ['culture']));
+    await made(editor, 'sharedkid', hierarchyNode(`${T} Shared desk`, `${T}/shared-root`, ['culture', 'sports']));
     await made(sports, 'shared', hierarchyNode(`${T} Shared root`, undefined, ['sports', 'culture'], 'shared-root'));
+    // (F4) a node without owners whose parent alias names nothing, then the sportseditor's node taking that alias
+    await made(editor, 'gorphan', hierarchyNode(`${T} Global desk`, `${T}/global-root`, []));
+    await made(sports, 'gclaim', hierarchyNode(`${T} Claimed global root`, undefined, ['sports'], 'global-root'));
+    // ... and under a node without owners, it hangs
+    await made(editor, 'groot', hierarchyNode(`${T} Global root`, undefined, []));
+    await made(editor, 'gchild', hierarchyNode(`${T} Global child`, ids.groot, []));
+    // (F4) for definitions: an entity without owners naming a dimension that does not exist, which the sportseditor then defines
+    await made(
+      editor,
+      'gwaiting',
+      definition('svcEntityDefinitionContent', 'svcEntityDefinition', { id: id('gwaiting'), name: 'Global waiting', parent: id('gclaimed') }, []),
+    );
+    await made(
+      sports,
+      'gclaimed',
+      definition('svcDimensionDefinitionContent', 'svcDimensionDefinition', { id: id('gclaimed'), name: 'Claimed by sports', enumerable: true }, ['sports']),
+    );
   });
   after(async () => p?.stop());
 
@@ -270,8 +295,25 @@ describe('security: an entity hangs under its parent only when its contexts are 
     // the same for definitions
     expect(await kids(id('claimed'))).to.deep.equal([]);
     expect((await structure(id('waiting'))).status).to.equal(200);
-    // where the node that takes the alias is culture's too, culture's node hangs there
-    expect(await kids(ids.shared, editor)).to.deep.equal([ids.orphan2]);
+    // where the node that takes the alias is shared with culture, culture's node does not hang there
+    // either (before F4: it did): only the node shared alike
+    expect(await kids(ids.shared, editor)).to.deep.equal([ids.sharedkid]);
+    expect((await structure(ids.orphan2, editor)).status).to.equal(200);
+  });
+
+  it("(F4) a node or entity without owners whose parent alias names nothing does not hang under the sportseditor's node or definition that takes the alias (before: it did)", async () => {
+    await eventually(async () => expect((await structure(id('gclaimed'))).status).to.equal(200), 10_000);
+    expect(await kids(ids.gclaim)).to.deep.equal([]);
+    expect(await kids(ids.gclaim, editor)).to.deep.equal([]);
+    expect(await kids(ids.gclaim, sports)).to.deep.equal([]);
+    expect((await structure(ids.gorphan)).status, 'the global node, found by its id').to.equal(200);
+    expect(await kids(id('gclaimed'))).to.deep.equal([]);
+    const completed = await anon.req('GET', `${p.url}/taxonomy-service/complete/${id('gclaimed')}/Global`, { token: null });
+    expect(completed.status, completed.text).to.equal(200);
+    expect(completed.json.entities).to.deep.equal([]);
+    expect((await structure(id('gwaiting'))).status).to.equal(200);
+    // a node without owners still hangs under one without owners
+    expect(await kids(ids.groot)).to.deep.equal([ids.gchild]);
   });
 
   it('a cycle through content the writer may not read is not refused: the answer is the one for a chain that does not come back, and culture nodes stay where they were (before: 400)', async () => {

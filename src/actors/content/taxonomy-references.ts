@@ -191,10 +191,10 @@ const contentKeyOf =
  * - at the first content the writer may not read, taken as a root: its parent is never read. A
  *   cycle through content one may not read cannot be refused without telling of it (that the
  *   chain exists, and so its links), so it is stored, and readers cope as they do with two writes
- *   racing to close one: the taxonomy model never shows an entity whose chain of parents loops
- *   (`buildTaxonomyModel`), and the writer's entity hangs under that content only where its
- *   contexts allow it (`hangsUnder` in src/content/taxonomy.ts), so the loop moves or hides
- *   nothing of theirs;
+ *   racing to close one: the taxonomy model leaves out the entities on a loop, and only them
+ *   (`buildTaxonomyModel`), and an entity hangs under a parent only when both have the same
+ *   contexts (`hangsUnder` in src/content/taxonomy.ts), so the loop moves or hides nothing of
+ *   another context's;
  * - after MAX_TAXONOMY_DEPTH ancestors: the structure shows no deeper level, and a longer cycle is
  *   hidden by readers as above;
  * - where what it read would pass PARENT_CHECK_MAX_BYTES, or an ancestor's head is larger than

@@ -8,8 +8,10 @@
 -- KEYS: 12 per commit, in ARGV's order; those of commit i begin at KEYS[12 * (i - 1) + 1]:
 --   +1  lease:{p}          the partition lease; the commit is fenced by its owner
 --   +2  ct:{p}:<cid>       head of the content: rev, s (snapshot), h (its head version key),
---                          d ('1': the snapshot is deleted, '0': not; read by live-heads-n.lua
---                          without the snapshot; heads committed by older builds have none)
+--                          d ('<rev>:1': the snapshot of that revision is deleted, '<rev>:0': not;
+--                          read by live-heads-n.lua without the snapshot, and believed only when
+--                          its revision is the head's: a commit of an older build, which keeps no
+--                          d, leaves one naming an earlier revision)
 --   +3  rv:{p}:<cid>       snapshot of every revision
 --   +4  vr:{p}:<cid>       versions, by version key
 --   +5  vi:{p}:<cid>       version index (history), one entry per version
@@ -50,7 +52,7 @@ for i = 1, #ARGV do
     out[#out + 1] = -2
     out[#out + 1] = cur
   else
-    redis.call('HSET', KEYS[k + 2], 'rev', a.rev, 's', a.snapshot, 'h', a.head, 'd', a.deleted and '1' or '0')
+    redis.call('HSET', KEYS[k + 2], 'rev', a.rev, 's', a.snapshot, 'h', a.head, 'd', a.rev .. (a.deleted and ':1' or ':0'))
     redis.call('HSET', KEYS[k + 3], a.rev, a.snapshot)
     if a.versionKey then
       redis.call('HSET', KEYS[k + 4], a.versionKey, a.version)
