@@ -221,11 +221,11 @@ const query: Rule = (v) => {
   const unescaped = unescapedForParser(v);
   if (MAGIC_FIELDS.test(unescaped)) refuse('the magic fields _query_ and _val_ (nested and function queries) are not allowed');
   if (VERSION_FIELD.test(unescaped)) refuse("'_version_' is the engine's own field and cannot be searched");
-  if (hasFuzzyTerm(v))
+  const { fuzzy, slop } = tildesOf(v);
+  if (fuzzy)
     refuse(
       'fuzzy terms (term~) are not allowed: they expand to the closest terms of the whole index, so content the caller may not read could change which documents match',
     );
-  const slop = largestPhraseSlop(v);
   if (slop > MAX_PHRASE_SLOP)
     refuse(
       `a phrase's slop ("a b"~${slop}) may be at most ${MAX_PHRASE_SLOP} (MAX_PHRASE_SLOP): the engine tries every way its words fit in so many positions`,
@@ -234,15 +234,19 @@ const query: Rule = (v) => {
 };
 
 /**
- * Does a query hold a fuzzy term (`term~`, `term~1`)? A fuzzy query keeps only the closest 50
- * terms of the whole index, so terms of documents outside the filters could push out those of
- * documents inside them. Every unescaped `~` counts but one right after a `"` (a phrase's slop,
- * `"a b"~2`). Quotes are not followed: inside a regular expression a `"` is no quote to the
- * parser, so `svc_text:/["]/ OR word~1` hid its fuzzy term from a check that thought the rest a
- * phrase, and told whether content the caller may not read holds a word (security review of the
- * thirteenth session). A `~` inside a phrase is refused too: rare, and a refusal is safe.
+ * What the `~`s of a query do. `fuzzy`: it holds a fuzzy term (`term~`, `term~1`). A fuzzy query
+ * keeps only the closest 50 terms of the whole index, so terms of documents outside the filters
+ * could push out those of documents inside them. Every unescaped `~` counts but one right after
+ * a `"` (a phrase's slop, `"a b"~2`). Quotes are not followed: inside a regular expression a `"`
+ * is no quote to the parser, so `svc_text:/["]/ OR word~1` hid its fuzzy term from a check that
+ * thought the rest a phrase, and told whether content the caller may not read holds a word
+ * (security review of the thirteenth session). A `~` inside a phrase is refused too: rare, and a
+ * refusal is safe. `slop`: the largest slop of a phrase (N read as the parser reads it: its
+ * digits, a fraction dropped; none is the default 0; more digits than a number holds are
+ * Infinity).
  */
-function hasFuzzyTerm(v: string): boolean {
+function tildesOf(v: string): { fuzzy: boolean; slop: number } {
+  let slop = 0;
   let prev = '';
   for (let i = 0; i < v.length; i++) {
     const c = v[i];
@@ -251,40 +255,21 @@ function hasFuzzyTerm(v: string): boolean {
       prev = 'escaped';
       continue;
     }
-    if (c === '~' && prev !== '"') return true;
-    prev = c;
-  }
-  return false;
-}
-
-const SLOP_DIGITS = /\d*/y;
-/**
- * The largest slop of a phrase in a query (`"a b"~N`, N read as the parser reads it: its digits,
- * a fraction dropped; none is the default 0): every unescaped `~` right after a `"`, the one
- * hasFuzzyTerm lets through. More digits than a number holds are Infinity.
- */
-function largestPhraseSlop(v: string): number {
-  let largest = 0;
-  let prev = '';
-  for (let i = 0; i < v.length; i++) {
-    const c = v[i];
-    if (c === '\\') {
-      i++;
-      prev = 'escaped';
-      continue;
-    }
-    if (c === '~' && prev === '"') {
+    if (c === '~') {
+      if (prev !== '"') return { fuzzy: true, slop };
       SLOP_DIGITS.lastIndex = i + 1;
       const digits = SLOP_DIGITS.exec(v)![0];
-      if (digits) largest = Math.max(largest, Number(digits));
+      if (digits) slop = Math.max(slop, Number(digits));
       i += digits.length;
       prev = 'slop';
       continue;
     }
     prev = c;
   }
-  return largest;
+  return { fuzzy: false, slop };
 }
+
+const SLOP_DIGITS = /\d*/y;
 
 const fieldName = (v: string): string => {
   if (!FIELD_NAME.test(v)) refuse(`'${v}' is not a field name (letters, digits, _ and -)`);

@@ -5,7 +5,7 @@ import { ensureTestSolr } from '../support/solr.js';
 import { until } from '../support/wait.js';
 
 /**
- * Security review of the thirteenth session: the fuzzy-term refusal (`hasFuzzyTerm` in
+ * Security review of the thirteenth session: the fuzzy-term refusal (`tildesOf` in
  * search-params.ts) followed quotes, but the lucene parser does not read a `"` inside a regular
  * expression (`/["]/`) as a quote. So `q=probe_ss:/["]/ OR probe_ss:<term>~2` passed the check
  * ("inside a phrase") while the engine ran a FuzzyQuery, which keeps the 50 closest terms of the
