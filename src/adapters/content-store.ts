@@ -626,16 +626,20 @@ export class ContentStore {
    * grow with what content it may not read holds (the parent check of a taxonomy write).
    */
   async headWithin(cid: string, budget: number): Promise<{ head: Snapshot; bytes: number } | null> {
-    const key = keys.content(this.partitionOf(cid), cid);
-    const [buf] = await this.redis.hgetEachWithinBuffer(1, key, String(Math.max(0, Math.floor(budget))), '0', 's');
+    const buf = await this.fieldWithin(keys.content(this.partitionOf(cid), cid), 's', budget);
     return buf ? { head: unpack<Snapshot>(buf), bytes: buf.length } : null;
   }
 
   /** A version and its stored size within `budget` bytes, as `headWithin`: null also for one only the archive holds (not read there). */
   async versionWithin(cid: string, versionKey: string, budget: number): Promise<{ record: VersionRecord; bytes: number } | null> {
-    const key = keys.versions(this.partitionOf(cid), cid);
-    const [buf] = await this.redis.hgetEachWithinBuffer(1, key, String(Math.max(0, Math.floor(budget))), '0', versionKey);
+    const buf = await this.fieldWithin(keys.versions(this.partitionOf(cid), cid), versionKey, budget);
     return buf ? { record: unpack<VersionRecord>(buf), bytes: buf.length } : null;
+  }
+
+  /** A hash field, read only when it holds at most `budget` bytes (null otherwise, and when absent). */
+  private async fieldWithin(key: string, field: string, budget: number): Promise<Buffer | null> {
+    const [buf] = await this.redis.hgetEachWithinBuffer(1, key, String(Math.max(0, Math.floor(budget))), '0', field);
+    return buf ?? null;
   }
 }
 
