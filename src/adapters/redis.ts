@@ -108,8 +108,8 @@ export interface ScriptCommands {
   hgetEachBuffer(numKeys: number, ...keysThenFields: string[]): Promise<(Buffer | null)[]>;
   /**
    * Per head hash (keys of one partition): 1 when the content exists and is not deleted, 0 when it
-   * is deleted or never existed, its snapshot where the head has no `d` (written by an older
-   * build); the snapshot is not read otherwise (live-heads-n.lua).
+   * is deleted or never existed, its snapshot where the head has no `d` or one of another revision
+   * (an older build committed it); the snapshot is not read otherwise (live-heads-n.lua).
    */
   liveHeadsBuffer(numKeys: number, ...keys: string[]): Promise<(number | Buffer)[]>;
   /**
