@@ -2,7 +2,7 @@ import { pack } from '../../adapters/codec.js';
 import { CommitOutcome, type ContentStore } from '../../adapters/content-store.js';
 import { AppError } from '../../errors.js';
 import { checkFileReferences } from '../../security/file-access.js';
-import { canInAnyContext, isAllowed, permissionDenied, type SecurityConfig } from '../../content/permissions.js';
+import { canInAnyContext, isAllowed, permissionDenied, type Principal, type SecurityConfig } from '../../content/permissions.js';
 import type { ActorContext, Reply } from '../runtime.js';
 import type { DraftResult, MainWrites, Operation, Outcome, SubResult, Writer, WorkspaceCommand } from './commands.js';
 import { aliasExists, aliasName, freedAliases, setAliasOps, splitAlias } from '../../content/aliases.js';
@@ -63,9 +63,7 @@ export class Workspaces {
     // update it gets the same answer whether or not this workspace holds a draft of it: 403 for
     // live content, and for deleted content the 404 of a key that never existed.
     const original = await this.store.head(cmd.cid);
-    if (original && !isAllowed(this.security, cmd.user, 'Update', original.type, contextsOf(original.meta))) {
-      throw original.deleted ? noContent(cmd.workspace) : permissionDenied('Update', cmd.user);
-    }
+    this.decideOnOriginal(original, cmd.user, 'Update', () => noContent(cmd.workspace));
     const head = liveHeadOf(original);
     const existing = await this.store.draft(cmd.cid, cmd.workspace);
     if (!head && !existing) throw noContent(cmd.workspace);
@@ -114,9 +112,7 @@ export class Workspaces {
     // the draft, so a caller without the permission gets the same answer whether or not a draft
     // exists: 403 for live content, the 404 of a key that never existed for deleted content.
     const original = cmd.clear ? null : await this.store.head(cmd.cid);
-    if (original && !isAllowed(this.security, cmd.user, 'Create', original.type, contextsOf(original.meta))) {
-      throw original.deleted ? noDraft(cmd.workspace) : permissionDenied('Create', cmd.user);
-    }
+    this.decideOnOriginal(original, cmd.user, 'Create', () => noDraft(cmd.workspace));
     const draft = await this.store.draft(cmd.cid, cmd.workspace);
     if (!draft) throw noDraft(cmd.workspace);
     if (!cmd.clear && !original && !canInAnyContext(this.security, cmd.user, 'Create', draft.type)) throw permissionDenied('Create', cmd.user);
@@ -139,9 +135,7 @@ export class Workspaces {
     // 403 before the draft is looked at (the same answer whether or not a draft exists), and for
     // content deleted in main the 404 of a key that never existed.
     const original = await this.store.head(cmd.cid);
-    if (original && !isAllowed(this.security, cmd.user, 'Update', original.type, contextsOf(original.meta))) {
-      throw original.deleted ? noDraft(cmd.workspace) : permissionDenied('Update', cmd.user);
-    }
+    this.decideOnOriginal(original, cmd.user, 'Update', () => noDraft(cmd.workspace));
     const draft = await this.store.draft(cmd.cid, cmd.workspace);
     if (!draft) throw noDraft(cmd.workspace);
     const ops = draft.ops as Operation[];
@@ -181,6 +175,17 @@ export class Workspaces {
     const out = await this.write(cmd, ctx, next, { released: true });
     if (out !== 'lease-lost' && out.reply.ok) await this.store.releaseAlias(cmd.namespace, cmd.alias, cmd.cid, cmd.workspace);
     return out;
+  }
+
+  /**
+   * The content in main decides before a draft is looked at: a caller without `permission` on it
+   * gets 403, or for content deleted there the 404 `missing` of a key that never existed, the
+   * same whether or not the workspace holds a draft of it.
+   */
+  private decideOnOriginal(original: Snapshot | null, user: Principal, permission: string, missing: () => AppError): void {
+    if (original && !isAllowed(this.security, user, permission, original.type, contextsOf(original.meta))) {
+      throw original.deleted ? missing() : permissionDenied(permission, user);
+    }
   }
 
   /**
