@@ -16,6 +16,7 @@ import type { Principal } from '../content/permissions.js';
 import { AppError } from '../errors.js';
 import { sleep } from '../wait.js';
 import { type ChangeSource, type Delivered, measureEntry, type ResolvedEntry } from './change-source.js';
+import { FeedCheckpoints } from './feed-checkpoints.js';
 import { KeyedCounts } from './keyed-counts.js';
 
 /** Entries kept per partition for subscribers that attach after a catch-up read. */
@@ -203,12 +204,16 @@ export class ChangeFanout {
   readonly stallMs: number;
   /** Pages being made, requested ones and those of streams catching up. */
   readonly pages: PageSlots;
+  /** The records the cursors of live events name (short cursors). */
+  readonly checkpoints: FeedCheckpoints;
 
   constructor(
     readonly source: ChangeSource,
+    redis: RedisClient,
     private readonly settings: Settings,
     private readonly log: Logger,
   ) {
+    this.checkpoints = new FeedCheckpoints(redis, settings.CHANGES_RETENTION_HOURS * 3600_000, log);
     this.covered = Array.from({ length: source.partitions }, () => ({ ms: Number.MAX_SAFE_INTEGER, seq: 0 }));
     this.buffers = Array.from({ length: source.partitions }, () => []);
     this.stallMs = settings.CHANGES_STALL_SECONDS * 1000;
@@ -254,6 +259,7 @@ export class ChangeFanout {
       this.seen[p] = info[p].last;
       this.canon[p] = { ...info[p].last, sub: 0 };
     }
+    this.checkpoints.reset();
     const last = info.map((i) => streamIdOf(i.last));
     // Live subscribers that stopped reading, and get no new event to notice it by.
     this.sweeper = setInterval(() => {
@@ -331,7 +337,7 @@ export class ChangeFanout {
         let to = from;
         let chars = 0;
         while (to < ready.length && (to === from || chars + measureEntry(ready[to]) <= OFFER_MAX_CHARS)) chars += measureEntry(ready[to++]);
-        this.offerSafely(ready.slice(from, to));
+        await this.offerSafely(ready.slice(from, to));
         from = to;
       }
       // An offer costs a write per subscriber, however few events it carries: with thousands of
@@ -349,8 +355,19 @@ export class ChangeFanout {
    * cursor) while the fan-out reads on: a failure here must not end the read loop (no later
    * event would reach anyone) nor the process.
    */
-  private offerSafely(entries: ResolvedEntry[]): void {
+  private async offerSafely(entries: ResolvedEntry[]): Promise<void> {
     try {
+      // Only subscribers take the shared cursors (a subscriber attaching later makes its own): a
+      // web process that once served a feed request went on sealing a cursor for every commit,
+      // with nobody to send it to (5 % of a process during a bulk import).
+      if (this.subscribers.size > 0 && entries.length) {
+        const cursors = await this.checkpoints.record(this.source.cursors, this.canon, entries);
+        for (let i = 0; i < entries.length; i++) entries[i].cursors = cursors?.[i];
+      } else {
+        this.checkpoints.skip(entries);
+        for (const entry of entries) entry.cursors = undefined;
+      }
+      if (!this.running) return;
       this.dispatch(entries);
     } catch (e) {
       this.log.error({ err: e }, 'change feed offer failed; its subscribers are closed and resume from their cursors');
@@ -361,20 +378,10 @@ export class ChangeFanout {
   /** Keeps new entries and offers them to every live subscriber. */
   private dispatch(entries: ResolvedEntry[]): void {
     if (!entries.length) return;
-    // Only subscribers take the shared cursors (a subscriber attaching later makes its own): a web
-    // process that once served a feed request went on sealing a cursor for every commit, with
-    // nobody to send it to (5 % of a process during a bulk import).
-    const sealing = this.subscribers.size > 0;
     for (const entry of entries) {
       this.seen[entry.p] = { ms: entry.ms, seq: entry.seq };
-      // The cursor after each of its events, from the fan-out's own position: once for every
-      // subscriber whose position is the same.
-      const n = entry.changes.length;
-      if (sealing)
-        entry.cursors = entry.changes.map((_, i) => {
-          this.canon[entry.p] = { ms: entry.ms, seq: entry.seq, sub: i + 1 === n ? 0 : i + 1 };
-          return this.source.cursors.encode(this.canon);
-        });
+      // Its events' cursors (entry.cursors, recorded by offerSafely) are those of the fan-out's
+      // own position as each event moves it: once for every subscriber whose position is the same.
       this.canon[entry.p] = { ms: entry.ms, seq: entry.seq, sub: 0 };
       const buf = this.buffers[entry.p];
       buf.push(entry);

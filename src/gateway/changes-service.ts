@@ -117,7 +117,7 @@ export class ChangesService {
 
   constructor(private readonly d: ChangesServiceDeps) {
     this.source = new ChangeSource(d.redis, d.store, d.settings.PARTITIONS, new Reads(d));
-    this.fanout = new ChangeFanout(this.source, d.settings, d.log);
+    this.fanout = new ChangeFanout(this.source, d.redis, d.settings, d.log);
   }
 
   /**
@@ -335,7 +335,8 @@ export class ChangesService {
     const cursors = await this.source.ready();
     if (since === undefined || since === '') return this.source.startPositions('oldest');
     if (since === 'now') return this.source.startPositions('now');
-    const positions = cursors.decode(since);
+    const opened = cursors.open(since);
+    const positions = Array.isArray(opened) ? opened : await this.fanout.checkpoints.positions(opened, this.source.partitions);
     await this.source.checkKept(positions);
     return positions;
   }

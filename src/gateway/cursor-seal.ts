@@ -10,10 +10,26 @@ import { decodePositions, decodePositionsV3, encodePositions, MAX_CURSOR_LENGTH,
  */
 const SEALED = 4;
 const SEALED_V3 = 3;
+/** Bytes that name a process's stream of records (FeedCheckpoints) in its cursors. */
+export const PROC_BYTES = 8;
+
+/** What a checkpoint cursor names: a process's stream of records (FeedCheckpoints), a record, an event in it. */
+export interface CheckpointRef {
+  proc: Buffer;
+  ms: number;
+  seq: number;
+  k: number;
+}
+
+/** A checkpoint cursor (FeedCheckpoints): a record of the fan-out's offers and an event in it. */
+const CHECKPOINT = 5;
+/** A checkpoint cursor's plain bytes: the process's stream (PROC_BYTES), the record's id (ms, seq), the event's place. */
+const CHECKPOINT_BYTES = PROC_BYTES + 6 + 4 + 4;
 const NONCE_BYTES = 12;
 const TAG_BYTES = 16;
 const HEADER = Buffer.from([SEALED]);
 const HEADER_V3 = Buffer.from([SEALED_V3]);
+const HEADER_CHECKPOINT = Buffer.from([CHECKPOINT]);
 
 /**
  * Cursors as clients hold them (CONTRACT §13 "opaque", §20): the positions sealed with
@@ -43,24 +59,44 @@ export class CursorSeal {
   }
 
   /** The cursor of positions already encoded (encodePositions). */
-  sealBytes(plain: Uint8Array): string {
+  sealBytes(plain: Uint8Array, header = HEADER): string {
     const nonce = this.random(NONCE_BYTES);
     const cipher = createCipheriv('aes-256-gcm', this.key, nonce, { authTagLength: TAG_BYTES });
-    cipher.setAAD(HEADER);
+    cipher.setAAD(header);
     const body = cipher.update(plain);
     cipher.final();
-    return Buffer.concat([HEADER, nonce, body, cipher.getAuthTag()]).toString('base64url');
+    return Buffer.concat([header, nonce, body, cipher.getAuthTag()]).toString('base64url');
   }
 
-  /** The positions of a cursor this platform wrote; 400 for anything else. */
+  /** The cursor of the `k`th event of a record of FeedCheckpoints (68 characters, whatever the partitions). */
+  sealCheckpoint(proc: Buffer, ms: number, seq: number, k: number): string {
+    const plain = Buffer.allocUnsafe(CHECKPOINT_BYTES);
+    proc.copy(plain, 0, 0, PROC_BYTES);
+    plain.writeUIntBE(ms, PROC_BYTES, 6);
+    plain.writeUInt32BE(seq, PROC_BYTES + 6);
+    plain.writeUInt32BE(k, PROC_BYTES + 10);
+    return this.sealBytes(plain, HEADER_CHECKPOINT);
+  }
+
+  /** The positions of a cursor this platform wrote with every position in it; 400 for anything else (a checkpoint cursor too: `open`). */
   decode(cursor: string): StreamPosition[] {
+    const opened = this.open(cursor);
+    if (!Array.isArray(opened)) throw malformedCursor();
+    return opened;
+  }
+
+  /**
+   * What a cursor this platform wrote names: its positions, or for a checkpoint cursor the record
+   * they are read from (FeedCheckpoints.positions); 400 for anything else.
+   */
+  open(cursor: string): StreamPosition[] | CheckpointRef {
     if (cursor.length === 0 || cursor.length > MAX_CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw malformedCursor();
     const buf = Buffer.from(cursor, 'base64url');
+    const header = buf[0] === SEALED ? HEADER : buf[0] === SEALED_V3 ? HEADER_V3 : buf[0] === CHECKPOINT ? HEADER_CHECKPOINT : null;
     // base64url ignores bits past the last whole byte: one cursor, one spelling.
-    if ((buf[0] !== SEALED && buf[0] !== SEALED_V3) || buf.length < 1 + NONCE_BYTES + TAG_BYTES + 2 || buf.toString('base64url') !== cursor)
-      throw malformedCursor();
+    if (!header || buf.length < 1 + NONCE_BYTES + TAG_BYTES + 2 || buf.toString('base64url') !== cursor) throw malformedCursor();
     const decipher = createDecipheriv('aes-256-gcm', this.key, buf.subarray(1, 1 + NONCE_BYTES), { authTagLength: TAG_BYTES });
-    decipher.setAAD(buf[0] === SEALED ? HEADER : HEADER_V3);
+    decipher.setAAD(header);
     decipher.setAuthTag(buf.subarray(buf.length - TAG_BYTES));
     let plain: Buffer;
     try {
@@ -68,7 +104,16 @@ export class CursorSeal {
     } catch {
       throw malformedCursor();
     }
-    return buf[0] === SEALED ? decodePositions(plain, this.partitions) : decodePositionsV3(plain, this.partitions);
+    if (header === HEADER_CHECKPOINT) {
+      if (plain.length !== CHECKPOINT_BYTES) throw malformedCursor();
+      return {
+        proc: plain.subarray(0, PROC_BYTES),
+        ms: plain.readUIntBE(PROC_BYTES, 6),
+        seq: plain.readUInt32BE(PROC_BYTES + 6),
+        k: plain.readUInt32BE(PROC_BYTES + 10),
+      };
+    }
+    return header === HEADER ? decodePositions(plain, this.partitions) : decodePositionsV3(plain, this.partitions);
   }
 
   /**

@@ -170,10 +170,15 @@ describe('change feed: resume exactly once while writers commit (CONTRACT §13)'
     const since: string = (await c.req('GET', '/changes?since=now')).json.last;
     const seal = gw.changes.source.cursors;
     const encode = seal.encode.bind(seal);
+    const sealCheckpoint = seal.sealCheckpoint.bind(seal);
     let sealed = 0;
     seal.encode = (positions) => {
       sealed++;
       return encode(positions);
+    };
+    seal.sealCheckpoint = (...args) => {
+      sealed++;
+      return sealCheckpoint(...args);
     };
     try {
       const seen = JSON.stringify(gw.changes.fanout.seenIds());
@@ -201,11 +206,17 @@ describe('change feed: resume exactly once while writers commit (CONTRACT §13)'
       // order, each once, then the one made after they came.
       expect(got.map((e) => e.id).sort()).to.deep.equal([...ids, later].sort());
       expect(got[30].id).to.equal(later);
+      // Live, the event's cursor names the fan-out's record of it (FeedCheckpoints): 68 characters
+      // where one of every partition's position is 560.
+      expect(got[30].cursor).to.have.length(68);
+      const after = await c.req('GET', `/changes?since=${got[30].cursor}&limit=1000`);
+      expect((after.json.changes as FeedEvent[]).filter((e) => e.id === later || ids.includes(e.id))).to.deep.equal([]);
       // Each cursor resumes after its own event: from the 30th, the next event of these is the later one.
       const resumed = await c.req('GET', `/changes?since=${got[29].cursor}&limit=1000`);
       expect((resumed.json.changes as FeedEvent[]).filter((e) => e.id === later || ids.includes(e.id)).map((e) => e.id)).to.deep.equal([later]);
     } finally {
       seal.encode = encode;
+      seal.sealCheckpoint = sealCheckpoint;
     }
   });
 });
