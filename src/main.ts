@@ -17,6 +17,7 @@ import type { LifecycleHook } from './actors/content/lifecycle-hooks.js';
 import { Variants } from './content/variants.js';
 import { loadVariantsConfig } from '../config/variants.js';
 import { ActorHost } from './actors/runtime.js';
+import { startHeadDBackfill } from './actors/head-d-backfill.js';
 import { TimestateSchedule } from './actors/timestate-schedule.js';
 import { AuditTrail } from './actors/audit-trail.js';
 import { AuditSegments } from './adapters/audit-segments.js';
@@ -98,6 +99,12 @@ export async function startPlatform(
     await actors.start();
     platform.actors = actors;
     stops.push(['actors', () => actors.stop()]);
+    // Once per partition: `d` for the heads an older build committed (SECURITY.md, H4), in the background.
+    const headD = startHeadDBackfill(redis, () => actors.partitions(), log.child({ role: 'actors' }), {
+      partitions: settings.PARTITIONS,
+      everyMs: settings.LEASE_MS,
+    });
+    stops.push(['head d backfill', () => headD.stop()]);
     // The change feed's time-state boundaries and retention: one owner among the actor processes.
     const timestate = new TimestateSchedule(redis, store, settings, log.child({ role: 'actors' }), clock);
     await timestate.start();

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { startFakeSolr, type FakeSolr } from '../support/fake-solr.js';
 import { Client, startIsolatedPlatform } from '../support/platform.js';
 import { redisSettled, sentByRedis } from '../support/redis-bytes.js';
+import { backfillHeadD, headDMarker } from '../../src/actors/head-d-backfill.js';
 
 /**
  * Finding H4 (the eighteenth session's second review): the indexing variant's categorization
@@ -10,7 +11,9 @@ import { redisSettled, sentByRedis } from '../support/redis-bytes.js';
  * decoding the whole head of every content named. Any content key can be named, so an anonymous
  * `inlineData=true&variant=svcIndexing` search over 20 public contents naming 500 contents of
  * 32 KB made Redis send 331.5 MB for a 1.15 MB answer (0.5 MB without the variant). Now the commit
- * keeps `d` beside each head and `ContentStore.liveContents` reads only that (live-heads-n.lua).
+ * keeps `d` beside each head and `ContentStore.liveContents` reads only that (live-heads-n.lua);
+ * heads an older build committed get theirs once, when an actor process starts
+ * (src/actors/head-d-backfill.ts).
  *
  * A sportseditor makes TARGETS contents with heads of about PAD bytes (a padded metadata aspect;
  * they need not be public), deletes one, and CARRIERS public contents each categorized under all
@@ -96,8 +99,45 @@ describe('security: inlined content in the svcIndexing variant costs Redis what 
     expect(indexing.redis, 'bytes Redis sent with the variant').to.be.below(2 * plain.redis + 64 * 1024);
     expect(indexing.redis, 'bytes Redis sent with the variant').to.be.below((TARGETS * PAD) / 10);
 
-    // The same answers as before: every live content named has content, the deleted one and a key naming nothing do not.
-    const docs = (JSON.parse(indexing.text) as { response: { docs: { _content: { aspects: { svcSolrDocument: Record<string, unknown> } } }[] } }).response.docs;
+    expectTheTags(indexing.text);
+  });
+
+  it('heads an older build committed (no d) cost their snapshots again, until the backfill an actor process runs as it starts writes their d: then the same bound and tags', async () => {
+    const q = 'q=*:*&rows=1000&fl=id&inlineData=true';
+    // What a deployment upgraded from an older build holds: heads without d.
+    const heads: string[] = [];
+    let cursor = '0';
+    do {
+      const [next, found] = await p.redis.scan(cursor, 'MATCH', 'ct:*', 'COUNT', 1000);
+      heads.push(...found);
+      cursor = next;
+    } while (cursor !== '0');
+    for (const h of heads) expect(await p.redis.hdel(h, 'd')).to.equal(1);
+    const plain = await search(q);
+    const before = await search(`${q}&variant=svcIndexing`);
+    expect(before.redis, 'bytes Redis sent for heads without d: every named head').to.be.above(CARRIERS * TARGETS * PAD * 0.9);
+    expectTheTags(before.text);
+
+    // This platform's actors went through their partitions as they started, on an empty Redis, and
+    // marked them; the first start after an upgrade finds them unmarked.
+    const partitions = Array.from({ length: p.settings.PARTITIONS }, (_, k) => k);
+    for (const k of partitions) await p.redis.del(headDMarker(k));
+    const counts = await backfillHeadD(p.redis, partitions);
+    const after = await search(`${q}&variant=svcIndexing`);
+    console.log(
+      `      heads without d: Redis sent ${(before.redis / 1e6).toFixed(1)} MB with the variant; after the backfill (${counts.ms} ms) ${(after.redis / 1e3).toFixed(0)} KB (${(plain.redis / 1e3).toFixed(0)} KB without it)`,
+    );
+    expect(after.status).to.equal(200);
+    expect(after.redis, 'bytes Redis sent with the variant').to.be.below(2 * plain.redis + 64 * 1024);
+    expect(after.redis, 'bytes Redis sent with the variant').to.be.below((TARGETS * PAD) / 10);
+    expectTheTags(after.text);
+    expect(counts.written.live + counts.written.deleted).to.equal(heads.length);
+    expect(counts.written.deleted).to.equal(1);
+  });
+
+  /** The same answers as before: every live content named has content, the deleted one and a key naming nothing do not. */
+  function expectTheTags(text: string): void {
+    const docs = (JSON.parse(text) as { response: { docs: { _content: { aspects: { svcSolrDocument: Record<string, unknown> } } }[] } }).response.docs;
     expect(docs).to.have.length(CARRIERS);
     const live = targets.slice(1).map((id) => id.split('/')[1]);
     for (const d of docs) {
@@ -109,5 +149,5 @@ describe('security: inlined content in the svcIndexing variant costs Redis what 
       expect(ids).not.to.include(deleted.split('/')[1]);
       expect(ids).not.to.include(NOWHERE);
     }
-  });
+  }
 });
