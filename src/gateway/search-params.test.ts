@@ -94,6 +94,7 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
       ['hl.fragsize', '0'],
       ['cursorMark', 'AoE/Zm9v+bar='],
       ['timeAllowed', '5000'],
+      ['cpuAllowed', '1000'],
       ['omitHeader', 'true'],
       ['wt', 'json'],
       ['view', 'svcPublic'],
@@ -611,6 +612,41 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
       expect(engineOf({ q: 'x', wt: 'javabin' }, at).get('timeAllowed')).to.equal('250');
     });
 
+    it('every search carries a cpuAllowed (SEARCH_CPU_ALLOWED_MS, 1000 ms of the engine’s CPU): the default when the caller sends none or 0, the caller’s when lower, the default when higher; it bounds what sloppy phrases in q, fq and facet.query cost, which no count does', () => {
+      // 20 fq and 20 facet.query of a phrase of a word in every document: each cost the engine
+      // seconds on 20,000 documents, and every count above lets them through
+      const phrase = `svc_text:"${Array(20).fill('the').join(' ')}"~5`;
+      const phrases: [string, string][] = [
+        ['q', phrase],
+        ...Array.from({ length: 20 }, (_, i): [string, string] => ['fq', `${phrase} -version:${i}`]),
+        ['facet', 'true'],
+        ...Array.from({ length: 20 }, (_, i): [string, string] => ['facet.query', `${phrase} -version:${i}`]),
+      ];
+      expect(refusal(phrases)).to.equal(null);
+      expect(engineOf(phrases).getAll('cpuAllowed')).to.deep.equal(['1000']);
+      expect(engineOf({ q: 'x' }).get('cpuAllowed')).to.equal('1000');
+      expect(engineOf({ q: 'x', cpuAllowed: '300' }).get('cpuAllowed')).to.equal('300');
+      expect(engineOf({ q: 'x', cpuAllowed: '600000' }).getAll('cpuAllowed')).to.deep.equal(['1000']);
+      expect(engineOf({ q: 'x', cpuAllowed: '0' }).get('cpuAllowed')).to.equal('1000');
+      // its own bound, whatever timeAllowed's
+      expect(engineOf({ q: 'x', timeAllowed: '600000', cpuAllowed: '2147483647' })).to.satisfy(
+        (e: URLSearchParams) => e.get('timeAllowed') === '5000' && e.get('cpuAllowed') === '1000',
+      );
+      const at = { maxRangeBuckets: 1000, cpuAllowedMs: 250 };
+      expect(engineOf({ q: 'x' }, at).get('cpuAllowed')).to.equal('250');
+      expect(engineOf({ q: 'x', cpuAllowed: '100' }, at).get('cpuAllowed')).to.equal('100');
+      expect(engineOf({ q: 'x', cpuAllowed: '2147483647', wt: 'javabin' }, at).getAll('cpuAllowed')).to.deep.equal(['250']);
+      for (const bad of ['-1', '1.5', 'x', '99999999999', ''])
+        expect(refusal({ q: 'x', cpuAllowed: bad })?.parameter, `cpuAllowed=${bad}`).to.equal('cpuAllowed');
+      expect(
+        refusal([
+          ['q', 'x'],
+          ['cpuAllowed', '100'],
+          ['cpuAllowed', '100'],
+        ])?.message,
+      ).to.contain('given once');
+    });
+
     it('omitHeader is not sent to the engine, whose header says whether the time ran out; the proxy omits the header itself', () => {
       for (const [value, omitted] of <[string, boolean][]>[
         ['true', true],
@@ -1029,6 +1065,7 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
         ['qf', 'svc_text'],
         ['sort', 'version desc,id asc'],
         ['timeAllowed', '5000'],
+        ['cpuAllowed', '1000'],
         ['fq', '{!lucene}svc_views_ss:svcPublic'],
         ['rows', '0'],
         ['wt', 'json'],

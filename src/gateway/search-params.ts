@@ -46,10 +46,11 @@ import { AppError } from '../errors.js';
  * for, a pivot's whole tree counted (checkFacetValues); the groups and their documents
  * (checkGroupedDocuments); the sort's clauses and the values they keep (checkSort); the rows of a
  * highlighted search (checkHighlighting). Every search carries a `timeAllowed`, the caller's capped
- * to the default (SEARCH_TIME_ALLOWED_MS); it bounds the main query only, not the filters' term
- * expansion nor faceting, which the counts bound. Facets, sorts, groups and stats take only fields
- * of the collection's schema that keep docValues, never a tokenized (full-text) field
- * (checkFieldUses).
+ * to the default (SEARCH_TIME_ALLOWED_MS), and a `cpuAllowed`, the caller's capped to
+ * SEARCH_CPU_ALLOWED_MS; they bound what matching costs (a sloppy phrase in q, fq or facet.query
+ * included), not the filters' term expansion nor faceting, which the counts bound. Facets, sorts,
+ * groups and stats take only fields of the collection's schema that keep docValues, never a
+ * tokenized (full-text) field (checkFieldUses).
  */
 
 /** A value rule: answers the value to send to the engine, or throws why the value is refused. */
@@ -133,9 +134,22 @@ export const HIGHLIGHT_MAX_ANALYZED_CHARS = 10_000;
 /**
  * Largest slop of a phrase (`"a b"~N`): the engine tries every way the phrase's words fit in a
  * window of N positions, and `"the the … (10×)"~100000` on documents of 300 words cost it
- * 1.4-3.4 s for one fq; `timeAllowed` does not bound a filter.
+ * 1.4-3.4 s for one fq. Within it, what a phrase costs depends on how often its words occur, not
+ * on its slop: SEARCH_CPU_ALLOWED_MS bounds that.
  */
 export const MAX_PHRASE_SLOP = 100;
+/**
+ * The `cpuAllowed` of every search (Solr 9.7's limit of the CPU time the engine's thread spends on
+ * one request, checked while it matches documents: the main query, each fq and each facet.query),
+ * and the most a caller's may be. A sloppy phrase of a word in every document
+ * (`"the the … (20×)"~5`) costs the engine about 1 s per 4,000 documents of 300 words whatever the
+ * counts above allow, and a search may have SEARCH_MAX_FILTER_QUERIES fq and as many facet.query:
+ * before, one such search ran until its `timeAllowed` (SEARCH_TIME_ALLOWED_MS, 5 s of wall time,
+ * 4.6-4.8 s of the engine's CPU on an idle engine); with it, 1.0-1.3 s, answered as partial
+ * (`responseHeader.partialResults`). Not (yet) a setting: `SearchLimits.cpuAllowedMs` takes
+ * another.
+ */
+export const SEARCH_CPU_ALLOWED_MS = 1000;
 /**
  * `facet.limit=-1` (every value) is sent as this limit: a facet of `id` listed every document of
  * the result (549 KB for 20,000 documents, so hundreds of MB for a newsroom's index).
@@ -385,6 +399,8 @@ export interface SearchLimits {
   maxRangeBuckets: number;
   /** The `timeAllowed` sent when the caller sends none, and the most a caller's may be (SEARCH_TIME_ALLOWED_MS). */
   timeAllowedMs?: number;
+  /** The `cpuAllowed` sent when the caller sends none, and the most a caller's may be (SEARCH_CPU_ALLOWED_MS by default). */
+  cpuAllowedMs?: number;
   /** Most clauses of q, fq and facet.query together (SEARCH_MAX_CLAUSES). */
   maxClauses?: number;
   /** Most wildcard, prefix, regular expression and range terms of q, fq and facet.query together (SEARCH_MAX_MULTI_TERMS). */
@@ -401,6 +417,7 @@ export interface SearchLimits {
 const DEFAULT_LIMITS: Required<Omit<SearchLimits, 'now'>> = {
   maxRangeBuckets: DEFAULT_MAX_RANGE_BUCKETS,
   timeAllowedMs: 5000,
+  cpuAllowedMs: SEARCH_CPU_ALLOWED_MS,
   maxClauses: 1024,
   maxMultiTerms: 20,
   maxFilterQueries: 20,
@@ -963,6 +980,7 @@ export const SEARCH_PARAMETER_ALLOWLIST: Readonly<Record<string, Param>> = {
   'hl.fragsize': { rule: integer(0, 100_000) },
   cursorMark: { rule: cursorMark },
   timeAllowed: { rule: integer(0, INT32_MAX) },
+  cpuAllowed: { rule: integer(0, INT32_MAX) },
   omitHeader: { rule: bool },
   wt: { rule: oneOf('json', 'javabin'), own: true },
   /** The response format's version; SolrJ sends 2 with javabin (2.2 with its XML parser, which wt refuses). */
@@ -1059,7 +1077,7 @@ export function checkParameterCount(...parts: (string | Uint8Array)[]): void {
 }
 
 /** The parameters that decide whether the engine takes a search's query (its parse errors, its refusals). */
-const QUERY_ONLY = ['q', 'fq', 'defType', 'qf', 'pf', 'mm', 'q.op', 'df', 'sort', 'cursorMark', 'timeAllowed'];
+const QUERY_ONLY = ['q', 'fq', 'defType', 'qf', 'pf', 'mm', 'q.op', 'df', 'sort', 'cursorMark', 'timeAllowed', 'cpuAllowed'];
 
 /**
  * The JSON search that asks the engine why a javabin search failed (SearchService.passBinary: a
@@ -1100,10 +1118,10 @@ export interface SearchRequest {
 /**
  * Checks a request's parameters against the allowlist, in request order; the first one refused
  * answers 400 naming it. Answers the parameters for the engine (values as the rules answer them,
- * `facet.mincount` raised, `facet.limit=-1` bounded, `timeAllowed` set and capped, `wt` json or
- * javabin) and the platform's own. With the collection's `schema` (the search service passes
- * indexSchema(): the engine's, or the bundled one until the engine has answered), the fields of
- * facets, sorts, groups and stats are checked against it (checkFieldUses).
+ * `facet.mincount` raised, `facet.limit=-1` bounded, `timeAllowed` and `cpuAllowed` set and
+ * capped, `wt` json or javabin) and the platform's own. With the collection's `schema` (the
+ * search service passes indexSchema(): the engine's, or the bundled one until the engine has
+ * answered), the fields of facets, sorts, groups and stats are checked against it (checkFieldUses).
  */
 export function checkSearchParams(
   params: URLSearchParams,
@@ -1165,6 +1183,9 @@ export function checkSearchParams(
   // Every search has a time: the caller's, at most the default (0 would be none to the engine).
   const asked = Number(engine.get('timeAllowed') ?? 0);
   engine.set('timeAllowed', String(asked > 0 ? Math.min(asked, limits.timeAllowedMs) : limits.timeAllowedMs));
+  // And a CPU time, which bounds what matching costs the engine however busy it is (SEARCH_CPU_ALLOWED_MS).
+  const cpu = Number(engine.get('cpuAllowed') ?? 0);
+  engine.set('cpuAllowed', String(cpu > 0 ? Math.min(cpu, limits.cpuAllowedMs) : limits.cpuAllowedMs));
   // The engine's header says whether the time ran out: the proxy omits it itself (SearchRequest.omitHeader).
   const omitHeader = ['true', 'on'].includes(engine.get('omitHeader') ?? '');
   engine.delete('omitHeader');

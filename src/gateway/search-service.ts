@@ -39,9 +39,9 @@ export interface SearchServiceDeps {
 
 /**
  * The engine's JSON answer without its `responseHeader` (the caller's `omitHeader`), unless the
- * header says the results are partial (`timeAllowed` ran out): that the caller must see. The
- * header is the answer's first member (Solr's JSON writer); an answer of another shape is left as
- * it is.
+ * header says the results are partial (`timeAllowed` or `cpuAllowed` ran out): that the caller
+ * must see. The header is the answer's first member (Solr's JSON writer); an answer of another
+ * shape is left as it is.
  */
 export function withoutHeader(body: string): string {
   const start = /^\s*\{\s*"responseHeader"\s*:\s*(?=\{)/.exec(body);

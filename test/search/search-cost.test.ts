@@ -477,6 +477,150 @@ describe('search cost: counted and bounded before the engine is asked; every sea
   });
 });
 
+describe('sloppy phrases of a word in every document cost the engine a bounded CPU time: every search carries cpuAllowed (SEARCH_CPU_ALLOWED_MS), the caller’s capped to it (SECURITY.md "Search service")', function () {
+  this.timeout(240_000);
+  const T = `slop${Date.now().toString(36)}`;
+  /** Documents of 300 words, half of them "the": a phrase of 20 "the" at slop 5 costs the engine about 1 s over them (4-5 s over 20,000). */
+  const DOCS = 4000;
+  /** The engine's CPU for one search must stay below this: SEARCH_CPU_ALLOWED_MS (1000) and what the engine spends past it before it looks; the old code spent SEARCH_TIME_ALLOWED_MS (5000) of it. */
+  const CPU_BOUND_MS = 3000;
+  let solr: string;
+  let p: Awaited<ReturnType<typeof startTestPlatform>>;
+
+  before(async () => {
+    solr = await ensureTestSolr();
+    p = await startTestPlatform({ SOLR_URL: solr }, ['web']);
+    let seed = 7;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed / 2147483648;
+    };
+    const word = () => (random() < 0.5 ? 'the' : `w${Math.floor(random() ** 3 * 200)}`);
+    for (let at = 0; at < DOCS; at += 1000) {
+      const docs = Array.from({ length: 1000 }, (_, k) => {
+        const id = `c:${T}${at + k}:v1`;
+        return {
+          id,
+          root: id,
+          version: 1,
+          svc_type_s: T,
+          svc_views_ss: ['svcLatest', 'svcPublic'],
+          svc_timestate_svcLatest_drange: ['[0000 TO 9999]'],
+          svc_timestate_svcPublic_drange: ['[0000 TO 9999]'],
+          svc_contentstate_hidden_b: false,
+          svc_text: Array.from({ length: 300 }, word).join(' '),
+        };
+      });
+      const r = await fetch(`${solr}/content/update`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(docs) });
+      expect(r.status, await r.text()).to.equal(200);
+    }
+    const r = await fetch(`${solr}/content/update?commit=true`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{}' });
+    expect(r.status).to.equal(200);
+    // Warm the engine up (its first phrase search compiles code on threads of their own), then
+    // wait for its merges of the new segments: the measures below read the whole JVM's CPU.
+    await fetch(`${solr}/content/select`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ q: phrase(), fq: phrase(), facet: 'true', 'facet.query': phrase(), rows: '0', cpuAllowed: '1000', wt: 'json' }).toString(),
+    });
+    for (let i = 0; i < 40; i++) {
+      const cpu = await engineCpuMs();
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      if ((await engineCpuMs()) - cpu < 30) break;
+    }
+  });
+  after(async () => {
+    if (solr)
+      await fetch(`${solr}/content/update?commit=true`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ delete: { query: `svc_type_s:${T}` } }),
+      }).catch(() => undefined);
+    await p?.stop();
+  });
+
+  /** The engine's CPU time so far (its JVM's, in ms; nothing else asks it anything meanwhile: the platform is a web process only). */
+  const engineCpuMs = async (): Promise<number> => {
+    const r = (await (await fetch(`${solr}/admin/metrics?group=jvm&prefix=os.processCpuTime&wt=json`)).json()) as {
+      metrics: Record<string, Record<string, number>>;
+    };
+    return r.metrics['solr.jvm']['os.processCpuTime'] / 1e6;
+  };
+  /** An anonymous search by POST form, with the engine's CPU time it took and the time it took the platform to answer. */
+  const search = async (params: [string, string][]) => {
+    const cpu = await engineCpuMs();
+    const t0 = Date.now();
+    const r = await fetch(`${p.url}/search-service/content/select`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams(params).toString(),
+    });
+    const json = (await r.json()) as {
+      responseHeader?: { partialResults?: boolean; QTime?: number };
+      response?: { numFound: number };
+      facet_counts?: { facet_queries?: Record<string, number> };
+    };
+    const ms = Date.now() - t0;
+    return { status: r.status, json, ms, cpuMs: (await engineCpuMs()) - cpu };
+  };
+
+  let salt = 0;
+  /** A phrase of 20 "the" at slop 5 (MAX_PHRASE_SLOP is 100, and 20 words are 20 of SEARCH_MAX_CLAUSES), a new one each time: a filter the engine cached would cost nothing. */
+  const phrase = () => `svc_text:"${Array(20).fill('the').join(' ')}"~5 -version:${++salt}`;
+  const times = (n: number, key: string): [string, string][] => Array.from({ length: n }, (): [string, string] => [key, phrase()]);
+  const heavy: Record<string, () => [string, string][]> = {
+    '20 fq': () => [['q', '*:*'], ...times(20, 'fq'), ['rows', '10'], ['fl', 'id']],
+    '20 facet.query': () => [['q', '*:*'], ['rows', '0'], ['facet', 'true'], ...times(20, 'facet.query')],
+    'q, 20 fq and 20 facet.query': () => [['q', phrase()], ...times(20, 'fq'), ['facet', 'true'], ...times(20, 'facet.query'), ['fl', 'id']],
+  };
+
+  it('20 fq, 20 facet.query, or both with a phrase in q: each search costs the engine about SEARCH_CPU_ALLOWED_MS and answers 200 with responseHeader.partialResults (before: SEARCH_TIME_ALLOWED_MS, 5 s, each); a caller’s higher cpuAllowed and timeAllowed change nothing', async () => {
+    const answers: (Awaited<ReturnType<typeof search>> & { label: string })[] = [];
+    for (const [what, params] of Object.entries(heavy))
+      for (const extra of <[string, string][][]>[
+        [],
+        [
+          ['cpuAllowed', '600000'],
+          ['timeAllowed', '600000'],
+        ],
+      ])
+        answers.push({ label: `${what}${extra.length ? `, ${new URLSearchParams(extra)}` : ''}`, ...(await search([...params(), ...extra])) });
+    // every measure in the message of any failure
+    const measured = answers
+      .map((a) => `${a.label}: ${a.status}, the engine's CPU ${a.cpuMs} ms, QTime ${a.json.responseHeader?.QTime}, answered in ${a.ms} ms`)
+      .join('; ');
+    for (const a of answers) {
+      expect(a.status, `${a.label}: ${JSON.stringify(a.json).slice(0, 300)}`).to.equal(200);
+      expect(a.json.responseHeader?.partialResults, `${a.label}: partialResults (${measured})`).to.equal(true);
+      expect(a.cpuMs, `${a.label}: the engine's CPU in ms (${measured})`).to.be.below(CPU_BOUND_MS);
+    }
+  });
+
+  it('ordinary searches over the same documents answer whole: phrases of a few words, facets, a caller’s lower cpuAllowed', async () => {
+    for (const params of <[string, string][][]>[
+      [
+        ['q', 'svc_text:"the w1"~2 OR svc_text:"w2 the w3"'],
+        ['fq', `svc_type_s:${T}`],
+        ['facet', 'true'],
+        ['facet.query', 'svc_text:"the the"'],
+        ['facet.query', 'svc_text:"w1 w2"~3'],
+        ['rows', '20'],
+      ],
+      [
+        ['q', 'the'],
+        ['fq', `svc_type_s:${T}`],
+        ['fq', 'svc_text:"the w5"'],
+        ['cpuAllowed', '800'],
+      ],
+    ]) {
+      const r = await search(params);
+      expect(r.status, JSON.stringify(r.json).slice(0, 300)).to.equal(200);
+      expect(r.json.responseHeader, `${new URLSearchParams(params)}: partial (the engine's CPU ${r.cpuMs} ms)`).to.not.have.property('partialResults');
+      expect(r.json.response!.numFound).to.be.greaterThan(0);
+    }
+  });
+});
+
 describe('a javabin search the engine fails is asked again in JSON for its error, its query alone (SECURITY.md "Search service")', function () {
   this.timeout(60_000);
   /** An engine that fails every search (javabin: an opaque body; JSON: the error), and records what it was asked. */
@@ -542,7 +686,9 @@ describe('a javabin search the engine fails is asked again in JSON for its error
     const [first, again] = asked;
     expect(first.get('wt')).to.equal('javabin');
     expect(first.get('group.limit')).to.equal('10');
-    expect([...again.keys()].filter((k, i, all) => all.indexOf(k) === i)).to.have.members(['q', 'fq', 'sort', 'timeAllowed', 'rows', 'wt']);
+    expect([...again.keys()].filter((k, i, all) => all.indexOf(k) === i)).to.have.members(['q', 'fq', 'sort', 'timeAllowed', 'cpuAllowed', 'rows', 'wt']);
+    // both searches carry the platform's bounds of the engine's time and CPU
+    for (const asked of [first, again]) expect([asked.get('timeAllowed'), asked.get('cpuAllowed')]).to.deep.equal(['5000', '1000']);
     expect(again.get('rows')).to.equal('0');
     expect(again.get('wt')).to.equal('json');
     expect(again.get('q')).to.equal(first.get('q'));
