@@ -1,14 +1,15 @@
-import { EventReader } from '../adapters/event-reader.js';
+import { EventReader, snapshotBytes } from '../adapters/event-reader.js';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import type { Settings } from '../../config/settings.js';
 import type { ContentStore } from '../adapters/content-store.js';
 import type { Logger } from '../adapters/log.js';
 import { connectRedis, keys, type RedisClient } from '../adapters/redis.js';
 import { autoclaim, ensureGroup, type StreamEntry } from '../adapters/redis-streams.js';
-import { matchesFilter, parseStreamId } from '../content/change-events.js';
+import { type ChangeEvent, matchesFilter, parseStreamId } from '../content/change-events.js';
 import { sleep } from '../wait.js';
-import { eventIdOf, positionOf, WEBHOOKS_GROUP, whKeys } from './keys.js';
+import { entryOf, eventIdOf, positionOf, WEBHOOKS_GROUP, whKeys } from './keys.js';
 import { post, type PostResult } from './http-post.js';
 import { withScripts, type WebhookScripts } from './scripts.js';
 import { deliveryHeaders, secretKey } from './signing.js';
@@ -28,9 +29,15 @@ const ENQUEUE_CHUNK = 500;
 const IDLE_POLL_MS = 200;
 /** Host lookups are reused this long (the guard still runs on every attempt). */
 const LOOKUP_TTL_MS = 1000;
+/** What the feed events of stream entries kept for the deliveries' bodies may weigh (their snapshots counted). */
+const ENTRY_CACHE_BYTES = 64 * 2 ** 20;
+/** A removed webhook is swept again once every process has reloaded the webhooks since (they reload within a second or so). */
+const REMOVED_SETTLE_MS = 10_000;
+/** The error of a delivery whose event its stream no longer holds (the change feed's retention): it cannot be made. */
+const EVENT_GONE = 'event no longer in the event stream (trimmed by the change feed retention)';
 
 type Hook = Webhook & { key: Buffer };
-type Claimed = { p: number; member: string; pos: string; eventId: string; body: string; attempts: number; created: number };
+type Claimed = { p: number; member: string; pos: string; eventId: string; attempts: number; created: number };
 
 /**
  * The `webhooks` role (CONTRACT §14). Two jobs, shared by every webhooks process:
@@ -43,7 +50,9 @@ type Claimed = { p: number; member: string; pos: string; eventId: string; body: 
  *   enqueued: a process that dies leaves its entries pending, and the next holder of the lease
  *   takes them over (XAUTOCLAIM) before reading on, so the queues keep stream order.
  * - Delivery: any process claims due queue heads of any partition (a claim lasts past the timeout;
- *   when its process dies the queue is due again), POSTs them signed, and records the outcome: on
+ *   when its process dies the queue is due again), makes each body from its event's stream entry
+ *   and revision snapshots (a record holds no body: what Redis keeps per delivery does not grow
+ *   with the event), POSTs them signed, and records the outcome: on
  *   failure the queue waits for the retry (exponential back-off with jitter) while other contents
  *   and other webhooks go on; past WEBHOOK_MAX_AGE_HOURS the delivery is `failed` and the next one
  *   of the content goes.
@@ -71,6 +80,10 @@ export class WebhookDispatcher {
   /** Attempts counted here and added to Redis once a second (one write, not one per delivery). */
   private outcomes = { delivered: 0, retried: 0, failed: 0 };
   private flushTimer?: NodeJS.Timeout;
+  /** The feed events of stream entries read for the deliveries' bodies, by `<p>/<entry id>`; and the reads under way. */
+  private readonly entries = new LRUCache<string, ChangeEvent[]>({ max: 20000, maxSize: ENTRY_CACHE_BYTES });
+  private readonly entryReads = new Map<string, Promise<ChangeEvent[] | null>>();
+  private lastSweep = 0;
 
   constructor(
     redis: RedisClient,
@@ -166,6 +179,13 @@ export class WebhookDispatcher {
       const o = this.owned.get(p)!;
       this.owned.delete(p);
       await this.redis.releaseLease(whKeys.lock(p), o.token);
+    }
+    if (now - this.lastSweep >= REMOVED_SETTLE_MS) {
+      this.lastSweep = now;
+      // What a removed webhook got after its removal's sweep (a process that had not reloaded yet), or a sweep cut short.
+      await this.store
+        .sweepRemoved(REMOVED_SETTLE_MS)
+        .catch((e: unknown) => this.log.warn({ err: String(e) }, 'sweeping removed webhooks failed; retrying later'));
     }
   }
 
@@ -271,13 +291,12 @@ export class WebhookDispatcher {
       if (!r) continue;
       r.changes.forEach((c, sub) => {
         const pos = positionOf(r.ms, r.seq, sub);
-        let body: string | undefined;
         for (const h of hooks) {
           // A webhook receives the events committed from its creation on.
           if (h.created > r.ms || !matchesFilter(h, c)) continue;
-          body ??= JSON.stringify(c);
-          args.push(h.id, r.cid, pos, eventIdOf(p, pos), body, r.ms);
-          if (args.length >= ENQUEUE_CHUNK * 6) chunks.push(args.splice(0));
+          // No body: it is made from the stream entry when the delivery is attempted.
+          args.push(h.id, r.cid, pos, eventIdOf(p, pos), r.ms);
+          if (args.length >= ENQUEUE_CHUNK * 5) chunks.push(args.splice(0));
         }
       });
     }
@@ -323,9 +342,9 @@ export class WebhookDispatcher {
         );
         let claimed = 0;
         claims.forEach((rows, i) => {
-          for (const [member, pos, eventId, body, attempts, created] of rows) {
+          for (const [member, pos, eventId, attempts, created] of rows) {
             claimed++;
-            const c: Claimed = { p: order[i], member, pos, eventId, body, attempts: Number(attempts), created: Number(created) };
+            const c: Claimed = { p: order[i], member, pos, eventId, attempts: Number(attempts), created: Number(created) };
             this.inFlight++;
             const wid = member.slice(0, member.indexOf('|'));
             this.inFlightByHook.set(wid, (this.inFlightByHook.get(wid) ?? 0) + 1);
@@ -377,31 +396,79 @@ export class WebhookDispatcher {
     while (c && this.running) c = await this.attempt(c, token, claimMs);
   }
 
+  /**
+   * The body of a delivery: its feed event as JSON, made from the event's stream entry and the
+   * revision snapshots it names (both never change, so every attempt and every redelivery sends
+   * the same JSON); null when the stream no longer holds the entry (the change feed's retention).
+   * Throws when a snapshot cannot be read now (the attempt is retried).
+   */
+  private async bodyOf(p: number, pos: string): Promise<string | null> {
+    const { id, sub } = entryOf(pos);
+    const key = `${p}/${id}`;
+    let changes = this.entries.get(key) ?? null;
+    if (!changes) {
+      let read = this.entryReads.get(key);
+      if (!read) {
+        read = this.readEntry(p, id, key).finally(() => this.entryReads.delete(key));
+        this.entryReads.set(key, read);
+      }
+      changes = await read;
+    }
+    const c = changes?.[sub];
+    return c ? JSON.stringify(c) : null;
+  }
+
+  /** The feed events of one stream entry (kept for the entry's other deliveries); null when the stream no longer holds it. */
+  private async readEntry(p: number, id: string, key: string): Promise<ChangeEvent[] | null> {
+    const found = (await this.redis.xrangeBuffer(keys.events(p), id, id)) as StreamEntry[];
+    if (!found.length) return null;
+    const [r] = await this.events.readMany([found[0][1]]);
+    // An entry this platform cannot read made no delivery.
+    if (!r) return null;
+    if (!r.at) throw new Error(`the snapshot of revision ${r.event.rev} of ${r.event.cid} cannot be read now`);
+    this.entries.set(key, r.changes, { size: snapshotBytes(r.at) + 256 * r.changes.length });
+    return r.changes;
+  }
+
   /** One attempt of a claimed delivery and its outcome recorded; answers the queue's next delivery when it was claimed with it. */
   private async attempt(c: Claimed, token: string, claimMs: number): Promise<Claimed | null> {
     const wid = c.member.slice(0, c.member.indexOf('|'));
-    const hook = this.hooksById.get(wid);
+    let hook = this.hooksById.get(wid);
+    if (!hook) {
+      // Created since this process last looked? Else removed: its delivery goes, record and all.
+      await this.reloadHooks().catch(() => undefined);
+      hook = this.hooksById.get(wid);
+    }
     let result: PostResult;
+    let gone = false;
     if (!hook) result = { status: null, response: '', error: 'webhook deleted' };
     else {
       try {
-        // The lookup and the request together within WEBHOOK_TIMEOUT_MS, well inside the claim (claimMs).
+        // The body, the lookup and the request together within WEBHOOK_TIMEOUT_MS, well inside the claim (claimMs).
         const until = Date.now() + this.settings.WEBHOOK_TIMEOUT_MS;
-        const target = await checkTarget(hook.url, this.settings.WEBHOOK_ALLOW_PRIVATE, this.resolveCached, this.settings.WEBHOOK_TIMEOUT_MS);
-        result = await post(target, c.body, deliveryHeaders(hook.key, c.eventId, c.body, this.clock()), Math.max(1, until - Date.now()));
+        const body = await this.bodyOf(c.p, c.pos);
+        if (body === null) {
+          gone = true;
+          result = { status: null, response: '', error: EVENT_GONE };
+        } else {
+          const target = await checkTarget(hook.url, this.settings.WEBHOOK_ALLOW_PRIVATE, this.resolveCached, Math.max(1, until - Date.now()));
+          result = await post(target, body, deliveryHeaders(hook.key, c.eventId, body, this.clock()), Math.max(1, until - Date.now()));
+        }
       } catch (e) {
         result = { status: null, response: '', error: e instanceof TargetRefused ? `refused: ${e.message}` : String(e) };
       }
     }
     const now = this.clock();
     const ok = result.status !== null && result.status >= 200 && result.status < 300;
-    let outcome: 'delivered' | 'retry' | 'failed' = ok ? 'delivered' : 'retry';
+    let outcome: 'delivered' | 'retry' | 'failed' | 'dropped' = ok ? 'delivered' : 'retry';
     let nextAt = 0;
-    if (!ok) {
+    if (!hook) outcome = 'dropped';
+    else if (gone) outcome = 'failed';
+    else if (!ok) {
       const s = this.settings;
       const exp = Math.min(s.WEBHOOK_RETRY_MAX_MS, s.WEBHOOK_RETRY_BASE_MS * 2 ** Math.min(c.attempts, 30));
       nextAt = now + Math.round(exp / 2 + (Math.random() * exp) / 2);
-      if (!hook || nextAt > c.created + s.WEBHOOK_MAX_AGE_HOURS * 3_600_000) outcome = 'failed';
+      if (nextAt > c.created + s.WEBHOOK_MAX_AGE_HOURS * 3_600_000) outcome = 'failed';
     }
     const lastError = ok ? '' : (result.error ?? `HTTP ${result.status}: ${result.response}`).slice(0, 1024);
     let next: Claimed | null = null;
@@ -422,16 +489,16 @@ export class WebhookDispatcher {
         now + claimMs,
       );
       // The deliveries of a deleted webhook are dropped, not counted as failed attempts.
-      if (settled[0] && hook) this.outcomes[outcome === 'retry' ? 'retried' : outcome]++;
+      if (settled[0] && outcome !== 'dropped') this.outcomes[outcome === 'retry' ? 'retried' : outcome]++;
       if (settled.length > 1) {
-        const [, pos, eventId, body, attempts, created] = settled as string[];
-        next = { p: c.p, member: c.member, pos, eventId, body, attempts: Number(attempts), created: Number(created) };
+        const [, pos, eventId, attempts, created] = settled as string[];
+        next = { p: c.p, member: c.member, pos, eventId, attempts: Number(attempts), created: Number(created) };
       }
     } catch (e) {
       // The claim runs out and the delivery is attempted again: at least once.
       this.log.warn({ err: String(e), webhook: wid }, 'recording a webhook delivery failed');
     }
-    if (outcome === 'failed' && hook) this.log.warn({ webhook: wid, eventId: c.eventId, attempts: c.attempts + 1 }, 'webhook delivery failed for good');
+    if (outcome === 'failed') this.log.warn({ webhook: wid, eventId: c.eventId, attempts: c.attempts + 1 }, 'webhook delivery failed for good');
     return next;
   }
 

@@ -8,7 +8,8 @@ import { keys } from '../adapters/redis.js';
  * - `wh:{p}:lock`: the fan-out lease of the partition (one process turns its events into deliveries, in order)
  * - `wh:{p}:due`: sorted set, member `<webhook>|<content>` (a delivery queue), score: when its head is due
  * - `wh:{p}:q:<webhook>|<content>`: sorted set of the queue's deliveries, by their position in the stream
- * - `wh:{p}:d:<webhook>:<position>`: hash, one delivery (its event's body, status, attempts, ...)
+ * - `wh:{p}:d:<webhook>:<position>`: hash, one delivery (status, attempts, ...; not its event's body,
+ *   which is made from the event stream `events:{p}` at each attempt: see `entryOf`)
  * - `wh:{p}:log:<webhook>:<status>`: sorted set of positions by time, the delivery log
  * - `wh:{p}:pending`: sorted set `<webhook>:<position>` by creation time (oldest pending age)
  */
@@ -28,6 +29,8 @@ export const whKeys = {
   outcomes: keys.webhookOutcomes,
   /** Sorted set of live webhooks processes by heartbeat: the fan-out is shared among them. */
   members: 'webhooks:members',
+  /** Hash: removed webhook id → when (ms): its records are swept again once no process can still add any. */
+  removed: 'webhooks:removed',
 } as const;
 
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
@@ -44,6 +47,12 @@ const pad = (n: number, width: number) => String(n).padStart(width, '0');
  */
 export const positionOf = (ms: number, seq: number, sub: number): string => `${pad(ms, 15)}-${pad(seq, 6)}-${pad(sub, 3)}`;
 export const POSITION = /^\d{15}-\d{6}-\d{3}$/;
+
+/** The stream entry (`<ms>-<seq>` of `events:{p}`) and the index among its feed events of a position. */
+export function entryOf(pos: string): { id: string; sub: number } {
+  const [ms, seq, sub] = pos.split('-').map(Number);
+  return { id: `${ms}-${seq}`, sub };
+}
 
 /** The delivery id of the API: `<partition>_<position>` (unique within one webhook). */
 export const deliveryIdOf = (p: number, pos: string): string => `${p}_${pos}`;

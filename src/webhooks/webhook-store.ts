@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import type { Settings } from '../../config/settings.js';
-import type { RedisClient } from '../adapters/redis.js';
+import { keys, type RedisClient } from '../adapters/redis.js';
 import { type ChangeFilter, parseFilter } from '../content/change-events.js';
 import { AppError } from '../errors.js';
-import { DELIVERY_STATUSES, type DeliveryStatus, POSITION, deliveryIdOf, whKeys } from './keys.js';
+import { DELIVERY_STATUSES, type DeliveryStatus, POSITION, deliveryIdOf, entryOf, whKeys } from './keys.js';
 import { withScripts, type WebhookScripts } from './scripts.js';
 import { newSecret } from './signing.js';
 import { checkTargetForRequest, type Resolver } from './ssrf.js';
@@ -55,6 +55,8 @@ export const webhookBodySchema = z.strictObject({
 });
 
 const ID = /^wh_[0-9a-f]{24}$/;
+/** Delivery records a sweep script call deletes at most (each script runs alone in Redis: kept short). */
+const SWEEP_BATCH = 500;
 
 export const viewOf = (w: Webhook): WebhookView => ({
   id: w.id,
@@ -140,11 +142,35 @@ export class WebhookStore {
     return viewOf(w);
   }
 
-  /** DELETE /webhooks/<id>: its waiting deliveries are dropped by the dispatchers. */
+  /**
+   * DELETE /webhooks/<id>: the webhook goes, then its delivery records, logs and queues, in
+   * bounded steps (`sweep`). A dispatcher that had not yet reloaded the webhooks may still add a
+   * delivery; it drops any of a removed webhook it claims, and sweeps the webhook again later
+   * (`sweepRemoved`), which also finishes a sweep cut short here.
+   */
   async remove(id: string): Promise<void> {
     await this.get(id);
+    await this.redis.hset(whKeys.removed, id, String(Date.now()));
     await this.redis.hdel(whKeys.hooks, id);
     await this.redis.incr(whKeys.revision);
+    await this.sweep(id);
+  }
+
+  /** Deletes a removed webhook's delivery records, logs and queue entries in every partition, at most SWEEP_BATCH records a script call. */
+  async sweep(id: string): Promise<void> {
+    for (let p = 0; p < this.settings.PARTITIONS; p++) {
+      while (await this.redis.sweepWebhook(whKeys.due(p), whKeys.pending(p), whKeys.prefix(p), id, SWEEP_BATCH));
+    }
+  }
+
+  /** Sweeps again the webhooks removed more than `settledMs` ago (no dispatcher can still add a delivery for them), then forgets them. */
+  async sweepRemoved(settledMs: number): Promise<void> {
+    const removed = await this.redis.hgetall(whKeys.removed);
+    for (const [id, at] of Object.entries(removed)) {
+      if (Date.now() - Number(at) < settledMs) continue;
+      await this.sweep(id);
+      await this.redis.hdel(whKeys.removed, id);
+    }
   }
 
   /** The delivery log of a webhook, newest first, across every partition. */
@@ -193,8 +219,10 @@ export class WebhookStore {
     const p = m ? Number(m[1]) : -1;
     if (!m || p >= this.settings.PARTITIONS || !POSITION.test(m[2])) throw new AppError('NOT_FOUND', `Delivery ${deliveryId} not found`);
     const ttl = recordTtlMs(this.settings);
-    const done = await this.redis.redeliver(whKeys.due(p), whKeys.pending(p), whKeys.prefix(p), id, m[2], this.clock(), ttl);
-    if (!done) throw new AppError('NOT_FOUND', `Delivery ${deliveryId} not found`);
+    const done = await this.redis.redeliver(whKeys.due(p), whKeys.pending(p), keys.events(p), whKeys.prefix(p), id, m[2], this.clock(), ttl, entryOf(m[2]).id);
+    if (done === 0) throw new AppError('NOT_FOUND', `Delivery ${deliveryId} not found`);
+    // The body is made from the event stream: an event its retention removed cannot be sent again.
+    if (done < 0) throw new AppError('NOT_FOUND', `Delivery ${deliveryId} not found: its event is no longer in the event stream`);
   }
 }
 

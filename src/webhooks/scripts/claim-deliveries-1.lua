@@ -4,7 +4,8 @@
 -- ARGV[6...] webhooks not to claim for (the caller has as many of their deliveries in flight as
 -- one webhook may have: a receiver that hangs must not take every slot of the process)
 -- A claimed queue is pushed to ARGV[3]: when its claimer dies, it is due again then (at least once).
--- Returns per claimed queue: member, position, event id, body, attempts, created.
+-- Returns per claimed queue: member, position, event id, attempts, created (the caller makes the
+-- body from the event stream).
 local prefix = ARGV[1]
 local out = {}
 local max = tonumber(ARGV[4])
@@ -23,11 +24,11 @@ for _, member in ipairs(due) do
       break
     end
     local dkey = prefix .. 'd:' .. wid .. ':' .. head
-    local rec = redis.call('HMGET', dkey, 'eventId', 'body', 'attempts', 'created')
+    local rec = redis.call('HMGET', dkey, 'eventId', 'attempts', 'created')
     if rec[1] then
       redis.call('ZADD', KEYS[1], ARGV[3], member)
       redis.call('HSET', dkey, 'claim', ARGV[5])
-      out[#out + 1] = { member, head, rec[1], rec[2], rec[3], rec[4] }
+      out[#out + 1] = { member, head, rec[1], rec[2], rec[3] }
       claimed = true
     else
       -- the record expired (kept longer than any retry): nothing left to deliver
