@@ -18,11 +18,14 @@ function expected(base: StreamPosition[], offers: ResolvedEntry[][]): StreamPosi
   const pos = base.map((p) => ({ ...p }));
   const out: StreamPosition[][] = [];
   for (const offer of offers)
-    for (const e of offer)
+    for (const e of offer) {
       for (let i = 0; i < e.changes.length; i++) {
         pos[e.p] = { ms: e.ms, seq: e.seq, sub: i + 1 === e.changes.length ? 0 : i + 1 };
         out.push(pos.map((x) => ({ ...x })));
       }
+      // An entry of no event moves the position all the same.
+      pos[e.p] = { ms: e.ms, seq: e.seq, sub: 0 };
+    }
   return out;
 }
 
@@ -50,7 +53,7 @@ describe('short cursors of live events: records of the fan-out offers (FeedCheck
     await server?.stop();
   });
 
-  it('each cursor reads back as the positions its event leaves, over records that chain past several full ones; its length never changes', async () => {
+  it('each cursor reads back as the positions its event leaves, over records that chain past several full ones, entries of no event among them; its length never changes', async () => {
     const cp = new FeedCheckpoints(redis, 3600_000, log);
     const base: StreamPosition[] = Array.from({ length: P }, (_, p) => ({ ms: 1_700_000_000_000 + p, seq: p, sub: 0 }));
     // 300 offers of 1 to 5 entries of 1 to 3 events, at random partitions, ms and seq: more than
@@ -61,10 +64,11 @@ describe('short cursors of live events: records of the fan-out offers (FeedCheck
       offers.push(
         Array.from({ length: 1 + (o % 5) }, (_, i) => {
           ms += (o + i) % 3;
-          return entry((o * 7 + i * 3) % P, ms, (o + i) % 4, 1 + ((o + i) % 3));
+          // Some entries of no event (a snapshot not readable, a kind no event is made of).
+          return entry((o * 7 + i * 3) % P, ms, (o + i) % 4, (o + 2 * i) % 4);
         }),
       );
-    const cursors = (await Promise.all(offers.map((offer) => cp.record(seal, base, offer)))).flatMap((c) => c!.flat());
+    const cursors = (await Promise.all(offers.map((offer) => cp.record(seal, base, offer)))).flatMap((c) => c!.cursors.flat());
     const want = expected(base, offers);
     expect(cursors).to.have.length(want.length);
     expect(new Set(cursors.map((c) => c.length))).to.deep.equal(new Set([68]));
@@ -88,14 +92,14 @@ describe('short cursors of live events: records of the fan-out offers (FeedCheck
     const cp = new FeedCheckpoints(redis, 3600_000, log);
     const base: StreamPosition[] = Array.from({ length: P }, () => ({ ms: 1, seq: 0, sub: 0 }));
     const offers = [[entry(1, 10, 0, 1)], [entry(2, 11, 0, 1)], [entry(1, 12, 0, 2)], [entry(3, 13, 0, 1)], [entry(2, 14, 0, 1)], [entry(4, 15, 0, 1)]];
-    const first = (await cp.record(seal, base, offers[0]))!;
+    const first = (await cp.record(seal, base, offers[0]))!.cursors;
     cp.skip(offers[1]);
     // A record asked for, then an offer made without one before the record is written (Redis
     // Cluster: another partition's loop): that offer goes to subscribers first, so the record's
     // cursors hold its moves.
     const writing = cp.record(seal, base, offers[2]);
     cp.skip(offers[3]);
-    const [second, third] = await Promise.all([writing, cp.record(seal, base, offers[4])]);
+    const [second, third] = (await Promise.all([writing, cp.record(seal, base, offers[4])])).map((r) => r?.cursors);
     // The order the offers went to subscribers.
     const want = expected(base, [offers[0], offers[1], offers[3], offers[2], offers[4]]);
     const read = (c: string) => cp.positions(seal.open(c) as Exclude<ReturnType<CursorSeal['open']>, StreamPosition[]>, P);
@@ -120,7 +124,7 @@ describe('short cursors of live events: records of the fan-out offers (FeedCheck
       (redis as unknown as { xadd: unknown }).xadd = xadd;
     }
     // The next record holds every position, those of both.
-    const [[next]] = (await cp.record(seal, base, [entry(6, 17, 0, 1)]))!;
+    const [[next]] = (await cp.record(seal, base, [entry(6, 17, 0, 1)]))!.cursors;
     const all = expected(base, [offers[0], offers[1], offers[3], offers[2], offers[4], offers[5], [entry(5, 16, 0, 1)], [entry(6, 17, 0, 1)]]);
     expect(await read(next)).to.deep.equal(all[all.length - 1]);
   });
@@ -139,7 +143,7 @@ describe('short cursors of live events: records of the fan-out offers (FeedCheck
     const offers = [[entry(1, 10, 0, 2)], [entry(2, 11, 0, 1), entry(1, 12, 0, 1)], [entry(3, 13, 0, 1)]];
     let cursors: string[];
     try {
-      cursors = (await Promise.all(offers.map((o) => cp.record(seal, base, o)))).flatMap((c) => c!.flat());
+      cursors = (await Promise.all(offers.map((o) => cp.record(seal, base, o)))).flatMap((c) => c!.cursors.flat());
     } finally {
       (redis as unknown as { xadd: unknown }).xadd = xadd;
     }
@@ -148,10 +152,74 @@ describe('short cursors of live events: records of the fan-out offers (FeedCheck
     expect(got).to.deep.equal(expected(base, offers));
   });
 
+  it('what reading a cursor back costs: a record is read from Redis once, and a chain holds at most FULL_MOVES moves besides its last record (review 20, F2)', async () => {
+    const cp = new FeedCheckpoints(redis, 3600_000, log);
+    const base: StreamPosition[] = Array.from({ length: P }, () => ({ ms: 1, seq: 0, sub: 0 }));
+    // 3 offers of 1,500 events: the third's record may not chain from the first (4,500 > 4,096).
+    const offers = [0, 1, 2].map((o) => Array.from({ length: 1500 }, (_, i) => entry(i % P, 1000 + o * 1500 + i, 0, 1)));
+    const recorded = [];
+    for (const offer of offers) recorded.push((await cp.record(seal, base, offer))!.cursors.flat());
+    const key = (c: string) => `feedcp:{${(seal.open(c) as { proc: Buffer }).proc.toString('hex')}}`;
+    const records = await redis.xrange(key(recorded[0][0]), '-', '+');
+    expect(records.map(([, f]) => f.includes('b'))).to.deep.equal([true, false, true]);
+    // A reader of its own (nothing read yet): the first read of a cursor reads Redis, the next of the same record not.
+    const reader = new FeedCheckpoints(redis, 3600_000, log);
+    const xrange = redis.xrangeBuffer.bind(redis);
+    let reads = 0;
+    (redis as unknown as { xrangeBuffer: unknown }).xrangeBuffer = (...args: Parameters<typeof xrange>) => {
+      reads++;
+      return xrange(...args);
+    };
+    try {
+      const want = expected(base, offers);
+      const read = (c: string) => reader.positions(seal.open(c) as Exclude<ReturnType<CursorSeal['open']>, StreamPosition[]>, P);
+      expect(await read(recorded[1][1499])).to.deep.equal(want[2999]);
+      expect(reads, 'the record and its chain').to.equal(2);
+      expect(await read(recorded[1][10])).to.deep.equal(want[1510]);
+      expect(await read(recorded[1][1499])).to.deep.equal(want[2999]);
+      expect(reads, 'nothing more for the same record').to.equal(2);
+    } finally {
+      (redis as unknown as { xrangeBuffer: unknown }).xrangeBuffer = xrange;
+    }
+  });
+
+  it('a record Redis refuses to take: the offer goes without cursors after the give-up time or at stop, and the next record holds every position (review 20, F3)', async () => {
+    const cp = new FeedCheckpoints(redis, 3600_000, log, 300);
+    const base: StreamPosition[] = Array.from({ length: P }, () => ({ ms: 1, seq: 0, sub: 0 }));
+    const xadd = redis.xadd.bind(redis);
+    (redis as unknown as { xadd: unknown }).xadd = () => Promise.reject(new Error("NOPERM this user has no permissions to run the 'xadd' command"));
+    let refused: Awaited<ReturnType<FeedCheckpoints['record']>>;
+    const t0 = Date.now();
+    try {
+      refused = await cp.record(seal, base, [entry(1, 10, 0, 1)]);
+    } finally {
+      (redis as unknown as { xadd: unknown }).xadd = xadd;
+    }
+    expect(refused).to.equal(null);
+    expect(Date.now() - t0).to.be.below(5000);
+    const [[c]] = (await cp.record(seal, base, [entry(2, 11, 0, 1)]))!.cursors;
+    expect(await cp.positions(seal.open(c) as Exclude<ReturnType<CursorSeal['open']>, StreamPosition[]>, P)).to.deep.equal(
+      expected(base, [[entry(1, 10, 0, 1)], [entry(2, 11, 0, 1)]])[1],
+    );
+    // Stopped: a write that fails is not tried again.
+    const stopping = new FeedCheckpoints(redis, 3600_000, log, 60_000);
+    (redis as unknown as { xadd: unknown }).xadd = () => Promise.reject(new Error('READONLY'));
+    try {
+      const pending = stopping.record(seal, base, [entry(1, 10, 0, 1)]);
+      await new Promise((r) => setTimeout(r, 100));
+      stopping.stop();
+      const t1 = Date.now();
+      expect(await pending).to.equal(null);
+      expect(Date.now() - t1).to.be.below(2000);
+    } finally {
+      (redis as unknown as { xadd: unknown }).xadd = xadd;
+    }
+  });
+
   it('a cursor whose record is gone answers 410; one of a record of more partitions, 400; a cursor of another key, 400', async () => {
     const cp = new FeedCheckpoints(redis, 3600_000, log);
     const base: StreamPosition[] = Array.from({ length: P }, () => ({ ms: 5, seq: 0, sub: 0 }));
-    const [[c]] = (await cp.record(seal, base, [entry(0, 20, 0, 1)]))!;
+    const [[c]] = (await cp.record(seal, base, [entry(0, 20, 0, 1)]))!.cursors;
     const ref = seal.open(c) as Exclude<ReturnType<CursorSeal['open']>, StreamPosition[]>;
     expect(await status(cp.positions(ref, P + 1))).to.equal(400);
     await redis.del(`feedcp:{${ref.proc.toString('hex')}}`);
