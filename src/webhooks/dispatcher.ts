@@ -1,4 +1,4 @@
-import { EventReader, snapshotBytes } from '../adapters/event-reader.js';
+import { EventReader } from '../adapters/event-reader.js';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
@@ -7,7 +7,7 @@ import type { ContentStore } from '../adapters/content-store.js';
 import type { Logger } from '../adapters/log.js';
 import { connectRedis, keys, type RedisClient } from '../adapters/redis.js';
 import { autoclaim, ensureGroup, type StreamEntry } from '../adapters/redis-streams.js';
-import { type ChangeEvent, matchesFilter, parseStreamId } from '../content/change-events.js';
+import { matchesFilter, parseStreamId } from '../content/change-events.js';
 import { sleep } from '../wait.js';
 import { entryOf, eventIdOf, positionOf, WEBHOOKS_GROUP, whKeys } from './keys.js';
 import { post, type PostResult } from './http-post.js';
@@ -29,7 +29,7 @@ const ENQUEUE_CHUNK = 500;
 const IDLE_POLL_MS = 200;
 /** Host lookups are reused this long (the guard still runs on every attempt). */
 const LOOKUP_TTL_MS = 1000;
-/** What the feed events of stream entries kept for the deliveries' bodies may weigh (their snapshots counted). */
+/** What the bodies of stream entries kept for the deliveries may weigh (bodiesBytes). */
 const ENTRY_CACHE_BYTES = 64 * 2 ** 20;
 /** A removed webhook is swept again once every process has reloaded the webhooks since (they reload within a second or so). */
 const REMOVED_SETTLE_MS = 10_000;
@@ -38,6 +38,20 @@ const EVENT_GONE = 'event no longer in the event stream (trimmed by the change f
 
 type Hook = Webhook & { key: Buffer };
 type Claimed = { p: number; member: string; pos: string; eventId: string; attempts: number; created: number };
+
+/**
+ * What an entry's bodies take in memory, in bytes: each string a byte a character, two in one that
+ * needs them (as V8 keeps them; measureEntry in gateway/change-source.ts), and a header each.
+ * Before, an entry was counted at its snapshot's size: a delete's snapshot has no aliases, its
+ * event those of the revision before (63,000 characters of them counted as about 1 KB).
+ */
+function bodiesBytes(bodies: string[]): number {
+  let n = 64;
+  for (const b of bodies) n += 32 + (TWO_BYTE.test(b) ? 2 : 1) * b.length;
+  return n;
+}
+
+const TWO_BYTE = /[^\u0000-\u00ff]/;
 
 /**
  * The `webhooks` role (CONTRACT §14). Two jobs, shared by every webhooks process:
@@ -80,9 +94,9 @@ export class WebhookDispatcher {
   /** Attempts counted here and added to Redis once a second (one write, not one per delivery). */
   private outcomes = { delivered: 0, retried: 0, failed: 0 };
   private flushTimer?: NodeJS.Timeout;
-  /** The feed events of stream entries read for the deliveries' bodies, by `<p>/<entry id>`; and the reads under way. */
-  private readonly entries = new LRUCache<string, ChangeEvent[]>({ max: 20000, maxSize: ENTRY_CACHE_BYTES });
-  private readonly entryReads = new Map<string, Promise<ChangeEvent[] | null>>();
+  /** The bodies (feed events as JSON) of stream entries read for the deliveries, by `<p>/<entry id>`; and the reads under way. */
+  private readonly entries = new LRUCache<string, string[]>({ max: 20000, maxSize: ENTRY_CACHE_BYTES, sizeCalculation: bodiesBytes });
+  private readonly entryReads = new Map<string, Promise<string[] | null>>();
   private lastSweep = 0;
 
   constructor(
@@ -405,29 +419,32 @@ export class WebhookDispatcher {
   private async bodyOf(p: number, pos: string): Promise<string | null> {
     const { id, sub } = entryOf(pos);
     const key = `${p}/${id}`;
-    let changes = this.entries.get(key) ?? null;
-    if (!changes) {
+    let bodies = this.entries.get(key) ?? null;
+    if (!bodies) {
       let read = this.entryReads.get(key);
       if (!read) {
         read = this.readEntry(p, id, key).finally(() => this.entryReads.delete(key));
         this.entryReads.set(key, read);
       }
-      changes = await read;
+      bodies = await read;
     }
-    const c = changes?.[sub];
-    return c ? JSON.stringify(c) : null;
+    return bodies?.[sub] ?? null;
   }
 
-  /** The feed events of one stream entry (kept for the entry's other deliveries); null when the stream no longer holds it. */
-  private async readEntry(p: number, id: string, key: string): Promise<ChangeEvent[] | null> {
+  /**
+   * The bodies of one stream entry's feed events (kept for the entry's other deliveries, and
+   * counted by what they hold: bodiesBytes); null when the stream no longer holds it.
+   */
+  private async readEntry(p: number, id: string, key: string): Promise<string[] | null> {
     const found = (await this.redis.xrangeBuffer(keys.events(p), id, id)) as StreamEntry[];
     if (!found.length) return null;
     const [r] = await this.events.readMany([found[0][1]]);
     // An entry this platform cannot read made no delivery.
     if (!r) return null;
     if (!r.at) throw new Error(`the snapshot of revision ${r.event.rev} of ${r.event.cid} cannot be read now`);
-    this.entries.set(key, r.changes, { size: snapshotBytes(r.at) + 256 * r.changes.length });
-    return r.changes;
+    const bodies = r.changes.map((c) => JSON.stringify(c));
+    this.entries.set(key, bodies);
+    return bodies;
   }
 
   /** One attempt of a claimed delivery and its outcome recorded; answers the queue's next delivery when it was claimed with it. */

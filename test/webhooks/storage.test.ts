@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import type { LRUCache } from 'lru-cache';
 import { Webhook } from 'standardwebhooks';
 import type { RedisClient } from '../../src/adapters/redis.js';
 import { whKeys } from '../../src/webhooks/keys.js';
@@ -195,6 +196,73 @@ describe('webhooks: what Redis keeps per delivery (CONTRACT §14)', function () 
       'the late delivery dropped',
     );
     expect(r.got.length).to.equal(sent);
+  });
+});
+
+/**
+ * SECURITY.md: the webhooks process's cache of stream entries (WebhookDispatcher.entries) counts
+ * what it holds. A delete event carries the aliases of the revision before it, while its snapshot
+ * has none: before, an entry was counted at its snapshot's size (about 1 KB) and held 63 KB of
+ * aliases, so the cache's 20,000 entries could hold 1.4 GB while its 64 MB bound counted 24 MB.
+ */
+describe('webhooks: what the dispatcher caches of delete events (SECURITY.md)', function () {
+  this.timeout(120_000);
+  let platform: Platform;
+  const receivers: Receiver[] = [];
+
+  before(async () => {
+    platform = await startIsolatedPlatform({ WEBHOOK_ALLOW_PRIVATE: 'true' });
+  });
+  after(async () => {
+    for (const r of receivers) await r.stop();
+    await platform?.stop();
+  });
+
+  it('deletes of contents with 63,000 characters of aliases to a delete-only webhook: the cache counts at least the JSON it holds', async () => {
+    const admin = await new Client(platform.base).login('sysadmin');
+    const editor = await new Client(platform.base).login('editor');
+    const r = await new Receiver().start();
+    receivers.push(r);
+    const h = await admin.req('POST', '/webhooks', { body: { url: r.url, kinds: ['delete'] } });
+    expect(h.status, h.text).to.equal(201);
+    await new Promise((res) => setTimeout(res, 20));
+
+    // 6 contents of 63,000 characters of aliases each, then deleted.
+    const N = 6;
+    const made: [string, string][] = [];
+    let n = 0;
+    for (let i = 0; i < N; i++) {
+      const c = await editor.create(article(`gone${i}`));
+      expect(c.status, c.text).to.equal(201);
+      let etag = c.headers.get('etag')!;
+      for (let round = 0; round < 3; round++) {
+        const operations = Array.from({ length: 84 }, () => ({
+          _type: 'svcSetAlias',
+          namespace: 'n',
+          alias: `d${String(n++).padStart(5, '0')}`.padEnd(250, 'a'),
+        }));
+        const u = await editor.update(c.json.system.id, { ...article(`r${round}`), operations }, etag);
+        expect(u.status, u.text.slice(0, 300)).to.equal(200);
+        etag = u.headers.get('etag')!;
+      }
+      made.push([c.json.system.id, etag]);
+    }
+    for (const [id, etag] of made) expect((await editor.remove(id, etag)).status).to.be.lessThan(300);
+    await until(async () => r.delivered().length >= N, 60_000, `${N} delete deliveries (got ${r.delivered().length})`);
+    expect(r.delivered().map((x) => eventOf(x).kind)).to.deep.equal(Array(N).fill('delete'));
+    expect(Math.min(...r.delivered().map((x) => x.body.length)), 'bytes of one delete event').to.be.greaterThan(60_000);
+
+    // What the cache holds: its entries' events as JSON (bodies, or events made into JSON here), a byte a character.
+    const entries = (platform.webhooks as unknown as { entries: LRUCache<string, unknown[]> }).entries;
+    let held = 0;
+    for (const v of entries.values()) for (const e of v) held += (typeof e === 'string' ? e : JSON.stringify(e)).length;
+    const counted = entries.calculatedSize;
+    // Before: the 6 entries were counted 7,704 bytes while their events' JSON was 387,324 characters.
+    console.log(`      the dispatcher's cache: ${entries.size} entries, counted ${counted} bytes, holding ${held} characters of JSON`);
+    expect(entries.size).to.equal(N);
+    expect(held).to.be.greaterThan(N * 60_000);
+    expect(counted, `counted ${counted} bytes for ${held} characters held`).to.be.at.least(held);
+    expect(counted).to.be.lessThan(2 * held);
   });
 });
 
