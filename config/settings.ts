@@ -248,6 +248,13 @@ export const settingsSchema = z.object({
   /** Facet values one search may ask for: each facet.field its limit, each facet.pivot every node of its tree. */
   SEARCH_MAX_FACET_VALUES: int(1, 10000000).default(20000),
   /**
+   * Searches of one caller under way at once on a web process (the search proxy, and taxonomy
+   * completion that asks the engine): a signed-in caller counted by user id, an anonymous one by
+   * client address (IPv6: its /64; behind TRUSTED_PROXIES the forwarded address); past it 429
+   * with Retry-After before the engine is asked.
+   */
+  SEARCH_AT_ONCE_PER_CALLER: int(1, 10000).default(4),
+  /**
    * Bytes of stored content (heads and versions, as Redis keeps them) one search with `inlineData`
    * reads: a result past it has `_content: null` and `_contentOmitted: true` (read it with a GET).
    * Before, 1,000 results of public content of 9 MB each made one anonymous search hold gigabytes.

@@ -133,6 +133,13 @@ const E = {
   422: err('Unprocessable: the source image is too large'),
   429: { description: 'Too many failed logins from this address or for this user', body: 'ErrorBody', headers: ['Retry-After'] } as AnswerDoc,
 };
+/** A search past its caller's bound of searches under way at once (src/gateway/search-slots.ts). */
+const searchesAtOnce: AnswerDoc = {
+  description:
+    'The caller (a signed-in user, else the client address: IPv6 its /64, behind `TRUSTED_PROXIES` the forwarded one) has SEARCH_AT_ONCE_PER_CALLER searches under way on this process; the engine was not asked',
+  body: 'ErrorBody',
+  headers: ['Retry-After'],
+};
 const envelope = (description: string, headers: AnswerHeader[] = ['ETag', 'Vary']): AnswerDoc => ({ description, body: 'ContentAnswer', headers });
 const noContent = (description: string, headers: AnswerHeader[] = []): AnswerDoc => ({ description, headers });
 const redirect: AnswerDoc = {
@@ -634,7 +641,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   'GET /search-service/:collection/select': {
     summary: 'Search (permission-filtered)',
     description:
-      'The engine’s standard parameters from an allowlist; anything else answers 400 naming the parameter, and so does a search past a bound of what it may cost the engine (clauses, wildcards, `fq`, facet values: the `SEARCH_*` settings) or a facet, sort, group or stats on a field without docValues (a full-text field such as `svc_text`). Every search carries `timeAllowed` (the caller’s, at most `SEARCH_TIME_ALLOWED_MS`); one that runs out answers 200 with `responseHeader.partialResults: true`, kept even with `omitHeader`.',
+      'The engine’s standard parameters from an allowlist; anything else answers 400 naming the parameter, and so does a search past a bound of what it may cost the engine (clauses, wildcards, `fq`, facet values: the `SEARCH_*` settings) or a facet, sort, group or stats on a field without docValues (a full-text field such as `svc_text`). Every search carries `timeAllowed` (the caller’s, at most `SEARCH_TIME_ALLOWED_MS`); one that runs out answers 200 with `responseHeader.partialResults: true`, kept even with `omitHeader`. At most `SEARCH_AT_ONCE_PER_CALLER` searches of one caller are under way at once; past it 429 with `Retry-After`.',
     auth: 'optional',
     query: searchQuery,
     responses: {
@@ -643,6 +650,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
         body: { media: { 'application/json': 'SearchAnswer', 'application/octet-stream': 'binary' } },
       },
       404: err('No such collection'),
+      429: searchesAtOnce,
     },
   },
   'POST /search-service/:collection/select': {
@@ -657,6 +665,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
       },
       404: err('No such collection'),
       415: E[415],
+      429: searchesAtOnce,
     },
   },
 
@@ -722,6 +731,10 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   'GET /taxonomy-service/complete/:dimension/:input': {
     summary: 'Complete an entity name',
     auth: 'optional',
-    responses: { 200: { description: 'The dimension with the matching entities', body: 'TaxonomyNode' }, 404: E[404] },
+    responses: {
+      200: { description: 'The dimension with the matching entities', body: 'TaxonomyNode' },
+      404: E[404],
+      429: { ...searchesAtOnce, description: `${searchesAtOnce.description} (a completion that looks in the index is one of its searches)` },
+    },
   },
 };

@@ -116,8 +116,7 @@ export class FeedCheckpoints {
     const skips = this.skips;
     let own = 0;
     for (const entry of entries) own += Math.max(1, entry.changes.length);
-    const full =
-      this.full === null || this.recordsSinceFull >= FULL_EVERY || this.movesSinceFull + own > FULL_MOVES || now - this.fullAt >= FULL_EVERY_MS;
+    const full = this.full === null || this.recordsSinceFull >= FULL_EVERY || this.movesSinceFull + own > FULL_MOVES || now - this.fullAt >= FULL_EVERY_MS;
     // A full record holds the positions before its own moves.
     const fields: (string | Buffer)[] = full ? ['b', pack(flatten(state))] : ['f', this.full!];
     // Per event: its partition, its ms (from the move before), seq and sub, as the fan-out's own

@@ -12,8 +12,9 @@ import { contentEnvelope } from './envelope.js';
 import type { Exchange } from './http.js';
 import { Reads } from './reads.js';
 import { Router, type Params } from './router.js';
-import { checkParameterCount, checkSearchParams, engineErrorQuery } from './search-params.js';
+import { checkParameterCount, checkSearchParams, engineErrorQuery, type SearchRequest } from './search-params.js';
 import { engineErrorAnswer, noCollection } from './search-errors.js';
+import { searchCaller, searchSlotsOf, type SearchSlots } from './search-slots.js';
 import { composeVariant } from './variant-reads.js';
 
 export const SEARCH_PREFIX = 'search-service';
@@ -85,9 +86,12 @@ export class SearchService {
   readonly router = new Router();
   /** What the caller may see: the filters and the inlined content follow the one read rule. */
   private readonly reads: Reads;
+  /** Searches under way per caller, shared with taxonomy completion (SEARCH_AT_ONCE_PER_CALLER). */
+  private readonly slots: SearchSlots;
 
   constructor(private readonly d: SearchServiceDeps) {
     this.reads = new Reads(d);
+    this.slots = searchSlotsOf(d.settings);
     this.router.on('GET', ':collection/select', (x, p) => this.select(x, p));
     this.router.on('POST', ':collection/select', (x, p) => this.select(x, p));
   }
@@ -114,13 +118,27 @@ export class SearchService {
       indexSchema(),
     );
     const user = await this.d.tokens.caller(x.header('x-auth-token'));
+    // A client gone while its body or its token was awaited has nothing asked of the engine (and
+    // its address, by which an anonymous caller is counted, is gone with it).
+    if (x.aborted) return;
+    const engine = this.d.engine;
+    // From here to its last await the search holds one of its caller's slots, taken before
+    // anything is awaited (search-slots.ts): past SEARCH_AT_ONCE_PER_CALLER, 429.
+    await this.slots.run(searchCaller(user, x, s), () => this.ask(x, engine, p.collection, request, user));
+  }
+
+  /**
+   * Asks the engine a checked search with the caller's filters and answers it: JSON (with
+   * `inlineData` the content the caller may read), or javabin passed through.
+   */
+  private async ask(x: Exchange, engine: SolrEngine, collection: string, request: SearchRequest, user: Principal | null): Promise<void> {
     const now = this.d.clock();
     const out = request.engine;
     for (const fq of this.filters(user, request.view, request.variant, now)) out.append('fq', fq);
-    if (request.format === 'javabin') return this.passBinary(x, this.d.engine, p.collection, out);
-    const res = await this.d.engine.select(p.collection, out);
+    if (request.format === 'javabin') return this.passBinary(x, engine, collection, out);
+    const res = await engine.select(collection, out);
     if (res.status !== 200) {
-      const answer = engineErrorAnswer(p.collection, res);
+      const answer = engineErrorAnswer(collection, res);
       x.sendJson(answer.status, answer.body);
       return;
     }

@@ -29,6 +29,7 @@ import type { Principal, SecurityConfig } from '../content/permissions.js';
 import type { TokenService } from '../security/token-service.js';
 import type { Exchange } from './http.js';
 import { Reads } from './reads.js';
+import { searchCaller, searchSlotsOf, type SearchSlots } from './search-slots.js';
 
 export const TAXONOMY_PREFIX = 'taxonomy-service';
 
@@ -68,6 +69,8 @@ export class TaxonomyService {
 
   /** Who may see which indexed content: completion candidates from the index are filtered like search. */
   private readonly reads: Reads;
+  /** Searches under way per caller, shared with the search service (SEARCH_AT_ONCE_PER_CALLER). */
+  private readonly slots: SearchSlots;
 
   constructor(
     private readonly d: {
@@ -80,6 +83,7 @@ export class TaxonomyService {
     },
   ) {
     this.reads = new Reads(d);
+    this.slots = searchSlotsOf(d.settings);
   }
 
   async handle(x: Exchange, segs: string[]): Promise<void> {
@@ -105,7 +109,9 @@ export class TaxonomyService {
    * categorized with them) the name paths in the dimension's tag fields of the index, narrowed
    * by a query on its autocomplete field `svc_tag_autocomplete_<dim>_lc` and filtered like search
    * for the caller (CONTRACT §20): without a token, content on public views only; with one, what
-   * the caller may Read.
+   * the caller may Read. That query is one of the caller's searches: past SEARCH_AT_ONCE_PER_CALLER
+   * under way at once, 429 before the engine is asked (search-slots.ts, shared with the search
+   * service); an answer from the definitions alone asks nothing and counts nothing.
    */
   private async complete(x: Exchange, dimId: string, input: string): Promise<void> {
     x.route = `${TAXONOMY_PREFIX}/complete/:dimension/:input`;
@@ -127,9 +133,13 @@ export class TaxonomyService {
       return;
     }
     const matches = definedCompletions(model, dim.id, levels, sees);
-    // An enumerable dimension has all its entities defined; only the others are looked up in the index.
+    // An enumerable dimension has all its entities defined; only the others are looked up in the
+    // index: a search of the caller, within its SEARCH_AT_ONCE_PER_CALLER (search-slots.ts).
     if (this.d.engine && !dim.enumerable && matches.length < MAX_COMPLETIONS) {
-      addIndexedCompletions(model, dim.id, levels, matches, await this.indexedPaths(dim.id, levels.flat(), user), sees);
+      // A client gone asks the engine nothing (and its address, by which it is counted, is gone).
+      if (x.aborted) return;
+      const paths = await this.slots.run(searchCaller(user, x, this.d.settings), () => this.indexedPaths(dim.id, levels.flat(), user));
+      addIndexedCompletions(model, dim.id, levels, matches, paths, sees);
     }
     x.sendJson(200, completionOf(model, dim, matches, sees));
   }
