@@ -50,6 +50,11 @@ export interface HeadDBackfillCounts {
   stopped: boolean;
 }
 
+/** Counts of a run that has done nothing yet. */
+function noCounts(): HeadDBackfillCounts {
+  return { partitions: [], marked: 0, heads: 0, right: 0, written: { live: 0, deleted: 0 }, undecodable: 0, gone: 0, calls: 0, ms: 0, stopped: false };
+}
+
 type BackfillScript = { headDBackfill(numKeys: number, ...keysThenBudget: (string | number)[]): Promise<number[]> };
 
 /**
@@ -79,18 +84,7 @@ export async function backfillHeadD(
   const running = opts.running ?? (() => true);
   const batch = opts.batch ?? BATCH;
   const budget = opts.budgetBytes ?? BUDGET_BYTES;
-  const counts: HeadDBackfillCounts = {
-    partitions: [],
-    marked: 0,
-    heads: 0,
-    right: 0,
-    written: { live: 0, deleted: 0 },
-    undecodable: 0,
-    gone: 0,
-    calls: 0,
-    ms: 0,
-    stopped: false,
-  };
+  const counts = noCounts();
   const todo = new Set<number>();
   for (const p of partitions) {
     if (await redis.exists(headDMarker(p))) counts.marked++;
@@ -169,19 +163,7 @@ export function startHeadDBackfill(
 ): { done: Promise<HeadDBackfillCounts>; stop(): Promise<void> } {
   let running = true;
   let wake = () => {};
-  const total: HeadDBackfillCounts & { passes: number } = {
-    partitions: [],
-    marked: 0,
-    heads: 0,
-    right: 0,
-    written: { live: 0, deleted: 0 },
-    undecodable: 0,
-    gone: 0,
-    calls: 0,
-    ms: 0,
-    stopped: false,
-    passes: 0,
-  };
+  const total: HeadDBackfillCounts & { passes: number } = { ...noCounts(), passes: 0 };
   const started = Date.now();
   const run = async (): Promise<HeadDBackfillCounts> => {
     for (;;) {
