@@ -86,10 +86,11 @@ export async function backfillHeadD(
   const budget = opts.budgetBytes ?? BUDGET_BYTES;
   const counts = noCounts();
   const todo = new Set<number>();
-  for (const p of partitions) {
-    if (await redis.exists(headDMarker(p))) counts.marked++;
+  const marked = await Promise.all(partitions.map((p) => redis.exists(headDMarker(p))));
+  partitions.forEach((p, i) => {
+    if (marked[i]) counts.marked++;
     else todo.add(p);
-  }
+  });
 
   const send = async (keys: string[]): Promise<void> => {
     while (keys.length) {

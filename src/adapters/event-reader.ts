@@ -105,6 +105,13 @@ function eventOf(fields: Buffer[]): StoredEvent | null {
   }
 }
 
+/** What a string takes in memory: V8 keeps one of Latin-1 characters at a byte each, any other at two. */
+export function heldBytes(s: string): number {
+  return (TWO_BYTE.test(s) ? 2 : 1) * s.length;
+}
+
+const TWO_BYTE = /[^\u0000-\u00ff]/;
+
 /**
  * About what a decoded snapshot takes in memory: its aliases and metadata aspects are what grow
  * (an editor may give a content thousands of aliases or a large metadata aspect), the rest is

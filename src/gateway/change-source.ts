@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { pooledRandomBytes } from '../adapters/ids.js';
-import { EventReader, snapshotBytes } from '../adapters/event-reader.js';
+import { EventReader, heldBytes, snapshotBytes } from '../adapters/event-reader.js';
 import { AppError } from '../errors.js';
 import type { ContentStore } from '../adapters/content-store.js';
 import { keys, type RedisClient } from '../adapters/redis.js';
@@ -213,16 +213,13 @@ export function measureEntry(entry: ResolvedEntry): number {
     let bytes = 0;
     for (const r of entry.rests) {
       chars += r.length + CURSOR_CHARS;
-      // V8 keeps a string of Latin-1 characters at a byte each, any other at two.
-      bytes += (TWO_BYTE.test(r) ? 2 : 1) * r.length;
+      bytes += heldBytes(r);
     }
     entry.chars = chars;
     entry.bytes = bytes;
   }
   return entry.chars;
 }
-
-const TWO_BYTE = /[^\u0000-\u00ff]/;
 
 /**
  * Reads the partitions' event streams for the change feed: entries resolved against the revision

@@ -260,8 +260,8 @@ export class CursorBatch {
   }
 }
 
-/** Positions as numbers: ms, seq and sub a partition. */
-function numbersOf(positions: readonly StreamPosition[]): Float64Array {
+/** Positions as numbers: ms, seq and sub a partition (also how FeedCheckpoints keeps them). */
+export function numbersOf(positions: readonly StreamPosition[]): Float64Array {
   const out = new Float64Array(positions.length * 3);
   for (let i = 0; i < positions.length; i++) {
     out[3 * i] = positions[i].ms;

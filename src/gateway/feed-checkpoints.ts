@@ -6,7 +6,7 @@ import type { RedisClient } from '../adapters/redis.js';
 import { malformedCursor, type StreamPosition } from '../content/change-events.js';
 import { sleep } from '../wait.js';
 import { cursorGone, type ResolvedEntry } from './change-source.js';
-import { type CheckpointRef, type CursorSeal, PROC_BYTES } from './cursor-seal.js';
+import { type CheckpointRef, type CursorSeal, numbersOf, PROC_BYTES } from './cursor-seal.js';
 
 /**
  * Short cursors for the events the fan-out delivers live (CONTRACT §13: cursors are opaque, at
@@ -57,6 +57,13 @@ export class FeedCheckpoints {
     sizeCalculation: (r) => 64 * r.before.length + 8 * r.moves.length + 64,
   });
 
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly retentionMs: number,
+    private readonly log: Logger,
+    private readonly giveUpMs = RECORD_GIVE_UP_MS,
+  ) {}
+
   /**
    * An offer made without a record (nobody was subscribed): the positions it leaves are where the
    * next record starts, and that record holds every position (the records in Redis do not have
@@ -76,13 +83,6 @@ export class FeedCheckpoints {
     this.full = null;
     this.stopped = false;
   }
-
-  constructor(
-    private readonly redis: RedisClient,
-    private readonly retentionMs: number,
-    private readonly log: Logger,
-    private readonly giveUpMs = RECORD_GIVE_UP_MS,
-  ) {}
 
   /**
    * Records an offer of the fan-out: `base`, the fan-out's positions before it (used when the
@@ -118,7 +118,7 @@ export class FeedCheckpoints {
     for (const entry of entries) own += Math.max(1, entry.changes.length);
     const full = this.full === null || this.recordsSinceFull >= FULL_EVERY || this.movesSinceFull + own > FULL_MOVES || now - this.fullAt >= FULL_EVERY_MS;
     // A full record holds the positions before its own moves.
-    const fields: (string | Buffer)[] = full ? ['b', pack(flatten(state))] : ['f', this.full!];
+    const fields: (string | Buffer)[] = full ? ['b', pack(Array.from(numbersOf(state)))] : ['f', this.full!];
     // Per event: its partition, its ms (from the move before), seq and sub, as the fan-out's own
     // position moves with it (ChangeFanout.dispatch). An entry of no event (one whose snapshot could
     // not be read, or of a kind no event is made of) moves the position all the same: a move of sub
@@ -207,7 +207,7 @@ export class FeedCheckpoints {
       if (target.length !== 1) throw cursorGone();
       const own = fieldsOf(target[0][1]);
       const from = own.f ? own.f.toString() : id;
-      // At most the records since a full one (FULL_EVERY), and a few written again after a lost answer.
+      // At most the records since a full one (FULL_EVERY; ids chosen by the writer: no record twice).
       const chain = from === id ? target : await this.redis.xrangeBuffer(key, from, id, 'COUNT', FULL_EVERY * 4);
       if (chain[0]?.[0].toString() !== from || chain[chain.length - 1][0].toString() !== id) throw cursorGone();
       const head = fieldsOf(chain[0][1]);
@@ -263,16 +263,6 @@ const FULL_EVERY_MS = 30_000;
 const RECORD_GIVE_UP_MS = 5000;
 
 const checkpointKey = (proc: Buffer): string => `feedcp:{${proc.toString('hex')}}`;
-
-function flatten(positions: readonly StreamPosition[]): number[] {
-  const out = new Array<number>(positions.length * 3);
-  for (let i = 0; i < positions.length; i++) {
-    out[3 * i] = positions[i].ms;
-    out[3 * i + 1] = positions[i].seq;
-    out[3 * i + 2] = positions[i].sub;
-  }
-  return out;
-}
 
 function fieldsOf(raw: Buffer[]): { b?: Buffer; f?: Buffer; m?: Buffer } {
   const out: { b?: Buffer; f?: Buffer; m?: Buffer } = {};

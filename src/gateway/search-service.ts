@@ -14,7 +14,7 @@ import { Reads } from './reads.js';
 import { Router, type Params } from './router.js';
 import { checkParameterCount, checkSearchParams, engineErrorQuery, type SearchRequest } from './search-params.js';
 import { engineErrorAnswer, noCollection } from './search-errors.js';
-import { searchCaller, searchSlotsOf, type SearchSlots } from './search-slots.js';
+import { SearchSlots, searchCaller } from './search-slots.js';
 import { composeVariant } from './variant-reads.js';
 
 export const SEARCH_PREFIX = 'search-service';
@@ -86,12 +86,12 @@ export class SearchService {
   readonly router = new Router();
   /** What the caller may see: the filters and the inlined content follow the one read rule. */
   private readonly reads: Reads;
-  /** Searches under way per caller, shared with taxonomy completion (SEARCH_AT_ONCE_PER_CALLER). */
-  private readonly slots: SearchSlots;
+  /** Searches under way per caller (SEARCH_AT_ONCE_PER_CALLER); the gateway hands them to taxonomy completion too. */
+  readonly slots: SearchSlots;
 
   constructor(private readonly d: SearchServiceDeps) {
     this.reads = new Reads(d);
-    this.slots = searchSlotsOf(d.settings);
+    this.slots = new SearchSlots(d.settings.SEARCH_AT_ONCE_PER_CALLER);
     this.router.on('GET', ':collection/select', (x, p) => this.select(x, p));
     this.router.on('POST', ':collection/select', (x, p) => this.select(x, p));
   }

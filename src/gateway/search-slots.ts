@@ -55,19 +55,3 @@ export class SearchSlots {
 export function searchCaller(user: Principal | null, x: Exchange, settings: Settings): string {
   return user ? `user:${user.userId}` : `address:${limitedAddress(x.clientAddress(trustedProxies(settings.TRUSTED_PROXIES)))}`;
 }
-
-const bySettings = new WeakMap<Settings, SearchSlots>();
-
-/**
- * The slots of the web process whose settings these are: the search service and the taxonomy
- * service are handed the same settings (gateway/server.ts), and so count one caller's searches
- * together.
- */
-export function searchSlotsOf(settings: Settings): SearchSlots {
-  let slots = bySettings.get(settings);
-  if (!slots) {
-    slots = new SearchSlots(settings.SEARCH_AT_ONCE_PER_CALLER);
-    bySettings.set(settings, slots);
-  }
-  return slots;
-}

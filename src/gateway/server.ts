@@ -126,7 +126,8 @@ export class Gateway {
     const fileDeps = { ...d, baseUrl: () => this.baseUrl() };
     this.fileService = new FileService(fileDeps);
     this.delivery = new FileDeliveryService(fileDeps);
-    this.taxonomy = new TaxonomyService(d);
+    // Completions that ask the index count among their caller's searches.
+    this.taxonomy = new TaxonomyService({ ...d, searchSlots: this.search.slots });
     this.changes = new ChangesService(d);
   }
 

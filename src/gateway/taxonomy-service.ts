@@ -29,7 +29,7 @@ import type { Principal, SecurityConfig } from '../content/permissions.js';
 import type { TokenService } from '../security/token-service.js';
 import type { Exchange } from './http.js';
 import { Reads } from './reads.js';
-import { searchCaller, searchSlotsOf, type SearchSlots } from './search-slots.js';
+import { SearchSlots, searchCaller } from './search-slots.js';
 
 export const TAXONOMY_PREFIX = 'taxonomy-service';
 
@@ -80,10 +80,12 @@ export class TaxonomyService {
       tokens: TokenService;
       security: SecurityConfig;
       clock: () => number;
+      /** The search service's slots, so that completions count among the caller's searches (gateway/server.ts); else its own. */
+      searchSlots?: SearchSlots;
     },
   ) {
     this.reads = new Reads(d);
-    this.slots = searchSlotsOf(d.settings);
+    this.slots = d.searchSlots ?? new SearchSlots(d.settings.SEARCH_AT_ONCE_PER_CALLER);
   }
 
   async handle(x: Exchange, segs: string[]): Promise<void> {

@@ -1,4 +1,4 @@
-import { EventReader } from '../adapters/event-reader.js';
+import { EventReader, heldBytes } from '../adapters/event-reader.js';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
@@ -47,11 +47,9 @@ type Claimed = { p: number; member: string; pos: string; eventId: string; attemp
  */
 function bodiesBytes(bodies: string[]): number {
   let n = 64;
-  for (const b of bodies) n += 32 + (TWO_BYTE.test(b) ? 2 : 1) * b.length;
+  for (const b of bodies) n += 32 + heldBytes(b);
   return n;
 }
-
-const TWO_BYTE = /[^\u0000-\u00ff]/;
 
 /**
  * The `webhooks` role (CONTRACT §14). Two jobs, shared by every webhooks process:

@@ -41,6 +41,20 @@ interface Answer {
   };
 }
 
+/** A document as the indexer writes a public version (svcLatest and svcPublic, always on, not hidden) of type `type`. */
+function publicDoc(id: string, type: string) {
+  return {
+    id,
+    root: id,
+    version: 1,
+    svc_type_s: type,
+    svc_views_ss: ['svcLatest', 'svcPublic'],
+    svc_timestate_svcLatest_drange: ['[0000 TO 9999]'],
+    svc_timestate_svcPublic_drange: ['[0000 TO 9999]'],
+    svc_contentstate_hidden_b: false,
+  };
+}
+
 describe('search cost: counted and bounded before the engine is asked; every search has a time (SECURITY.md "Search service")', function () {
   this.timeout(240_000);
   const T = `cost${Date.now().toString(36)}`;
@@ -65,16 +79,8 @@ describe('search cost: counted and bounded before the engine is asked; every sea
     const letters = 'abcdefghijklmnopqrstuvwxyz';
     const word = (i: number) => `${letters[i % 26]}${letters[(i * 7) % 26]}${letters[(i * 11) % 26]}${i % 97}`;
     const docs = Array.from({ length: DOCS }, (_, i) => {
-      const id = `c:${T}${i}:v1`;
       return {
-        id,
-        root: id,
-        version: 1,
-        svc_type_s: T,
-        svc_views_ss: ['svcLatest', 'svcPublic'],
-        svc_timestate_svcLatest_drange: ['[0000 TO 9999]'],
-        svc_timestate_svcPublic_drange: ['[0000 TO 9999]'],
-        svc_contentstate_hidden_b: false,
+        ...publicDoc(`c:${T}${i}:v1`, T),
         svc_text: Array.from({ length: 30 }, (_, k) => word(i * 31 + k)).join(' '),
         cost_n_s: `n${i}`,
         cost_a_ss: [word(i), word(i + 1)],
@@ -497,20 +503,7 @@ describe('sloppy phrases of a word in every document cost the engine a bounded C
     };
     const word = () => (random() < 0.5 ? 'the' : `w${Math.floor(random() ** 3 * 200)}`);
     for (let at = 0; at < DOCS; at += 1000) {
-      const docs = Array.from({ length: 1000 }, (_, k) => {
-        const id = `c:${T}${at + k}:v1`;
-        return {
-          id,
-          root: id,
-          version: 1,
-          svc_type_s: T,
-          svc_views_ss: ['svcLatest', 'svcPublic'],
-          svc_timestate_svcLatest_drange: ['[0000 TO 9999]'],
-          svc_timestate_svcPublic_drange: ['[0000 TO 9999]'],
-          svc_contentstate_hidden_b: false,
-          svc_text: Array.from({ length: 300 }, word).join(' '),
-        };
-      });
+      const docs = Array.from({ length: 1000 }, (_, k) => ({ ...publicDoc(`c:${T}${at + k}:v1`, T), svc_text: Array.from({ length: 300 }, word).join(' ') }));
       const r = await fetch(`${solr}/content/update`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(docs) });
       expect(r.status, await r.text()).to.equal(200);
     }
