@@ -255,6 +255,14 @@ export const settingsSchema = z.object({
    */
   SEARCH_AT_ONCE_PER_CALLER: int(1, 10000).default(4),
   /**
+   * Searches a web process asks of the engine at once, all callers together (the search proxy and
+   * taxonomy completion that asks the engine); the next SEARCH_WAITING wait their turn, first come
+   * first, and past those 503 with Retry-After before the engine is asked.
+   */
+  SEARCH_AT_ONCE: int(1, 100000).default(16),
+  /** Searches that wait for one of a web process's SEARCH_AT_ONCE; past it 503 with Retry-After. */
+  SEARCH_WAITING: int(0, 1000000).default(256),
+  /**
    * Bytes of stored content (heads and versions, as Redis keeps them) one search with `inlineData`
    * reads: a result past it has `_content: null` and `_contentOmitted: true` (read it with a GET).
    * Before, 1,000 results of public content of 9 MB each made one anonymous search hold gigabytes.

@@ -140,6 +140,12 @@ const searchesAtOnce: AnswerDoc = {
   body: 'ErrorBody',
   headers: ['Retry-After'],
 };
+/** A search past the process's searches at once and waiting (src/gateway/search-slots.ts). */
+const searchesWaiting: AnswerDoc = {
+  description: 'The process asks the engine SEARCH_AT_ONCE searches and SEARCH_WAITING more wait their turn; the engine was not asked',
+  body: 'ErrorBody',
+  headers: ['Retry-After'],
+};
 const envelope = (description: string, headers: AnswerHeader[] = ['ETag', 'Vary']): AnswerDoc => ({ description, body: 'ContentAnswer', headers });
 const noContent = (description: string, headers: AnswerHeader[] = []): AnswerDoc => ({ description, headers });
 const redirect: AnswerDoc = {
@@ -641,7 +647,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   'GET /search-service/:collection/select': {
     summary: 'Search (permission-filtered)',
     description:
-      'The engine’s standard parameters from an allowlist; anything else answers 400 naming the parameter, and so does a search past a bound of what it may cost the engine (clauses, wildcards, `fq`, facet values: the `SEARCH_*` settings) or a facet, sort, group or stats on a field without docValues (a full-text field such as `svc_text`). Every search carries `timeAllowed` (the caller’s, at most `SEARCH_TIME_ALLOWED_MS`); one that runs out answers 200 with `responseHeader.partialResults: true`, kept even with `omitHeader`. At most `SEARCH_AT_ONCE_PER_CALLER` searches of one caller are under way at once; past it 429 with `Retry-After`.',
+      'The engine’s standard parameters from an allowlist; anything else answers 400 naming the parameter, and so does a search past a bound of what it may cost the engine (clauses, wildcards, `fq`, facet values: the `SEARCH_*` settings) or a facet, sort, group or stats on a field without docValues (a full-text field such as `svc_text`). Every search carries `timeAllowed` (the caller’s, at most `SEARCH_TIME_ALLOWED_MS`); one that runs out answers 200 with `responseHeader.partialResults: true`, kept even with `omitHeader`. At most `SEARCH_AT_ONCE_PER_CALLER` searches of one caller are under way at once; past it 429 with `Retry-After`. A web process asks the engine at most `SEARCH_AT_ONCE` searches at once, the next `SEARCH_WAITING` wait their turn, past those 503 with `Retry-After`.',
     auth: 'optional',
     query: searchQuery,
     responses: {
@@ -651,6 +657,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
       },
       404: err('No such collection'),
       429: searchesAtOnce,
+      503: searchesWaiting,
     },
   },
   'POST /search-service/:collection/select': {
@@ -666,6 +673,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
       404: err('No such collection'),
       415: E[415],
       429: searchesAtOnce,
+      503: searchesWaiting,
     },
   },
 
@@ -735,6 +743,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
       200: { description: 'The dimension with the matching entities', body: 'TaxonomyNode' },
       404: E[404],
       429: { ...searchesAtOnce, description: `${searchesAtOnce.description} (a completion that looks in the index is one of its searches)` },
+      503: searchesWaiting,
     },
   },
 };

@@ -14,7 +14,7 @@ import { Reads } from './reads.js';
 import { Router, type Params } from './router.js';
 import { checkParameterCount, checkSearchParams, engineErrorQuery, type SearchRequest } from './search-params.js';
 import { engineErrorAnswer, noCollection } from './search-errors.js';
-import { SearchSlots, searchCaller } from './search-slots.js';
+import { type SearchSlots, searchCaller, searchSlotsOf } from './search-slots.js';
 import { composeVariant } from './variant-reads.js';
 
 export const SEARCH_PREFIX = 'search-service';
@@ -86,12 +86,12 @@ export class SearchService {
   readonly router = new Router();
   /** What the caller may see: the filters and the inlined content follow the one read rule. */
   private readonly reads: Reads;
-  /** Searches under way per caller (SEARCH_AT_ONCE_PER_CALLER); the gateway hands them to taxonomy completion too. */
+  /** Searches under way per caller and in all (SEARCH_AT_ONCE_PER_CALLER, SEARCH_AT_ONCE); the gateway hands them to taxonomy completion too. */
   readonly slots: SearchSlots;
 
   constructor(private readonly d: SearchServiceDeps) {
     this.reads = new Reads(d);
-    this.slots = new SearchSlots(d.settings.SEARCH_AT_ONCE_PER_CALLER);
+    this.slots = searchSlotsOf(d.settings);
     this.router.on('GET', ':collection/select', (x, p) => this.select(x, p));
     this.router.on('POST', ':collection/select', (x, p) => this.select(x, p));
   }
@@ -123,8 +123,12 @@ export class SearchService {
     if (x.aborted) return;
     const engine = this.d.engine;
     // From here to its last await the search holds one of its caller's slots, taken before
-    // anything is awaited (search-slots.ts): past SEARCH_AT_ONCE_PER_CALLER, 429.
-    await this.slots.run(searchCaller(user, x, s), () => this.ask(x, engine, p.collection, request, user));
+    // anything is awaited (search-slots.ts): past SEARCH_AT_ONCE_PER_CALLER, 429; it may wait for
+    // one of the process's SEARCH_AT_ONCE (past SEARCH_WAITING, 503), and a client gone meanwhile
+    // has nothing asked of the engine.
+    await this.slots.run(searchCaller(user, x, s), async () => {
+      if (!x.aborted) await this.ask(x, engine, p.collection, request, user);
+    });
   }
 
   /**

@@ -5,30 +5,48 @@ import { limitedAddress, trustedProxies } from '../security/client-address.js';
 import type { Exchange } from './http.js';
 import { KeyedCounts } from './keyed-counts.js';
 
-/** Retry-After (s) of a search refused for its caller's bound: searches last at most SEARCH_TIME_ALLOWED_MS (5 s), most far less. */
+/** Retry-After (s) of a refused search: searches last at most SEARCH_TIME_ALLOWED_MS (5 s), most far less. */
 const SEARCH_RETRY_AFTER_SECONDS = 1;
 
 /**
- * Searches under way at once per caller on this web process: at most SEARCH_AT_ONCE_PER_CALLER,
- * whatever asks the engine for them (the search proxy, JSON or javabin, and taxonomy completion
- * that looks in the index). A caller is its user id when signed in, else its client address as
- * the login limit and the change feed count it (`limitedAddress`: IPv6 by its /64; behind
- * TRUSTED_PROXIES the forwarded address). Past the bound `run` refuses with 429 and Retry-After,
- * before the engine is asked. Each search costs the engine at most about `SEARCH_CPU_ALLOWED_MS`
- * of CPU and SEARCH_TIME_ALLOWED_MS of wall time; before, one caller, anonymous ones included,
- * could run as many at once as MAX_IN_FLIGHT let through (eight heavy phrase searches at once
- * cost the embedded Solr 5 s of CPU on its 2 cores).
+ * Searches under way on this web process, whatever asks the engine for them (the search proxy,
+ * JSON or javabin, and taxonomy completion that looks in the index). Two bounds:
+ *
+ * - Per caller, at most SEARCH_AT_ONCE_PER_CALLER, running or waiting. A caller is its user id
+ *   when signed in, else its client address as the login limit and the change feed count it
+ *   (`limitedAddress`: IPv6 by its /64; behind TRUSTED_PROXIES the forwarded address). Past it
+ *   `run` refuses with 429 and Retry-After, before the engine is asked. Before, one caller,
+ *   anonymous ones included, could run as many at once as MAX_IN_FLIGHT let through (eight heavy
+ *   phrase searches at once cost the embedded Solr 5 s of CPU on its 2 cores).
+ * - For the process, at most SEARCH_AT_ONCE asked of the engine at once; the next
+ *   SEARCH_WAITING wait their turn, first come first, and past those `run` refuses with 503 and
+ *   Retry-After. Before, many callers together (many addresses, many users, each within its own
+ *   bound) were bounded only by MAX_IN_FLIGHT: as many searches as requests, each one costing
+ *   the engine up to SEARCH_CPU_ALLOWED_MS of CPU and its memory for facets, sorts and groups.
+ *
+ * Each search costs the engine at most about `SEARCH_CPU_ALLOWED_MS` of CPU and
+ * SEARCH_TIME_ALLOWED_MS of wall time.
  */
 export class SearchSlots {
   private readonly held = new KeyedCounts();
+  /** Searches asked of the engine now. */
+  private asking = 0;
+  /** Searches waiting for one of the process's SEARCH_AT_ONCE, first come first. */
+  private readonly queue: (() => void)[] = [];
 
-  constructor(private readonly perCaller: number) {}
+  constructor(
+    private readonly perCaller: number,
+    private readonly atOnce = Number.POSITIVE_INFINITY,
+    private readonly waiting = Number.POSITIVE_INFINITY,
+  ) {}
 
   /**
-   * Runs `search` in a slot of the caller, or refuses with 429 past its bound. The slot is counted
-   * as `run` is called, before anything is awaited, so that searches sent at once cannot all pass
-   * the check before one of them counts; it is given back however the search ends (answered,
-   * failed, thrown).
+   * Runs `search` in a slot of the caller and of the process, or refuses: 429 past the caller's
+   * bound, 503 past the process's waiting line. The caller's slot is counted as `run` is called,
+   * before anything is awaited, so that searches sent at once cannot all pass the check before
+   * one of them counts; both are given back however the search ends (answered, failed, thrown).
+   * `search` is called when its turn comes: a search that waited asks itself whether its client
+   * is still there.
    */
   async run<T>(caller: string, search: () => Promise<T>): Promise<T> {
     if (this.held.get(caller) >= this.perCaller)
@@ -38,13 +56,44 @@ export class SearchSlots {
         {},
         SEARCH_RETRY_AFTER_SECONDS,
       );
+    if (this.asking >= this.atOnce && this.queue.length >= this.waiting)
+      throw new AppError(
+        'UNAVAILABLE',
+        `Too many searches are under way on this process (SEARCH_AT_ONCE ${this.atOnce}, and ${this.waiting} waiting): retry shortly`,
+        {},
+        SEARCH_RETRY_AFTER_SECONDS,
+      );
     this.held.add(caller);
     try {
-      return await search();
+      // The slot is handed over by the search that gives it back (next), never left free between.
+      if (this.asking < this.atOnce) this.asking++;
+      else await new Promise<void>((go) => this.queue.push(go));
+      try {
+        return await search();
+      } finally {
+        this.next();
+      }
     } finally {
       this.held.remove(caller);
     }
   }
+
+  /** Searches asked of the engine now, and waiting (tests, metrics). */
+  get underWay(): { asking: number; waiting: number } {
+    return { asking: this.asking, waiting: this.queue.length };
+  }
+
+  /** Gives the process slot a search held to the first waiting, or frees it. */
+  private next(): void {
+    const go = this.queue.shift();
+    if (go) go();
+    else this.asking--;
+  }
+}
+
+/** The slots of a web process's searches by its settings. */
+export function searchSlotsOf(s: Settings): SearchSlots {
+  return new SearchSlots(s.SEARCH_AT_ONCE_PER_CALLER, s.SEARCH_AT_ONCE, s.SEARCH_WAITING);
 }
 
 /**

@@ -131,6 +131,11 @@ export class Gateway {
     this.changes = new ChangesService(d);
   }
 
+  /** Searches this process asks of the engine now and that wait their turn (search-slots.ts; tests). */
+  get searchesUnderWay(): { asking: number; waiting: number } {
+    return this.search.slots.underWay;
+  }
+
   /** The public address used in Location headers. */
   baseUrl(): string {
     return this.d.settings.PUBLIC_URL?.replace(/\/$/, '') ?? `http://${this.d.settings.HOST}:${this.port}`;

@@ -29,7 +29,8 @@ import type { Principal, SecurityConfig } from '../content/permissions.js';
 import type { TokenService } from '../security/token-service.js';
 import type { Exchange } from './http.js';
 import { Reads } from './reads.js';
-import { SearchSlots, searchCaller } from './search-slots.js';
+import { type SearchSlots, searchCaller, searchSlotsOf } from './search-slots.js';
+import { SEARCH_CPU_ALLOWED_MS } from './search-params.js';
 
 export const TAXONOMY_PREFIX = 'taxonomy-service';
 
@@ -69,7 +70,7 @@ export class TaxonomyService {
 
   /** Who may see which indexed content: completion candidates from the index are filtered like search. */
   private readonly reads: Reads;
-  /** Searches under way per caller, shared with the search service (SEARCH_AT_ONCE_PER_CALLER). */
+  /** Searches under way per caller and in all, shared with the search service (SEARCH_AT_ONCE_PER_CALLER, SEARCH_AT_ONCE). */
   private readonly slots: SearchSlots;
 
   constructor(
@@ -85,7 +86,7 @@ export class TaxonomyService {
     },
   ) {
     this.reads = new Reads(d);
-    this.slots = d.searchSlots ?? new SearchSlots(d.settings.SEARCH_AT_ONCE_PER_CALLER);
+    this.slots = d.searchSlots ?? searchSlotsOf(d.settings);
   }
 
   async handle(x: Exchange, segs: string[]): Promise<void> {
@@ -140,7 +141,7 @@ export class TaxonomyService {
     if (this.d.engine && !dim.enumerable && matches.length < MAX_COMPLETIONS) {
       // A client gone asks the engine nothing (and its address, by which it is counted, is gone).
       if (x.aborted) return;
-      const paths = await this.slots.run(searchCaller(user, x, this.d.settings), () => this.indexedPaths(dim.id, levels.flat(), user));
+      const paths = await this.slots.run(searchCaller(user, x, this.d.settings), async () => (x.aborted ? [] : this.indexedPaths(dim.id, levels.flat(), user)));
       addIndexedCompletions(model, dim.id, levels, matches, paths, sees);
     }
     x.sendJson(200, completionOf(model, dim, matches, sees));
@@ -148,7 +149,10 @@ export class TaxonomyService {
 
   /**
    * Name paths of the dimension in the index whose autocomplete tokens start with every input
-   * token, in documents the caller may see (the search proxy's visibility filter).
+   * token, in documents the caller may see (the search proxy's visibility filter). The query
+   * carries the bounds every search of the proxy carries, `timeAllowed` SEARCH_TIME_ALLOWED_MS
+   * and `cpuAllowed` SEARCH_CPU_ALLOWED_MS: a completion the engine cuts short answers the
+   * completions it found (fewer, never another caller's). Before, the query had neither.
    */
   private async indexedPaths(dimId: string, inputTokens: string[], user: Principal | null): Promise<string[]> {
     const field = fieldSafe(dimId);
@@ -161,6 +165,8 @@ export class TaxonomyService {
       'facet.field': `svc_tag_${field}_ss`,
       'facet.limit': '1000',
       'facet.mincount': '1',
+      timeAllowed: String(this.d.settings.SEARCH_TIME_ALLOWED_MS),
+      cpuAllowed: String(SEARCH_CPU_ALLOWED_MS),
     });
     for (const fq of this.reads.searchFilters(user, null, this.d.clock())) params.append('fq', fq);
     const res = await this.d.engine!.select(this.d.settings.SOLR_COLLECTION, params);

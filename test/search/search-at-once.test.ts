@@ -35,6 +35,8 @@ describe('searches of one caller at once: at most SEARCH_AT_ONCE_PER_CALLER, pas
   let p: Awaited<ReturnType<typeof startTestPlatform>>;
   /** No trusted proxy: X-Forwarded-For is the client's own word, and changes nothing. */
   let plain: Awaited<ReturnType<typeof startTestPlatform>>;
+  /** SEARCH_AT_ONCE 2, SEARCH_WAITING 2 (TRUSTED_PROXIES=127.0.0.1): the process's bounds. */
+  let small: Awaited<ReturnType<typeof startTestPlatform>>;
   let editor: string;
   let reader: string;
 
@@ -58,11 +60,13 @@ describe('searches of one caller at once: at most SEARCH_AT_ONCE_PER_CALLER, pas
     const SOLR_URL = `http://127.0.0.1:${(engine.address() as AddressInfo).port}/solr`;
     p = await startTestPlatform({ SOLR_URL, TRUSTED_PROXIES: '127.0.0.1', SEARCH_AT_ONCE_PER_CALLER: '4' }, ['web', 'actors']);
     plain = await startTestPlatform({ SOLR_URL }, ['web']);
+    small = await startTestPlatform({ SOLR_URL, TRUSTED_PROXIES: '127.0.0.1', SEARCH_AT_ONCE: '2', SEARCH_WAITING: '2' }, ['web']);
     editor = (await new Client(p.base).login('editor')).token!;
     reader = (await new Client(p.base).login('reader')).token!;
   });
   after(async () => {
     answerAll('ok');
+    await small?.stop();
     await plain?.stop();
     await p?.stop();
     engine?.closeAllConnections();
@@ -120,6 +124,8 @@ describe('searches of one caller at once: at most SEARCH_AT_ONCE_PER_CALLER, pas
     wt?: 'json' | 'javabin';
     post?: boolean;
     signal?: AbortSignal;
+    /** Marks the search's query (`q=svc_text:hold<tag>`), to tell which one the engine was sent. */
+    tag?: string;
   }
   interface Answer {
     status: number;
@@ -131,7 +137,7 @@ describe('searches of one caller at once: at most SEARCH_AT_ONCE_PER_CALLER, pas
     const headers: Record<string, string> = {};
     if (who.token) headers['X-Auth-Token'] = who.token;
     if (who.from) headers['X-Forwarded-For'] = who.from;
-    const params = `q=svc_text:hold&wt=${who.wt ?? 'json'}`;
+    const params = `q=svc_text:hold${who.tag ?? ''}&wt=${who.wt ?? 'json'}`;
     const on = who.on ?? p;
     const sent = who.post
       ? fetch(`${on.url}/search-service/content/select`, {
@@ -158,7 +164,7 @@ describe('searches of one caller at once: at most SEARCH_AT_ONCE_PER_CALLER, pas
     return Promise.race([
       ...searches,
       engineHolds(engineHad + 1).then(() => {
-        throw new Error(`the engine was sent search ${engineHad + 1} of the caller: nothing refused it`);
+        throw new Error(`the engine was sent search ${engineHad + 1} of the caller: nothing refused it (${held.map((h) => h.params.get('q')).join(', ')})`);
       }),
     ]);
   }
@@ -326,9 +332,76 @@ describe('searches of one caller at once: at most SEARCH_AT_ONCE_PER_CALLER, pas
     const three = [search(who), search(who), search({ ...who, post: true })];
     const completing = complete(who.from);
     await engineHolds(4);
+    // the completion's query carries the bounds of every search (before, neither)
+    const asked = held.find((h) => h.params.get('facet.field')?.startsWith('svc_tag_'));
+    expect(asked?.params.get('timeAllowed'), 'timeAllowed of the completion').to.equal('5000');
+    expect(asked?.params.get('cpuAllowed'), 'cpuAllowed of the completion').to.equal('1000');
     refused(await firstAnswer([complete(who.from)], 4), 'a completion past the bound');
     refused(await firstAnswer([search(who)], 4), 'a search past the bound');
     answerAll('ok');
     for (const a of await Promise.all([...three, completing])) expect(a.status).to.equal(200);
+  });
+  /** The queries (their tags) of the selects the engine holds, in the order it was sent them. */
+  const heldTags = () => held.map((h) => (h.params.get('q') ?? '').replace('svc_text:hold', ''));
+  /** Resolves once `n` searches wait for one of the small platform's SEARCH_AT_ONCE. */
+  const waitingAre = (n: number) => eventually(async () => expect(small.gateway?.searchesUnderWay.waiting).to.equal(n), 10_000);
+  const unavailable = (r: Answer, what: string) => {
+    expect(r.status, `${what}: ${JSON.stringify(r.json)}`).to.equal(503);
+    expect(r.retryAfter, what).to.match(/^[1-9][0-9]*$/);
+    expect(r.json?.statusCode, what).to.equal('50300');
+    expect(r.json?.message, what).to.contain('SEARCH_AT_ONCE');
+  };
+
+  it('a web process asks the engine at most SEARCH_AT_ONCE searches of all callers at once; SEARCH_WAITING more wait their turn, first come first; past them 503 with Retry-After before the engine is asked', async () => {
+    const before = selects;
+    // five callers, each far within its own bound of four
+    const asking = [search({ on: small, from: '192.0.2.101', tag: 'a' }), search({ on: small, token: editor, tag: 'b', post: true })];
+    await engineHolds(2);
+    const waiting = [search({ on: small, from: '192.0.2.102', tag: 'c', wt: 'javabin' })];
+    await waitingAre(1);
+    waiting.push(search({ on: small, token: reader, tag: 'd' }));
+    await waitingAre(2);
+    unavailable(await firstAnswer([search({ on: small, from: '192.0.2.103', tag: 'e' })], 2), 'the fifth caller');
+    expect(selects - before, 'selects sent to the engine').to.equal(2);
+    expect(heldTags().sort()).to.deep.equal(['a', 'b']);
+    // one answered: the first waiting takes its place, then the next
+    const [first] = held.splice(heldTags().indexOf('a'), 1);
+    first.res.writeHead(200, { 'Content-Type': 'application/json' });
+    first.res.end(JSON.stringify({ responseHeader: { status: 0, QTime: 1 }, response: { numFound: 0, start: 0, docs: [] } }));
+    expect((await asking[0]).status).to.equal(200);
+    await engineHolds(2);
+    expect(heldTags()).to.deep.equal(['b', 'c']);
+    answerAll('ok');
+    await engineHolds(1);
+    expect(heldTags()).to.deep.equal(['d']);
+    answerAll('ok');
+    for (const r of await Promise.all([...asking, ...waiting])) expect(r.status).to.equal(200);
+    expect(selects - before).to.equal(4);
+  });
+
+  it('a waiting search whose client went away asks the engine nothing; its turn goes to the next', async () => {
+    const before = selects;
+    const asking = [search({ on: small, from: '192.0.2.111', tag: 'f' }), search({ on: small, from: '192.0.2.112', tag: 'g' })];
+    await engineHolds(2);
+    const abort = new AbortController();
+    const gone = search({ on: small, from: '192.0.2.113', tag: 'h', signal: abort.signal });
+    await waitingAre(1);
+    const next = search({ on: small, from: '192.0.2.114', tag: 'i' });
+    await waitingAre(2);
+    abort.abort();
+    await gone.catch(() => undefined);
+    // the gateway has seen the client go (uWS tells it on the socket's close)
+    await new Promise((r) => setTimeout(r, 100));
+    answerAll('ok');
+    await engineHolds(1);
+    expect(heldTags()).to.deep.equal(['i']);
+    answerAll('ok');
+    for (const r of await Promise.all([...asking, next])) expect(r.status).to.equal(200);
+    expect(selects - before, 'the search of the client gone was not sent').to.equal(3);
+    // and the process's slots are all free again
+    const two = [search({ on: small, from: '192.0.2.115' }), search({ on: small, from: '192.0.2.116' })];
+    await engineHolds(2);
+    answerAll('ok');
+    for (const r of await Promise.all(two)) expect(r.status).to.equal(200);
   });
 });
