@@ -516,6 +516,40 @@ describe('security: token service (spec Token response, CONTRACT §3-4)', functi
       expect(await svc.authenticate(t.token)).to.equal(null);
     });
 
+    it("a revocation makes the open requests watching that token check it, not every open request's token", async () => {
+      const other = make().svc;
+      await other.start();
+      const [a, b, c] = await Promise.all([svc.login('editor', 'editor'), svc.login('editor', 'editor'), svc.login('reader', 'reader')]);
+      const opened = (await other.authenticate(a.token))!;
+      const checked = new Map<string, number>();
+      const authenticate = other.authenticate.bind(other);
+      other.authenticate = (token: string | undefined) => {
+        if (token) checked.set(token, (checked.get(token) ?? 0) + 1);
+        return authenticate(token);
+      };
+      // 50 requests open with token a (feed streams, imports, exports), one with b
+      const ended: string[] = [];
+      const stops = Array.from({ length: 50 }, () => other.watch(a.token, opened, () => ended.push('a')));
+      stops.push(other.watch(b.token, opened, (now) => ended.push(now === null ? 'b revoked' : 'b changed')));
+      await sleep(50); // each checked its token once as it started
+      checked.clear();
+      // c is revoked (here and by the feed in the other process): nobody watches it
+      await svc.revoke(c.token);
+      await sleep(50);
+      expect(checked.get(a.token) ?? 0, 'checks of token a after the revocation of c').to.equal(0);
+      expect(checked.get(b.token) ?? 0, 'checks of token b after the revocation of c').to.equal(0);
+      // b is revoked in another process: its watcher checks it and ends, a's do not check
+      await svc.revoke(b.token);
+      await until(async () => ended.includes('b revoked'), 5000);
+      expect(checked.get(a.token) ?? 0, 'checks of token a after the revocation of b').to.equal(0);
+      // a token revoked in this process: the same
+      const d = await svc.login('editor', 'editor');
+      await other.revoke(d.token);
+      expect(checked.get(a.token) ?? 0, 'checks of token a after a local revocation').to.equal(0);
+      expect(ended).to.deep.equal(['b revoked']);
+      for (const stop of stops) stop();
+    });
+
     it('a lookup in flight while the token is revoked elsewhere does not cache it', async () => {
       const other = make().svc;
       await other.start();
