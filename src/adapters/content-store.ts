@@ -134,6 +134,14 @@ export class ContentStore {
   }
 
   /**
+   * The bytes Redis holds of one version, without reading it (HSTRLEN): 0 when Redis has none
+   * (never stored, or moved to the archive, whose size is not known until read).
+   */
+  storedVersionSize(cid: string, versionKey: string): Promise<number> {
+    return this.redis.hstrlen(keys.versions(this.partitionOf(cid), cid), versionKey);
+  }
+
+  /**
    * The current snapshots of some contents (null where a content never existed), in one script
    * call per partition and BATCH contents: `head` for many.
    */
