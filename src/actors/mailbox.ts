@@ -7,6 +7,8 @@ import type { Settings } from '../../config/settings.js';
 import { AppError } from '../errors.js';
 import { noActorInTime, recordedReply, type CommandBase, type Reply } from './runtime.js';
 import { ConsumedTrimmer, readOrRetry, type ReadRetry } from './stream-reads.js';
+import { ContentStore } from '../adapters/content-store.js';
+import { replyOf, type RecordedReply } from './content/replays.js';
 
 const REPLY_TTL_MS = 300000;
 
@@ -30,6 +32,13 @@ export class Mailbox {
   private readonly replyStream = keys.replies(this.gatewayId);
   private readonly waiting = new Map<string, Waiting>();
   private readonly reader: RedisClient;
+  /**
+   * Where a recorded reply's answer is read back from (`replyOf`): Redis. Not the version archive,
+   * which this process may not reach: a revision the archiver moved while its command waited (only
+   * with ARCHIVE_AFTER_DAYS 0 and few ARCHIVE_KEEP_REVISIONS) leaves the command to its actor's
+   * reply or its deadline.
+   */
+  private readonly store: ContentStore;
   private running = true;
   private loop?: Promise<void>;
 
@@ -41,6 +50,7 @@ export class Mailbox {
     private readonly local?: { runLocal(cmd: CommandBase): Promise<Reply | null> },
   ) {
     this.reader = connectRedis(settings, { blocking: true, name: `replies-${this.gatewayId}`, log: this.log });
+    this.store = new ContentStore(redis, settings.PARTITIONS, settings.EVENTS_MAXLEN, settings.DEDUP_TTL_SECONDS);
   }
 
   private ttlTimer?: NodeJS.Timeout;
@@ -139,16 +149,25 @@ export class Mailbox {
   /**
    * Hands a reply to the request waiting for it; a late or duplicate reply finds none, and is
    * not decoded when its command's id came with it (`id`): a large reply of a slow command was
-   * decoded twice, from the recorded reply and again from the stream.
+   * decoded twice, from the recorded reply and again from the stream. A recorded reply is read
+   * back first (`replyOf`); an actor of an earlier release sends a copy's record as it is.
    */
   private deliver(body: Buffer, id?: string): void {
     if (id !== undefined && !this.waiting.has(id)) return;
-    let reply: Reply;
+    let recorded: RecordedReply;
     try {
-      reply = unpack<Reply>(body);
+      recorded = unpack<RecordedReply>(body);
     } catch {
       return;
     }
+    void replyOf(this.store, recorded).then(
+      (reply) => this.answer(reply),
+      (e: unknown) => this.log.warn({ err: e, command: recorded.id }, 'recorded reply not read back'),
+    );
+  }
+
+  /** Answers the request waiting for the reply's command, if one still is. */
+  private answer(reply: Reply): void {
     const w = this.waiting.get(reply.id);
     if (!w) return;
     this.waiting.delete(reply.id);

@@ -53,6 +53,11 @@ export interface CommandHandler<C extends CommandBase = CommandBase> {
    * null when the commit did not take place and the command must run again.
    */
   resumeApplied?(cmd: C): Promise<Reply | null>;
+  /**
+   * The reply a command's recorded reply stands for (`recordedReply`: a record may name what its
+   * commit wrote rather than hold it); without this, the recorded reply is the reply.
+   */
+  replayOf?(recorded: Buffer): Promise<Reply | Buffer>;
 }
 
 const REPLY_STREAM_MAXLEN = 100000;
@@ -93,7 +98,8 @@ export function noActorInTime(partition?: number): AppError {
  * The reply a command's commit recorded (packed), or null: a stream command's commit script
  * records its reply under `done:{p}:<id>` in the same atomic step, so a recorded reply means the
  * commit took place. Read by the actors before running a command again and by a gateway whose
- * command waits unusually long (the actor died between its commit and its reply).
+ * command waits unusually long (the actor died between its commit and its reply). What it holds
+ * is the handler's (`CommandHandler.replayOf`; the content actor's: src/actors/content/replays.ts).
  */
 export function recordedReply(redis: RedisClient, partition: number, commandId: string): Promise<Buffer | null> {
   return redis.getBuffer(keys.done(partition, commandId));
@@ -591,7 +597,7 @@ class PartitionLoop<C extends CommandBase> {
     retry: boolean,
     recorded: Buffer | null = null,
   ): Promise<{ reply: Reply | Buffer; committed: boolean; expired?: true; packed?: Buffer } | 'lease-lost'> {
-    if (recorded) return { reply: recorded, committed: false };
+    if (recorded) return { reply: await this.replayOf(recorded), committed: false };
     if (retry) {
       const applied = await this.appliedReply(cmd, ctx);
       if (applied) return { reply: applied, committed: false };
@@ -618,7 +624,12 @@ class PartitionLoop<C extends CommandBase> {
     const reply = await recordedReply(this.redis, this.partition, cmd.id);
     if (!reply) return null;
     await this.handler.resumeApplied?.(cmd);
-    return reply;
+    return this.replayOf(reply);
+  }
+
+  /** The reply a recorded reply stands for (`CommandHandler.replayOf`). */
+  private replayOf(recorded: Buffer): Promise<Reply | Buffer> {
+    return this.handler.replayOf ? this.handler.replayOf(recorded) : Promise.resolve(recorded);
   }
 
   private get stream(): string {
@@ -743,7 +754,7 @@ class PartitionLoop<C extends CommandBase> {
         }
         // A refusal past the deadline reaches a gateway still waiting (within the grace); later
         // its gateway answered 503 already, or is gone, and its reply stream is not made anew.
-        // The reply as its commit recorded it, when it did: packed once for both.
+        // A committed reply comes packed already (`packed`): it is not packed again.
         if (!out.expired || Date.now() <= Number(cmd.deadline) + this.settings.ACTOR_DEADLINE_GRACE_MS)
           sendReply(this.redis, cmd.replyTo, cmd.id, out.packed ?? out.reply);
         if (!out.committed) await this.redis.xack(this.stream, ACTOR_GROUP, entryId);

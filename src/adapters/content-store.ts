@@ -13,7 +13,11 @@ export interface CommitInput {
   version?: VersionRecord;
   viewEvents: ViewEvent[];
   event: ContentEvent;
-  /** The reply recorded for a replay of the command; absent or empty for none (a local command is never replayed). */
+  /**
+   * The reply recorded for a replay of the command, kept DEDUP_TTL_SECONDS: its few facts, not what
+   * this commit writes (src/actors/content/replays.ts); absent or empty for none (a local command
+   * is never replayed).
+   */
   reply?: Buffer;
   commandId: string;
   /** The command's stream entry, acknowledged by the same script (absent or '' for a local command). */
@@ -550,7 +554,7 @@ export class ContentStore {
     cid: string;
     workspace: string;
     draft: Draft | null;
-    /** Absent or empty: no reply recorded (a local command). */
+    /** The reply recorded for a replay, as `CommitInput.reply`; absent or empty: none (a local command). */
     reply?: Buffer;
     commandId: string;
     entryId?: string;

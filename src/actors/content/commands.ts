@@ -1,3 +1,4 @@
+import { AppError } from '../../errors.js';
 import type { SetAliasOp } from '../../content/aliases.js';
 import type { Aspect, Aspects, Draft, Snapshot, VersionRecord } from '../../content/model.js';
 import type { Principal } from '../../content/permissions.js';
@@ -73,7 +74,7 @@ export interface DraftResult {
   subResults: SubResult[];
 }
 
-/** `packed`: the reply as the commit recorded it (a stream command's), sent as it is rather than packed again. */
+/** `packed`: a stream command's committed reply, packed once to be sent as it is (its record is another: src/actors/content/replays.ts). */
 export type Outcome = { reply: Reply; committed: boolean; packed?: Buffer } | 'lease-lost';
 
 /** Did the command commit and answer success (so the steps that follow a commit run)? */
@@ -103,6 +104,9 @@ export function entryOf(table: CommandTable, k: string): CommandEntry<CommandKin
   // Own keys only: `toString` or `constructor` is no command.
   return Object.hasOwn(table, k) ? (table[k as CommandKind] as CommandEntry<CommandKind>) : undefined;
 }
+
+/** 404 for a draft that is not there; it names no content key (the caller named the content by alias). */
+export const noDraft = (workspace: string): AppError => new AppError('NOT_FOUND', `No draft of this content in workspace ${workspace}`);
 
 /** A successful reply of a command. */
 export const okReply = (cmd: CommandBase, value: unknown): Reply => ({ id: cmd.id, ok: true, value });

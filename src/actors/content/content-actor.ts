@@ -33,6 +33,7 @@ import {
 import { TAXONOMY_ASPECTS } from '../../content/taxonomy.js';
 import { aliasExists, aliasName, freedAliases, refuseTooManyAliasChars, setAliasOps, splitAlias } from '../../content/aliases.js';
 import { checkTaxonomyAspects } from './taxonomy-references.js';
+import { recordOf, replayOf, writeResultOf, type SmallValue } from './replays.js';
 import {
   LATEST_VIEW,
   MAP_KEY_RESERVED,
@@ -112,9 +113,13 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
 
   /** A create or update: the version the head names is the reply's. */
   async resumeWrite(cmd: CommandBase, head: Snapshot): Promise<Reply | null> {
-    const version = await this.store.version(cmd.cid, head.head);
-    if (!version) return null;
-    return okReply(cmd, { snapshot: head, version, subResults: [] } satisfies WriteResult);
+    const value = await writeResultOf(this.store, head, []);
+    return value && okReply(cmd, value);
+  }
+
+  /** The reply a command's recorded reply stands for, read back from what its commit wrote (src/actors/content/replays.ts). */
+  replayOf(recorded: Buffer): Promise<Reply | Buffer> {
+    return replayOf(this.store, recorded);
   }
 
   private allow(user: Principal, permission: string, type: string, contexts: string[]): void {
@@ -430,7 +435,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     snapshot: Snapshot,
     version: VersionRecord | undefined,
     viewEvents: ViewEvent[],
-    value: unknown,
+    value: WriteResult | SmallValue,
     kind: ContentEvent['kind'],
     via?: Via,
     promotedFrom?: string,
@@ -455,7 +460,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     };
     // Left out for the content API's own writes: events stay as small as before, and read as `main`.
     if (via !== undefined && via !== 'main') event.via = via;
-    // A local command is never replayed: no reply to record.
+    // A local command is never replayed: no reply to record, nor to send on.
     const packed = ctx.local ? undefined : pack(reply);
     const res = await this.store.commit({
       owner: ctx.owner,
@@ -464,7 +469,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
       version,
       viewEvents,
       event,
-      reply: packed,
+      reply: ctx.local ? undefined : recordOf(cmd.id, value),
       commandId: cmd.id,
       entryId: ctx.entryId,
       promotedFrom,

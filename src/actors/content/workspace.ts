@@ -4,10 +4,11 @@ import { AppError } from '../../errors.js';
 import { checkFileReferences } from '../../security/file-access.js';
 import { canInAnyContext, isAllowed, permissionDenied, type Principal, type SecurityConfig } from '../../content/permissions.js';
 import type { ActorContext, Reply } from '../runtime.js';
-import type { DraftResult, MainWrites, Operation, Outcome, SubResult, Writer, WorkspaceCommand } from './commands.js';
+import { noDraft, type DraftResult, type MainWrites, type Operation, type Outcome, type SubResult, type Writer, type WorkspaceCommand } from './commands.js';
 import { aliasExists, aliasName, freedAliases, setAliasOps, splitAlias } from '../../content/aliases.js';
 import { contextsOf, etagOf, liveHeadOf, type Aspects, type Draft, type Snapshot } from '../../content/model.js';
 import { applyUpdateMode } from '../../content/update-modes.js';
+import { recordOf, type SmallValue } from './replays.js';
 
 /**
  * Workspaces: a layer of drafts over main, one draft per content per workspace, invisible to
@@ -219,26 +220,23 @@ export class Workspaces {
   }
 
   /** Commits a draft (or its removal); the workspace index is updated first (idempotent, checked on read). */
-  private async write(cmd: Cmd, ctx: ActorContext, draft: Draft | null, value: unknown): Promise<Outcome> {
+  private async write(cmd: Cmd, ctx: ActorContext, draft: Draft | null, value: DraftResult | SmallValue): Promise<Outcome> {
     if (draft) await this.store.addToWorkspace(cmd.workspace, cmd.cid);
     const reply: Reply = { id: cmd.id, ok: true, value };
-    // A local command is never replayed: no reply to record.
+    // A local command is never replayed: no reply to record, nor to send on.
     const packed = ctx.local ? undefined : pack(reply);
     const outcome = await this.store.commitDraft({
       owner: ctx.owner,
       cid: cmd.cid,
       workspace: cmd.workspace,
       draft,
-      reply: packed,
+      reply: ctx.local ? undefined : recordOf(cmd.id, value),
       commandId: cmd.id,
       entryId: ctx.entryId,
     });
     return outcome === CommitOutcome.Committed ? { reply, committed: true, packed } : 'lease-lost';
   }
 }
-
-/** 404 for a draft that is not there; it names no content key (the caller named the content by alias). */
-const noDraft = (workspace: string): AppError => new AppError('NOT_FOUND', `No draft of this content in workspace ${workspace}`);
 
 /** 404 for content neither in main nor on the workspace; it names no content key either. */
 const noContent = (workspace: string): AppError => new AppError('NOT_FOUND', `No draft of this content in workspace ${workspace}, and none in main`);

@@ -31,7 +31,9 @@
 --   deleted                whether the new snapshot is deleted (a boolean), kept as d
 --   versionKey, version, versionIndexEntry   the new version (left out: the change makes none)
 --   event, eventsMaxLen    the event appended to the partition's stream, and the stream's bound
---   reply, dedupTtl        the reply recorded for a replay, for dedupTtl seconds (left out: none)
+--   reply, dedupTtl        the reply recorded for a replay, for dedupTtl seconds (left out: none);
+--                          a few facts that name what this commit writes, never a copy of it
+--                          (src/actors/content/replays.ts)
 --   ts                     time of this change (ms), for the catalog
 --   group, entryId         the command's stream entry, acknowledged (left out: a local command)
 --   promotedFrom, promotedSummary   the workspace whose draft the commit promotes, and the field

@@ -7,7 +7,8 @@
 --   workspace, draft   the draft's workspace and its blob (draft left out: the draft is removed)
 --   summaryField, summary   the field beside it that holds what a workspace listing needs of the
 --                      draft (draft-list-n.lua), and that summary; removed with the draft
---   reply, dedupTtl    the reply recorded for a replay, for dedupTtl seconds (left out: none)
+--   reply, dedupTtl    the reply recorded for a replay, for dedupTtl seconds (left out: none);
+--                      it names the draft, never holds it (src/actors/content/replays.ts)
 --   group, entryId     the command's stream entry, acknowledged (left out: a local command)
 -- Returns {1} committed, {-1} lease lost (CommitOutcome in src/adapters/content-store.ts).
 local a = cmsgpack.unpack(ARGV[1])
