@@ -125,7 +125,7 @@ export async function startPlatform(
       log: (level, msg) => log[level]({ role: 'web' }, msg),
     });
     await tokens.start();
-    const mailbox = new Mailbox(redis, settings, log.child({ role: 'web' }), settings.LOCAL_DISPATCH ? platform.actors : undefined);
+    const mailbox = new Mailbox(redis, settings, log.child({ role: 'web' }), store, settings.LOCAL_DISPATCH ? platform.actors : undefined);
     mailbox.start();
     const metrics = new Metrics(redis, settings.PARTITIONS, () => mailbox.inFlight);
     const reindex = engine ? new ReindexSessions(redis, store, settings) : null;

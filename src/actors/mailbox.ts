@@ -7,7 +7,7 @@ import type { Settings } from '../../config/settings.js';
 import { AppError } from '../errors.js';
 import { noActorInTime, recordedReply, type CommandBase, type Reply } from './runtime.js';
 import { ConsumedTrimmer, readOrRetry, type ReadRetry } from './stream-reads.js';
-import { ContentStore } from '../adapters/content-store.js';
+import type { ContentStore } from '../adapters/content-store.js';
 import { replyOf, type RecordedReply } from './content/replays.js';
 
 const REPLY_TTL_MS = 300000;
@@ -32,13 +32,6 @@ export class Mailbox {
   private readonly replyStream = keys.replies(this.gatewayId);
   private readonly waiting = new Map<string, Waiting>();
   private readonly reader: RedisClient;
-  /**
-   * Where a recorded reply's answer is read back from (`replyOf`): Redis. Not the version archive,
-   * which this process may not reach: a revision the archiver moved while its command waited (only
-   * with ARCHIVE_AFTER_DAYS 0 and few ARCHIVE_KEEP_REVISIONS) leaves the command to its actor's
-   * reply or its deadline.
-   */
-  private readonly store: ContentStore;
   private running = true;
   private loop?: Promise<void>;
 
@@ -46,11 +39,15 @@ export class Mailbox {
     private readonly redis: RedisClient,
     private readonly settings: Settings,
     private readonly log: Logger,
+    /**
+     * Where a recorded reply's answer is read back from (`replyOf`): the platform's store, which
+     * reads a revision the archiver moved meanwhile from the archive.
+     */
+    private readonly store: ContentStore,
     /** The actor host of this process, when it runs one: commands of its partitions skip the streams. */
     private readonly local?: { runLocal(cmd: CommandBase): Promise<Reply | null> },
   ) {
     this.reader = connectRedis(settings, { blocking: true, name: `replies-${this.gatewayId}`, log: this.log });
-    this.store = new ContentStore(redis, settings.PARTITIONS, settings.EVENTS_MAXLEN, settings.DEDUP_TTL_SECONDS);
   }
 
   private ttlTimer?: NodeJS.Timeout;

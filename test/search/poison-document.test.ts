@@ -72,7 +72,7 @@ describe("search documents: the indexer's fields, the write-time schema check, d
         svc_timestate_svcPublic_drange: '[* TO *]',
       };
       const user = await p.tokens!.authenticate(editor.token);
-      const mailbox = new Mailbox(p.redis, p.settings, pino({ level: 'silent' }));
+      const mailbox = new Mailbox(p.redis, p.settings, pino({ level: 'silent' }), store);
       mailbox.start();
       const cid = newContentKey();
       try {
