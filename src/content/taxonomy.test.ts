@@ -53,6 +53,7 @@ describe('taxonomy read model (spec "Taxonomy service", CONTRACT §10)', () => {
       id: 't',
       name: 'T',
       dimensions: ['d'],
+      contexts: [],
     });
     expect(definitionOf({ svcDimensionDefinition: { id: 'd', name: 'D', enumerable: 'yes', localizations: { sv: 'X', n: 1 } } }, held)).to.deep.equal({
       kind: 'dimension',
@@ -67,6 +68,7 @@ describe('taxonomy read model (spec "Taxonomy service", CONTRACT §10)', () => {
     );
     // the contexts of the content holding it, which decide where it may hang (hangsUnder)
     expect(definitionOf({ svcEntityDefinition: { id: 'e', parent: 'd' } }, held, ['sports'])).to.have.deep.property('contexts', ['sports']);
+    expect(definitionOf({ svcTaxonomyDefinition: { id: 't', dimensions: ['d'] } }, held, ['culture'])).to.have.deep.property('contexts', ['culture']);
     expect(definitionOf({ svcEntityDefinition: { id: 'e', parent: 7 } }, held), 'a parent that is no string').to.have.property('parent', null);
     expect(definitionOf({ body: { title: 'x' } }, held)).to.equal(null);
     // only in the content that holds its alias `_taxonomy/<id>`
@@ -208,6 +210,38 @@ describe('taxonomy read model (spec "Taxonomy service", CONTRACT §10)', () => {
     expect(lm.children.get('x')?.map((e) => e.id)).to.deep.equal(['l0']);
     expect(lm.children.has('y')).to.equal(false);
     expect(lm.children.get('l9998')?.map((e) => e.id)).to.deep.equal(['l9999']);
+  });
+
+  it("buildTaxonomyModel: a taxonomy shows a dimension it lists only when its contexts are the dimension's (the same writers write both); the built-in dimension in any", () => {
+    const dim = (id: string, contexts?: string[]): TaxonomyNode => ({ kind: 'dimension', id, name: id, enumerable: true, localizations: {}, contexts });
+    const taxonomy = (id: string, dimensions: string[], contexts?: string[]): TaxonomyNode => ({ kind: 'taxonomy', id, name: id, dimensions, contexts });
+    const listed = ['c.genres', 's.places', 'g.topics', 'g.topics2', 'cs.shared', CONTENT_HIERARCHY_DIMENSION, 'c.genres', 'missing'];
+    const m = buildTaxonomyModel([
+      dim('c.genres', ['culture']),
+      // the finding: the sportseditor's dimension holding an alias culture's taxonomy lists (deleted, or never defined)
+      dim('s.places', ['sports']),
+      dim('g.topics'),
+      dim('g.topics2', ['__global__']),
+      dim('cs.shared', ['sports', 'culture']),
+      entity('s.injected', 'Injected', 's.places', { contexts: ['sports'] }),
+      taxonomy('culture', listed, ['culture']),
+      taxonomy('sports', listed, ['sports']),
+      taxonomy('global', listed),
+      taxonomy('shared', listed, ['culture', 'sports', '__global__']),
+    ]);
+    type Tree = { id: string; dimensions: { id: string }[] };
+    const ids = (t: Tree | undefined) => t?.dimensions.map((d) => d.id);
+    const tree = (t: string) => structureOf(m, t, 1, all) as Tree;
+    expect(ids(tree('culture'))).to.deep.equal(['c.genres', CONTENT_HIERARCHY_DIMENSION]);
+    expect(ids(tree('sports'))).to.deep.equal(['s.places', CONTENT_HIERARCHY_DIMENSION]);
+    expect(ids(tree('global'))).to.deep.equal(['g.topics', 'g.topics2', CONTENT_HIERARCHY_DIMENSION]);
+    expect(ids(tree('shared'))).to.deep.equal(['cs.shared', CONTENT_HIERARCHY_DIMENSION]);
+    // the listing of every taxonomy says the same
+    const list = structureOf(m, null, 1, all) as Tree[];
+    for (const t of ['culture', 'sports', 'global', 'shared']) expect(ids(list.find((x) => x.id === t)), t).to.deep.equal(ids(tree(t)));
+    expect(ids(list.find((t) => t.id === CONTENT_HIERARCHY))).to.deep.equal([CONTENT_HIERARCHY_DIMENSION]);
+    // a dimension in no taxonomy it is listed by is found by its id with its entities
+    expect((structureOf(m, 's.places', 1, all) as { entities: { id: string }[] }).entities.map((e) => e.id)).to.deep.equal(['s.injected']);
   });
 
   it('buildTaxonomyModel: built-ins always present and winning, children sorted by name then id, parent cycles left out', () => {

@@ -206,6 +206,11 @@ export interface TaxonomyDef {
   id: string;
   name: string;
   dimensions: string[];
+  /**
+   * The contexts of the content that holds it (`contextsOfHolder`); absent or empty: `__global__`
+   * only. It shows a dimension it lists only when they are the dimension's (`hangsUnder`).
+   */
+  contexts?: readonly string[];
 }
 export interface DimensionDef {
   kind: 'dimension';
@@ -243,6 +248,12 @@ export interface TaxonomyModel {
   byId: Map<string, TaxonomyNode>;
   children: Map<string, EntityDef[]>;
   taxonomies: TaxonomyDef[];
+  /**
+   * The dimensions each taxonomy shows, by taxonomy id: those it lists that the model holds and
+   * that may hang under it (`hangsUnder`; the built-in dimension under any), each once, in the
+   * order listed.
+   */
+  dimensionsOf: Map<string, DimensionDef[]>;
   /** Completion candidates per dimension, made on the first completion of the model. */
   candidates: Map<string, Candidate[]>;
 }
@@ -286,7 +297,7 @@ function definitionIn(aspects: Aspects, contexts: readonly string[]): TaxonomyNo
   const id = str(def.id);
   if (id.length > MAX_TAXONOMY_TEXT_CHARS) return null;
   const name = kept(str(def.name));
-  if (rep.svcTaxonomy) return { kind: 'taxonomy', id, name, dimensions: keptIds(def.dimensions, MAX_TAXONOMY_DIMENSIONS) };
+  if (rep.svcTaxonomy) return { kind: 'taxonomy', id, name, dimensions: keptIds(def.dimensions, MAX_TAXONOMY_DIMENSIONS), contexts };
   const localizations = keptMap(def.localizations, MAX_TAXONOMY_LOCALIZATIONS);
   if (rep.svcDimension) return { kind: 'dimension', id, name, enumerable: def.enumerable === true, localizations, contexts };
   return {
@@ -328,7 +339,8 @@ const BUILT_IN: TaxonomyNode[] = [
 
 /**
  * Definitions by id (built-ins win), children sorted by name, an entity under its parent only where
- * it may hang there (`hangsUnder`), entities on a loop of such parents left out (`onLoops`).
+ * it may hang there (`hangsUnder`), entities on a loop of such parents left out (`onLoops`), and a
+ * dimension in a taxonomy that lists it only where it may hang there (`hangsUnder`).
  */
 export function buildTaxonomyModel(defs: Iterable<TaxonomyNode>): TaxonomyModel {
   const byId = new Map<string, TaxonomyNode>();
@@ -339,7 +351,7 @@ export function buildTaxonomyModel(defs: Iterable<TaxonomyNode>): TaxonomyModel 
   const contextsOfNode = (n: TaxonomyNode): ReadonlySet<string> => {
     let set = contextSets.get(n);
     if (!set) {
-      set = new Set(n.kind === 'taxonomy' ? [] : (n.contexts ?? []).filter((c) => c !== GLOBAL_CONTEXT));
+      set = new Set((n.contexts ?? []).filter((c) => c !== GLOBAL_CONTEXT));
       contextSets.set(n, set);
     }
     return set;
@@ -360,16 +372,25 @@ export function buildTaxonomyModel(defs: Iterable<TaxonomyNode>): TaxonomyModel 
   }
   for (const list of children.values()) list.sort((a, b) => a.name.localeCompare(b.name) || a.id.localeCompare(b.id));
   const taxonomies = [...byId.values()].filter((d): d is TaxonomyDef => d.kind === 'taxonomy').sort((a, b) => a.id.localeCompare(b.id));
-  return { byId, children, taxonomies, candidates: new Map() };
+  const dimensionsOf = new Map<string, DimensionDef[]>();
+  for (const t of taxonomies) {
+    // A dimension listed twice is in the tree once: each copy was the whole subtree again.
+    const listed = [...new Set(t.dimensions)].map((id) => byId.get(id));
+    dimensionsOf.set(
+      t.id,
+      listed.filter((d): d is DimensionDef => d?.kind === 'dimension' && (BUILT_IN.includes(d) || hangsUnder(contextsOfNode(d), contextsOfNode(t)))),
+    );
+  }
+  return { byId, children, taxonomies, dimensionsOf, candidates: new Map() };
 }
 
 /**
- * May an entity of these contexts hang under a parent of those? Only when the same writers write
- * both: the contexts are the same set (owners without `__global__`; a content without owners is
- * in `__global__` only, so it hangs only under a parent without owners, and a parent without
- * owners holds only such entities). A place in a tree changes that tree (its children, its
- * completions, the tag paths through it) and the tree decides where the entity shows, so neither
- * side may give it alone:
+ * May an entity of these contexts hang under a parent of those (a dimension of these contexts be
+ * in a taxonomy of those that lists it)? Only when the same writers write both: the contexts are
+ * the same set (owners without `__global__`; a content without owners is in `__global__` only, so
+ * it hangs only under a parent without owners, and a parent without owners holds only such
+ * entities). A place in a tree changes that tree (its children, its completions, the tag paths
+ * through it) and the tree decides where the entity shows, so neither side may give it alone:
  *
  * - the entity's writers must write the parent (the entity's contexts among the parent's), or
  *   writing the reference would put entities into another's tree: a sportseditor's entity naming
@@ -383,9 +404,16 @@ export function buildTaxonomyModel(defs: Iterable<TaxonomyNode>): TaxonomyModel 
  *   security review of the eighteenth session, findings 3 and F4). A node shared by sports and
  *   culture is written by both, so it holds only nodes shared by both.
  *
+ * A dimension's place in a taxonomy is alike (the taxonomy names it by its alias), and neither
+ * side gives it alone either: not listing the dimension (a sportseditor's taxonomy showed
+ * culture's dimensions, with their entities, in its tree), not holding the alias a taxonomy lists
+ * (a dimension culture deleted, or never defined: the sportseditor's dimension and entities showed
+ * inside culture's taxonomy to everyone).
+ *
  * An entity that may not hang under its parent is on no tree and is found by its id, as one whose
- * parent names nothing. (The built-in dimension holds every root of the content hierarchy; a
- * parent the model does not hold is reached by no tree.)
+ * parent names nothing; a dimension that may not be in a taxonomy is found by its id, as one it does
+ * not list. (The built-in dimension holds every root of the content hierarchy and may be in any
+ * taxonomy; a parent the model does not hold is reached by no tree.)
  */
 function hangsUnder(child: ReadonlySet<string>, parent: ReadonlySet<string>): boolean {
   if (child.size !== parent.size) return false;
@@ -453,8 +481,7 @@ export function structureOf(m: TaxonomyModel, id: string | null, depth: number, 
 }
 
 function taxonomyTree(m: TaxonomyModel, t: TaxonomyDef, depth: number, sees: Sees) {
-  // A dimension listed twice is in the tree once: each copy was the whole subtree again.
-  const dims = [...new Set(t.dimensions)].map((id) => m.byId.get(id)).filter((d): d is DimensionDef => d?.kind === 'dimension');
+  const dims = m.dimensionsOf.get(t.id) ?? [];
   return { id: t.id, name: t.name, dimensions: depth > 0 ? dims.map((d) => dimensionTree(m, d, depth - 1, sees)) : [] };
 }
 

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { ContentStore } from '../../src/adapters/content-store.js';
 import { connectRedis, type RedisClient } from '../../src/adapters/redis.js';
 import { checkTaxonomyAspects } from '../../src/actors/content/taxonomy-references.js';
-import { MAX_TAXONOMY_DEPTH } from '../../src/content/taxonomy.js';
+import { CONTENT_HIERARCHY_DIMENSION, MAX_TAXONOMY_DEPTH } from '../../src/content/taxonomy.js';
 import { Client, startIsolatedPlatform, startTestPlatform } from '../support/platform.js';
 import { redisSettled, sentByRedis } from '../support/redis-bytes.js';
 import { eventually } from '../support/wait.js';
@@ -31,6 +31,13 @@ import { eventually } from '../support/wait.js';
  * sportseditor's node or definition once the sportseditor took that alias, as did a culture node
  * under a node the sportseditor shared with culture; and a loop of the sportseditor's own nodes
  * above it hid it from every tree (`src/content/taxonomy.test.ts`).
+ *
+ * Then (c): a taxonomy lists its dimensions by id, and the structure showed whatever content held
+ * the alias `_taxonomy/<id>`: the sportseditor defined a dimension culture's taxonomy listed and
+ * nobody held (culture deleted it, which frees the alias, or never defined it), and its dimension
+ * and entities showed inside culture's taxonomy to everyone; its own taxonomy showed culture's
+ * dimensions. Now a taxonomy shows a dimension only when their contexts are the same
+ * (`hangsUnder`), the built-in content hierarchy dimension aside.
  */
 const owners = (o: string[]) => ({ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: o } } });
 const PUBLIC = { _type: 'svcAssignToViews', views: ['svcPublic'] };
@@ -171,7 +178,7 @@ describe('security: a write checks its parent chain with the same work whatever 
   });
 });
 
-describe('security: an entity hangs under its parent only when its contexts are the parent’s (review 18, finding 3 and F4)', function () {
+describe('security: an entity hangs under its parent, and a dimension in a taxonomy, only when their contexts are the same (review 18, finding 3 and F4; then a taxonomy’s dimensions)', function () {
   this.timeout(120_000);
   let p: Awaited<ReturnType<typeof startTestPlatform>>;
   let editor: Client;
@@ -268,6 +275,56 @@ describe('security: an entity hangs under its parent only when its contexts are 
       'gclaimed',
       definition('svcDimensionDefinitionContent', 'svcDimensionDefinition', { id: id('gclaimed'), name: 'Claimed by sports', enumerable: true }, ['sports']),
     );
+    // (c) culture's taxonomy lists genres (defined), places (defined, then deleted: its alias is
+    // free again), later (never defined) and the built-in dimension; the sportseditor takes the
+    // aliases of places and later with dimensions and entities of its own
+    await made(
+      editor,
+      'ctax',
+      definition(
+        'svcTaxonomyDefinitionContent',
+        'svcTaxonomyDefinition',
+        { id: id('ctax'), name: 'Culture', dimensions: [id('genres'), id('places'), id('later'), CONTENT_HIERARCHY_DIMENSION] },
+        ['culture'],
+      ),
+    );
+    await made(
+      editor,
+      'genres',
+      definition('svcDimensionDefinitionContent', 'svcDimensionDefinition', { id: id('genres'), name: 'Genres', enumerable: true }, ['culture']),
+    );
+    await made(
+      editor,
+      'drama',
+      definition('svcEntityDefinitionContent', 'svcEntityDefinition', { id: id('drama'), name: 'Drama', parent: id('genres') }, ['culture']),
+    );
+    const places = await made(
+      editor,
+      'places',
+      definition('svcDimensionDefinitionContent', 'svcDimensionDefinition', { id: id('places'), name: 'Places', enumerable: true }, ['culture']),
+    );
+    const deleted = await editor.remove(ids.places, places.headers.get('etag')!);
+    expect(deleted.status, deleted.text).to.equal(204);
+    for (const dim of ['places', 'later']) {
+      await made(
+        sports,
+        `s-${dim}`,
+        definition('svcDimensionDefinitionContent', 'svcDimensionDefinition', { id: id(dim), name: `SPORTS ${dim}`, enumerable: true }, ['sports']),
+      );
+      await made(
+        sports,
+        `s-${dim}-e`,
+        definition('svcEntityDefinitionContent', 'svcEntityDefinition', { id: id(`${dim}-e`), name: 'Injected by sportseditor', parent: id(dim) }, ['sports']),
+      );
+    }
+    // (c, the converse) the sportseditor's taxonomy lists culture's genres beside a dimension of its own
+    const sportsTaxonomy = { id: id('stax'), name: 'Sports', dimensions: [id('genres'), id('sdim')] };
+    await made(sports, 'stax', definition('svcTaxonomyDefinitionContent', 'svcTaxonomyDefinition', sportsTaxonomy, ['sports']));
+    await made(
+      sports,
+      'sdim',
+      definition('svcDimensionDefinitionContent', 'svcDimensionDefinition', { id: id('sdim'), name: 'Sports dimension', enumerable: true }, ['sports']),
+    );
   });
   after(async () => p?.stop());
 
@@ -314,6 +371,33 @@ describe('security: an entity hangs under its parent only when its contexts are 
     expect((await structure(id('gwaiting'))).status).to.equal(200);
     // a node without owners still hangs under one without owners
     expect(await kids(ids.groot)).to.deep.equal([ids.gchild]);
+  });
+
+  it("(c) a taxonomy shows a dimension it lists only when its contexts are the dimension's: the sportseditor's dimension holding the alias of one culture deleted, or never defined, is not in culture's taxonomy, nor culture's in the sportseditor's (before: both shown, with their entities, to everyone)", async () => {
+    type Tree = { id: string; dimensions: { id: string; entities: { name: string }[] }[] };
+    const dimensionsOf = (t: Tree | undefined) => t?.dimensions.map((d) => d.id);
+    const ctax = async (as?: Client) => {
+      const r = await structure(`${id('ctax')}?depth=2`, as);
+      expect(r.status, r.text).to.equal(200);
+      return r.json as Tree;
+    };
+    // the sportseditor's dimensions are in the model, found by their ids with their entities
+    await eventually(async () => expect(await kids(id('later'))).to.deep.equal([id('later-e')]), 10_000);
+    expect(await kids(id('places'))).to.deep.equal([id('places-e')]);
+    for (const as of [undefined, editor, sports]) {
+      const t = await ctax(as);
+      expect(dimensionsOf(t), 'culture taxonomy').to.deep.equal([id('genres'), CONTENT_HIERARCHY_DIMENSION]);
+      expect(JSON.stringify(t)).not.to.include('Injected by sportseditor');
+      expect(t.dimensions[0].entities.map((e) => e.name)).to.deep.equal(['Drama']);
+      const s = await structure(`${id('stax')}?depth=1`, as);
+      expect(dimensionsOf(s.json), 'the sportseditor taxonomy').to.deep.equal([id('sdim')]);
+    }
+    // the listing of all taxonomies says the same
+    const all = await anon.req('GET', `${p.url}/taxonomy-service/structure?depth=1`, { token: null });
+    expect(all.status, all.text).to.equal(200);
+    const listed = all.json as Tree[];
+    expect(dimensionsOf(listed.find((t) => t.id === id('ctax')))).to.deep.equal([id('genres'), CONTENT_HIERARCHY_DIMENSION]);
+    expect(dimensionsOf(listed.find((t) => t.id === id('stax')))).to.deep.equal([id('sdim')]);
   });
 
   it('a cycle through content the writer may not read is not refused: the answer is the one for a chain that does not come back, and culture nodes stay where they were (before: 400)', async () => {
