@@ -352,29 +352,55 @@ export class ContentStore {
     return (await this.redis.hgetBuffer(keys.versions(p, cid), versionKey)) ?? (await this.archive.version(p, cid, versionKey));
   }
 
-  /** Every history entry, oldest first: the archived ones, then those Redis holds. */
-  async versionIndex(cid: string): Promise<VersionIndexEntry[]> {
-    return (await this.historyList(cid, keys.versionIndex, 'index')).map((b) => unpack<VersionIndexEntry>(b));
+  /**
+   * The history entries of revisions up to `upTo` (every one without it), oldest first: the
+   * archived ones, then those Redis holds.
+   */
+  async versionIndex(cid: string, upTo = Number.MAX_SAFE_INTEGER): Promise<VersionIndexEntry[]> {
+    return this.historyList<VersionIndexEntry>(cid, keys.versionIndex, 'index', upTo);
   }
 
-  /** Every view history entry, oldest first: the archived ones, then those Redis holds. */
-  async viewHistory(cid: string): Promise<ViewEvent[]> {
-    return (await this.historyList(cid, keys.viewHistory, 'views')).map((b) => unpack<ViewEvent>(b));
+  /**
+   * The view history entries of revisions up to `upTo` (every one without it), oldest first: the
+   * archived ones, then those Redis holds.
+   */
+  async viewHistory(cid: string, upTo = Number.MAX_SAFE_INTEGER): Promise<ViewEvent[]> {
+    return this.historyList<ViewEvent>(cid, keys.viewHistory, 'views', upTo);
   }
 
-  /** A history list and the archive index read in one transaction (one slot), so no move falls between them. */
-  private async historyList(cid: string, key: (p: number, cid: string) => string, part: 'index' | 'views'): Promise<Buffer[]> {
+  /**
+   * A history list's entries of revisions up to `upTo`, read in one transaction with the archive
+   * index (one slot), so no move falls between them. Redis first counts the list's entries up to
+   * `upTo` (history-count-1.lua) and then sends only those: a read of an early revision took the
+   * whole list before, which a reader walking the revisions of a long-lived content paid on every
+   * revision. Between the count and the read, commits only append entries of later revisions and
+   * the archiver only moves entries off the list's start (into the index read with the entries),
+   * so the list's first `count` entries still hold every entry up to `upTo` it has; any past
+   * `upTo` among them is dropped here. The archived entries are read whole (their segments hold
+   * them together).
+   */
+  private async historyList<T extends { rev: number }>(
+    cid: string,
+    key: (p: number, cid: string) => string,
+    part: 'index' | 'views',
+    upTo: number,
+  ): Promise<T[]> {
     const p = this.partitionOf(cid);
+    const list = key(p, cid);
+    const upToRev = (entries: Buffer[]) => entries.map((b) => unpack<T>(b)).filter((e) => e.rev <= upTo);
     for (let attempt = 0; ; attempt++) {
-      const res = await this.redis.multi().lrangeBuffer(key(p, cid), 0, -1).getBuffer(keys.archiveIndex(p, cid)).exec();
+      const count = await this.redis.historyCount(list, upTo);
+      const read = this.redis.multi().getBuffer(keys.archiveIndex(p, cid));
+      if (count > 0) read.lrangeBuffer(list, 0, count - 1);
+      const res = await read.exec();
       if (!res) throw new Error('history read: transaction aborted');
       for (const [err] of res) if (err) throw err;
-      const hot = res[0][1] as Buffer[];
-      const index = parseIndex(res[1][1] as Buffer | null);
-      if (!index.length) return hot;
+      const index = parseIndex(res[0][1] as Buffer | null);
+      const hot = count > 0 ? (res[1][1] as Buffer[]) : [];
+      if (!index.length) return upToRev(hot);
       // Null: a compaction replaced a segment after this read; the index is read again.
       const archived = await this.archive.lists(cid, index);
-      if (archived) return [...archived[part], ...hot];
+      if (archived) return upToRev([...archived[part], ...hot]);
       if (attempt === 2) throw new Error(`history of ${cid}: archived segments missing from the object store`);
     }
   }

@@ -118,6 +118,8 @@ export interface ScriptCommands {
    * its length. Fewer values than keys when the budget ended the read (hget-each-within-n.lua).
    */
   hgetEachWithinBuffer(numKeys: number, ...keysThenArgs: string[]): Promise<(Buffer | null)[]>;
+  /** How many entries of a content's history list (vi or vh) are of revisions up to `upTo` (history-count-1.lua). */
+  historyCount(list: string, upTo: number): Promise<number>;
   /** Per content (head hashes, then versions hashes, then "0" for snapshots only): its stored snapshot and head version, flat. */
   exportReadBuffer(numKeys: number, ...keysThenVersions: string[]): Promise<(Buffer | null)[]>;
   /** A kept rendition's stored path (null: none), its use recorded (src/gateway/renditions.ts). */

@@ -408,8 +408,10 @@ export class ContentService implements ContentEndpoints {
 
   private async render(snap: Snapshot, kind: ReadKind, fmt: Format, view: string | undefined, variant: string | null): Promise<string> {
     const cid = snap.cid;
-    if (kind === 'metadata') return serialize(metadataEnvelope(snap, await this.d.store.viewHistory(cid)), fmt);
-    if (kind === 'history') return serialize(historyBody(snap, await this.d.store.versionIndex(cid)), fmt);
+    // Only the entries up to the revision are read: each revision is its own cache entry, so a
+    // reader walking the revisions of a long history read the whole list at each before.
+    if (kind === 'metadata') return serialize(metadataEnvelope(snap, await this.d.store.viewHistory(cid, snap.rev)), fmt);
+    if (kind === 'history') return serialize(historyBody(snap, await this.d.store.versionIndex(cid, snap.rev)), fmt);
     const vk = view === undefined ? snap.head : resolveView(snap, view);
     if (vk === null) throw new AppError('NOT_FOUND', `Content is not on view ${view}`);
     const version = await this.d.store.version(cid, vk);

@@ -133,7 +133,10 @@ export function draftEnvelope(draft: Draft, head: Snapshot | null, status: Statu
   };
 }
 
-/** The metadata response (content type `_contentInfo`) of a content at a revision. */
+/**
+ * The metadata response (content type `_contentInfo`) of a content at a revision; `viewEvents`:
+ * its view history up to the snapshot's revision (`ContentStore.viewHistory`).
+ */
 export function metadataEnvelope(snapshot: Snapshot, viewEvents: ViewEvent[]): Record<string, unknown> {
   // Maps keyed by names: built as Maps (so `constructor` is a name like any other), written after
   // the `_type` marker, which no namespace or view may be (model.ts MAP_KEY_RESERVED).
@@ -147,7 +150,6 @@ export function metadataEnvelope(snapshot: Snapshot, viewEvents: ViewEvent[]): R
   }
   const byView = new Map<string, unknown[]>();
   for (const e of viewEvents) {
-    if (e.rev > snapshot.rev) continue;
     const event = { _type: 'svcViewEvent', userId: e.userId, version: e.version, revision: e.rev, timestamp: isoTime(e.ts) };
     const history = byView.get(e.view);
     if (history) history.push(event);
@@ -185,19 +187,20 @@ function markedMap<T>(type: string, entries: Map<string, T>, value: (t: T) => un
   return out;
 }
 
-/** The history response of a content at a revision: each version once, with its first revision. */
+/**
+ * The history response of a content at a revision: each version once, with its first revision;
+ * `index`: its history up to the snapshot's revision (`ContentStore.versionIndex`).
+ */
 export function historyBody(snapshot: Snapshot, index: VersionIndexEntry[]): Record<string, unknown> {
   return {
-    versions: index
-      .filter((e) => e.rev <= snapshot.rev)
-      .map((e) => ({
-        version: versionId(snapshot.cid, e.key),
-        revision: { contentId: snapshot.cid, revisionNumber: e.rev },
-        creationTime: e.created,
-        creatorId: e.creator,
-        views: viewsOfVersion(snapshot, e.key),
-        ...(e.restoredFrom === undefined ? {} : { restoredFrom: versionId(snapshot.cid, e.restoredFrom) }),
-      })),
+    versions: index.map((e) => ({
+      version: versionId(snapshot.cid, e.key),
+      revision: { contentId: snapshot.cid, revisionNumber: e.rev },
+      creationTime: e.created,
+      creatorId: e.creator,
+      views: viewsOfVersion(snapshot, e.key),
+      ...(e.restoredFrom === undefined ? {} : { restoredFrom: versionId(snapshot.cid, e.restoredFrom) }),
+    })),
   };
 }
 
