@@ -31,6 +31,8 @@ const settings = loadSettings({
   FILES_DIR: join(dir, 'files'),
   SOLR_URL: 'http://127.0.0.1:1/solr',
   RENDITION_MAX_CONCURRENT: '32',
+  // One editor asks for all the renders at once.
+  RENDITION_AT_ONCE_PER_CALLER: '32',
 });
 const p = await startPlatform({ settings, log: createLogger('warn'), roles: ['web', 'actors'] });
 const url = p.url!;

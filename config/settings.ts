@@ -175,6 +175,14 @@ export const settingsSchema = z.object({
   /** Renders in flight per gateway; past it, 503 with Retry-After. */
   RENDITION_MAX_CONCURRENT: int(1, 1000).default(4),
   /**
+   * Renders of one caller in flight per gateway (a signed-in caller counted by user id, an
+   * anonymous one by client address: IPv6 its /64, behind TRUSTED_PROXIES the forwarded address);
+   * past it 429 with Retry-After before the source is read. Below RENDITION_MAX_CONCURRENT, so one
+   * caller never holds every render of the process. Kept renditions, and requests that join a
+   * render of the same rendition under way, take none.
+   */
+  RENDITION_AT_ONCE_PER_CALLER: int(1, 1000).default(2),
+  /**
    * Bytes the renders in flight in a gateway may hold while decoding their sources and encoding
    * their renditions, together, estimated from each source's header and each rendition's size and
    * format (`decodeBytesOf` and `encodeBytesOf` in src/adapters/image-renderer.ts): a progressive

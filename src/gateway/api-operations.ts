@@ -228,6 +228,12 @@ const delivery = (summary: string, description: string): OperationDoc => ({
     404: err('No such content, version, path or file, or the main image asked for as a raw file'),
     416: E[416],
     422: E[422],
+    429: {
+      description:
+        'A rendition to be made while the caller (a signed-in user, else the client address: IPv6 its /64, behind `TRUSTED_PROXIES` the forwarded one) has RENDITION_AT_ONCE_PER_CALLER renders in flight on this process; nothing was rendered',
+      body: 'ErrorBody',
+      headers: ['Retry-After'],
+    },
   },
 });
 

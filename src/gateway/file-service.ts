@@ -16,7 +16,7 @@ import type { Exchange } from './http.js';
 import { authenticateRequest } from './request-auth.js';
 import { rangeOf } from './byte-range.js';
 import { Reads } from './reads.js';
-import { Renditions } from './renditions.js';
+import { Renditions, renderCaller } from './renditions.js';
 import { checkAlias } from './schemas.js';
 import { composeVariant } from './variant-reads.js';
 import { loadRenditionsConfig } from '../../config/renditions.js';
@@ -262,7 +262,7 @@ export class FileDeliveryService {
       const params = { ...rendition.params };
       if (!params.focal && isMain) params.focal = files.focal;
       const format = resolveFormat(params.fm, x.header('accept'), source.mimeType.startsWith('image/') ? source.mimeType.slice(6) : undefined);
-      const made = await this.renditions.renditionOf(source, params, format);
+      const made = await this.renditions.renditionOf(source, params, format, renderCaller(principal, x, this.d.settings));
       await sendFile(x, await this.renditions.store(), made.key, {
         cacheControl,
         info: made,

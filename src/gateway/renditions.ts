@@ -15,7 +15,11 @@ import {
   type RenditionParams,
   type RenditionRequest,
 } from '../content/renditions.js';
+import type { Principal } from '../content/permissions.js';
 import { AppError } from '../errors.js';
+import type { Exchange } from './http.js';
+import { KeyedCounts } from './keyed-counts.js';
+import { searchCaller } from './search-slots.js';
 
 export interface RenditionsDeps {
   settings: Settings;
@@ -42,7 +46,7 @@ const TRASH_SOURCES = 'rendition-trash-sources';
  * A rendition found there is moved into its source's index on its first read (`adopt`).
  */
 const LEGACY_PREFIX = 'rendition:';
-/** Seconds a client is asked to wait when the renders in flight are at one of their bounds (their number, or what their decodes and encodes hold). */
+/** Seconds a client is asked to wait when the renders in flight are at one of their bounds (theirs, their caller's, or what their decodes and encodes hold). */
 const RETRY_AFTER_SECONDS = 1;
 /**
  * How long an evicted rendition's file stays after its index entry is gone: a read that found
@@ -66,7 +70,9 @@ const FOCAL_STEP = 100;
  * in flight in this process are one render; renders in flight are bounded, in number
  * (RENDITION_MAX_CONCURRENT) and in the bytes their decodes and encodes hold together
  * (RENDITION_MAX_RENDER_BYTES, estimated from each source's header and each rendition's size
- * and format): 503 past either.
+ * and format): 503 past either. A caller's renders in flight are bounded too
+ * (RENDITION_AT_ONCE_PER_CALLER, below RENDITION_MAX_CONCURRENT): 429 past it, so that no one
+ * caller takes every render of the process.
  *
  * Kept renditions are bounded per source file (RENDITION_MAX_PER_SOURCE): past it, the least
  * recently used one leaves the index at once (a later read makes it again, the same bytes) and
@@ -80,7 +86,13 @@ export class Renditions {
   /** Renders done by this process (tests prove coalescing with it). */
   renders = 0;
   private grace = EVICTION_GRACE_MS;
-  private active = 0;
+  /**
+   * Renders in flight in this process, by caller (`searchCaller`: the user id, else the client
+   * address): RENDITION_AT_ONCE_PER_CALLER each, RENDITION_MAX_CONCURRENT together. Before, only
+   * the total was bounded: one anonymous client asking for new widths of a public image, six at
+   * once, held all four renders, and every other caller's new rendition answered 503.
+   */
+  private readonly byCaller = new KeyedCounts();
   /**
    * The decode and encode estimates (`decodeBytesOf` + `encodeBytesOf`, from `planRender`) of the
    * renders in flight, bounded by RENDITION_MAX_RENDER_BYTES.
@@ -147,9 +159,10 @@ export class Renditions {
 
   /**
    * The kept rendition of `source` with `params` in `format`: found, or made now (once, however
-   * many ask at the same time). 400 when the source is no image.
+   * many ask at the same time) in a render slot of `caller` (`renderCaller`). 400 when the source
+   * is no image.
    */
-  async renditionOf(source: StoredFile, asked: RenditionParams, format: Format): Promise<StoredFile> {
+  async renditionOf(source: StoredFile, asked: RenditionParams, format: Format, caller: string | null): Promise<StoredFile> {
     if (!RENDERABLE.has(source.mimeType)) throw new AppError('BAD_REQUEST', 'Rendition parameters apply to images only', { parameter: 'source' });
     const params = keptParams(asked);
     const canonical = `${canonicalQuery({ ...params, fm: format })}`;
@@ -160,7 +173,7 @@ export class Renditions {
     if (kept) return kept;
     let p = this.inFlight.get(id);
     if (!p) {
-      p = this.make(store, keys, id, source, params, format).finally(() => this.inFlight.delete(id));
+      p = this.make(store, keys, id, source, params, format, caller).finally(() => this.inFlight.delete(id));
       this.inFlight.set(id, p);
     }
     return p;
@@ -225,19 +238,41 @@ export class Renditions {
     await this.registerTrash(keys).catch(() => undefined);
   }
 
-  private async make(store: FileStore, keys: SourceKeys, id: string, source: StoredFile, params: RenditionParams, format: Format): Promise<StoredFile> {
-    const maxBytes = this.d.settings.RENDITION_MAX_SOURCE_BYTES;
+  /**
+   * Renders the rendition and keeps it. The render's slots, its caller's and the process's, are
+   * taken before anything is awaited (renders asked at once cannot all pass the checks before one
+   * counts) and before the source is read; given back however the render ends. Nothing is made
+   * for a client that went away (`renderCaller`).
+   */
+  private async make(
+    store: FileStore,
+    keys: SourceKeys,
+    id: string,
+    source: StoredFile,
+    params: RenditionParams,
+    format: Format,
+    caller: string | null,
+  ): Promise<StoredFile> {
+    const s = this.d.settings;
+    const maxBytes = s.RENDITION_MAX_SOURCE_BYTES;
     if (source.length > maxBytes)
       throw new AppError('UNPROCESSABLE', `The image file has more than ${maxBytes} bytes: no rendition is made of it`, { maxBytes, bytes: source.length });
-    if (this.active >= this.d.settings.RENDITION_MAX_CONCURRENT)
+    if (caller === null) throw new AppError('BAD_REQUEST', 'The client went away: no rendition is made for it');
+    if (this.byCaller.get(caller) >= s.RENDITION_AT_ONCE_PER_CALLER)
+      throw new AppError(
+        'TOO_MANY_REQUESTS',
+        `At most ${s.RENDITION_AT_ONCE_PER_CALLER} renditions of one caller are made at once (RENDITION_AT_ONCE_PER_CALLER): retry when one has answered`,
+        {},
+        RETRY_AFTER_SECONDS,
+      );
+    if (this.byCaller.total >= s.RENDITION_MAX_CONCURRENT)
       throw new AppError('UNAVAILABLE', 'Too many renditions are being made: retry shortly', {}, RETRY_AFTER_SECONDS);
-    this.active++;
+    this.byCaller.add(caller);
     try {
       const input = await readAll(this.d.files, source.key, source.length);
       // sharp (libvips) is loaded on the first render: a process that never renders does not
       // carry its memory.
       const { planRender, refuseCostlyRender, renderImage } = await import('../adapters/image-renderer.js');
-      const s = this.d.settings;
       // The bound is checked here (with the renders in flight), not again by renderImage.
       const options = { params, format, maxPixels: s.RENDITION_MAX_PIXELS };
       // What the decode and the encode will hold, from the header (read once: the plan goes to
@@ -289,7 +324,7 @@ export class Renditions {
         await this.sweep(store, keys);
       }
     } finally {
-      this.active--;
+      this.byCaller.remove(caller);
     }
   }
 
@@ -384,6 +419,19 @@ export class Renditions {
 }
 
 type SourceKeys = ReturnType<typeof keysOf>;
+
+/**
+ * The caller whose render slots a rendition of `x` takes: as for a search (`searchCaller`: the
+ * user id, else the client address), or null once the client went away, for whom nothing is
+ * rendered. The address is read when first asked for and is gone with the client, so
+ * `searchCaller` would count every such request as one caller beside the client's own: an
+ * anonymous client that closed each socket right after its request held that caller's renders
+ * besides its own, all four of the process (a probe: 16 of an editor's 20 new renditions in 10 s
+ * answered 503).
+ */
+export function renderCaller(user: Principal | null, x: Exchange, settings: Settings): string | null {
+  return x.aborted ? null : searchCaller(user, x, settings);
+}
 
 /** The hash tag of a source file's renditions in Redis. */
 function sourceTag(source: StoredFile): string {

@@ -462,7 +462,7 @@ describe('kept renditions are bounded per source (RENDITION_MAX_PER_SOURCE)', fu
   let s: Awaited<ReturnType<typeof setup>>;
 
   before(async () => {
-    s = await setup({ RENDITION_SIGNING_KEY: KEY, RENDITION_MAX_PER_SOURCE: '8', RENDITION_MAX_CONCURRENT: '50' });
+    s = await setup({ RENDITION_SIGNING_KEY: KEY, RENDITION_MAX_PER_SOURCE: '8', RENDITION_MAX_CONCURRENT: '50', RENDITION_AT_ONCE_PER_CALLER: '50' });
   });
   after(async () => s?.p.stop());
 
@@ -625,7 +625,7 @@ describe('kept renditions are bounded per source (RENDITION_MAX_PER_SOURCE)', fu
     // what a read holds once it has found the kept rendition
     const source = await s.p.files!.stat(fileKeyOfUri(c.uri)!);
     const store = await s.renditions().store();
-    const kept = await s.renditions().renditionOf(source!, { fit: 'inside', w: 31, fm: 'png' }, 'png');
+    const kept = await s.renditions().renditionOf(source!, { fit: 'inside', w: 31, fm: 'png' }, 'png', 'user:editor');
     for (let w = 40; w < 52; w++) expect((await s.get(url(w))).status).to.equal(200);
     const renders = s.renditions().renders;
     expect((await s.get(url(31))).status).to.equal(200);
