@@ -83,6 +83,44 @@ const isUploaderOrSysadmin = (principal: Principal, file: StoredFile): boolean =
   isSysadmin(principal) || (file.uploader !== undefined && file.uploader === principal.userId);
 
 /**
+ * Whether an upload to `key` is unclaimed (`PutOptions.unclaimed`): a file of `content/<host>/`
+ * while no live content holds the host (generated, future or deleted). Such a file is its
+ * uploader's, as a tmp file is (`fileAccess`), and like a tmp file it expires after
+ * TMP_TTL_SECONDS unless by then its content has claimed it (`claimedByContent`). Before (the
+ * twenty-first session's review, F4), only `tmp/` expired: any signed-in user, a reader included,
+ * kept any number of files of up to MAX_UPLOAD_BYTES for ever under hosts no content holds.
+ */
+export async function isUnclaimedUpload(d: Pick<FileAccessDeps, 'store'>, key: FileKey): Promise<boolean> {
+  if (key.space !== 'content') return false;
+  const head = await d.store.head(key.host);
+  return !head || head.deleted;
+}
+
+/**
+ * Whether the live content of an unclaimed file's host has made the file its own, so the sweep
+ * keeps it for good: uploaded once the content existed (as `fileAccess` rules), or mapped in
+ * `svcFiles` by one of its versions, the head first. Any version, not only the head: delivery by
+ * version serves what an earlier version maps, and a restore maps it again (the image a new
+ * article was drafted with and replaced the next day). Only a writer who may read the file maps it
+ * (`readableFileUris`), so a reader cannot make its own uploads last. A content deleted since
+ * claims nothing.
+ */
+export async function claimedByContent(
+  d: FileAccessDeps & { store: { versionIndex(cid: string): Promise<readonly { key: string }[]> } },
+  file: StoredFile,
+): Promise<boolean> {
+  if (file.key.space !== 'content') return false;
+  const head = await d.store.head(file.key.host);
+  if (!head || head.deleted) return false;
+  if (file.creationTime >= head.created || (await mappedFiles(d, head)).has(file.storageKey)) return true;
+  for (const { key } of [...(await d.store.versionIndex(head.cid))].reverse()) {
+    // mappedFiles reads a snapshot's content and head version only: here, the version `key`.
+    if (key !== head.head && (await mappedFiles(d, { ...head, head: key })).has(file.storageKey)) return true;
+  }
+  return false;
+}
+
+/**
  * The heads one check reads, each host once: a write's svcFiles may name many files of one
  * content (and each file in two spellings).
  */
