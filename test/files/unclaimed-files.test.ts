@@ -88,6 +88,27 @@ for (const kind of ['disk', 's3'] as const) {
       expect(await exists(first)).to.equal(true);
     });
 
+    it('a draft of new content not yet promoted keeps what it maps past the TTL, and its promote then delivers it; what no draft maps expires', async () => {
+      const ws = `drafted${Date.now().toString(36)}`;
+      const d = await editor.createDraft(ws, { system: { contentType: 'article' }, aspects: { body: { title: 'long feature' } } });
+      expect(d.status, d.text).to.equal(201);
+      const id = d.json.system!.id as string;
+      const host = id.split('/')[1];
+      const image = await upload(editor, `content/${host}/image.txt`, 'the feature image');
+      const planted = await upload(reader, `content/${host}/planted.txt`, 'the reader');
+      const u = await editor.updateDraft(ws, id, { aspects: { body: { title: 'long feature' }, svcFiles: mapping({ 'image.txt': image }) } });
+      expect(u.status, u.text).to.equal(200);
+      // The draft stays a draft past TMP_TTL_SECONDS.
+      await sweepPastTheTtl();
+      expect(await exists(image), 'mapped by the draft').to.equal(true);
+      expect(await exists(planted), "the reader's, mapped by no draft").to.equal(false);
+      const promoted = await editor.promote(ws, id);
+      expect(promoted.status, promoted.text).to.equal(200);
+      const got = await fetch(`${p.url}/file-delivery-service/alias/${id}/image.txt`, { headers: { 'X-Auth-Token': editor.token! } });
+      expect(got.status).to.equal(200);
+      expect(await got.text()).to.equal('the feature image');
+    });
+
     it('an upload to the host of a deleted content expires; the files it had while it lived stay', async () => {
       const c = await editor.create({ system: { contentType: 'article' }, aspects: { body: { title: 'to delete' } } });
       expect(c.status, c.text).to.equal(201);
