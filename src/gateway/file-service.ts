@@ -363,7 +363,7 @@ const LARGE_READS_AT_ONCE = 2;
  * changes, so its map is read and decoded once, however many requests ask: before, every
  * delivery request, anonymous ones for a public content included, whatever path it named (one
  * the content does not map: 404), read the whole version from Redis and decoded it (the
- * twenty-first session's review: 7.4 MB sent and 35-76 ms of CPU per request for a public
+ * twentieth session's review: 7.4 MB sent and 35-76 ms of CPU per request for a public
  * content of 8.2 MB of aspects; 32 at once stalled the event loop 1.2 s).
  *
  * - Kept in an LRU bounded by bytes (KEPT_MAPS_BYTES); reads of one version under way are shared.

@@ -87,7 +87,7 @@ const isUploaderOrSysadmin = (principal: Principal, file: StoredFile): boolean =
  * while no live content holds the host (generated, future or deleted). Such a file is its
  * uploader's, as a tmp file is (`fileAccess`), and like a tmp file it expires after
  * TMP_TTL_SECONDS unless by then its content has claimed it (`claimedByContent`). Before (the
- * twenty-first session's review, F4), only `tmp/` expired: any signed-in user, a reader included,
+ * twentieth session's review, F4), only `tmp/` expired: any signed-in user, a reader included,
  * kept any number of files of up to MAX_UPLOAD_BYTES for ever under hosts no content holds.
  */
 export async function isUnclaimedUpload(d: Pick<FileAccessDeps, 'store'>, key: FileKey): Promise<boolean> {

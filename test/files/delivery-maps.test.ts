@@ -6,7 +6,7 @@ import { DELIVERY_VARIANT, DeliveryMaps, mappedUri } from '../../src/gateway/fil
 
 /**
  * What file delivery keeps of each version (DeliveryMaps, src/gateway/file-service.ts; the
- * twenty-first session's review, F1): a version is read and decoded once, however many requests
+ * twentieth session's review, F1): a version is read and decoded once, however many requests
  * ask, and not at all once its map is kept; what a path maps is what the whole version decided
  * before. The store here is a fake that counts its reads.
  */

@@ -11,7 +11,7 @@ import { ensureTestS3 } from '../support/s3.js';
  * its own (a version of it maps the file in svcFiles). Files a live content's writers upload to
  * it are the content's, kept as the spec keeps `content` files (permanently).
  *
- * Before (the security review of the twenty-first session, F4), only tmp/ expired: a reader's five
+ * Before (the security review of the twentieth session, F4), only tmp/ expired: a reader's five
  * uploads of 20 MiB to `content/no-such-host-<i>/` answered 201 and stayed after the sweep of
  * 30 days later, as would any number of 256 MiB ones.
  *

@@ -13,7 +13,7 @@ import { Client, startTestPlatform } from '../support/platform.js';
  * stays for all callers together. A kept rendition, or one another request is already making,
  * is no render and takes no slot.
  *
- * Before (the security review of the twenty-first session, F3), only RENDITION_MAX_CONCURRENT
+ * Before (the security review of the twentieth session, F3), only RENDITION_MAX_CONCURRENT
  * bounded renders: one anonymous client asking for new widths of a public image, six at once, held
  * every slot, and an editor's new renditions answered 503 (20 of 20 in 10 s).
  *

@@ -5,7 +5,7 @@ import { partitionOf } from '../../src/adapters/ids.js';
 import { keys, type RedisClient } from '../../src/adapters/redis.js';
 
 /**
- * The twenty-first session's review (F1, high): anonymous file delivery
+ * The twentieth session's review (F1, high): anonymous file delivery
  * (`GET /file-delivery-service/alias/contentid/<cid>/<path>`) read the content's whole version
  * from Redis and decoded it on every request, before it looked at the path: for a public article
  * of 8.2 MB of aspects, a 1-byte range of its one file cost 64-76 ms of CPU and 7.5 MB sent by
@@ -16,7 +16,7 @@ import { keys, type RedisClient } from '../../src/adapters/redis.js';
  *
  * The platform has a Redis of its own, so what Redis sends is what the requests cost.
  */
-describe('security: file delivery reads what a version maps, not the whole version, per request (review 21, F1)', function () {
+describe('security: file delivery reads what a version maps, not the whole version, per request (review of the twentieth session, F1)', function () {
   this.timeout(180_000);
   const ITEMS = 95_000;
   let p: Awaited<ReturnType<typeof startIsolatedPlatform>>;
