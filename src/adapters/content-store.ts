@@ -569,18 +569,6 @@ export class ContentStore {
 
   // ---- workspace drafts ----
 
-  /**
-   * The drafts of a content on every workspace (the file sweep asks what the drafts of a content
-   * that exists only on workspaces map). A drafts hash also holds each draft's summary, in a field
-   * with a `:` (`draftSummaryField`), which no workspace name holds.
-   */
-  async drafts(cid: string): Promise<Draft[]> {
-    const all = await this.redis.hgetallBuffer(keys.drafts(this.partitionOf(cid), cid));
-    return Object.entries(all)
-      .filter(([field]) => !field.includes(':'))
-      .map(([, b]) => unpack<Draft>(b));
-  }
-
   async draft(cid: string, workspace: string): Promise<Draft | null> {
     const buf = await this.redis.hgetBuffer(keys.drafts(this.partitionOf(cid), cid), workspace);
     return buf ? unpack<Draft>(buf) : null;

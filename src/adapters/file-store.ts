@@ -12,9 +12,7 @@
  *   streams, and nothing of it stays behind. A half-written upload is never visible.
  * - Keys never escape their space: `fileKeyOf` is the one gate every key passes.
  * - `tmp` files expire after the TTL: an S3 lifecycle rule on `tmp/` where the server has
- *   lifecycle rules, and `sweepExpired` (run by `startFileSweeper`) on both stores. So do
- *   unclaimed `content` files (`PutOptions.unclaimed`), unless their content claimed them by then:
- *   `sweepExpired` only, since whether a content claimed a file is the content store's to say.
+ *   lifecycle rules, and `sweepExpired` (run by `startTmpSweeper`) on both stores.
  */
 import { finished, Transform, type Readable, type TransformCallback } from 'node:stream';
 import { fileTypeFromBuffer } from 'file-type';
@@ -78,20 +76,7 @@ export interface PutOptions {
    * and access again here: an upload may last hours (request-auth.ts).
    */
   beforeCommit?: () => Promise<void>;
-  /**
-   * The file goes to `content/<host>/` while no live content holds the host (`isUnclaimedUpload`
-   * in src/security/file-access.ts): it expires like a tmp file unless, by the time its TTL is
-   * over, its content has claimed it (`sweepExpired`). The store records it in a marker named by
-   * the object id and holding the stored key (`markerOf`), made durable before the file is.
-   */
-  unclaimed?: boolean;
 }
-
-/**
- * Whether a content has made an unclaimed file its own (`claimedByContent` in
- * src/security/file-access.ts): then the file is kept for good, else it expires.
- */
-export type ClaimCheck = (file: StoredFile) => Promise<boolean>;
 
 /** Inclusive byte range, as in an HTTP `Range: bytes=start-end`; `end` defaults to the last byte. */
 export interface ByteRange {
@@ -130,11 +115,10 @@ export interface FileStore {
   /** Deletes a stored file; false when it was not there. */
   delete(key: FileKey): Promise<boolean>;
   /**
-   * Deletes `tmp` files created more than the TTL before `now`, unclaimed `content` files stored
-   * more than the TTL before `now` that `claimed` does not keep (those it keeps are never asked
-   * about again), and leftovers of uploads that never finished; returns how many files it deleted.
+   * Deletes `tmp` files created more than the TTL before `now`, and leftovers of uploads that
+   * never finished; returns how many tmp files it deleted.
    */
-  sweepExpired(claimed: ClaimCheck, now?: number): Promise<number>;
+  sweepExpired(now?: number): Promise<number>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -392,46 +376,21 @@ export function resolveRange(range: ByteRange | undefined, length: number): { st
 export type FileStoreLog = (msg: string) => void;
 
 /**
- * Runs `store.sweepExpired(claimed)` every `intervalMs` (default: a tenth of the TTL, between one
- * minute and an hour); a failing sweep is logged and tried again next time. `sweep` runs one at
- * a given time (tests).
+ * Runs `store.sweepExpired()` every `intervalMs` (default: a tenth of the TTL, between one
+ * minute and an hour); a failing sweep is logged and tried again next time.
  */
-export function startFileSweeper(
-  store: FileStore,
-  opts: { tmpTtlSeconds: number; claimed: ClaimCheck; intervalMs?: number; log?: FileStoreLog },
-): { stop(): void; sweep(now?: number): Promise<number> } {
+export function startTmpSweeper(store: FileStore, opts: { tmpTtlSeconds: number; intervalMs?: number; log?: FileStoreLog }): { stop(): void } {
   const every = opts.intervalMs ?? Math.min(3600_000, Math.max(60_000, (opts.tmpTtlSeconds * 1000) / 10));
   let running = false;
   const timer = setInterval(() => {
     if (running) return;
     running = true;
     store
-      .sweepExpired(opts.claimed)
-      .then((n) => n > 0 && opts.log?.(`file sweeper deleted ${n} expired file(s)`))
-      .catch((e: unknown) => opts.log?.(`file sweeper failed: ${(e as Error).message}`))
+      .sweepExpired()
+      .then((n) => n > 0 && opts.log?.(`tmp sweeper deleted ${n} expired file(s)`))
+      .catch((e: unknown) => opts.log?.(`tmp sweeper failed: ${(e as Error).message}`))
       .finally(() => (running = false));
   }, every);
   timer.unref();
-  return { stop: () => clearInterval(timer), sweep: (now) => store.sweepExpired(opts.claimed, now) };
-}
-
-/** What the marker of an unclaimed file holds: its stored key. */
-export const markerOf = (key: FileKey): string => JSON.stringify([key.space, key.host, key.path]);
-
-/**
- * Settles an unclaimed file whose TTL is over, by the text of its marker: deleted unless
- * `claimed` keeps it. True when it was deleted. Its marker is the caller's to remove, after: a
- * sweep that stops in between settles the file again next time. A marker naming no file (its
- * uploader deleted it, or the upload failed after its marker was made) settles nothing.
- */
-export async function settleUnclaimed(store: FileStore, marker: string, claimed: ClaimCheck): Promise<boolean> {
-  let key: FileKey;
-  try {
-    const [space, host, path] = JSON.parse(marker) as string[];
-    key = fileKeyOf(space, host, path);
-  } catch {
-    return false;
-  }
-  const file = await store.stat(key);
-  return file !== null && !(await claimed(file)) && (await store.delete(file.key));
+  return { stop: () => clearInterval(timer) };
 }

@@ -7,7 +7,7 @@
 import { LRUCache } from 'lru-cache';
 import type { FileKey, FileStore, StoredFile } from '../adapters/file-store.js';
 import { fileKeyOf, storageKeyOf } from '../adapters/file-store.js';
-import { contextsOf, type Aspect, type Aspects, type Snapshot } from '../content/model.js';
+import { contextsOf, type Aspect, type Snapshot } from '../content/model.js';
 import { AppError } from '../errors.js';
 import { isAllowed, isSysadmin, type Principal, type SecurityConfig } from '../content/permissions.js';
 
@@ -81,80 +81,6 @@ export async function fileAccess(
 
 const isUploaderOrSysadmin = (principal: Principal, file: StoredFile): boolean =>
   isSysadmin(principal) || (file.uploader !== undefined && file.uploader === principal.userId);
-
-/**
- * Whether an upload to `key` is unclaimed (`PutOptions.unclaimed`): a file of `content/<host>/`
- * while no live content holds the host (generated, future or deleted). Such a file is its
- * uploader's, as a tmp file is (`fileAccess`), and like a tmp file it expires after
- * TMP_TTL_SECONDS unless by then its content has claimed it (`claimedByContent`). Before (the
- * twentieth session's review, F4), only `tmp/` expired: any signed-in user, a reader included,
- * kept any number of files of up to MAX_UPLOAD_BYTES for ever under hosts no content holds.
- */
-export async function isUnclaimedUpload(d: Pick<FileAccessDeps, 'store'>, key: FileKey): Promise<boolean> {
-  if (key.space !== 'content') return false;
-  const head = await d.store.head(key.host);
-  return !head || head.deleted;
-}
-
-/**
- * Whether the content of an unclaimed file's host has made the file its own, so the sweep keeps
- * it for good: uploaded once the content existed (as `fileAccess` rules), or mapped in
- * `svcFiles` by one of its versions, the head first, or (while the content exists only on
- * workspaces: new content drafted, not yet promoted) by one of its drafts. Any version, not only
- * the head: delivery by version serves what an earlier version maps, and a restore maps it again
- * (the image a new article was drafted with and replaced the next day). A draft: new content may
- * stay a draft longer than TMP_TTL_SECONDS, and its promote would then find its images gone. Only
- * a writer who may read the file maps it (`readableFileUris`), so a reader cannot make its own
- * uploads last. A content deleted since claims nothing.
- */
-export async function claimedByContent(
-  d: FileAccessDeps & {
-    store: { versionIndex(cid: string): Promise<readonly { key: string }[]>; drafts(cid: string): Promise<readonly { aspects: Aspects }[]> };
-  },
-  file: StoredFile,
-): Promise<boolean> {
-  if (file.key.space !== 'content') return false;
-  const head = await d.store.head(file.key.host);
-  if (!head) return (await draftedFiles(d.store, file.key.host)).has(file.storageKey);
-  if (head.deleted) return false;
-  if (file.creationTime >= head.created || (await mappedFiles(d, head)).has(file.storageKey)) return true;
-  for (const { key } of [...(await d.store.versionIndex(head.cid))].reverse()) {
-    // mappedFiles reads a snapshot's content and head version only: here, the version `key`.
-    if (key !== head.head && (await mappedFiles(d, { ...head, head: key })).has(file.storageKey)) return true;
-  }
-  return false;
-}
-
-/**
- * The storage keys the drafts of a content that exists only on workspaces map, kept a minute per
- * host: the sweep asks for each unclaimed file of the host, and a host's files (any number, by
- * any signed-in user) must not each read its drafts again.
- */
-function draftedFiles(store: { drafts(cid: string): Promise<readonly { aspects: Aspects }[]> }, host: string): Promise<Set<string>> {
-  let kept = draftedByStore.get(store);
-  if (!kept) {
-    kept = new LRUCache({ max: 1000, maxSize: 16 * 2 ** 20, sizeCalculation: (p) => p.size, ttl: 60_000 });
-    draftedByStore.set(store, kept);
-  }
-  const hit = kept.get(host);
-  if (hit) return hit.keys;
-  const keys = store.drafts(host).then((drafts) => {
-    const out = new Set<string>();
-    for (const draft of drafts)
-      for (const r of fileReferencesOf(draft.aspects.svcFiles)) {
-        const k = fileKeyOfUri(r.fileUri);
-        if (k) out.add(storageKeyOf(k));
-      }
-    // Counted at its size once known (an entry read meanwhile counts a little).
-    if (kept.get(host)?.keys === keys) kept.set(host, { keys, size: setChars(out) });
-    return out;
-  });
-  kept.set(host, { keys, size: 64 });
-  keys.catch(() => kept.delete(host));
-  return keys;
-}
-
-const draftedByStore = new WeakMap<object, LRUCache<string, { keys: Promise<Set<string>>; size: number }>>();
 
 /**
  * The heads one check reads, each host once: a write's svcFiles may name many files of one

@@ -19,8 +19,6 @@ import { ensureTestS3 } from '../support/s3.js';
 const MiB = 1024 * 1024;
 const TTL_SECONDS = 3600;
 const LIMIT = 1024 * MiB;
-/** A sweep's claim check where no content claims a file. */
-const nothingClaimed = async (): Promise<boolean> => false;
 /** Recorded with every file (CONTRACT §20: a tmp file is its uploader's). */
 const UPLOADER = 'editor';
 
@@ -217,20 +215,11 @@ for (const kind of ['disk', 's3'] as const) {
       await h?.cleanup();
     });
 
-    async function put(
-      key: FileKey,
-      data: Buffer,
-      opts: { contentType?: string; maxBytes?: number; uploader?: string; unclaimed?: boolean } = {},
-    ): Promise<StoredFile> {
+    async function put(key: FileKey, data: Buffer, opts: { contentType?: string; maxBytes?: number; uploader?: string } = {}): Promise<StoredFile> {
       // Several chunks and no length, as a chunked upload arrives.
       const chunks: Buffer[] = [];
       for (let i = 0; i < data.length; i += 100_000) chunks.push(data.subarray(i, i + 100_000));
-      return store.put(key, Readable.from(chunks), {
-        maxBytes: opts.maxBytes ?? LIMIT,
-        contentType: opts.contentType,
-        uploader: opts.uploader ?? UPLOADER,
-        unclaimed: opts.unclaimed,
-      });
+      return store.put(key, Readable.from(chunks), { maxBytes: opts.maxBytes ?? LIMIT, contentType: opts.contentType, uploader: opts.uploader ?? UPLOADER });
     }
 
     for (const [label, size] of [
@@ -427,44 +416,14 @@ for (const kind of ['disk', 's3'] as const) {
       const sweepHost = `${host}-sweep`;
       const tmp = await put(fileKeyOf('tmp', sweepHost, 'old.txt'), Buffer.from('old'));
       const content = await put(fileKeyOf('content', sweepHost, 'kept.txt'), Buffer.from('kept'));
-      expect(await store.sweepExpired(nothingClaimed, Date.now())).to.equal(0);
+      expect(await store.sweepExpired(Date.now())).to.equal(0);
       expect(await store.stat(tmp.key)).to.not.equal(null);
-      const deleted = await store.sweepExpired(nothingClaimed, Date.now() + TTL_SECONDS * 1000 + 2000);
+      const deleted = await store.sweepExpired(Date.now() + TTL_SECONDS * 1000 + 2000);
       expect(deleted).to.be.at.least(1);
       expect(await store.stat(tmp.key)).to.equal(null);
       expectAppError(await rejection(store.get(tmp.key)), 'NOT_FOUND');
       expect((await readAll((await store.get(content.key)).stream)).toString()).to.equal('kept');
       expect(await h.leftovers('tmp', sweepHost)).to.deep.equal([]);
-    });
-
-    it('an unclaimed content file (uploaded to a host no live content holds) expires like a tmp file, unless claimed by then; once claimed it is kept for good', async () => {
-      const sweepHost = `${host}-unclaimed`;
-      const dropped = await put(fileKeyOf('content', sweepHost, 'dropped.txt'), Buffer.from('dropped'), { unclaimed: true });
-      const claimed = await put(fileKeyOf('content', sweepHost, 'claimed.txt'), Buffer.from('claimed'), { unclaimed: true });
-      const owned = await put(fileKeyOf('content', sweepHost, 'owned.txt'), Buffer.from('owned'));
-      const asked: string[] = [];
-      const isClaimed = async (f: StoredFile) => {
-        asked.push(f.storageKey);
-        return f.storageKey === claimed.storageKey;
-      };
-      expect(await store.sweepExpired(isClaimed, Date.now())).to.equal(0);
-      expect(asked, 'none is past its TTL: none is asked about').to.deep.equal([]);
-      const later = Date.now() + TTL_SECONDS * 1000 + 2000;
-      expect(await store.sweepExpired(isClaimed, later)).to.be.at.least(1);
-      expect(asked.sort()).to.deep.equal([claimed.storageKey, dropped.storageKey].sort());
-      expect(await store.stat(dropped.key)).to.equal(null);
-      expect((await readAll((await store.get(claimed.key)).stream)).toString()).to.equal('claimed');
-      expect((await readAll((await store.get(owned.key)).stream)).toString()).to.equal('owned');
-      asked.length = 0;
-      await store.sweepExpired(isClaimed, later + 10 * TTL_SECONDS * 1000);
-      expect(asked, 'claimed once: never asked again').to.deep.equal([]);
-      expect(await store.stat(claimed.key)).to.not.equal(null);
-      // An unclaimed file its uploader deleted before its TTL leaves nothing to sweep.
-      const deleted = await put(fileKeyOf('content', sweepHost, 'deleted.txt'), Buffer.from('deleted'), { unclaimed: true });
-      expect(await store.delete(deleted.key)).to.equal(true);
-      await store.sweepExpired(isClaimed, Date.now() + TTL_SECONDS * 1000 + 2000);
-      expect(asked).to.deep.equal([]);
-      expect((await h.leftovers('content', sweepHost)).length, 'claimed and owned').to.equal(kind === 'disk' ? 4 : 2);
     });
 
     if (kind === 's3') {

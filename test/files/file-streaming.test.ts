@@ -24,8 +24,6 @@ import { until } from '../support/wait.js';
 
 const GiB = 1024 ** 3;
 const MiB = 1024 ** 2;
-/** A sweep's claim check where no content claims a file. */
-const nothingClaimed = async (): Promise<boolean> => false;
 
 interface Web {
   child: ChildProcess;
@@ -214,7 +212,7 @@ describe('file service in its own process: 1 GiB streamed, and a kill mid-upload
     // nothing visible: no file outside the upload area
     expect(filesUnder(dir).filter((f) => !f.startsWith(`${incoming}/`))).to.deep.equal([]);
     const store = new DiskFileStore({ dir, tmpTtlSeconds: 3600 });
-    await store.sweepExpired(nothingClaimed, Date.now() + 7 * 3600_000);
+    await store.sweepExpired(Date.now() + 7 * 3600_000);
     expect(filesUnder(dir)).to.deep.equal([]);
   });
 
@@ -234,7 +232,7 @@ describe('file service in its own process: 1 GiB streamed, and a kill mid-upload
     for await (const o of client.listObjectsV2(bucket, '', true) as AsyncIterable<Minio.BucketItem>) objects.push(o.name!);
     expect(objects).to.deep.equal([]);
     const store = new S3FileStore({ ...s3, bucket, tmpTtlSeconds: 3600 });
-    await store.sweepExpired(nothingClaimed, Date.now() + 25 * 3600_000);
+    await store.sweepExpired(Date.now() + 25 * 3600_000);
     expect(await incomplete()).to.equal(0);
   });
 });
