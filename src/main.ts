@@ -9,7 +9,7 @@ import { IndexingRules } from './actors/indexing.js';
 import { Indexer } from './actors/indexer.js';
 import { ReindexSessions, Reindexer } from './actors/reindex-session.js';
 import { ensureLocalRedis } from './dev/redis-server.js';
-import { startFileSweeper, type FileStore, type FileStoreLog } from './adapters/file-store.js';
+import { startTmpSweeper, type FileStore, type FileStoreLog } from './adapters/file-store.js';
 import { javaAndMavenAvailable, startSolr } from './dev/solr-server.js';
 import { ContentActor, type ContentCommand } from './actors/content/content-actor.js';
 import { Mailbox } from './actors/mailbox.js';
@@ -61,8 +61,6 @@ export interface Platform {
   /** The webhook deliveries (webhooks role). */
   webhooks?: WebhookDispatcher;
   files?: FileStore;
-  /** Expires tmp and unclaimed files of `files` (web role). */
-  fileSweeper?: { sweep(now?: number): Promise<number> };
   /** The version archive's mover (archiver role). */
   archiver?: Archiver;
   stop(): Promise<void>;
@@ -132,13 +130,9 @@ export async function startPlatform(
     const metrics = new Metrics(redis, settings.PARTITIONS, () => mailbox.inFlight);
     const reindex = engine ? new ReindexSessions(redis, store, settings) : null;
     const files = await fileStore(settings, log.child({ role: 'web' }));
-    const sweeper = startFileSweeper(files, {
-      tmpTtlSeconds: settings.TMP_TTL_SECONDS,
-      log: (m) => log.info({ role: 'web' }, m),
-    });
-    stops.push(['file sweeper', async () => sweeper.stop()]);
+    const sweeper = startTmpSweeper(files, { tmpTtlSeconds: settings.TMP_TTL_SECONDS, log: (m) => log.info({ role: 'web' }, m) });
+    stops.push(['tmp sweeper', async () => sweeper.stop()]);
     platform.files = files;
-    platform.fileSweeper = sweeper;
     const gateway = new Gateway({
       settings,
       redis,

@@ -5,17 +5,13 @@
  *   <space>/<host>/<objectId>.data   the bytes
  *   <space>/<host>/<objectId>.json   the sidecar: what `stat` answers (the uploader too); its presence is the commit
  *   .incoming/                       uploads in progress (same filesystem, so rename is atomic)
- *   .unclaimed/<objectId>            the marker of an unclaimed content file (`PutOptions.unclaimed`):
- *                                    its stored key; its mtime starts the file's TTL
  *
  * The requested path lives in the sidecar only, so no path segment ever becomes a file name:
  * the host is the one user-given name on disk, and `fileKeyOf` has refused every host that is
  * not a plain directory name. A put writes the data to .incoming, fsyncs, renames it into
  * place, then writes the sidecar the same way: a reader sees the whole file or nothing. Delete
  * removes the sidecar first. Data without a sidecar (a crash between the two renames) is
- * invisible, and the sweeper removes it. An unclaimed file's marker is made durable before its
- * data is placed: a crash leaves a marker without a file (the sweep drops it), never a file
- * that would not expire.
+ * invisible, and the sweeper removes it.
  */
 import { mkdir, open, readdir, readFile, rename, rm, stat, unlink } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
@@ -25,10 +21,8 @@ import { AppError } from '../errors.js';
 import {
   checkKey,
   checkPutOptions,
-  markerOf,
   newObjectId,
   resolveRange,
-  settleUnclaimed,
   sniffMimeType,
   splitStoredKey,
   storedFile,
@@ -61,8 +55,6 @@ interface Sidecar {
 }
 
 const INCOMING = '.incoming';
-/** Markers of unclaimed content files; like `.incoming`, no file key reaches it. */
-const UNCLAIMED = '.unclaimed';
 /** Leftovers of unfinished uploads older than this are removed by the sweeper. */
 const STALE_UPLOAD_MS = 6 * 3600_000;
 
@@ -94,14 +86,12 @@ export class DiskFileStore implements FileStore {
   readonly kind = 'disk' as const;
   readonly dir: string;
   private readonly incoming: string;
-  private readonly unclaimed: string;
   private readonly ttlMs: number;
   private readonly log: FileStoreLog;
 
   constructor(opts: DiskFileStoreOptions) {
     this.dir = resolve(opts.dir);
     this.incoming = join(this.dir, INCOMING);
-    this.unclaimed = join(this.dir, UNCLAIMED);
     this.ttlMs = opts.tmpTtlSeconds * 1000;
     this.log = opts.log ?? (() => undefined);
   }
@@ -131,16 +121,13 @@ export class DiskFileStore implements FileStore {
     const creationTime = Date.now();
     const tmpData = join(this.incoming, `${objectId}.data`);
     const tmpMeta = join(this.incoming, `${objectId}.json`);
-    const tmpMarker = join(this.incoming, `${objectId}.unclaimed`);
     const dir = this.hostDir(key);
     const data = join(dir, `${objectId}.data`);
     const meta = join(dir, `${objectId}.json`);
-    const marker = join(this.unclaimed, objectId);
     // Opened before the body flows into the meter: a write stream that opens its own file could
     // create it after an early refusal's rm below (a 413 on the first chunk left .incoming files).
     const out = await open(tmpData, 'wx', 0o644);
     const { meter, detach } = meterBody(body, opts);
-    let marked = false;
     let placed = false;
     try {
       // `flush`: fsync before close, so the rename below never publishes unwritten data.
@@ -154,12 +141,6 @@ export class DiskFileStore implements FileStore {
         originalPath: key.path,
         uploader: opts.uploader,
       });
-      if (opts.unclaimed) {
-        await mkdir(this.unclaimed, { recursive: true });
-        await writeFileAtomic(tmpMarker, marker, markerOf(stored));
-        marked = true;
-        await syncDir(this.unclaimed);
-      }
       await mkdir(dir, { recursive: true });
       await rename(tmpData, data);
       placed = true;
@@ -175,7 +156,7 @@ export class DiskFileStore implements FileStore {
       await syncDir(dir);
       return info;
     } catch (e) {
-      await Promise.all([tmpData, tmpMeta, tmpMarker, ...(placed ? [data] : []), ...(marked ? [marker] : [])].map((f) => rm(f, { force: true })));
+      await Promise.all([tmpData, tmpMeta, ...(placed ? [data] : [])].map((f) => rm(f, { force: true })));
       throw e;
     }
   }
@@ -239,11 +220,6 @@ export class DiskFileStore implements FileStore {
     return true;
   }
 
-  async claim(key: FileKey): Promise<void> {
-    const stored = key.space === 'content' ? splitStoredKey(key) : null;
-    if (stored) await rm(join(this.unclaimed, stored.objectId), { force: true });
-  }
-
   async sweepExpired(now = Date.now()): Promise<number> {
     let deleted = 0;
     for (const space of ['tmp', 'content'] as const) {
@@ -273,18 +249,7 @@ export class DiskFileStore implements FileStore {
       const st = await stat(join(this.incoming, name)).catch(() => null);
       if (st && st.mtimeMs + STALE_UPLOAD_MS <= now) await rm(join(this.incoming, name), { force: true });
     }
-    // Unclaimed content files whose TTL is over: no write claimed them (a claim removes the
-    // marker). A marker that cannot be read now is kept for the next sweep.
-    for (const objectId of await readdir(this.unclaimed).catch(() => [] as string[])) {
-      const marker = join(this.unclaimed, objectId);
-      const st = await stat(marker).catch(() => null);
-      if (!st || st.mtimeMs + this.ttlMs > now) continue;
-      const text = await readFile(marker, 'utf8').catch(() => null);
-      if (text === null) continue;
-      if (await settleUnclaimed(this, text)) deleted++;
-      await rm(marker, { force: true });
-    }
-    if (deleted) this.log(`deleted ${deleted} expired file(s) under ${this.dir}`);
+    if (deleted) this.log(`deleted ${deleted} expired tmp file(s) under ${this.dir}`);
     return deleted;
   }
 }

@@ -4,11 +4,7 @@
  * Object name: `<space>/<host>/<objectId>/<requested path>` (the storage key). The metadata
  * travels with the object: Content-Type is the sniffed type, `x-amz-meta-original-path`
  * (percent-encoded, headers are ASCII) the requested path, `x-amz-meta-creation-time` the
- * upload's start, `x-amz-meta-uploader` (percent-encoded) the user who uploaded it. An unclaimed
- * content file (`PutOptions.unclaimed`) has a marker `unclaimed/<objectId>` holding its stored key,
- * put before the file is (a failure after it leaves a marker without a file, which the sweep
- * drops; never a file that would not expire); the marker's LastModified starts the file's TTL.
- * A claim (a write that maps the file) removes the marker; only the sweep expires such a file.
+ * upload's start, `x-amz-meta-uploader` (percent-encoded) the user who uploaded it.
  *
  * Uploads do their own multipart upload instead of minio's `putObject`, for three reasons
  * measured with minio 8.0.7: for a stream of unknown size `putObject` picks a part size of
@@ -28,11 +24,9 @@ import { AppError } from '../errors.js';
 import {
   checkKey,
   checkPutOptions,
-  markerOf,
   meterBody,
   newObjectId,
   resolveRange,
-  settleUnclaimed,
   sniffMimeType,
   SNIFF_BYTES,
   splitStoredKey,
@@ -71,8 +65,6 @@ const STALE_UPLOAD_MS = 24 * 3600_000;
 const META_ORIGINAL_PATH = 'original-path';
 const META_CREATION_TIME = 'creation-time';
 const META_UPLOADER = 'uploader';
-/** Markers of unclaimed content files; outside `tmp/` and `content/`, so no file key reaches them. */
-const UNCLAIMED = 'unclaimed/';
 
 const isNotFound = (e: unknown): boolean => {
   const code = (e as { code?: string }).code;
@@ -226,10 +218,6 @@ export class S3FileStore implements FileStore {
       }).finally(detach);
       // Parts sent so far are not an object yet: a refusal here aborts them below.
       await opts.beforeCommit?.();
-      if (opts.unclaimed) {
-        const marker = markerOf(stored);
-        await this.client.putObject(this.bucket, UNCLAIMED + objectId, marker, Buffer.byteLength(marker));
-      }
 
       if (uploadId === undefined) {
         // Shorter than one part: one PUT with its length.
@@ -325,31 +313,17 @@ export class S3FileStore implements FileStore {
 
   /**
    * Deletes `tmp/` objects older than the TTL (the lifecycle rule, where the server has one,
-   * does the same a day-granular while later), aborts multipart uploads that were started more
-   * than a day ago and never finished, and settles the unclaimed content files whose marker is
-   * older than the TTL (`settleUnclaimed`).
+   * does the same a day-granular while later) and aborts multipart uploads that were started
+   * more than a day ago and never finished.
    */
-  async claim(key: FileKey): Promise<void> {
-    const stored = key.space === 'content' ? splitStoredKey(key) : null;
-    if (!stored) return;
-    try {
-      await this.client.removeObject(this.bucket, UNCLAIMED + stored.objectId);
-    } catch (e) {
-      if (!isNotFound(e)) throw unavailable(e);
-    }
-  }
-
   async sweepExpired(now = Date.now()): Promise<number> {
     let deleted = 0;
     try {
-      const expired = async (prefix: string): Promise<string[]> => {
-        const names: string[] = [];
-        for await (const o of this.client.listObjectsV2(this.bucket, prefix, true) as AsyncIterable<Minio.BucketItem>) {
-          if (o.name && o.lastModified && o.lastModified.getTime() + this.ttlMs <= now) names.push(o.name);
-        }
-        return names;
-      };
-      for (const name of await expired('tmp/')) {
+      const expired: string[] = [];
+      for await (const o of this.client.listObjectsV2(this.bucket, 'tmp/', true) as AsyncIterable<Minio.BucketItem>) {
+        if (o.name && o.lastModified && o.lastModified.getTime() + this.ttlMs <= now) expired.push(o.name);
+      }
+      for (const name of expired) {
         await this.client.removeObject(this.bucket, name);
         deleted++;
       }
@@ -370,17 +344,10 @@ export class S3FileStore implements FileStore {
           uploadIdMarker = page.nextUploadIdMarker;
         }
       }
-      // Unclaimed content files whose TTL is over: no write claimed them (a claim removes the marker).
-      for (const name of await expired(UNCLAIMED)) {
-        const chunks: Buffer[] = [];
-        for await (const c of await this.client.getObject(this.bucket, name)) chunks.push(c as Buffer);
-        if (await settleUnclaimed(this, Buffer.concat(chunks).toString('utf8'))) deleted++;
-        await this.client.removeObject(this.bucket, name);
-      }
     } catch (e) {
       throw unavailable(e);
     }
-    if (deleted) this.log(`deleted ${deleted} expired object(s) from bucket ${this.bucket}`);
+    if (deleted) this.log(`deleted ${deleted} expired tmp object(s) from bucket ${this.bucket}`);
     return deleted;
   }
 }

@@ -12,9 +12,7 @@
  *   streams, and nothing of it stays behind. A half-written upload is never visible.
  * - Keys never escape their space: `fileKeyOf` is the one gate every key passes.
  * - `tmp` files expire after the TTL: an S3 lifecycle rule on `tmp/` where the server has
- *   lifecycle rules, and `sweepExpired` (run by `startFileSweeper`) on both stores. So do
- *   unclaimed `content` files (`PutOptions.unclaimed`), unless a write claimed them by then
- *   (`claim`): `sweepExpired` only, by their markers.
+ *   lifecycle rules, and `sweepExpired` (run by `startTmpSweeper`) on both stores.
  */
 import { finished, Transform, type Readable, type TransformCallback } from 'node:stream';
 import { fileTypeFromBuffer } from 'file-type';
@@ -78,14 +76,6 @@ export interface PutOptions {
    * and access again here: an upload may last hours (request-auth.ts).
    */
   beforeCommit?: () => Promise<void>;
-  /**
-   * The file goes to `content/<host>/` while no live content holds the host (`isUnclaimedUpload`
-   * in src/security/file-access.ts): it expires like a tmp file unless, by the time its TTL is
-   * over, a write has claimed it (`claim`: a content or draft write that maps it). The store
-   * records it in a marker named by the object id and holding the stored key (`markerOf`), made
-   * durable before the file is; a claim removes the marker.
-   */
-  unclaimed?: boolean;
 }
 
 /** Inclusive byte range, as in an HTTP `Range: bytes=start-end`; `end` defaults to the last byte. */
@@ -125,17 +115,10 @@ export interface FileStore {
   /** Deletes a stored file; false when it was not there. */
   delete(key: FileKey): Promise<boolean>;
   /**
-   * Deletes `tmp` files created more than the TTL before `now`, unclaimed `content` files whose
-   * marker is older than the TTL (no write claimed them), and leftovers of uploads that never
-   * finished; returns how many files it deleted.
+   * Deletes `tmp` files created more than the TTL before `now`, and leftovers of uploads that
+   * never finished; returns how many tmp files it deleted.
    */
   sweepExpired(now?: number): Promise<number>;
-  /**
-   * Makes an unclaimed `content` file (`PutOptions.unclaimed`) the content's for good: its marker
-   * removed, so the sweep leaves it. Nothing for any other file. Called for every file a content
-   * or draft write maps (`claimMappedFiles` in src/security/file-access.ts), before the write.
-   */
-  claim(key: FileKey): Promise<void>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -393,14 +376,10 @@ export function resolveRange(range: ByteRange | undefined, length: number): { st
 export type FileStoreLog = (msg: string) => void;
 
 /**
- * Runs `store.sweepExpired()` every `intervalMs` (default: a tenth of the TTL, between one minute
- * and an hour); a failing sweep is logged and tried again next time. `sweep` runs one at a given
- * time (tests).
+ * Runs `store.sweepExpired()` every `intervalMs` (default: a tenth of the TTL, between one
+ * minute and an hour); a failing sweep is logged and tried again next time.
  */
-export function startFileSweeper(
-  store: FileStore,
-  opts: { tmpTtlSeconds: number; intervalMs?: number; log?: FileStoreLog },
-): { stop(): void; sweep(now?: number): Promise<number> } {
+export function startTmpSweeper(store: FileStore, opts: { tmpTtlSeconds: number; intervalMs?: number; log?: FileStoreLog }): { stop(): void } {
   const every = opts.intervalMs ?? Math.min(3600_000, Math.max(60_000, (opts.tmpTtlSeconds * 1000) / 10));
   let running = false;
   const timer = setInterval(() => {
@@ -408,30 +387,10 @@ export function startFileSweeper(
     running = true;
     store
       .sweepExpired()
-      .then((n) => n > 0 && opts.log?.(`file sweeper deleted ${n} expired file(s)`))
-      .catch((e: unknown) => opts.log?.(`file sweeper failed: ${(e as Error).message}`))
+      .then((n) => n > 0 && opts.log?.(`tmp sweeper deleted ${n} expired file(s)`))
+      .catch((e: unknown) => opts.log?.(`tmp sweeper failed: ${(e as Error).message}`))
       .finally(() => (running = false));
   }, every);
   timer.unref();
-  return { stop: () => clearInterval(timer), sweep: (now) => store.sweepExpired(now) };
-}
-
-/** What the marker of an unclaimed file holds: its stored key. */
-export const markerOf = (key: FileKey): string => JSON.stringify([key.space, key.host, key.path]);
-
-/**
- * Deletes an unclaimed file whose TTL is over, by the text of its marker (no write claimed it:
- * a claim removes the marker). True when it was deleted. Its marker is the caller's to remove,
- * after: a sweep that stops in between deletes the file next time. A marker naming no file (its
- * uploader deleted it, or the upload failed after its marker was made) deletes nothing.
- */
-export async function settleUnclaimed(store: FileStore, marker: string): Promise<boolean> {
-  let key: FileKey;
-  try {
-    const [space, host, path] = JSON.parse(marker) as string[];
-    key = fileKeyOf(space, host, path);
-  } catch {
-    return false;
-  }
-  return store.delete(key);
+  return { stop: () => clearInterval(timer) };
 }

@@ -8,8 +8,7 @@ import type { FileStore } from './file-store.js';
  * (`audit`: the audit trail's segments, `archive`: archived versions). They are outside the file
  * service's spaces: on disk under `<FILES_DIR>/.system/<area>/`, in S3 under `system/<area>/`,
  * while every key the file and delivery services can form passes `fileKeyOf`, whose space is
- * `tmp` or `content` only; the file sweeper touches `tmp/` and unclaimed `content/` files only,
- * the S3 lifecycle rule `tmp/` only. So no
+ * `tmp` or `content` only; the tmp sweeper and the S3 lifecycle rule touch `tmp/` only. So no
  * file-service caller can read, list or delete them, whatever the path. An object is written
  * whole (disk: a temporary file fsynced and renamed; S3: one PUT). Names may contain `/`.
  */

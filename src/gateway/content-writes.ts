@@ -5,7 +5,7 @@ import { IF_MATCH_FORM, type Aspect, type Draft, type Snapshot, type VersionReco
 import type { Principal } from '../content/permissions.js';
 import type { UpdateMode } from '../content/update-modes.js';
 import { AppError } from '../errors.js';
-import { claimMappedFiles, readableFileUris } from '../security/file-access.js';
+import { readableFileUris } from '../security/file-access.js';
 import type { ContentServiceDeps } from './content-deps.js';
 import { contentEnvelope, draftEnvelope, type Status } from './envelope.js';
 import { IF_MATCH_SOURCE, checkAlias, checkIfMatchSyntax, parseEnvelope, requiredIfMatch } from './schemas.js';
@@ -154,11 +154,8 @@ export class ContentWrites {
    * every path writing svcFiles (create, update, draft create and update, promote) is covered,
    * and a draft that changes between this look and the write cannot slip a URI through.
    */
-  async readableFiles(user: Principal, aspect: Aspect | null | undefined): Promise<string[]> {
-    const uris = await readableFileUris(this.d, user, aspect);
-    // What the write maps is claimed before it is sent: an unclaimed upload it maps stays for good.
-    await claimMappedFiles(this.d.files, uris);
-    return uris;
+  readableFiles(user: Principal, aspect: Aspect | null | undefined): Promise<string[]> {
+    return readableFileUris(this.d, user, aspect);
   }
 
   /**

@@ -9,7 +9,7 @@ import { parseVersionId, type Aspect, type Snapshot, type VersionRecord } from '
 import { focalOfContent, MIME_OF_FORMAT, type NamedRenditions, resolveFormat } from '../content/renditions.js';
 import type { Variants } from '../content/variants.js';
 import { AppError } from '../errors.js';
-import { fileAccess, fileKeyOfUri, fileReferencesOf, isUnclaimedUpload, type FileAction } from '../security/file-access.js';
+import { fileAccess, fileKeyOfUri, fileReferencesOf, type FileAction } from '../security/file-access.js';
 import { permissionDenied, type Principal, type SecurityConfig } from '../content/permissions.js';
 import type { TokenService } from '../security/token-service.js';
 import type { Exchange } from './http.js';
@@ -168,7 +168,6 @@ export class FileService {
       contentType: x.header('content-type'),
       declaredLength,
       uploader: user.userId,
-      unclaimed: await isUnclaimedUpload(this.d, key),
       // An upload may last hours: the caller as they are once it is complete (request-auth.ts),
       // and what they may do now (the content may have moved to another context meanwhile),
       // decide whether it is kept; a refusal answers as at the start, and nothing is kept.

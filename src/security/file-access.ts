@@ -83,57 +83,6 @@ const isUploaderOrSysadmin = (principal: Principal, file: StoredFile): boolean =
   isSysadmin(principal) || (file.uploader !== undefined && file.uploader === principal.userId);
 
 /**
- * Whether an upload to `key` is unclaimed (`PutOptions.unclaimed`): a file of `content/<host>/`
- * while no live content holds the host (generated, future or deleted). Such a file is its
- * uploader's, as a tmp file is (`fileAccess`), and like a tmp file it expires after
- * TMP_TTL_SECONDS unless by then a write has mapped it (`claimMappedFiles`). Before (the
- * twentieth session's review, F4), only `tmp/` expired: any signed-in user, a reader included,
- * kept any number of files of up to MAX_UPLOAD_BYTES for ever under hosts no content holds.
- */
-export async function isUnclaimedUpload(d: Pick<FileAccessDeps, 'store'>, key: FileKey): Promise<boolean> {
-  if (key.space !== 'content') return false;
-  const head = await d.store.head(key.host);
-  return !head || head.deleted;
-}
-
-/**
- * Claims the files a content or draft write maps (`readableFiles`: the URIs of its `svcFiles`
- * that the writer may read), so that an unclaimed one (`isUnclaimedUpload`) is kept for good:
- * its store drops its marker (`FileStore.claim`). Done before the write is sent, whatever comes
- * of it: only a writer who may read such a file maps it (its uploader, or sysadmin), and one who
- * may write can keep files anyway by a write that succeeds. A claim is made when the file is
- * mapped, by whatever content maps it: a sweep that asked, at the end of the TTL, whether the
- * file's host had made the file its own (the twentieth session, taken back by its own review)
- * lost files other contents map (a file of another host, of `content/<user>/`, of a host
- * deleted since), files a draft over live content maps, and an image whose draft was promoted
- * between two of its reads, and read the host's whole history for each planted file. Each file
- * is claimed once per process (CLAIMED_KEPT remembered): a write that maps a file again costs
- * nothing (on S3, a claim is a DELETE of its marker).
- */
-export async function claimMappedFiles(files: FileStore, uris: readonly string[]): Promise<void> {
-  let claimed = claimedByStore.get(files);
-  if (!claimed) {
-    claimed = new LRUCache({ max: CLAIMED_KEPT });
-    claimedByStore.set(files, claimed);
-  }
-  const keys = uris.map(fileKeyOfUri).filter((k): k is FileKey => k !== null && k.space === 'content' && !claimed.has(storageKeyOf(k)));
-  for (let i = 0; i < keys.length; i += CLAIMS_AT_ONCE) {
-    await Promise.all(
-      keys.slice(i, i + CLAIMS_AT_ONCE).map(async (k) => {
-        await files.claim(k);
-        claimed.set(storageKeyOf(k), true);
-      }),
-    );
-  }
-}
-
-/** Files a process remembers it claimed (`claimMappedFiles`). */
-const CLAIMED_KEPT = 100_000;
-/** Claims made at once for one write. */
-const CLAIMS_AT_ONCE = 16;
-const claimedByStore = new WeakMap<object, LRUCache<string, true>>();
-
-/**
  * The heads one check reads, each host once: a write's svcFiles may name many files of one
  * content (and each file in two spellings).
  */

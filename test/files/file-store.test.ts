@@ -215,20 +215,11 @@ for (const kind of ['disk', 's3'] as const) {
       await h?.cleanup();
     });
 
-    async function put(
-      key: FileKey,
-      data: Buffer,
-      opts: { contentType?: string; maxBytes?: number; uploader?: string; unclaimed?: boolean } = {},
-    ): Promise<StoredFile> {
+    async function put(key: FileKey, data: Buffer, opts: { contentType?: string; maxBytes?: number; uploader?: string } = {}): Promise<StoredFile> {
       // Several chunks and no length, as a chunked upload arrives.
       const chunks: Buffer[] = [];
       for (let i = 0; i < data.length; i += 100_000) chunks.push(data.subarray(i, i + 100_000));
-      return store.put(key, Readable.from(chunks), {
-        maxBytes: opts.maxBytes ?? LIMIT,
-        contentType: opts.contentType,
-        uploader: opts.uploader ?? UPLOADER,
-        unclaimed: opts.unclaimed,
-      });
+      return store.put(key, Readable.from(chunks), { maxBytes: opts.maxBytes ?? LIMIT, contentType: opts.contentType, uploader: opts.uploader ?? UPLOADER });
     }
 
     for (const [label, size] of [
@@ -433,31 +424,6 @@ for (const kind of ['disk', 's3'] as const) {
       expectAppError(await rejection(store.get(tmp.key)), 'NOT_FOUND');
       expect((await readAll((await store.get(content.key)).stream)).toString()).to.equal('kept');
       expect(await h.leftovers('tmp', sweepHost)).to.deep.equal([]);
-    });
-
-    it('an unclaimed content file (uploaded to a host no live content holds) expires like a tmp file unless claimed by then; a claimed one is kept for good', async () => {
-      const sweepHost = `${host}-unclaimed`;
-      const dropped = await put(fileKeyOf('content', sweepHost, 'dropped.txt'), Buffer.from('dropped'), { unclaimed: true });
-      const claimed = await put(fileKeyOf('content', sweepHost, 'claimed.txt'), Buffer.from('claimed'), { unclaimed: true });
-      const owned = await put(fileKeyOf('content', sweepHost, 'owned.txt'), Buffer.from('owned'));
-      expect(await store.sweepExpired(Date.now())).to.equal(0);
-      expect(await store.stat(dropped.key), 'kept until its TTL').to.not.equal(null);
-      await store.claim(claimed.key);
-      // a claim of a file that needs none (owned), of a tmp file, twice: nothing happens
-      await store.claim(owned.key);
-      await store.claim(claimed.key);
-      const later = Date.now() + TTL_SECONDS * 1000 + 2000;
-      expect(await store.sweepExpired(later)).to.be.at.least(1);
-      expect(await store.stat(dropped.key)).to.equal(null);
-      expect((await readAll((await store.get(claimed.key)).stream)).toString()).to.equal('claimed');
-      expect((await readAll((await store.get(owned.key)).stream)).toString()).to.equal('owned');
-      await store.sweepExpired(later + 10 * TTL_SECONDS * 1000);
-      expect(await store.stat(claimed.key)).to.not.equal(null);
-      // An unclaimed file its uploader deleted before its TTL leaves nothing to sweep.
-      const deleted = await put(fileKeyOf('content', sweepHost, 'deleted.txt'), Buffer.from('deleted'), { unclaimed: true });
-      expect(await store.delete(deleted.key)).to.equal(true);
-      expect(await store.sweepExpired(Date.now() + TTL_SECONDS * 1000 + 2000)).to.equal(0);
-      expect((await h.leftovers('content', sweepHost)).length, 'claimed and owned').to.equal(kind === 'disk' ? 4 : 2);
     });
 
     if (kind === 's3') {

@@ -9,9 +9,8 @@ import { until } from '../support/wait.js';
 
 /**
  * Files in time, on the running platform: delivery honours the public view's `offTime`
- * (spec svcTimeState, through the platform's injectable clock), and `tmp` files, and files of
- * hosts no content holds, expire after TMP_TTL_SECONDS by the sweeper of a web process (README
- * "Files"), on disk and on S3.
+ * (spec svcTimeState, through the platform's injectable clock), and `tmp` files expire after
+ * TMP_TTL_SECONDS by the sweeper of a web process (README "Files"), on disk and on S3.
  */
 
 type P = Awaited<ReturnType<typeof startTestPlatform>>;
@@ -77,14 +76,13 @@ describe('file delivery and offTime (spec svcTimeState, CONTRACT §8)', function
 const TTL_S = 60; // the least TMP_TTL_SECONDS takes (config/settings.ts)
 
 /**
- * Uploads a tmp file, a file of a content and one of a host no content holds (unclaimed) through
- * one web process, then starts a second one on the same store: its first sweep (one minute after
- * its start, the least interval) finds the tmp and the unclaimed file past their TTL. Waits for
- * them to be gone with a deadline; the content's file stays.
+ * Uploads a tmp and a content file through one web process, then starts a second one on the
+ * same store: its first sweep (one minute after its start, the least interval) finds the tmp
+ * file past its TTL. Waits for the file to be gone with a deadline; the content file stays.
  */
 async function expires(store: Record<string, string>): Promise<void> {
   const env = { ...store, TMP_TTL_SECONDS: String(TTL_S) };
-  const first = await startTestPlatform(env, ['web', 'actors']);
+  const first = await startTestPlatform(env, ['web']);
   let second: P | undefined;
   try {
     const editor = await new Client(first.base).login('editor');
@@ -93,17 +91,14 @@ async function expires(store: Record<string, string>): Promise<void> {
       expect(r.status, r.text).to.equal(201);
       return r.headers.get('location')!.slice(first.url.length);
     };
-    const c = await editor.create({ system: { contentType: 'article' }, aspects: { body: { title: 'keeps its files' } } });
-    expect(c.status, c.text).to.equal(201);
     const tmp = await upload('tmp/editor/draft.txt');
-    const kept = await upload(`content/${c.json.system.id.split('/')[1]}/kept.txt`);
-    const unclaimed = await upload(`content/expiry${Date.now()}/unclaimed.txt`);
+    const kept = await upload(`content/expiry${Date.now()}/kept.txt`);
     second = await startTestPlatform(env, ['web']);
     const status = async (path: string) => (await editor.req('GET', `${second!.url}${path}`)).status;
     expect(await status(tmp), 'the tmp file, through the second process').to.equal(200);
-    await until(async () => (await status(tmp)) === 404 && (await status(unclaimed)) === 404, 200_000, 'the tmp and the unclaimed file to expire');
+    await until(async () => (await status(tmp)) === 404, 200_000, 'the tmp file to expire');
     expect((await editor.req('GET', `${first.url}${tmp}`)).status, 'gone from the store, for the first process too').to.equal(404);
-    expect(await status(kept), "a content's file does not expire").to.equal(200);
+    expect(await status(kept), 'a content file does not expire').to.equal(200);
   } finally {
     await second?.stop();
     await first.stop();
@@ -137,10 +132,10 @@ before(() => {
   expiry.catch(() => undefined); // reported by the test, not as an unhandled rejection
 });
 
-describe(`tmp and unclaimed files expire on the running platform (TMP_TTL_SECONDS=${TTL_S})`, function () {
+describe(`tmp files expire on the running platform (TMP_TTL_SECONDS=${TTL_S})`, function () {
   this.timeout(240_000);
 
-  it("a tmp file, and a file of a host no content holds, disappear by themselves after the TTL, on disk and on S3; a content's files stay", async () => {
+  it('a tmp file disappears by itself after the TTL, on disk and on S3; content files stay', async () => {
     // Started with the run (the root hook above): by now most of its minute has passed.
     await expiry;
   });
