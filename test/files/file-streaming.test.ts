@@ -166,7 +166,7 @@ describe('file service in its own process: 1 GiB streamed, and a kill mid-upload
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('streams a 1 GiB upload and download with the same sha256, and RSS stays under 200 MB', async () => {
+  it('streams a 1 GiB upload and download with the same sha256, and RSS grows by under 100 MB', async () => {
     web = await startWeb({ FILES_DIR: dir, MAX_UPLOAD_BYTES: String(2 * GiB) });
     const token = await login(web.url);
     const pid = web.child.pid!;
@@ -197,7 +197,11 @@ describe('file service in its own process: 1 GiB streamed, and a kill mid-upload
     } finally {
       clearInterval(sampler);
     }
-    expect(peak).to.be.below(200 * 1000 * 1000);
+    // Flat memory is what grows while 1 GiB flows (the bench's budget: under 100 MB), not the
+    // idle RSS, which the V8 young generation's sizing (NODE_FLAGS) moves by tens of MiB from
+    // start to start (149 and 159 MiB idle for the same build); an absolute ceiling besides.
+    expect(peak - idle, 'RSS grown while streaming').to.be.below(100 * 1000 * 1000);
+    expect(peak).to.be.below(256 * MiB);
   });
 
   it('disk: a process killed mid-upload leaves no file visible; the sweeper removes the leftover', async () => {
