@@ -1,5 +1,6 @@
 import { supportedMimeTypes } from 'file-type';
 import { LRUCache } from 'lru-cache';
+import { Turns } from '../adapters/turns.js';
 import mime from 'mime-types';
 import type { Settings } from '../../config/settings.js';
 import type { ContentStore } from '../adapters/content-store.js';
@@ -376,8 +377,8 @@ const LARGE_READS_AT_ONCE = 2;
 export class DeliveryMaps {
   private readonly kept = new LRUCache<string, VersionFiles>({ maxSize: KEPT_MAPS_BYTES, sizeCalculation: (f) => f.bytes });
   private readonly reading = new Map<string, Promise<VersionFiles | null>>();
-  private largeReads = 0;
-  private readonly waiting: (() => void)[] = [];
+  /** Turns of the large reads (LARGE_READS_AT_ONCE). */
+  private readonly largeReads = new Turns(LARGE_READS_AT_ONCE);
 
   constructor(private readonly d: Pick<FileServiceDeps, 'store' | 'variants'>) {}
 
@@ -407,14 +408,11 @@ export class DeliveryMaps {
 
   private async read(head: Snapshot, key: string): Promise<VersionFiles | null> {
     const stored = await this.d.store.storedVersionSize(head.cid, key);
-    const large = stored === 0 || stored >= LARGE_VERSION_BYTES;
-    if (large) await this.turn();
-    try {
+    const read = async () => {
       const version = await this.d.store.version(head.cid, key);
       return version && (await this.filesOf(head, version));
-    } finally {
-      if (large) this.release();
-    }
+    };
+    return stored === 0 || stored >= LARGE_VERSION_BYTES ? this.largeReads.run(read) : read();
   }
 
   private async filesOf(head: Snapshot, version: VersionRecord): Promise<VersionFiles> {
@@ -428,21 +426,6 @@ export class DeliveryMaps {
     }
     const bytes = 256 + mapBytes(own) + (variant ? mapBytes(variant.files) : 0) + 2 * (typeof main === 'string' ? main.length : 0);
     return { own, main: typeof main === 'string' ? main : undefined, focal: focalOfContent(svcImage), variant, bytes };
-  }
-
-  private turn(): Promise<void> {
-    if (this.largeReads < LARGE_READS_AT_ONCE) {
-      this.largeReads++;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => this.waiting.push(resolve));
-  }
-
-  /** Hands the turn to the next read waiting, or gives it back. */
-  private release(): void {
-    const next = this.waiting.shift();
-    if (next) next();
-    else this.largeReads--;
   }
 }
 

@@ -3,6 +3,7 @@ import type { Principal } from '../content/permissions.js';
 import { AppError } from '../errors.js';
 import { limitedAddress, trustedProxies } from '../security/client-address.js';
 import type { Exchange } from './http.js';
+import { Turns } from '../adapters/turns.js';
 import { KeyedCounts } from './keyed-counts.js';
 
 /** Retry-After (s) of a refused search: searches last at most SEARCH_TIME_ALLOWED_MS (5 s), most far less. */
@@ -29,16 +30,16 @@ const SEARCH_RETRY_AFTER_SECONDS = 1;
  */
 export class SearchSlots {
   private readonly held = new KeyedCounts();
-  /** Searches asked of the engine now. */
-  private asking = 0;
-  /** Searches waiting for one of the process's SEARCH_AT_ONCE, first come first. */
-  private readonly queue: (() => void)[] = [];
+  /** The process's turns at the engine: SEARCH_AT_ONCE asking, SEARCH_WAITING waiting. */
+  private readonly turns: Turns;
 
   constructor(
     private readonly perCaller: number,
     private readonly atOnce = Number.POSITIVE_INFINITY,
     private readonly waiting = Number.POSITIVE_INFINITY,
-  ) {}
+  ) {
+    this.turns = new Turns(atOnce, waiting);
+  }
 
   /**
    * Runs `search` in a slot of the caller and of the process, or refuses: 429 past the caller's
@@ -56,23 +57,18 @@ export class SearchSlots {
         {},
         SEARCH_RETRY_AFTER_SECONDS,
       );
-    if (this.asking >= this.atOnce && this.queue.length >= this.waiting)
-      throw new AppError(
-        'UNAVAILABLE',
-        `Too many searches are under way on this process (SEARCH_AT_ONCE ${this.atOnce}, and ${this.waiting} waiting): retry shortly`,
-        {},
-        SEARCH_RETRY_AFTER_SECONDS,
-      );
     this.held.add(caller);
     try {
-      // The slot is handed over by the search that gives it back (next), never left free between.
-      if (this.asking < this.atOnce) this.asking++;
-      else await new Promise<void>((go) => this.queue.push(go));
-      try {
-        return await search();
-      } finally {
-        this.next();
-      }
+      return await this.turns.run(
+        search,
+        () =>
+          new AppError(
+            'UNAVAILABLE',
+            `Too many searches are under way on this process (SEARCH_AT_ONCE ${this.atOnce}, and ${this.waiting} waiting): retry shortly`,
+            {},
+            SEARCH_RETRY_AFTER_SECONDS,
+          ),
+      );
     } finally {
       this.held.remove(caller);
     }
@@ -80,14 +76,8 @@ export class SearchSlots {
 
   /** Searches asked of the engine now, and waiting (tests, metrics). */
   get underWay(): { asking: number; waiting: number } {
-    return { asking: this.asking, waiting: this.queue.length };
-  }
-
-  /** Gives the process slot a search held to the first waiting, or frees it. */
-  private next(): void {
-    const go = this.queue.shift();
-    if (go) go();
-    else this.asking--;
+    const { running, waiting } = this.turns.load;
+    return { asking: running, waiting };
   }
 }
 

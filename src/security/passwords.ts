@@ -1,3 +1,4 @@
+import { Turns } from '../adapters/turns.js';
 import { randomBytes, scrypt as scryptCb, timingSafeEqual, type ScryptOptions } from 'node:crypto';
 import { AppError } from '../errors.js';
 
@@ -48,29 +49,22 @@ export const SCRYPT_CONCURRENCY = 2;
  */
 export const SCRYPT_QUEUE_MAX = 100;
 
-/** Hashes running, and the turns of those waiting (first in, first out). */
-let running = 0;
-const waiting: (() => void)[] = [];
+/** The hashes' turns: SCRYPT_CONCURRENCY at once, SCRYPT_QUEUE_MAX waiting, first in, first out. */
+const turns = new Turns(SCRYPT_CONCURRENCY, SCRYPT_QUEUE_MAX);
 
 /** The scrypt hash, once one of SCRYPT_CONCURRENCY turns is free; 503 while SCRYPT_QUEUE_MAX wait. */
-async function scrypt(password: string, salt: Buffer, keyLength: number, opts: ScryptOptions): Promise<Buffer> {
-  if (running < SCRYPT_CONCURRENCY) running++;
-  else if (waiting.length >= SCRYPT_QUEUE_MAX) throw new AppError('UNAVAILABLE', 'Too many password checks under way: retry shortly', {}, 1);
-  // The turn is handed over by the hash that ends (`running` stays as it is).
-  else await new Promise<void>((resolve) => waiting.push(resolve));
-  try {
-    return await new Promise<Buffer>((resolve, reject) => {
-      scryptCb(password.normalize('NFC'), salt, keyLength, opts, (err, key) => (err ? reject(err) : resolve(key)));
-    });
-  } finally {
-    const next = waiting.shift();
-    if (next) next();
-    else running--;
-  }
+function scrypt(password: string, salt: Buffer, keyLength: number, opts: ScryptOptions): Promise<Buffer> {
+  return turns.run(
+    () =>
+      new Promise<Buffer>((resolve, reject) => {
+        scryptCb(password.normalize('NFC'), salt, keyLength, opts, (err, key) => (err ? reject(err) : resolve(key)));
+      }),
+    () => new AppError('UNAVAILABLE', 'Too many password checks under way: retry shortly', {}, 1),
+  );
 }
 
 /** Hashes running and waiting, for tests. */
-export const scryptLoad = (): { running: number; waiting: number } => ({ running, waiting: waiting.length });
+export const scryptLoad = (): { running: number; waiting: number } => turns.load;
 
 /** Parses a stored hash; null when it is not one this module can verify. */
 export function parseHash(stored: string): ParsedHash | null {
