@@ -1,3 +1,8 @@
+import type { Settings } from '../../config/settings.js';
+import type { Principal } from '../content/permissions.js';
+import { limitedAddress, trustedProxies } from '../security/client-address.js';
+import type { Exchange } from './http.js';
+
 /**
  * How many of something each key holds (a user's streams, pages or exports, an address's
  * WebSockets waiting for their first message), and all keys together, for the per-key and
@@ -29,4 +34,14 @@ export class KeyedCounts {
     else this.counts.delete(key);
     this.sum--;
   }
+}
+
+/**
+ * The key a caller is counted by in the per-caller bounds (searches, renders): `user:<id>` when
+ * signed in, else `address:` and the client address as `limitedAddress` counts it (behind
+ * TRUSTED_PROXIES the forwarded one). Asked while the client is still there (not `x.aborted`):
+ * the socket's address is gone with it.
+ */
+export function callerKey(user: Principal | null, x: Exchange, settings: Settings): string {
+  return user ? `user:${user.userId}` : `address:${limitedAddress(x.clientAddress(trustedProxies(settings.TRUSTED_PROXIES)))}`;
 }

@@ -18,8 +18,7 @@ import {
 import type { Principal } from '../content/permissions.js';
 import { AppError } from '../errors.js';
 import type { Exchange } from './http.js';
-import { KeyedCounts } from './keyed-counts.js';
-import { searchCaller } from './search-slots.js';
+import { callerKey, KeyedCounts } from './keyed-counts.js';
 
 export interface RenditionsDeps {
   settings: Settings;
@@ -87,7 +86,7 @@ export class Renditions {
   renders = 0;
   private grace = EVICTION_GRACE_MS;
   /**
-   * Renders in flight in this process, by caller (`searchCaller`: the user id, else the client
+   * Renders in flight in this process, by caller (`callerKey`: the user id, else the client
    * address): RENDITION_AT_ONCE_PER_CALLER each, RENDITION_MAX_CONCURRENT together. Before, only
    * the total was bounded: one anonymous client asking for new widths of a public image, six at
    * once, held all four renders, and every other caller's new rendition answered 503.
@@ -421,16 +420,16 @@ export class Renditions {
 type SourceKeys = ReturnType<typeof keysOf>;
 
 /**
- * The caller whose render slots a rendition of `x` takes: as for a search (`searchCaller`: the
+ * The caller whose render slots a rendition of `x` takes: as for a search (`callerKey`: the
  * user id, else the client address), or null once the client went away, for whom nothing is
  * rendered. The address is read when first asked for and is gone with the client, so
- * `searchCaller` would count every such request as one caller beside the client's own: an
+ * `callerKey` would count every such request as one caller beside the client's own: an
  * anonymous client that closed each socket right after its request held that caller's renders
  * besides its own, all four of the process (a probe: 16 of an editor's 20 new renditions in 10 s
  * answered 503).
  */
 export function renderCaller(user: Principal | null, x: Exchange, settings: Settings): string | null {
-  return x.aborted ? null : searchCaller(user, x, settings);
+  return x.aborted ? null : callerKey(user, x, settings);
 }
 
 /** The hash tag of a source file's renditions in Redis. */

@@ -14,7 +14,8 @@ import { Reads } from './reads.js';
 import { Router, type Params } from './router.js';
 import { checkParameterCount, checkSearchParams, engineErrorQuery, type SearchRequest } from './search-params.js';
 import { engineErrorAnswer, noCollection } from './search-errors.js';
-import { type SearchSlots, searchCaller, searchSlotsOf } from './search-slots.js';
+import { callerKey } from './keyed-counts.js';
+import { type SearchSlots, searchSlotsOf } from './search-slots.js';
 import { composeVariant } from './variant-reads.js';
 
 export const SEARCH_PREFIX = 'search-service';
@@ -126,7 +127,7 @@ export class SearchService {
     // anything is awaited (search-slots.ts): past SEARCH_AT_ONCE_PER_CALLER, 429; it may wait for
     // one of the process's SEARCH_AT_ONCE (past SEARCH_WAITING, 503), and a client gone meanwhile
     // has nothing asked of the engine.
-    await this.slots.run(searchCaller(user, x, s), async () => {
+    await this.slots.run(callerKey(user, x, s), async () => {
       if (!x.aborted) await this.ask(x, engine, p.collection, request, user);
     });
   }

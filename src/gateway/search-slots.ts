@@ -1,8 +1,5 @@
 import type { Settings } from '../../config/settings.js';
-import type { Principal } from '../content/permissions.js';
 import { AppError } from '../errors.js';
-import { limitedAddress, trustedProxies } from '../security/client-address.js';
-import type { Exchange } from './http.js';
 import { Turns } from '../adapters/turns.js';
 import { KeyedCounts } from './keyed-counts.js';
 
@@ -84,13 +81,4 @@ export class SearchSlots {
 /** The slots of a web process's searches by its settings. */
 export function searchSlotsOf(s: Settings): SearchSlots {
   return new SearchSlots(s.SEARCH_AT_ONCE_PER_CALLER, s.SEARCH_AT_ONCE, s.SEARCH_WAITING);
-}
-
-/**
- * The caller a search counts for: `user:<id>` when signed in, else `address:` and the client
- * address as `limitedAddress` counts it (behind TRUSTED_PROXIES the forwarded one). Asked while
- * the client is still there (not `x.aborted`): the socket's address is gone with it.
- */
-export function searchCaller(user: Principal | null, x: Exchange, settings: Settings): string {
-  return user ? `user:${user.userId}` : `address:${limitedAddress(x.clientAddress(trustedProxies(settings.TRUSTED_PROXIES)))}`;
 }

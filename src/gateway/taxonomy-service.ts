@@ -29,7 +29,8 @@ import type { Principal, SecurityConfig } from '../content/permissions.js';
 import type { TokenService } from '../security/token-service.js';
 import type { Exchange } from './http.js';
 import { Reads } from './reads.js';
-import { type SearchSlots, searchCaller, searchSlotsOf } from './search-slots.js';
+import { callerKey } from './keyed-counts.js';
+import { type SearchSlots, searchSlotsOf } from './search-slots.js';
 import { SEARCH_CPU_ALLOWED_MS } from './search-params.js';
 
 export const TAXONOMY_PREFIX = 'taxonomy-service';
@@ -141,7 +142,7 @@ export class TaxonomyService {
     if (this.d.engine && !dim.enumerable && matches.length < MAX_COMPLETIONS) {
       // A client gone asks the engine nothing (and its address, by which it is counted, is gone).
       if (x.aborted) return;
-      const paths = await this.slots.run(searchCaller(user, x, this.d.settings), async () => (x.aborted ? [] : this.indexedPaths(dim.id, levels.flat(), user)));
+      const paths = await this.slots.run(callerKey(user, x, this.d.settings), async () => (x.aborted ? [] : this.indexedPaths(dim.id, levels.flat(), user)));
       addIndexedCompletions(model, dim.id, levels, matches, paths, sees);
     }
     x.sendJson(200, completionOf(model, dim, matches, sees));
