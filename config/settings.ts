@@ -155,6 +155,12 @@ export const settingsSchema = z.object({
 
   MAX_UPLOAD_BYTES: int(1, Number.MAX_SAFE_INTEGER).default(268435456),
   TMP_TTL_SECONDS: int(60, 10 * 365 * 86400).default(259200),
+  /**
+   * Whether an upload into a content host no live content holds is marked, to expire after
+   * TMP_TTL_SECONDS unless a content write maps it (src/security/unclaimed-files.ts). Off while
+   * processes of an earlier release run beside this one (they neither mark nor claim).
+   */
+  UNCLAIMED_FILE_MARKS: bool.default(true),
   FILES_DIR: z.string().min(1).default('.data/files'),
   S3_ENDPOINT: z.string().min(1).optional(),
   S3_PORT: int(1, 65535).optional(),

@@ -10,6 +10,7 @@ import { Indexer } from './actors/indexer.js';
 import { ReindexSessions, Reindexer } from './actors/reindex-session.js';
 import { ensureLocalRedis } from './dev/redis-server.js';
 import { startTmpSweeper, type FileStore, type FileStoreLog } from './adapters/file-store.js';
+import { startUnclaimedSweeper, UnclaimedFiles } from './security/unclaimed-files.js';
 import { javaAndMavenAvailable, startSolr } from './dev/solr-server.js';
 import { ContentActor, type ContentCommand } from './actors/content/content-actor.js';
 import { Mailbox } from './actors/mailbox.js';
@@ -61,6 +62,8 @@ export interface Platform {
   /** The webhook deliveries (webhooks role). */
   webhooks?: WebhookDispatcher;
   files?: FileStore;
+  /** The marks of files no content has claimed, which the web role's sweeper deletes past their TTL. */
+  unclaimed?: UnclaimedFiles;
   /** The version archive's mover (archiver role). */
   archiver?: Archiver;
   stop(): Promise<void>;
@@ -132,6 +135,14 @@ export async function startPlatform(
     const files = await fileStore(settings, log.child({ role: 'web' }));
     const sweeper = startTmpSweeper(files, { tmpTtlSeconds: settings.TMP_TTL_SECONDS, log: (m) => log.info({ role: 'web' }, m) });
     stops.push(['tmp sweeper', async () => sweeper.stop()]);
+    // Files of content hosts no live content held when uploaded expire as tmp files, unless a write maps them.
+    platform.unclaimed = new UnclaimedFiles(redis, settings.PARTITIONS);
+    const unclaimedSweeper = startUnclaimedSweeper(platform.unclaimed, files, {
+      ttlSeconds: settings.TMP_TTL_SECONDS,
+      clock,
+      log: (m) => log.info({ role: 'web' }, m),
+    });
+    stops.push(['unclaimed files sweeper', async () => unclaimedSweeper.stop()]);
     platform.files = files;
     const gateway = new Gateway({
       settings,

@@ -133,7 +133,7 @@ export class DiskFileStore implements FileStore {
       // `flush`: fsync before close, so the rename below never publishes unwritten data.
       await pipeline(meter, out.createWriteStream({ flush: true })).finally(detach);
       // Before anything is placed: a refusal leaves only the incoming data, removed below.
-      await opts.beforeCommit?.();
+      await opts.beforeCommit?.(stored);
       const info = storedFile(stored, objectId, {
         length: meter.bytes,
         creationTime,

@@ -217,7 +217,7 @@ export class S3FileStore implements FileStore {
         }
       }).finally(detach);
       // Parts sent so far are not an object yet: a refusal here aborts them below.
-      await opts.beforeCommit?.();
+      await opts.beforeCommit?.(stored);
 
       if (uploadId === undefined) {
         // Shorter than one part: one PUT with its length.

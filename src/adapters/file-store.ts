@@ -73,9 +73,10 @@ export interface PutOptions {
    * Run once the whole body is in, just before the step that makes the file permanent (S3's
    * putObject or completeMultipartUpload, the disk store's renames): when it throws, the upload
    * fails with its error and nothing of it stays. The file service checks the uploader's token
-   * and access again here: an upload may last hours (request-auth.ts).
+   * and access again here: an upload may last hours (request-auth.ts). `stored` is the key the
+   * file will have (with its object id).
    */
-  beforeCommit?: () => Promise<void>;
+  beforeCommit?: (stored: FileKey) => Promise<void>;
 }
 
 /** Inclusive byte range, as in an HTTP `Range: bytes=start-end`; `end` defaults to the last byte. */

@@ -39,6 +39,14 @@ export const keys = {
   archiveLease: (p: number) => `arc:{${p}}:lease`,
   /** Hash: versions, revisions, segments, bytes archived in this partition, and the backlog of the last pass. */
   archiveStats: (p: number) => `arc:{${p}}:stats`,
+  /**
+   * Sorted sets of the files uploaded to a content host no live content held (storage key ->
+   * upload time), those set aside by the sweep (-> when), and those it took to delete (-> when);
+   * p is the host's partition (src/security/unclaimed-files.ts).
+   */
+  unclaimedFiles: (p: number) => `unclaimed:{${p}}`,
+  unclaimedAside: (p: number) => `unclaimed:{${p}}:aside`,
+  unclaimedTaken: (p: number) => `unclaimed:{${p}}:taken`,
   workspace: (workspace: string) => `ws:${workspace}`,
   /** The audit trail of main writes (CONTRACT §15), copied from events:{p} by src/actors/audit-trail.ts. */
   auditLog: (p: number) => `auditlog:{${p}}`,
@@ -122,6 +130,10 @@ export interface ScriptCommands {
   historyCount(list: string, upTo: number): Promise<number>;
   /** Per content (head hashes, then versions hashes, then "0" for snapshots only): its stored snapshot and head version, flat. */
   exportReadBuffer(numKeys: number, ...keysThenVersions: string[]): Promise<(Buffer | null)[]>;
+  /** Moves up to `limit` members of `from` scored at or before `before` to `to`, scored `now` (unclaimed-move-2.lua): those moved. */
+  unclaimedMove(from: string, to: string, before: number, now: number, limit: number): Promise<string[]>;
+  /** A write's claim of files (unclaimed-claim-3.lua): those the sweep has taken. */
+  unclaimedClaim(marks: string, aside: string, taken: string, ...members: string[]): Promise<string[]>;
   /** A kept rendition's stored path (null: none), its use recorded (src/gateway/renditions.ts). */
   renditionLookup(index: string, lru: string, id: string, now: number): Promise<string | null>;
   /** Names a rendered file as a kept rendition, evicting past the bound: the path the index names. */

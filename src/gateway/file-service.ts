@@ -10,7 +10,8 @@ import { parseVersionId, type Aspect, type Snapshot, type VersionRecord } from '
 import { focalOfContent, MIME_OF_FORMAT, type NamedRenditions, resolveFormat } from '../content/renditions.js';
 import type { Variants } from '../content/variants.js';
 import { AppError } from '../errors.js';
-import { fileAccess, fileKeyOfUri, fileReferencesOf, type FileAction } from '../security/file-access.js';
+import { fileAccess, fileKeyOfUri, fileReferencesOf, type FileAction, type FileDecision } from '../security/file-access.js';
+import { UnclaimedFiles } from '../security/unclaimed-files.js';
 import { permissionDenied, type Principal, type SecurityConfig } from '../content/permissions.js';
 import type { TokenService } from '../security/token-service.js';
 import type { Exchange } from './http.js';
@@ -94,7 +95,11 @@ export class FileService {
     ],
   };
 
-  constructor(private readonly d: FileServiceDeps) {}
+  private readonly unclaimed: UnclaimedFiles;
+
+  constructor(private readonly d: FileServiceDeps) {
+    this.unclaimed = new UnclaimedFiles(d.redis, d.store.partitions);
+  }
 
   async handle(x: Exchange, segs: string[]): Promise<void> {
     if (segs[0] !== 'file' || segs.length < 2) throw new AppError('NOT_FOUND', 'No such resource');
@@ -145,10 +150,15 @@ export class FileService {
    * looked the file up (null when it did not).
    */
   private async access(user: Principal, key: FileKey, action: FileAction): Promise<StoredFile | null> {
+    return (await this.allowed(user, key, action)).file;
+  }
+
+  /** `access`, answering the whole decision. */
+  private async allowed(user: Principal, key: FileKey, action: FileAction): Promise<Extract<FileDecision, { kind: 'allowed' }>> {
     const decision = await fileAccess(this.d, user, key, action);
     if (decision.kind === 'denied') throw permissionDenied(decision.permission, user);
     if (decision.kind === 'hidden') throw fileNotFound();
-    return decision.file;
+    return decision;
   }
 
   /** The key of a stored file from `<space>/<host>/<path...>`. */
@@ -171,9 +181,12 @@ export class FileService {
       uploader: user.userId,
       // An upload may last hours: the caller as they are once it is complete (request-auth.ts),
       // and what they may do now (the content may have moved to another context meanwhile),
-      // decide whether it is kept; a refusal answers as at the start, and nothing is kept.
-      beforeCommit: async () => {
-        await this.access(await this.d.tokens.required(x.header('x-auth-token')), key, 'upload');
+      // decide whether it is kept; a refusal answers as at the start, and nothing is kept. A
+      // file of a host no live content holds now is marked before it is visible: it expires
+      // unless a write maps it (src/security/unclaimed-files.ts).
+      beforeCommit: async (stored) => {
+        const now = await this.allowed(await this.d.tokens.required(x.header('x-auth-token')), key, 'upload');
+        if (now.unclaimed && this.d.settings.UNCLAIMED_FILE_MARKS) await this.unclaimed.mark(stored, this.d.clock());
       },
     });
     const location = `${this.d.baseUrl()}/${FILE_PREFIX}/file/${info.key.space}/${encodeURIComponent(info.key.host)}/${encodePath(info.key.path)}`;

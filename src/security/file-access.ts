@@ -29,12 +29,17 @@ export interface FileAccessDeps {
 
 /**
  * The answer of `fileAccess`:
- * - `allowed`, with the file's stat when the rule looked it up (null: not looked up);
+ * - `allowed`, with the file's stat when the rule looked it up (null: not looked up); an upload
+ *   into a content host no live content holds is `unclaimed` (it expires unless a write maps it:
+ *   src/security/unclaimed-files.ts);
  * - `denied`: the owning content's permission refuses (403), decided before the file is looked up;
  * - `hidden`: answer exactly as for a missing file (404), whether or not the file exists, so that
  *   nobody learns of another user's tmp files.
  */
-export type FileDecision = { kind: 'allowed'; file: StoredFile | null } | { kind: 'denied'; permission: 'Read' | 'Update' } | { kind: 'hidden' };
+export type FileDecision =
+  | { kind: 'allowed'; file: StoredFile | null; unclaimed?: true }
+  | { kind: 'denied'; permission: 'Read' | 'Update' }
+  | { kind: 'hidden' };
 
 /**
  * May `principal` do `action` on the file `key`? The one rule of CONTRACT §20:
@@ -73,7 +78,7 @@ export async function fileAccess(
       return { kind: 'hidden' };
     }
   }
-  if (action === 'upload') return { kind: 'allowed', file: null };
+  if (action === 'upload') return key.space === 'content' ? { kind: 'allowed', file: null, unclaimed: true } : { kind: 'allowed', file: null };
   const file = await d.files.stat(key);
   if (file && isUploaderOrSysadmin(principal, file)) return { kind: 'allowed', file };
   return { kind: 'hidden' };

@@ -4,6 +4,8 @@ import { startRedisCluster, type TestRedisCluster } from '../support/redis-clust
 import { until } from '../support/wait.js';
 import { newWriters, runWriters, verifyWriters } from '../support/writers.js';
 import { report } from '../faults/report.js';
+import { fileKeyOfUri } from '../../src/security/file-access.js';
+import { ASIDE_GRACE_MS } from '../../src/security/unclaimed-files.js';
 
 /**
  * The platform on a real 3-master Redis Cluster (issue "scale-out", part 2): every command and
@@ -69,6 +71,28 @@ describe('Redis Cluster: 3 masters (issue scale-out)', function () {
     expect(listed.json, listed.text).to.deep.equal({ workspaceId: ws, drafts: { [draft.json.system.id]: {} } });
     const keys = await Promise.all(cluster.servers.map(async (s) => (await fetchKeys(s.port)).length));
     for (const n of keys) expect(n, 'every master holds keys').to.be.above(0);
+  });
+
+  it('files no content claimed expire, a claimed one stays: marks, claims through the streams and the sweep in the slots of their partitions', async () => {
+    const uploaded = await Promise.all(
+      ['mapped.txt', 'unmapped.txt'].map(async (name) => {
+        const r = await editor.upload(`content/editor/${name}`, Buffer.from(name), 'text/plain');
+        expect(r.status, r.text).to.equal(201);
+        return r.json.URI as string;
+      }),
+    );
+    const c = await editor.create({
+      system: { contentType: 'article' },
+      aspects: { body: { title: 'maps a file' }, svcFiles: { files: { 'mapped.txt': { fileUri: uploaded[0], filePath: 'mapped.txt' } } } },
+    });
+    expect(c.status, c.text).to.equal(201);
+    const ttl = p.settings.TMP_TTL_SECONDS * 1000;
+    const past = Date.now() + ttl + 60_000;
+    await p.unclaimed!.sweep(p.files!, past, ttl);
+    expect(await p.unclaimed!.sweep(p.files!, past + ASIDE_GRACE_MS + 60_000, ttl)).to.equal(1);
+    const [mapped, unmapped] = await Promise.all(uploaded.map((u) => p.files!.stat(fileKeyOfUri(u)!)));
+    expect(mapped, 'claimed by the create').to.not.equal(null);
+    expect(unmapped, 'never mapped').to.equal(null);
   });
 
   it('writes under load while 2,000 slots move between masters: nothing lost or applied twice', async () => {

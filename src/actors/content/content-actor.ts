@@ -3,6 +3,7 @@ import { newVersionKey } from '../../adapters/ids.js';
 import { CommitOutcome, type ContentStore } from '../../adapters/content-store.js';
 import { AppError } from '../../errors.js';
 import { checkFileReferences } from '../../security/file-access.js';
+import { UnclaimedFiles } from '../../security/unclaimed-files.js';
 import { isAllowed, permissionDenied, type Principal, type SecurityConfig } from '../../content/permissions.js';
 import { pastDeadline, type ActorContext, type CommandBase, type CommandHandler, type Reply } from '../runtime.js';
 import { applyUpdateMode } from '../../content/update-modes.js';
@@ -57,6 +58,8 @@ export type { ContentCommand, Operation, SubResult, WriteResult, Writer } from '
  */
 export class ContentActor implements CommandHandler<ContentCommand>, MainWrites {
   private readonly workspaces: Workspaces;
+  /** Content files a write maps are claimed before its commit (src/security/unclaimed-files.ts). */
+  private readonly unclaimed: UnclaimedFiles;
 
   constructor(
     private readonly store: ContentStore,
@@ -64,7 +67,8 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     private readonly hooks: LifecycleHook[] = [],
     private readonly now: () => number = Date.now,
   ) {
-    this.workspaces = new Workspaces(store, security, this, now);
+    this.unclaimed = new UnclaimedFiles(store.redis, store.partitions);
+    this.workspaces = new Workspaces(store, security, this, now, this.unclaimed);
   }
 
   /** Every command kind, with how it runs and how a retry answers it after a lost answer. */
@@ -423,7 +427,16 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     promotedFrom?: string,
   ): Promise<Outcome> {
     const value: WriteResult = { snapshot, version, subResults };
-    const out = await this.commitRaw(cmd, ctx, expectedRev, snapshot, version, viewEvents, value, kind, via, promotedFrom);
+    // Every check passed: the content files the version maps are claimed before the commit (a
+    // crash between the two loses none), and one the unclaimed-files sweep took answers 400.
+    const refused = await this.unclaimed.claim(version.aspects.svcFiles).then(
+      (): Outcome | null => null,
+      (e: unknown): Outcome => {
+        if (e instanceof AppError) return { reply: { id: cmd.id, ok: false, error: e.toWire() }, committed: false };
+        throw e;
+      },
+    );
+    const out = refused ?? (await this.commitRaw(cmd, ctx, expectedRev, snapshot, version, viewEvents, value, kind, via, promotedFrom));
     if (out !== 'lease-lost' && !out.reply.ok) await this.release(cmd.cid, reserved);
     return out;
   }

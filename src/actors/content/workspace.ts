@@ -2,6 +2,7 @@ import { pack } from '../../adapters/codec.js';
 import { CommitOutcome, type ContentStore } from '../../adapters/content-store.js';
 import { AppError } from '../../errors.js';
 import { checkFileReferences } from '../../security/file-access.js';
+import type { UnclaimedFiles } from '../../security/unclaimed-files.js';
 import { canInAnyContext, isAllowed, permissionDenied, type Principal, type SecurityConfig } from '../../content/permissions.js';
 import type { ActorContext, Reply } from '../runtime.js';
 import { noDraft, type DraftResult, type MainWrites, type Operation, type Outcome, type SubResult, type Writer, type WorkspaceCommand } from './commands.js';
@@ -28,6 +29,7 @@ export class Workspaces {
     private readonly security: SecurityConfig,
     private readonly main: MainWrites,
     private readonly now: () => number,
+    private readonly unclaimed: UnclaimedFiles,
   ) {}
 
   /** No draft, content absent everywhere -> draft (workspace only). Operations stay pending; aliases are reserved at once. */
@@ -35,6 +37,8 @@ export class Workspaces {
     if ((await this.store.head(cmd.cid)) || (await this.store.draft(cmd.cid, cmd.workspace))) throw new AppError('BAD_REQUEST', 'Content already exists');
     if (!canInAnyContext(this.security, cmd.user, 'Create', cmd.type)) throw permissionDenied('Create', cmd.user);
     checkFileReferences(cmd.aspects.svcFiles, undefined, cmd.files);
+    // Checks passed: the files it maps are claimed (src/security/unclaimed-files.ts) before anything is reserved.
+    await this.unclaimed.claim(cmd.aspects.svcFiles);
     const { reserved, subResults, ops } = await this.reserve(cmd.cid, cmd.workspace, cmd.ops);
     const now = this.now();
     const draft: Draft = {
@@ -81,6 +85,7 @@ export class Workspaces {
     }
     const aspects = applyUpdateMode(cmd.mode, base, cmd.aspects);
     checkFileReferences(aspects.svcFiles, base.svcFiles, cmd.files);
+    await this.unclaimed.claim(aspects.svcFiles);
     const { reserved, subResults, ops } = await this.reserve(cmd.cid, cmd.workspace, cmd.ops);
     if (subResults.length) {
       await this.release(cmd.cid, cmd.workspace, freedAliases(reserved, existing?.reserved ?? []));
