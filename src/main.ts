@@ -9,8 +9,8 @@ import { IndexingRules } from './actors/indexing.js';
 import { Indexer } from './actors/indexer.js';
 import { ReindexSessions, Reindexer } from './actors/reindex-session.js';
 import { ensureLocalRedis } from './dev/redis-server.js';
-import { startTmpSweeper, type FileStore, type FileStoreLog } from './adapters/file-store.js';
-import { startUnclaimedSweeper, UnclaimedFiles } from './security/unclaimed-files.js';
+import { startSweeper, type FileStore, type FileStoreLog } from './adapters/file-store.js';
+import { UnclaimedFiles } from './security/unclaimed-files.js';
 import { javaAndMavenAvailable, startSolr } from './dev/solr-server.js';
 import { ContentActor, type ContentCommand } from './actors/content/content-actor.js';
 import { Mailbox } from './actors/mailbox.js';
@@ -133,14 +133,15 @@ export async function startPlatform(
     const metrics = new Metrics(redis, settings.PARTITIONS, () => mailbox.inFlight);
     const reindex = engine ? new ReindexSessions(redis, store, settings) : null;
     const files = await fileStore(settings, log.child({ role: 'web' }));
-    const sweeper = startTmpSweeper(files, { tmpTtlSeconds: settings.TMP_TTL_SECONDS, log: (m) => log.info({ role: 'web' }, m) });
+    const sweepLog = (m: string) => log.info({ role: 'web' }, m);
+    const sweeper = startSweeper('tmp sweeper', () => files.sweepExpired(), { ttlSeconds: settings.TMP_TTL_SECONDS, log: sweepLog });
     stops.push(['tmp sweeper', async () => sweeper.stop()]);
     // Files of content hosts no live content held when uploaded expire as tmp files, unless a write maps them.
-    platform.unclaimed = new UnclaimedFiles(redis, settings.PARTITIONS);
-    const unclaimedSweeper = startUnclaimedSweeper(platform.unclaimed, files, {
+    const unclaimed = new UnclaimedFiles(redis, settings.PARTITIONS);
+    platform.unclaimed = unclaimed;
+    const unclaimedSweeper = startSweeper('unclaimed files sweeper', () => unclaimed.sweep(files, clock(), settings.TMP_TTL_SECONDS * 1000), {
       ttlSeconds: settings.TMP_TTL_SECONDS,
-      clock,
-      log: (m) => log.info({ role: 'web' }, m),
+      log: sweepLog,
     });
     stops.push(['unclaimed files sweeper', async () => unclaimedSweeper.stop()]);
     platform.files = files;

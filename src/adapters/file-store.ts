@@ -12,7 +12,7 @@
  *   streams, and nothing of it stays behind. A half-written upload is never visible.
  * - Keys never escape their space: `fileKeyOf` is the one gate every key passes.
  * - `tmp` files expire after the TTL: an S3 lifecycle rule on `tmp/` where the server has
- *   lifecycle rules, and `sweepExpired` (run by `startTmpSweeper`) on both stores.
+ *   lifecycle rules, and `sweepExpired` (run by `startSweeper`) on both stores.
  */
 import { finished, Transform, type Readable, type TransformCallback } from 'node:stream';
 import { fileTypeFromBuffer } from 'file-type';
@@ -377,19 +377,24 @@ export function resolveRange(range: ByteRange | undefined, length: number): { st
 export type FileStoreLog = (msg: string) => void;
 
 /**
- * Runs `store.sweepExpired()` every `intervalMs` (default: a tenth of the TTL, between one
- * minute and an hour); a failing sweep is logged and tried again next time.
+ * Runs a sweep of expired files (`pass`, answering how many it deleted) every `intervalMs`
+ * (default: a tenth of the TTL, between one minute and an hour), one pass at a time; a failing
+ * pass is logged and tried again next time. The web role runs two: `tmp` files
+ * (`FileStore.sweepExpired`) and files no content claimed (src/security/unclaimed-files.ts).
  */
-export function startTmpSweeper(store: FileStore, opts: { tmpTtlSeconds: number; intervalMs?: number; log?: FileStoreLog }): { stop(): void } {
-  const every = opts.intervalMs ?? Math.min(3600_000, Math.max(60_000, (opts.tmpTtlSeconds * 1000) / 10));
+export function startSweeper(
+  name: string,
+  pass: () => Promise<number>,
+  opts: { ttlSeconds: number; intervalMs?: number; log?: FileStoreLog },
+): { stop(): void } {
+  const every = opts.intervalMs ?? Math.min(3600_000, Math.max(60_000, (opts.ttlSeconds * 1000) / 10));
   let running = false;
   const timer = setInterval(() => {
     if (running) return;
     running = true;
-    store
-      .sweepExpired()
-      .then((n) => n > 0 && opts.log?.(`tmp sweeper deleted ${n} expired file(s)`))
-      .catch((e: unknown) => opts.log?.(`tmp sweeper failed: ${(e as Error).message}`))
+    pass()
+      .then((n) => n > 0 && opts.log?.(`${name} deleted ${n} expired file(s)`))
+      .catch((e: unknown) => opts.log?.(`${name} failed: ${(e as Error).message}`))
       .finally(() => (running = false));
   }, every);
   timer.unref();

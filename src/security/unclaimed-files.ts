@@ -121,27 +121,3 @@ export class UnclaimedFiles {
     return deleted;
   }
 }
-
-/**
- * Runs `sweep` every `everyMs` (a tenth of the TTL, between one minute and an hour, as the tmp
- * sweeper); a failing pass is logged and tried again next time.
- */
-export function startUnclaimedSweeper(
-  unclaimed: UnclaimedFiles,
-  files: Pick<FileStore, 'delete'>,
-  opts: { ttlSeconds: number; clock: () => number; everyMs?: number; log: (msg: string) => void },
-): { stop(): void } {
-  const every = opts.everyMs ?? Math.min(3600_000, Math.max(60_000, (opts.ttlSeconds * 1000) / 10));
-  let running = false;
-  const timer = setInterval(() => {
-    if (running) return;
-    running = true;
-    unclaimed
-      .sweep(files, opts.clock(), opts.ttlSeconds * 1000)
-      .then((n) => n > 0 && opts.log(`unclaimed files sweeper deleted ${n} file(s) no content claimed`))
-      .catch((e: unknown) => opts.log(`unclaimed files sweeper failed: ${(e as Error).message}`))
-      .finally(() => (running = false));
-  }, every);
-  timer.unref();
-  return { stop: () => clearInterval(timer) };
-}
