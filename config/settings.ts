@@ -157,10 +157,16 @@ export const settingsSchema = z.object({
   TMP_TTL_SECONDS: int(60, 10 * 365 * 86400).default(259200),
   /**
    * Whether an upload into a content host no live content holds is marked, to expire after
-   * TMP_TTL_SECONDS unless a content write maps it (src/security/unclaimed-files.ts). Off while
-   * processes of an earlier release run beside this one (they neither mark nor claim).
+   * TMP_TTL_SECONDS unless a content write maps it, and the marks are swept
+   * (src/security/unclaimed-files.ts). Off while processes of an earlier release run beside this
+   * one (they neither mark nor claim).
    */
   UNCLAIMED_FILE_MARKS: bool.default(true),
+  /**
+   * Files an uploader may have uploaded to content hosts no live content holds (of one partition
+   * of hosts) that no write has mapped yet: each costs Redis a mark until then (429 past it).
+   */
+  UNCLAIMED_FILES_PER_USER: int(1, 10_000_000).default(1000),
   FILES_DIR: z.string().min(1).default('.data/files'),
   S3_ENDPOINT: z.string().min(1).optional(),
   S3_PORT: int(1, 65535).optional(),

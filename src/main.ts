@@ -137,13 +137,15 @@ export async function startPlatform(
     const sweeper = startSweeper('tmp sweeper', () => files.sweepExpired(), { ttlSeconds: settings.TMP_TTL_SECONDS, log: sweepLog });
     stops.push(['tmp sweeper', async () => sweeper.stop()]);
     // Files of content hosts no live content held when uploaded expire as tmp files, unless a write maps them.
-    const unclaimed = new UnclaimedFiles(redis, settings.PARTITIONS);
+    const unclaimed = new UnclaimedFiles(redis, settings.PARTITIONS, settings.UNCLAIMED_FILES_PER_USER);
     platform.unclaimed = unclaimed;
-    const unclaimedSweeper = startSweeper('unclaimed files sweeper', () => unclaimed.sweep(files, clock(), settings.TMP_TTL_SECONDS * 1000), {
-      ttlSeconds: settings.TMP_TTL_SECONDS,
-      log: sweepLog,
-    });
-    stops.push(['unclaimed files sweeper', async () => unclaimedSweeper.stop()]);
+    if (settings.UNCLAIMED_FILE_MARKS) {
+      const unclaimedSweeper = startSweeper('unclaimed files sweeper', () => unclaimed.sweep(files, clock(), settings.TMP_TTL_SECONDS * 1000), {
+        ttlSeconds: settings.TMP_TTL_SECONDS,
+        log: sweepLog,
+      });
+      stops.push(['unclaimed files sweeper', async () => unclaimedSweeper.stop()]);
+    }
     platform.files = files;
     const gateway = new Gateway({
       settings,

@@ -40,13 +40,17 @@ export const keys = {
   /** Hash: versions, revisions, segments, bytes archived in this partition, and the backlog of the last pass. */
   archiveStats: (p: number) => `arc:{${p}}:stats`,
   /**
-   * Sorted sets of the files uploaded to a content host no live content held (storage key ->
-   * upload time), those set aside by the sweep (-> when), and those it took to delete (-> when);
-   * p is the host's partition (src/security/unclaimed-files.ts).
+   * The files uploaded to a content host no live content held (src/security/unclaimed-files.ts),
+   * p being the host's partition: their marks (storage key -> upload time), those the sweep set
+   * aside (-> when), each mark's uploader, each uploader's marks, the files taken to delete (->
+   * when: remembered a day) and those not yet deleted (-> when to try).
    */
   unclaimedFiles: (p: number) => `unclaimed:{${p}}`,
   unclaimedAside: (p: number) => `unclaimed:{${p}}:aside`,
+  unclaimedBy: (p: number) => `unclaimed:{${p}}:by`,
+  unclaimedCount: (p: number) => `unclaimed:{${p}}:count`,
   unclaimedTaken: (p: number) => `unclaimed:{${p}}:taken`,
+  unclaimedDeleting: (p: number) => `unclaimed:{${p}}:deleting`,
   workspace: (workspace: string) => `ws:${workspace}`,
   /** The audit trail of main writes (CONTRACT §15), copied from events:{p} by src/actors/audit-trail.ts. */
   auditLog: (p: number) => `auditlog:{${p}}`,
@@ -130,10 +134,14 @@ export interface ScriptCommands {
   historyCount(list: string, upTo: number): Promise<number>;
   /** Per content (head hashes, then versions hashes, then "0" for snapshots only): its stored snapshot and head version, flat. */
   exportReadBuffer(numKeys: number, ...keysThenVersions: string[]): Promise<(Buffer | null)[]>;
-  /** Moves up to `limit` members of `from` scored at or before `before` to `to`, scored `now` (unclaimed-move-2.lua): those moved. */
-  unclaimedMove(from: string, to: string, before: number, now: number, limit: number): Promise<string[]>;
-  /** A write's claim of files (unclaimed-claim-3.lua): those the sweep has taken. */
-  unclaimedClaim(marks: string, aside: string, taken: string, ...members: string[]): Promise<string[]>;
+  /** Marks a file no live content holds, unless its uploader has `cap` marks here (unclaimed-mark-3.lua): 1 marked, 0 refused. */
+  unclaimedMark(marks: string, by: string, count: string, member: string, at: number, uploader: string, cap: number): Promise<number>;
+  /** Drops marks (a claim, a delete) (unclaimed-drop-6.lua): the keys of those the sweep has taken. */
+  unclaimedDrop(marks: string, aside: string, by: string, count: string, taken: string, deleting: string, ...members: string[]): Promise<string[]>;
+  /** Sets aside up to `limit` marks made at or before `before`, scored `now` (unclaimed-move-2.lua): how many moved. */
+  unclaimedMove(marks: string, aside: string, before: number, now: number, limit: number): Promise<number>;
+  /** Takes up to `limit` files set aside at or before `due`, to delete (unclaimed-take-5.lua): how many. */
+  unclaimedTake(aside: string, by: string, count: string, taken: string, deleting: string, due: number, now: number, limit: number): Promise<number>;
   /** A kept rendition's stored path (null: none), its use recorded (src/gateway/renditions.ts). */
   renditionLookup(index: string, lru: string, id: string, now: number): Promise<string | null>;
   /** Names a rendered file as a kept rendition, evicting past the bound: the path the index names. */

@@ -247,6 +247,12 @@ const upload = (summary: string): OperationDoc => ({
     201: { description: 'Stored; Location is the file’s address', body: 'FileInfo', headers: ['Location', 'X-Original-Path'] },
     403: E[403],
     404: err('The host is another user’s'),
+    429: {
+      description:
+        'Into a content host no live content holds: the uploader has UNCLAIMED_FILES_PER_USER such files (of hosts of one partition) that no write has mapped yet; map or delete some',
+      body: 'ErrorBody',
+      headers: ['Retry-After'],
+    },
   },
 });
 

@@ -98,7 +98,7 @@ export class FileService {
   private readonly unclaimed: UnclaimedFiles;
 
   constructor(private readonly d: FileServiceDeps) {
-    this.unclaimed = new UnclaimedFiles(d.redis, d.store.partitions);
+    this.unclaimed = new UnclaimedFiles(d.redis, d.store.partitions, d.settings.UNCLAIMED_FILES_PER_USER);
   }
 
   async handle(x: Exchange, segs: string[]): Promise<void> {
@@ -131,6 +131,8 @@ export class FileService {
         const key = this.keyOf(segs.slice(1));
         await this.access(user, key, 'update');
         if (!(await this.d.files.delete(key))) throw fileNotFound();
+        // Its mark, if it had one, no longer counts for its uploader.
+        await this.unclaimed.forget(key);
         x.send(200, []);
         return;
       }
@@ -171,7 +173,10 @@ export class FileService {
     const user = await this.authenticate(x);
     const [space, host = user.userId, ...rest] = segs;
     const key = fileKeyOf(space, host, rest.length ? joinSegments(rest) : GENERATED_PATH);
-    await this.access(user, key, 'upload');
+    const first = await this.allowed(user, key, 'upload');
+    // An uploader at the bound of marks is refused before the body flows (and again at the mark).
+    const marks = this.d.settings.UNCLAIMED_FILE_MARKS;
+    if (first.unclaimed && marks) await this.unclaimed.refuseFull(key.host, user.userId);
     const cl = x.header('content-length');
     const declaredLength = cl !== undefined && x.header('transfer-encoding') === undefined && /^\d{1,16}$/.test(cl) ? Number(cl) : undefined;
     const info = await this.d.files.put(key, x.bodyStream(), {
@@ -186,7 +191,7 @@ export class FileService {
       // unless a write maps it (src/security/unclaimed-files.ts).
       beforeCommit: async (stored) => {
         const now = await this.allowed(await this.d.tokens.required(x.header('x-auth-token')), key, 'upload');
-        if (now.unclaimed && this.d.settings.UNCLAIMED_FILE_MARKS) await this.unclaimed.mark(stored, this.d.clock());
+        if (now.unclaimed && marks) await this.unclaimed.mark(stored, this.d.clock(), user.userId);
       },
     });
     const location = `${this.d.baseUrl()}/${FILE_PREFIX}/file/${info.key.space}/${encodeURIComponent(info.key.host)}/${encodePath(info.key.path)}`;

@@ -208,7 +208,7 @@ for (const kind of ['disk', 's3'] as const) {
       const taken = keys.unclaimedTaken(partitionOf('editor', p.settings.PARTITIONS));
       expect(await p.redis.zscore(taken, member), 'taken').to.not.equal(null);
       expect(await exists(late)).to.equal(false);
-      const refused = await p.unclaimed!.claim(mapping({ 'late.txt': late })).then(
+      const refused = await p.unclaimed!.claim(mapping({ 'late.txt': late }), [late]).then(
         () => null,
         (e: { status?: number; message: string }) => e,
       );

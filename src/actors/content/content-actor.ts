@@ -67,7 +67,8 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     private readonly hooks: LifecycleHook[] = [],
     private readonly now: () => number = Date.now,
   ) {
-    this.unclaimed = new UnclaimedFiles(store.redis, store.partitions);
+    // Claims need no bound of marks (only marking does).
+    this.unclaimed = new UnclaimedFiles(store.redis, store.partitions, Number.POSITIVE_INFINITY);
     this.workspaces = new Workspaces(store, security, this, now, this.unclaimed);
   }
 
@@ -414,7 +415,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
   }
 
   private async commit(
-    cmd: CommandBase & { user: Principal },
+    cmd: Writer,
     ctx: ActorContext,
     expectedRev: number,
     snapshot: Snapshot,
@@ -429,7 +430,7 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     const value: WriteResult = { snapshot, version, subResults };
     // Every check passed: the content files the version maps are claimed before the commit (a
     // crash between the two loses none), and one the unclaimed-files sweep took answers 400.
-    const refused = await this.unclaimed.claim(version.aspects.svcFiles).then(
+    const refused = await this.unclaimed.claim(version.aspects.svcFiles, cmd.files).then(
       (): Outcome | null => null,
       (e: unknown): Outcome => {
         if (e instanceof AppError) return { reply: { id: cmd.id, ok: false, error: e.toWire() }, committed: false };

@@ -38,7 +38,7 @@ export class Workspaces {
     if (!canInAnyContext(this.security, cmd.user, 'Create', cmd.type)) throw permissionDenied('Create', cmd.user);
     checkFileReferences(cmd.aspects.svcFiles, undefined, cmd.files);
     // Checks passed: the files it maps are claimed (src/security/unclaimed-files.ts) before anything is reserved.
-    await this.unclaimed.claim(cmd.aspects.svcFiles);
+    await this.unclaimed.claim(cmd.aspects.svcFiles, cmd.files);
     const { reserved, subResults, ops } = await this.reserve(cmd.cid, cmd.workspace, cmd.ops);
     const now = this.now();
     const draft: Draft = {
@@ -85,7 +85,7 @@ export class Workspaces {
     }
     const aspects = applyUpdateMode(cmd.mode, base, cmd.aspects);
     checkFileReferences(aspects.svcFiles, base.svcFiles, cmd.files);
-    await this.unclaimed.claim(aspects.svcFiles);
+    await this.unclaimed.claim(aspects.svcFiles, cmd.files);
     const { reserved, subResults, ops } = await this.reserve(cmd.cid, cmd.workspace, cmd.ops);
     if (subResults.length) {
       await this.release(cmd.cid, cmd.workspace, freedAliases(reserved, existing?.reserved ?? []));
