@@ -179,21 +179,31 @@ export class FileService {
     if (first.unclaimed && marks) await this.unclaimed.refuseFull(key.host, user.userId);
     const cl = x.header('content-length');
     const declaredLength = cl !== undefined && x.header('transfer-encoding') === undefined && /^\d{1,16}$/.test(cl) ? Number(cl) : undefined;
-    const info = await this.d.files.put(key, x.bodyStream(), {
-      maxBytes: this.d.settings.MAX_UPLOAD_BYTES,
-      contentType: x.header('content-type'),
-      declaredLength,
-      uploader: user.userId,
-      // An upload may last hours: the caller as they are once it is complete (request-auth.ts),
-      // and what they may do now (the content may have moved to another context meanwhile),
-      // decide whether it is kept; a refusal answers as at the start, and nothing is kept. A
-      // file of a host no live content holds now is marked before it is visible: it expires
-      // unless a write maps it (src/security/unclaimed-files.ts).
-      beforeCommit: async (stored) => {
-        const now = await this.allowed(await this.d.tokens.required(x.header('x-auth-token')), key, 'upload');
-        if (now.unclaimed && marks) await this.unclaimed.mark(stored, this.d.clock(), user.userId);
-      },
-    });
+    let marked: FileKey | undefined;
+    const info = await this.d.files
+      .put(key, x.bodyStream(), {
+        maxBytes: this.d.settings.MAX_UPLOAD_BYTES,
+        contentType: x.header('content-type'),
+        declaredLength,
+        uploader: user.userId,
+        // An upload may last hours: the caller as they are once it is complete (request-auth.ts),
+        // and what they may do now (the content may have moved to another context meanwhile),
+        // decide whether it is kept; a refusal answers as at the start, and nothing is kept. A
+        // file of a host no live content holds now is marked before it is visible: it expires
+        // unless a write maps it (src/security/unclaimed-files.ts).
+        beforeCommit: async (stored) => {
+          const now = await this.allowed(await this.d.tokens.required(x.header('x-auth-token')), key, 'upload');
+          if (now.unclaimed && marks) {
+            await this.unclaimed.mark(stored, this.d.clock(), user.userId);
+            marked = stored;
+          }
+        },
+      })
+      .catch(async (e: unknown) => {
+        // Not stored: its mark no longer counts for the uploader (a crash here leaves it to the sweep).
+        if (marked) await this.unclaimed.forget(marked).catch(() => undefined);
+        throw e;
+      });
     const location = `${this.d.baseUrl()}/${FILE_PREFIX}/file/${info.key.space}/${encodeURIComponent(info.key.host)}/${encodePath(info.key.path)}`;
     x.sendJson(201, fileInfoOf(info), [
       ['Location', location],

@@ -12,11 +12,14 @@
  *   leaves a mark of no file, never a file without its mark. A mark costs Redis about its key's
  *   length twice, so an uploader may have at most `UNCLAIMED_FILES_PER_USER` marks in a partition
  *   (429 past it, before and after the body): a reader's stream of tiny uploads cannot fill Redis.
- * - **Claim.** A write of content or of a draft, once the actor's every check has passed, just
- *   before its commit, drops the marks of the content files it newly maps (those the gateway
- *   approved for it: `checkFileReferences`). They are files the writer may read, so a reader's
- *   refused write claims nothing; claimed before the commit, no crash between the two loses a
- *   mapped file. A file the sweep has taken (being deleted, or deleted within `TAKEN_KEPT_MS`) is
+ * - **Claim.** A write of content or of a draft, once the actor's every check has passed (and
+ *   its aliases are reserved), just before its commit, drops the marks of the content files its
+ *   request maps (the URIs the gateway approved for it: `checkFileReferences`; none when it
+ *   leaves `svcFiles` out). They are files the writer may read, so a reader's refused write
+ *   claims nothing; claimed before the commit, no crash between the two loses a mapped file. A
+ *   write the commit itself then refuses (a revision conflict, a lost lease, its deadline) keeps
+ *   its claims: its writer could have mapped the files in any content it may write. An upload
+ *   the store fails after its mark drops the mark again. A file the sweep has taken (being deleted, or deleted within `TAKEN_KEPT_MS`) is
  *   no longer the writer's to map: the write answers 400 as for a missing file, so no content
  *   maps a file deleted under it, whatever the order of the write's look at the file, the sweep
  *   and the commit. Deleting a file drops its mark too.

@@ -37,9 +37,8 @@ export class Workspaces {
     if ((await this.store.head(cmd.cid)) || (await this.store.draft(cmd.cid, cmd.workspace))) throw new AppError('BAD_REQUEST', 'Content already exists');
     if (!canInAnyContext(this.security, cmd.user, 'Create', cmd.type)) throw permissionDenied('Create', cmd.user);
     checkFileReferences(cmd.aspects.svcFiles, undefined, cmd.files);
-    // Checks passed: the files it maps are claimed (src/security/unclaimed-files.ts) before anything is reserved.
-    await this.unclaimed.claim(cmd.aspects.svcFiles, cmd.files);
     const { reserved, subResults, ops } = await this.reserve(cmd.cid, cmd.workspace, cmd.ops);
+    await this.claimOrRelease(cmd, cmd.aspects, reserved);
     const now = this.now();
     const draft: Draft = {
       workspace: cmd.workspace,
@@ -85,13 +84,13 @@ export class Workspaces {
     }
     const aspects = applyUpdateMode(cmd.mode, base, cmd.aspects);
     checkFileReferences(aspects.svcFiles, base.svcFiles, cmd.files);
-    await this.unclaimed.claim(aspects.svcFiles, cmd.files);
     const { reserved, subResults, ops } = await this.reserve(cmd.cid, cmd.workspace, cmd.ops);
     if (subResults.length) {
       await this.release(cmd.cid, cmd.workspace, freedAliases(reserved, existing?.reserved ?? []));
       const s = subResults[0].status;
       throw new AppError('ALIAS_EXISTS', s.message, s.extraInfo);
     }
+    await this.claimOrRelease(cmd, aspects, freedAliases(reserved, existing?.reserved ?? []));
     const now = Math.max(this.now(), existing?.modified ?? 0);
     const draft: Draft = {
       workspace: cmd.workspace,
@@ -215,6 +214,20 @@ export class Workspaces {
       }
     }
     return { reserved, subResults, ops: ops.filter((o) => !failed.has(o)) };
+  }
+
+  /**
+   * The last step before a draft is written, every check passed and the aliases reserved: the
+   * files the write adds are claimed (src/security/unclaimed-files.ts); when the sweep has taken
+   * one, the write is refused (400) and the aliases it newly reserved (`fresh`) are freed.
+   */
+  private async claimOrRelease(cmd: Cmd, aspects: Aspects, fresh: string[]): Promise<void> {
+    try {
+      await this.unclaimed.claim(aspects.svcFiles, cmd.files);
+    } catch (e) {
+      await this.release(cmd.cid, cmd.workspace, fresh);
+      throw e;
+    }
   }
 
   private async release(cid: string, workspace: string, aliases: string[]): Promise<void> {
