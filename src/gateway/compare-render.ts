@@ -18,6 +18,70 @@ export const MAX_PATCH_PATH_CHARS = 16 * 2 ** 20;
  */
 export const COMPARE_ON_LOOP_BYTES = 256 * 1024;
 
+/**
+ * Values (every MessagePack value: containers, map keys, strings, numbers) of the two versions
+ * of a compare above which it is made on the compare thread, whatever their bytes. What a diff,
+ * its patch and a decoded version cost follows the values, and an empty object or array is one
+ * byte stored: two versions of 99,000 of them (99 KB each) were decoded and diffed on the event
+ * loop (eight such compares at once held it 0.8 s), and each kept 6.3 MB of heap decoded in the
+ * compare cache (review 21, F1). 100 KB of article text holds about 3,500 values; a pair at this
+ * bound costs the loop about what a pair of COMPARE_ON_LOOP_BYTES of such text does. Past it the
+ * compare takes a slot of the thread once its versions are read (their values are known then).
+ */
+export const COMPARE_ON_LOOP_VALUES = 16_384;
+
+/**
+ * Heap a decoded version is counted at in the compare service's cache (`decodedBytes`), per value
+ * beside its stored bytes: an empty object decoded takes about 64 bytes (measured), a value of
+ * article text about 20.
+ */
+const HEAP_BYTES_PER_VALUE = 64;
+
+/** What a decoded version is counted at in the compare cache: its stored bytes and HEAP_BYTES_PER_VALUE a value. */
+export const decodedBytes = (storedBytes: number, values: number): number => storedBytes + HEAP_BYTES_PER_VALUE * values;
+
+/**
+ * How many values a stored version (MessagePack) holds, counted on its bytes without decoding
+ * it: each value's header is read and the bytes of strings, binaries, extensions and numbers are
+ * skipped. Counting stops past `limit` (answering `limit + 1`), so a version of a million values
+ * costs no more than one at the bound; bytes that are not MessagePack count as past it.
+ */
+export function storedValues(b: Uint8Array, limit: number): number {
+  let n = 0;
+  let at = 0;
+  const len = (bytes: number): number => {
+    if (at + bytes > b.length) return Number.NaN;
+    let v = 0;
+    for (let i = 0; i < bytes; i++) v = v * 256 + b[at + i];
+    at += bytes;
+    return v;
+  };
+  while (at < b.length) {
+    if (++n > limit) return limit + 1;
+    const h = b[at++];
+    let skip = 0;
+    if (h <= 0x7f || h >= 0xe0 || (h >= 0x80 && h <= 0x9f) || h === 0xc0 || h === 0xc2 || h === 0xc3) skip = 0;
+    else if (h >= 0xa0 && h <= 0xbf) skip = h & 0x1f;
+    else if (h === 0xc4 || h === 0xd9) skip = len(1);
+    else if (h === 0xc5 || h === 0xda) skip = len(2);
+    else if (h === 0xc6 || h === 0xdb) skip = len(4);
+    else if (h === 0xc7) skip = len(1) + 1;
+    else if (h === 0xc8) skip = len(2) + 1;
+    else if (h === 0xc9) skip = len(4) + 1;
+    else if (h === 0xca || h === 0xce || h === 0xd2) skip = 4;
+    else if (h === 0xcb || h === 0xcf || h === 0xd3) skip = 8;
+    else if (h === 0xcc || h === 0xd0) skip = 1;
+    else if (h === 0xcd || h === 0xd1) skip = 2;
+    else if (h >= 0xd4 && h <= 0xd8) skip = 1 + 2 ** (h - 0xd4);
+    else if (h === 0xdc || h === 0xde) skip = 2;
+    else if (h === 0xdd || h === 0xdf) skip = 4;
+    else return limit + 1; // 0xc1: never used
+    if (Number.isNaN(skip)) return limit + 1;
+    at += skip;
+  }
+  return at === b.length ? n : limit + 1;
+}
+
 /** A version to compare: decoded (small, kept by the service), or as stored (large). */
 export type ComparedSide = { key: string; record: VersionRecord } | { key: string; stored: Buffer };
 
@@ -73,14 +137,14 @@ export class CompareRenderer {
     };
   }
 
-  /** Whether a compare of these versions is made on the thread (and so needs a slot). */
-  static onThread(from: ComparedSide, to: ComparedSide, storedBytes: number): boolean {
-    return storedBytes > COMPARE_ON_LOOP_BYTES || !('record' in from && 'record' in to);
+  /** Whether a compare of these versions (their stored bytes and values together) is made on the thread (and so needs a slot). */
+  static onThread(from: ComparedSide, to: ComparedSide, storedBytes: number, values = 0): boolean {
+    return storedBytes > COMPARE_ON_LOOP_BYTES || values > COMPARE_ON_LOOP_VALUES || !('record' in from && 'record' in to);
   }
 
   /** The answer; the caller holds a slot when `onThread` says so. */
-  async answer(cid: string, from: ComparedSide, to: ComparedSide, storedBytes: number): Promise<string> {
-    const a = CompareRenderer.onThread(from, to, storedBytes) ? await thread.run({ cid, from, to }) : answerOf(cid, from, to);
+  async answer(cid: string, from: ComparedSide, to: ComparedSide, storedBytes: number, values = 0): Promise<string> {
+    const a = CompareRenderer.onThread(from, to, storedBytes, values) ? await thread.run({ cid, from, to }) : answerOf(cid, from, to);
     if ('json' in a) return a.json;
     throw new AppError(
       'PAYLOAD_TOO_LARGE',

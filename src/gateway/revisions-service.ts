@@ -11,7 +11,7 @@ import { compareKeys } from '../content/revisions.js';
 import { AppError } from '../errors.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
 import { writtenEnvelope } from './content-writes.js';
-import { COMPARE_ON_LOOP_BYTES, CompareRenderer, type ComparedSide } from './compare-render.js';
+import { COMPARE_ON_LOOP_BYTES, COMPARE_ON_LOOP_VALUES, CompareRenderer, type ComparedSide, decodedBytes, storedValues } from './compare-render.js';
 import { STATUS_OK, VARY_ACCEPT, formatOf, serialize } from './envelope.js';
 import type { Exchange } from './http.js';
 import type { Params } from './router.js';
@@ -29,15 +29,18 @@ export class RevisionsService {
   private readonly audit: AuditLog;
 
   /**
-   * Decoded versions of compared contents, by content and version key, bounded by the size of
-   * their stored form. Versions never change, and an editor compares many pairs of the same few
-   * versions. Reading and decoding two 100 KB versions per compare made most of its garbage, and
-   * the old-generation collections it caused were the slowest compares (issue 19). The answer
-   * never mutates them: the diff copies what it puts in the patch. Answers themselves are not
-   * kept: a diff of kept versions costs under a millisecond, and kept 100 KB answers filled the
-   * old generation again (p999 22-32 ms with them, 11-16 ms without).
+   * Decoded versions of compared contents, by content and version key, with their stored bytes and
+   * values, bounded by what they hold decoded (`decodedBytes`: their stored bytes and 64 bytes a
+   * value). Versions never change, and an editor compares many pairs of the same few versions.
+   * Reading and decoding two 100 KB versions per compare made most of its garbage, and the
+   * old-generation collections it caused were the slowest compares (issue 19). The answer never
+   * mutates them: the diff copies what it puts in the patch. Answers themselves are not kept: a
+   * diff of kept versions costs under a millisecond, and kept 100 KB answers filled the old
+   * generation again (p999 22-32 ms with them, 11-16 ms without). Bounded by stored bytes alone
+   * (8 MiB), versions of empty objects (64 bytes of heap for each byte stored) made it hold about
+   * 500 MB (review 21, F1); 16 MiB counted so still holds 25 versions of 100 KB of article text.
    */
-  private readonly versions = new LRUCache<string, VersionRecord>({ maxSize: 8 * 1024 * 1024 });
+  private readonly versions = new LRUCache<string, { record: VersionRecord; bytes: number; values: number }>({ maxSize: 16 * 1024 * 1024 });
   /** Compares of large versions, on a thread of their own. */
   private readonly renderer = new CompareRenderer(COMPARES_ON_THREAD);
 
@@ -78,28 +81,31 @@ export class RevisionsService {
       if (!from) throw new AppError('NOT_FOUND', `Version ${x.query.get('from')} not found`);
       if (!to) throw new AppError('NOT_FOUND', `Version ${x.query.get('to')} not found`);
       const bytes = from.bytes + to.bytes;
-      if (!slots.length && CompareRenderer.onThread(from.side, to.side, bytes)) slots.push(this.renderer.slot());
-      x.send(200, [['Content-Type', 'application/json']], await this.renderer.answer(cid, from.side, to.side, bytes));
+      const values = from.values + to.values;
+      if (!slots.length && CompareRenderer.onThread(from.side, to.side, bytes, values)) slots.push(this.renderer.slot());
+      x.send(200, [['Content-Type', 'application/json']], await this.renderer.answer(cid, from.side, to.side, bytes, values));
     } finally {
       for (const release of slots) release();
     }
   }
 
   /**
-   * A version to compare and its stored size; null when the content never had it. One of at most
-   * half COMPARE_ON_LOOP_BYTES is decoded once and kept (see `versions`); a larger one is handed
-   * to the compare thread as stored, never decoded here.
+   * A version to compare, its stored size and how many values it holds; null when the content
+   * never had it. One of at most half COMPARE_ON_LOOP_BYTES and half COMPARE_ON_LOOP_VALUES is
+   * decoded once and kept (see `versions`); a larger one is handed to the compare thread as stored,
+   * never decoded here. Its values are counted on its stored bytes (`storedValues`).
    */
-  private async comparedVersion(cid: string, key: string): Promise<{ side: ComparedSide; bytes: number } | null> {
+  private async comparedVersion(cid: string, key: string): Promise<{ side: ComparedSide; bytes: number; values: number } | null> {
     const k = `${cid}/${key}`;
     const hit = this.versions.get(k);
-    if (hit) return { side: { key, record: hit }, bytes: this.versions.info(k)?.size ?? 0 };
+    if (hit) return { side: { key, record: hit.record }, bytes: hit.bytes, values: hit.values };
     const stored = await this.d.store.storedVersion(cid, key);
     if (!stored) return null;
-    if (stored.length > COMPARE_ON_LOOP_BYTES / 2) return { side: { key, stored }, bytes: stored.length };
+    const values = storedValues(stored, COMPARE_ON_LOOP_VALUES);
+    if (stored.length > COMPARE_ON_LOOP_BYTES / 2 || values > COMPARE_ON_LOOP_VALUES / 2) return { side: { key, stored }, bytes: stored.length, values };
     const record = unpack<VersionRecord>(stored);
-    this.versions.set(k, record, { size: Math.max(1, stored.length) });
-    return { side: { key, record }, bytes: stored.length };
+    this.versions.set(k, { record, bytes: stored.length, values }, { size: Math.max(1, decodedBytes(stored.length, values)) });
+    return { side: { key, record }, bytes: stored.length, values };
   }
 
   /** Restore: a new version with the aspects of `version`, through the content's actor with If-Match. */

@@ -1,8 +1,10 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { expect } from 'chai';
 import jsonPatch from 'fast-json-patch';
 import { pack } from '../../src/adapters/codec.js';
-import { COMPARE_ON_LOOP_BYTES, CompareRenderer } from '../../src/gateway/compare-render.js';
+import { COMPARE_ON_LOOP_BYTES, COMPARE_ON_LOOP_VALUES, CompareRenderer, storedValues } from '../../src/gateway/compare-render.js';
 import { AppError } from '../../src/errors.js';
 import type { VersionRecord } from '../../src/content/model.js';
 import { startRedisServer } from '../../src/dev/redis-server.js';
@@ -100,5 +102,133 @@ describe('security: the cost of a compare of large versions (review 18)', functi
     const again = renderer.slot();
     expect(() => renderer.slot()).to.throw(AppError);
     again();
+  });
+});
+
+/**
+ * Review of the twenty-first session (F1): the rule above measured a compare by its versions'
+ * stored bytes, but what a compare costs follows how many values they hold. An empty object or
+ * array is one byte of MessagePack: a version of 99,000 of them is 99 KB stored, under
+ * COMPARE_ON_LOOP_BYTES with its pair, and was decoded and diffed on the event loop (eight such
+ * compares at once held it 0.8 s; with a patch of every value, 150-250 ms each and 5 MB answered),
+ * and kept decoded in the compare cache, whose bound counted stored bytes: 64 bytes of heap for
+ * each byte counted (its 8 MiB could hold about 530 MB).
+ */
+describe('security: compares of versions of many small values (review 21, F1)', function () {
+  this.timeout(300_000);
+  setFlagsFromString('--expose-gc');
+  const collect = runInNewContext('gc') as () => void;
+  const retained = (): number => {
+    collect();
+    return process.memoryUsage().heapUsed;
+  };
+  let p: Awaited<ReturnType<typeof startTestPlatform>>;
+  let redis: Awaited<ReturnType<typeof startRedisServer>>;
+  let reader: Client;
+  let id = '';
+  const versions: string[] = [];
+  const VERSIONS = 32;
+  const VALUES = 99_000;
+  // Every version differs from the next in one value: the patch is one operation (a large answer
+  // would measure this process's client parsing it, not the gateway).
+  const many = (n: number) => ({ body: { _type: 'body', n, a: Array.from({ length: VALUES }, () => ({})) } });
+
+  before(async () => {
+    redis = await startRedisServer({ appendonly: false });
+    p = await startTestPlatform({ REDIS_URL: redis.url }, ['web', 'actors']);
+    // A sportseditor writes its own content; any reader of it compares.
+    const writer = await new PlatformClient(p.base).login('sportseditor');
+    reader = await new PlatformClient(p.base).login('reader');
+    const sports = [{ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: ['sports'] } } }];
+    const r = await writer.create({ system: { contentType: 'article' }, aspects: many(1), operations: sports });
+    expect(r.status, r.text.slice(0, 300)).to.equal(201);
+    id = r.json.system.id;
+    versions.push(r.json.system.version);
+    let etag = r.headers.get('etag');
+    for (let n = 2; n <= VERSIONS; n++) {
+      const u = await writer.update(id, { aspects: many(n) }, etag);
+      expect(u.status, u.text.slice(0, 300)).to.equal(200);
+      etag = u.headers.get('etag');
+      versions.push(u.json.system!.version as string);
+    }
+    const stored = pack({ key: 'a', type: 'article', aspects: many(1), created: 0, creator: 'x', rev: 1 } satisfies VersionRecord);
+    expect(2 * stored.length, 'two such versions are under COMPARE_ON_LOOP_BYTES').to.be.below(COMPARE_ON_LOOP_BYTES);
+  });
+  after(async () => {
+    await p?.stop();
+    await redis?.stop();
+  });
+
+  const compare = (from: string, to: string) => reader.req('GET', `/content/alias/${id}/compare?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}`);
+
+  it('storedValues counts every value of a stored version (containers, keys, strings, numbers) on its bytes', () => {
+    const walk = (v: unknown): number =>
+      Array.isArray(v)
+        ? 1 + v.reduce((n: number, x) => n + walk(x), 0)
+        : v !== null && typeof v === 'object'
+          ? 1 + Object.values(v).reduce((n: number, x) => n + 1 + walk(x), 0)
+          : 1;
+    const samples: unknown[] = [
+      null,
+      true,
+      0,
+      -1,
+      -33,
+      127,
+      128,
+      -129,
+      65_536,
+      -70_000,
+      2 ** 40,
+      -(2 ** 40),
+      0.5,
+      1e300,
+      '',
+      'x'.repeat(31),
+      'x'.repeat(32),
+      'é'.repeat(200),
+      'y'.repeat(70_000),
+      Array.from({ length: 20 }, (_, i) => i),
+      Array.from({ length: 70_000 }, () => ({})),
+      Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`k${i}`, [i, { a: null }]])),
+      Object.fromEntries(Array.from({ length: 70_000 }, (_, i) => [`k${i}`, i % 2 === 0])),
+      { deep: [[[[{ a: [{}, [], '', 0.25, -5] }]]]] },
+    ];
+    for (const v of samples) {
+      const stored = pack({ key: 'a', type: 't', aspects: { x: { _type: 'x', v } }, created: 1, creator: 'c', rev: 1 });
+      // The record's own 6 keys and values, the aspects map, its key and aspect, and the aspect's two keys.
+      const expected = 1 + 12 + 1 + 1 + 1 + 2 + walk(v);
+      expect(storedValues(stored, 10_000_000), JSON.stringify(v).slice(0, 60)).to.equal(expected);
+      expect(storedValues(stored, 5)).to.equal(6);
+    }
+    expect(storedValues(Buffer.from([0xc1]), 100), 'not MessagePack').to.equal(101);
+    expect(storedValues(Buffer.from([0xda, 0x00, 0x10, 0x41]), 100), 'cut short').to.equal(101);
+    expect(COMPARE_ON_LOOP_VALUES).to.be.above(2 * 3_500);
+  });
+
+  it('eight compares (COMPARES_ON_THREAD) of such versions at once leave the event loop free, and answer the patch', async () => {
+    await compare(versions[0], versions[1]); // the thread's first job (its start, its JIT) is not the figure
+    const lag = monitorEventLoopDelay({ resolution: 10 });
+    lag.enable();
+    const rs = await Promise.all(Array.from({ length: 8 }, (_, i) => compare(versions[i + 2], versions[i + 3])));
+    lag.disable();
+    rs.forEach((r, i) => {
+      expect(r.status, r.text.slice(0, 300)).to.equal(200);
+      expect(r.json.patch).to.deep.equal([{ op: 'replace', path: '/body/n', value: i + 4 }]);
+    });
+    // On the old code each was decoded and diffed on the loop (198,000 values): eight held it 0.8 s; now 18 ms.
+    expect(lag.max / 1e6, 'the longest stall of the event loop, ms').to.be.below(150);
+  });
+
+  it('what the compares keep decoded is bounded by what it holds, not by its stored bytes', async () => {
+    const before = retained();
+    for (let i = 0; i + 1 < VERSIONS; i++) {
+      const r = await compare(versions[i], versions[i + 1]);
+      expect(r.status, r.text.slice(0, 300)).to.equal(200);
+    }
+    const grown = retained() - before;
+    // On the old code the 23 versions not yet compared (2.2 MB stored, under the cache's 8 MiB of
+    // stored bytes) stayed decoded: 127 MiB retained; now none is kept (each goes to the thread).
+    expect(grown / 2 ** 20, 'heap retained after the compares, MiB').to.be.below(48);
   });
 });
