@@ -3,6 +3,7 @@ import type { Settings } from '../../config/settings.js';
 import { unpack } from '../adapters/codec.js';
 import type { ContentStore } from '../adapters/content-store.js';
 import type { Logger } from '../adapters/log.js';
+import { snapshotBytes } from '../adapters/event-reader.js';
 import { keys, connectRedis, type RedisClient } from '../adapters/redis.js';
 import type { ContentEvent, Snapshot } from '../content/model.js';
 import { sleep } from '../wait.js';
@@ -23,7 +24,12 @@ const FOLLOW_IDLE_MS = 10;
  * commit appends its event, and this cache tails every partition's event stream and drops the
  * heads it names, so a change made through any gateway is seen within the event latency.
  * Writes answered through this gateway drop their head at once. `atLeastRevision` skips a
- * cached head older than the revision asked for.
+ * cached head older than the revision asked for. Bounded by entries and by bytes
+ * (`READ_CACHE_BYTES`, each head counted by `snapshotBytes`): a head's metadata aspects may weigh
+ * megabytes decoded, and a head past its TTL stays held until it is evicted. A heavy head is
+ * kept like any other (not decoding it again on each read is what the cache is for). Bounded by entries alone (50,000), the heads of 40
+ * contents whose metadata held 99,000 empty objects each, read once by a reader, kept 242 MiB
+ * (review 21, F2).
  */
 export class HeadCache {
   private readonly heads: LRUCache<string, { snap: Snapshot | null }>;
@@ -42,7 +48,13 @@ export class HeadCache {
     private readonly log: Logger,
     max = settings.READ_CACHE_ENTRIES,
   ) {
-    this.heads = new LRUCache({ max: Math.max(1, max), ttl: TTL_MS });
+    const bytes = Math.max(1, settings.READ_CACHE_BYTES);
+    this.heads = new LRUCache({
+      max: Math.max(1, max),
+      ttl: TTL_MS,
+      maxSize: bytes,
+      sizeCalculation: (e) => (e.snap ? snapshotBytes(e.snap) : 64),
+    });
   }
 
   /** Tails the event streams; on Redis Cluster (no multi-slot reads) the cache stays off. */

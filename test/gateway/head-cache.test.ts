@@ -264,4 +264,17 @@ describe('gateway: heads and revisions are counted by what their metadata holds 
     // On the old code 166-190 MiB: each revision's snapshot counted 0.6 MB and held 6.3 MB.
     expect(retainedMiB() - before, 'heap retained, MiB').to.be.below(48);
   });
+
+  it("a reader's reads of heads whose metadata is heavy keep at most about READ_CACHE_BYTES, also past their TTL", async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 24; i++) {
+      const c = await writer.create({ system: { contentType: 'article' }, aspects: { body: { t: i } }, operations: heavy(i) });
+      expect(c.status, c.text.slice(0, 300)).to.equal(201);
+      ids.push(c.json.system.id);
+    }
+    const before = retainedMiB();
+    for (const id of ids) expect((await reader.req('GET', `/content/alias/${id}`)).status).to.equal(303);
+    // On the old code 150 MiB: the head cache had no bound of bytes.
+    expect(retainedMiB() - before, 'heap retained, MiB').to.be.below(48);
+  });
 });
