@@ -124,6 +124,8 @@ export const settingsSchema = z.object({
    * Retry-After. Each holds up to a few batches of rendered lines while its client reads.
    */
   EXPORT_MAX_PER_USER: int(1, 10000).default(4),
+  /** Bulk imports one user may run at once on a web process (429 past it): each holds a window of parsed lines. */
+  IMPORT_MAX_PER_USER: int(1, 10000).default(4),
   /** Versioned reads kept in memory per gateway. */
   READ_CACHE_ENTRIES: int(0, 10000000).default(50000),
   /** Bytes of versioned reads kept in memory per gateway (rendered answers and their snapshots); one answer larger than a sixteenth of it is not kept. */

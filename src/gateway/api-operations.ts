@@ -448,6 +448,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     responses: {
       200: { description: 'One answer line per input line (blank lines aside)', body: { media: { 'application/x-ndjson': 'string' } } },
       415: E[415],
+      429: { description: 'The user runs IMPORT_MAX_PER_USER imports on this process', body: 'ErrorBody', headers: ['Retry-After'] },
     },
   },
   'GET /content-service/export': {

@@ -8,6 +8,7 @@ import { isAllowed, permissionDenied, type Principal, type SecurityConfig } from
 import { pastDeadline, type ActorContext, type CommandBase, type CommandHandler, type Reply } from '../runtime.js';
 import { applyUpdateMode } from '../../content/update-modes.js';
 import { refuseTooManyViews, symbolicCycle, timeWindow, viewNames } from '../../content/views.js';
+import { refuseOversizedMetadata } from '../../content/metadata.js';
 import { dateRangeProblem, invalidSearchDocument } from '../../content/search-document.js';
 import { refuseOversizedCategorization } from '../../content/variants.js';
 import { indexSchema } from '../../adapters/index-schema.js';
@@ -597,6 +598,7 @@ export function applyOperations(snapshot: Snapshot, versionKey: string, ops: Ope
     events.push({ view, userId, version: vid, rev: snapshot.rev, ts: now });
   };
   assign(LATEST_VIEW);
+  const metaBefore = ops.some((op) => op._type === 'svcContentMetadata') ? { ...snapshot.meta } : null;
   for (const op of ops) {
     if (op._type === 'svcAssignToViews') {
       for (const v of op.views) if (v !== LATEST_VIEW) assign(v);
@@ -614,6 +616,7 @@ export function applyOperations(snapshot: Snapshot, versionKey: string, ops: Ope
     }
   }
   refuseTooManyViews(viewsBefore, snapshot);
+  if (metaBefore) refuseOversizedMetadata(metaBefore, snapshot.meta);
   return events;
 }
 
