@@ -207,7 +207,9 @@ describe('gateway: the versioned-read cache is bounded in bytes (READ_CACHE_BYTE
  */
 describe('gateway: heads and revisions are counted by what their metadata holds decoded (review 21, F2)', function () {
   this.timeout(300_000);
-  const BOUND = 16 * 1024 * 1024;
+  // Metadata is bounded at the write since (10,000 values: src/content/metadata.ts): heads of
+  // 9,990 empty objects (about 0.64 MB decoded, 30 KB of JSON) under a bound of 2 MiB.
+  const BOUND = 2 * 1024 * 1024;
   setFlagsFromString('--expose-gc');
   const collect = runInNewContext('gc') as () => void;
   const retainedMiB = (): number => {
@@ -218,7 +220,7 @@ describe('gateway: heads and revisions are counted by what their metadata holds 
   let writer: Client;
   let reader: Client;
   const heavy = (n: number) => [
-    { _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: ['sports'] }, m: { n, a: Array.from({ length: 99_000 }, () => ({})) } } },
+    { _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: ['sports'] }, m: { n, a: Array.from({ length: 9_990 }, () => ({})) } } },
   ];
 
   before(async () => {
@@ -261,20 +263,21 @@ describe('gateway: heads and revisions are counted by what their metadata holds 
     }
     const before = retainedMiB();
     for (let r = 1; r <= REVS; r++) expect((await reader.req('GET', `/content/alias/${id}/${r}`)).status).to.equal(200);
-    // On the old code 166-190 MiB: each revision's snapshot counted 0.6 MB and held 6.3 MB.
-    expect(retainedMiB() - before, 'heap retained, MiB').to.be.below(48);
+    // On the old code 166-190 MiB with 99,000 objects, when metadata was not bounded: each
+    // revision's snapshot counted 0.6 MB and held 6.3 MB (a tenth of it each now).
+    expect(retainedMiB() - before, 'heap retained, MiB').to.be.below(8);
   });
 
   it("a reader's reads of heads whose metadata is heavy keep at most about READ_CACHE_BYTES, also past their TTL", async () => {
     const ids: string[] = [];
-    for (let i = 0; i < 24; i++) {
+    for (let i = 0; i < 40; i++) {
       const c = await writer.create({ system: { contentType: 'article' }, aspects: { body: { t: i } }, operations: heavy(i) });
       expect(c.status, c.text.slice(0, 300)).to.equal(201);
       ids.push(c.json.system.id);
     }
     const before = retainedMiB();
     for (const id of ids) expect((await reader.req('GET', `/content/alias/${id}`)).status).to.equal(303);
-    // On the old code 150 MiB: the head cache had no bound of bytes.
-    expect(retainedMiB() - before, 'heap retained, MiB').to.be.below(48);
+    // On the old code 150 MiB (24 heads of 99,000 objects): the head cache had no bound of bytes.
+    expect(retainedMiB() - before, 'heap retained, MiB').to.be.below(8);
   });
 });
