@@ -23,7 +23,7 @@ export type IndexingPlatform = Awaited<ReturnType<typeof startPlatform>> & { bas
  * kept in `lines` (JSON, level info and up), with an editor, an anonymous client and a content
  * store on its Redis: for tests of what the indexer sends and logs.
  */
-export async function startIndexingPlatform(): Promise<{
+export async function startIndexingPlatform(overrides: Record<string, string> = {}): Promise<{
   p: IndexingPlatform;
   solr: string;
   editor: Client;
@@ -32,7 +32,7 @@ export async function startIndexingPlatform(): Promise<{
   lines: { msg: string; [k: string]: unknown }[];
 }> {
   const solr = await ensureTestSolr();
-  const settings = loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', SOLR_URL: solr });
+  const settings = loadSettings({ ...process.env, PORT: '0', PARTITIONS: '8', LEASE_MS: '2000', SOLR_URL: solr, ...overrides });
   const lines: { msg: string; [k: string]: unknown }[] = [];
   const sink = new Writable({
     write(chunk, _enc, cb) {
