@@ -10,7 +10,7 @@ import { partialCreated } from './envelope.js';
 import { KeyedCounts } from './keyed-counts.js';
 import { type ExportFilter, exportRenderer } from './export-render.js';
 import { errorOf, type Exchange, parseJsonBody } from './http.js';
-import { MAX_CONTAINERS_PER_BODY, MAX_KEYS_PER_BODY, countsIn } from './body-limits.js';
+import { MAX_CONTAINERS_PER_BODY, MAX_KEYS_PER_BODY } from './body-limits.js';
 import { invalid, MAX_BODY_DEPTH, typeSchema, updateModeOf, viewSchema } from './schemas.js';
 
 /** The bulk import's route under the content service; its body is streamed, not collected (server.ts). */
@@ -18,24 +18,12 @@ export const BULK_ROUTE = 'bulk';
 const NDJSON = 'application/x-ndjson';
 /**
  * What the lines in flight may weigh at once, besides BULK_IN_FLIGHT lines: a few huge lines must
- * not fill memory either. A line weighs what it holds parsed (`weightOf`).
+ * not fill memory either. A line weighs what it holds parsed (`parsedWeight`): a JSON text of
+ * empty objects holds about 21 times its length. Before, lines counted by their bytes: one
+ * sportseditor's import of 200 lines of 99,000 empty objects, with the actors slow to answer,
+ * took the gateway's heap up by 757 MiB (the twenty-first session's review).
  */
 const WINDOW_BYTES = 32 * 1024 * 1024;
-/** Lines shorter than this weigh their bytes: what they hold parsed is small whatever they are. */
-const WEIGHED_FROM_BYTES = 1024;
-
-/**
- * About what a line holds once parsed: its bytes, and 64 bytes an object or array and 32 a key
- * (countsIn, on the bytes). A JSON text of empty objects (`{},` is three bytes) holds about 21
- * times its length parsed: before, counted by its bytes, one sportseditor's import of 200 lines
- * of 99,000 empty objects, with the actors slow to answer, took the gateway's heap up by 757 MiB
- * (the twenty-first session's review).
- */
-function weightOf(buf: Buffer): number {
-  if (buf.length < WEIGHED_FROM_BYTES) return buf.length;
-  const { containers, keys } = countsIn(buf);
-  return buf.length + 64 * containers + 32 * keys;
-}
 /** Contents read and rendered per step of an export. */
 const EXPORT_BATCH = 500;
 /** Partitions an export scans at once. */
@@ -403,7 +391,7 @@ class ImportRun {
       });
     }
     if (this.x.aborted) return;
-    const slot: Slot = { n, bytes: buf ? weightOf(buf) : 0, text: null };
+    const slot: Slot = { n, bytes: buf?.length ?? 0, text: null };
     this.slots.push(slot);
     this.bytes += slot.bytes;
     if (!this.user) return this.answer(slot, errorAnswer(revoked())); // as its single request: the token first
@@ -415,11 +403,15 @@ class ImportRun {
       );
     }
     let line: Line;
+    const weighed = { weight: buf.length };
     try {
-      line = parseLine(buf);
+      line = parseLine(buf, weighed);
     } catch (e) {
       return this.answer(slot, errorAnswer(errorOf(e, this.limits.log)));
     }
+    // The line as it is held until answered: what it holds parsed.
+    this.bytes += weighed.weight - slot.bytes;
+    slot.bytes = weighed.weight;
     const names = namesOf(line);
     const before = names.map((k) => this.tails.get(k)).filter((t): t is Promise<void> => t !== undefined);
     const run = before.length ? Promise.all(before).then(() => this.apply(n, line)) : this.apply(n, line);
@@ -505,11 +497,11 @@ const isBlank = (b: Buffer): boolean => {
 /** The keys of a line beside its request's body. */
 const LINE_KEYS = 5;
 
-function parseLine(buf: Buffer): Line {
+function parseLine(buf: Buffer, weighed?: { weight: number }): Line {
   // A line holds its request's body one level down (`{op, content: <body>}`): it may be one level
   // deeper than a body, and hold one object and its keys (op, id, ifMatch, mode, content) more, so
   // that whatever a single request stores (and an export writes) imports.
-  const value = parseJsonBody(buf, MAX_BODY_DEPTH + 1, MAX_CONTAINERS_PER_BODY + 1, MAX_KEYS_PER_BODY + LINE_KEYS);
+  const value = parseJsonBody(buf, MAX_BODY_DEPTH + 1, MAX_CONTAINERS_PER_BODY + 1, MAX_KEYS_PER_BODY + LINE_KEYS, weighed);
   const parsed = lineSchema.safeParse(value);
   if (!parsed.success) throw invalid(parsed.error);
   return parsed.data;

@@ -41,14 +41,31 @@ const HEAP_BYTES_PER_VALUE = 64;
 export const decodedBytes = (storedBytes: number, values: number): number => storedBytes + HEAP_BYTES_PER_VALUE * values;
 
 /**
- * How many values a stored version (MessagePack) holds, counted on its bytes without decoding
- * it: each value's header is read and the bytes of strings, binaries, extensions and numbers are
- * skipped. Counting stops past `limit` (answering `limit + 1`), so a version of a million values
- * costs no more than one at the bound; bytes that are not MessagePack count as past it.
+ * What the paths of a compare's patch may spell together for it to be made on the event loop:
+ * each operation of a patch spells its whole path, so versions of few values under long keys
+ * make a patch of megabytes (42 KB versions of 1,838 values under keys of 800 characters: 16 MB
+ * of paths, 80-180 ms of the loop each, eight at once a stall of 0.8-1.1 s: the twenty-first
+ * session's review). The bench's 100 KB article spells about 150,000.
  */
-export function storedValues(b: Uint8Array, limit: number): number {
+export const COMPARE_ON_LOOP_PATH_CHARS = 1024 * 1024;
+
+/**
+ * What a stored version (MessagePack) holds, counted on its bytes without decoding it: its values,
+ * a map's keys included (each value's header is read and the bytes of strings, binaries and
+ * numbers are skipped), and
+ * the sum of the lengths of every value's path (a map's keys, an array's indices, a `/` a step):
+ * a bound of what the paths of a patch against it may spell. Counting stops past either limit
+ * (answering one past it), so a version of a million values costs no more than one at the bound;
+ * bytes that are not MessagePack the codec writes count as past both.
+ */
+export function storedShape(b: Uint8Array, valuesLimit: number, pathLimit = Number.POSITIVE_INFINITY): { values: number; pathChars: number } {
+  const past = { values: valuesLimit + 1, pathChars: pathLimit + 1 };
   let n = 0;
+  let paths = 0;
   let at = 0;
+  // The containers being read: items left (pairs of a map), whether the next is a map's key, the
+  // length of the container's path, and of the key or index of the item being read.
+  const frames: { left: number; map: boolean; keyNext: boolean; base: number; step: number; index: number }[] = [];
   const len = (bytes: number): number => {
     if (at + bytes > b.length) return Number.NaN;
     let v = 0;
@@ -57,30 +74,61 @@ export function storedValues(b: Uint8Array, limit: number): number {
     return v;
   };
   while (at < b.length) {
-    if (++n > limit) return limit + 1;
     const h = b[at++];
     let skip = 0;
-    if (h <= 0x7f || h >= 0xe0 || (h >= 0x80 && h <= 0x9f) || h === 0xc0 || h === 0xc2 || h === 0xc3) skip = 0;
-    else if (h >= 0xa0 && h <= 0xbf) skip = h & 0x1f;
-    else if (h === 0xc4 || h === 0xd9) skip = len(1);
-    else if (h === 0xc5 || h === 0xda) skip = len(2);
-    else if (h === 0xc6 || h === 0xdb) skip = len(4);
-    else if (h === 0xc7) skip = len(1) + 1;
-    else if (h === 0xc8) skip = len(2) + 1;
-    else if (h === 0xc9) skip = len(4) + 1;
+    let items = -1; // a container's items (pairs of a map)
+    let map = false;
+    let str = -1; // a string's length
+    if (h <= 0x7f || h >= 0xe0 || h === 0xc0 || h === 0xc2 || h === 0xc3) skip = 0;
+    else if (h >= 0x80 && h <= 0x8f) [items, map] = [h & 0x0f, true];
+    else if (h >= 0x90 && h <= 0x9f) items = h & 0x0f;
+    else if (h >= 0xa0 && h <= 0xbf) skip = str = h & 0x1f;
+    else if (h === 0xd9) skip = str = len(1);
+    else if (h === 0xda) skip = str = len(2);
+    else if (h === 0xdb) skip = str = len(4);
+    else if (h === 0xc4) skip = len(1);
+    else if (h === 0xc5) skip = len(2);
+    else if (h === 0xc6) skip = len(4);
     else if (h === 0xca || h === 0xce || h === 0xd2) skip = 4;
     else if (h === 0xcb || h === 0xcf || h === 0xd3) skip = 8;
     else if (h === 0xcc || h === 0xd0) skip = 1;
     else if (h === 0xcd || h === 0xd1) skip = 2;
-    else if (h >= 0xd4 && h <= 0xd8) skip = 1 + 2 ** (h - 0xd4);
-    else if (h === 0xdc || h === 0xde) skip = 2;
-    else if (h === 0xdd || h === 0xdf) skip = 4;
-    else return limit + 1; // 0xc1: never used
-    if (Number.isNaN(skip)) return limit + 1;
+    else if (h === 0xdc) items = len(2);
+    else if (h === 0xdd) items = len(4);
+    else if (h === 0xde) [items, map] = [len(2), true];
+    else if (h === 0xdf) [items, map] = [len(4), true];
+    // 0xc1 (never used), and extensions (0xc7-0xc9, 0xd4-0xd8): the platform's codec writes none
+    // (src/adapters/codec.ts), and msgpackr decodes some (structured-clone ids and pointers) into a
+    // shared graph far larger than their bytes, so a version holding one counts as past the bound.
+    else return past;
+    if (Number.isNaN(skip) || Number.isNaN(items)) return past;
     at += skip;
+    const top = frames[frames.length - 1];
+    if (++n > valuesLimit) return past;
+    if (top?.map && top.keyNext) {
+      // A map's key (a value, as the decoded string it is): the step to its value.
+      top.step = 1 + (str >= 0 ? str : 8);
+      top.keyNext = false;
+      if (items >= 0) return past; // a key that is a container: not what the codec writes
+      continue;
+    }
+    let path = 0;
+    if (top) {
+      path = top.base + (top.map ? top.step : 1 + String(top.index).length);
+      top.index++;
+      top.left--;
+      if (top.map) top.keyNext = true;
+    }
+    paths += path;
+    if (paths > pathLimit) return past;
+    if (items > 0) frames.push({ left: items, map, keyNext: map, base: path, step: 0, index: 0 });
+    while (frames.length && frames[frames.length - 1].left === 0 && (!frames[frames.length - 1].map || frames[frames.length - 1].keyNext)) frames.pop();
   }
-  return at === b.length ? n : limit + 1;
+  return at === b.length && frames.length === 0 ? { values: n, pathChars: paths } : past;
 }
+
+/** How many values a stored version holds (`storedShape`), counted up to one past `limit`. */
+export const storedValues = (b: Uint8Array, limit: number): number => storedShape(b, limit).values;
 
 /** A version to compare: decoded (small, kept by the service), or as stored (large). */
 export type ComparedSide = { key: string; record: VersionRecord } | { key: string; stored: Buffer };
@@ -138,13 +186,15 @@ export class CompareRenderer {
   }
 
   /** Whether a compare of these versions (their stored bytes and values together) is made on the thread (and so needs a slot). */
-  static onThread(from: ComparedSide, to: ComparedSide, storedBytes: number, values = 0): boolean {
-    return storedBytes > COMPARE_ON_LOOP_BYTES || values > COMPARE_ON_LOOP_VALUES || !('record' in from && 'record' in to);
+  static onThread(from: ComparedSide, to: ComparedSide, storedBytes: number, values = 0, pathChars = 0): boolean {
+    return (
+      storedBytes > COMPARE_ON_LOOP_BYTES || values > COMPARE_ON_LOOP_VALUES || pathChars > COMPARE_ON_LOOP_PATH_CHARS || !('record' in from && 'record' in to)
+    );
   }
 
   /** The answer; the caller holds a slot when `onThread` says so. */
-  async answer(cid: string, from: ComparedSide, to: ComparedSide, storedBytes: number, values = 0): Promise<string> {
-    const a = CompareRenderer.onThread(from, to, storedBytes, values) ? await thread.run({ cid, from, to }) : answerOf(cid, from, to);
+  async answer(cid: string, from: ComparedSide, to: ComparedSide, storedBytes: number, values = 0, pathChars = 0): Promise<string> {
+    const a = CompareRenderer.onThread(from, to, storedBytes, values, pathChars) ? await thread.run({ cid, from, to }) : answerOf(cid, from, to);
     if ('json' in a) return a.json;
     throw new AppError(
       'PAYLOAD_TOO_LARGE',

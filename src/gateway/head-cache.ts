@@ -48,7 +48,8 @@ export class HeadCache {
     private readonly log: Logger,
     max = settings.READ_CACHE_ENTRIES,
   ) {
-    const bytes = Math.max(1, settings.READ_CACHE_BYTES);
+    // Its own budget of READ_CACHE_BYTES; 0 (the versioned-read cache off) leaves it at the default 64 MiB.
+    const bytes = settings.READ_CACHE_BYTES > 0 ? settings.READ_CACHE_BYTES : 64 * 1024 * 1024;
     this.heads = new LRUCache({
       max: Math.max(1, max),
       ttl: TTL_MS,

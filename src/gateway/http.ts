@@ -5,7 +5,7 @@ import { AppError } from '../errors.js';
 import { newRequestId } from '../adapters/ids.js';
 import { redisUnreachable } from '../adapters/redis.js';
 import { clientAddressOf } from '../security/client-address.js';
-import { MAX_CONTAINERS_PER_BODY, MAX_KEYS_PER_BODY, checkCountsIn, checkStorable } from './body-limits.js';
+import { MAX_CONTAINERS_PER_BODY, MAX_KEYS_PER_BODY, checkCountsIn, checkStorable, parsedWeight } from './body-limits.js';
 
 /** Reason phrases of the status lines the platform answers. */
 const REASONS: Record<number, string> = {
@@ -631,7 +631,14 @@ const UTF8_STRICT = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
  * objects and arrays than `maxContainers` or keys than `maxKeys` is refused on its bytes, before JSON.parse spends
  * seconds of the gateway's thread on it (body-limits.ts).
  */
-export function parseJsonBody(buf: Buffer, maxDepth?: number, maxContainers = MAX_CONTAINERS_PER_BODY, maxKeys = MAX_KEYS_PER_BODY): unknown {
+export function parseJsonBody(
+  buf: Buffer,
+  maxDepth?: number,
+  maxContainers = MAX_CONTAINERS_PER_BODY,
+  maxKeys = MAX_KEYS_PER_BODY,
+  /** Given, its `weight` is set to what the body holds parsed (`parsedWeight`). */
+  weighed?: { weight: number },
+): unknown {
   checkCountsIn(buf, maxContainers, maxKeys);
   let text: string;
   try {
@@ -645,6 +652,7 @@ export function parseJsonBody(buf: Buffer, maxDepth?: number, maxContainers = MA
   } catch (e) {
     throw new AppError('BAD_REQUEST', `Malformed JSON: ${(e as Error).message}`);
   }
-  checkStorable(value, maxDepth, maxContainers);
+  const counts = checkStorable(value, maxDepth, maxContainers);
+  if (weighed) weighed.weight = parsedWeight(buf.length, counts);
   return value;
 }

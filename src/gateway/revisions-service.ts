@@ -11,7 +11,15 @@ import { compareKeys } from '../content/revisions.js';
 import { AppError } from '../errors.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
 import { writtenEnvelope } from './content-writes.js';
-import { COMPARE_ON_LOOP_BYTES, COMPARE_ON_LOOP_VALUES, CompareRenderer, type ComparedSide, decodedBytes, storedValues } from './compare-render.js';
+import {
+  COMPARE_ON_LOOP_BYTES,
+  COMPARE_ON_LOOP_PATH_CHARS,
+  COMPARE_ON_LOOP_VALUES,
+  CompareRenderer,
+  type ComparedSide,
+  decodedBytes,
+  storedShape,
+} from './compare-render.js';
 import { STATUS_OK, VARY_ACCEPT, formatOf, serialize } from './envelope.js';
 import type { Exchange } from './http.js';
 import type { Params } from './router.js';
@@ -40,7 +48,7 @@ export class RevisionsService {
    * (8 MiB), versions of empty objects (64 bytes of heap for each byte stored) made it hold about
    * 500 MB (review 21, F1); 16 MiB counted so still holds 25 versions of 100 KB of article text.
    */
-  private readonly versions = new LRUCache<string, { record: VersionRecord; bytes: number; values: number }>({ maxSize: 16 * 1024 * 1024 });
+  private readonly versions = new LRUCache<string, { record: VersionRecord; bytes: number; values: number; pathChars: number }>({ maxSize: 16 * 1024 * 1024 });
   /** Compares of large versions, on a thread of their own. */
   private readonly renderer = new CompareRenderer(COMPARES_ON_THREAD);
 
@@ -82,8 +90,9 @@ export class RevisionsService {
       if (!to) throw new AppError('NOT_FOUND', `Version ${x.query.get('to')} not found`);
       const bytes = from.bytes + to.bytes;
       const values = from.values + to.values;
-      if (!slots.length && CompareRenderer.onThread(from.side, to.side, bytes, values)) slots.push(this.renderer.slot());
-      x.send(200, [['Content-Type', 'application/json']], await this.renderer.answer(cid, from.side, to.side, bytes, values));
+      const paths = from.pathChars + to.pathChars;
+      if (!slots.length && CompareRenderer.onThread(from.side, to.side, bytes, values, paths)) slots.push(this.renderer.slot());
+      x.send(200, [['Content-Type', 'application/json']], await this.renderer.answer(cid, from.side, to.side, bytes, values, paths));
     } finally {
       for (const release of slots) release();
     }
@@ -95,17 +104,18 @@ export class RevisionsService {
    * decoded once and kept (see `versions`); a larger one is handed to the compare thread as stored,
    * never decoded here. Its values are counted on its stored bytes (`storedValues`).
    */
-  private async comparedVersion(cid: string, key: string): Promise<{ side: ComparedSide; bytes: number; values: number } | null> {
+  private async comparedVersion(cid: string, key: string): Promise<{ side: ComparedSide; bytes: number; values: number; pathChars: number } | null> {
     const k = `${cid}/${key}`;
     const hit = this.versions.get(k);
-    if (hit) return { side: { key, record: hit.record }, bytes: hit.bytes, values: hit.values };
+    if (hit) return { side: { key, record: hit.record }, bytes: hit.bytes, values: hit.values, pathChars: hit.pathChars };
     const stored = await this.d.store.storedVersion(cid, key);
     if (!stored) return null;
-    const values = storedValues(stored, COMPARE_ON_LOOP_VALUES);
-    if (stored.length > COMPARE_ON_LOOP_BYTES / 2 || values > COMPARE_ON_LOOP_VALUES / 2) return { side: { key, stored }, bytes: stored.length, values };
+    const { values, pathChars } = storedShape(stored, COMPARE_ON_LOOP_VALUES, COMPARE_ON_LOOP_PATH_CHARS);
+    if (stored.length > COMPARE_ON_LOOP_BYTES / 2 || values > COMPARE_ON_LOOP_VALUES / 2 || pathChars > COMPARE_ON_LOOP_PATH_CHARS / 2)
+      return { side: { key, stored }, bytes: stored.length, values, pathChars };
     const record = unpack<VersionRecord>(stored);
-    this.versions.set(k, { record, bytes: stored.length, values }, { size: Math.max(1, decodedBytes(stored.length, values)) });
-    return { side: { key, record }, bytes: stored.length, values };
+    this.versions.set(k, { record, bytes: stored.length, values, pathChars }, { size: Math.max(1, decodedBytes(stored.length, values)) });
+    return { side: { key, record }, bytes: stored.length, values, pathChars };
   }
 
   /** Restore: a new version with the aspects of `version`, through the content's actor with If-Match. */

@@ -2,8 +2,10 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Readable } from 'node:stream';
 import { expect } from 'chai';
+import { keys } from '../../src/adapters/redis.js';
 import { bulk } from '../bulk/ndjson.js';
-import { Client, startIsolatedPlatform } from '../support/platform.js';
+import { startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.js';
+import { Client, startTestPlatform } from '../support/platform.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 setFlagsFromString('--expose-gc');
@@ -28,14 +30,20 @@ function retainedBytes(): number {
  */
 describe('a bulk import holds a bounded window of parsed lines', function () {
   this.timeout(120_000);
-  let p: Awaited<ReturnType<typeof startIsolatedPlatform>>;
+  let p: Awaited<ReturnType<typeof startTestPlatform>>;
+  let own: RedisServerHandle;
   let sports: Client;
 
   before(async () => {
-    p = await startIsolatedPlatform({ LOCAL_DISPATCH: 'false', ACTOR_REPLY_TIMEOUT_MS: '30000', IMPORT_MAX_PER_USER: '2' });
+    own = await startRedisServer({ appendonly: false });
+    // A web process alone: its commands wait in the streams, no actor takes them.
+    p = await startTestPlatform({ REDIS_URL: own.url, LOCAL_DISPATCH: 'false', ACTOR_REPLY_TIMEOUT_MS: '30000', IMPORT_MAX_PER_USER: '2' }, ['web']);
     sports = await new Client(p.base).login('sportseditor');
   });
-  after(async () => p?.stop());
+  after(async () => {
+    await p?.stop();
+    await own?.stop();
+  });
 
   const heavyLine = (i: number) =>
     `${JSON.stringify({ op: 'create', content: { system: { contentType: 'article' }, aspects: { body: { n: i, a: Array.from({ length: 99_000 }, () => ({})) } } } })}\n`;
@@ -51,12 +59,19 @@ describe('a bulk import holds a bounded window of parsed lines', function () {
         this.push(line);
       },
     });
-    const run = bulk(p.base, sports.token!, body);
+    const statuses: number[] = [];
+    const run = bulk(p.base, sports.token!, body, { onAnswer: (a) => void statuses.push(a.status) });
     // The window fills and the upload stops being read; give it time to take all it will.
     await sleep(6000);
     const grown = retainedBytes() - before;
-    console.log(`      ${sent} lines sent (${((sent * line.length) / 2 ** 20).toFixed(0)} MiB), the gateway holds ${(grown / 2 ** 20).toFixed(0)} MiB more`);
+    let taken = 0;
+    for (let i = 0; i < p.settings.PARTITIONS; i++) taken += await p.redis.xlen(keys.commands(i));
+    console.log(
+      `      ${sent} lines sent (${((sent * line.length) / 2 ** 20).toFixed(0)} MiB), ${taken} taken, this process holds ${(grown / 2 ** 20).toFixed(0)} MiB more`,
+    );
     expect(grown, 'bytes the window of parsed lines holds').to.be.below(128 * 2 ** 20);
+    // Each line holds about 11 MB while in flight (13 MB weighed): the window of 32 MiB takes three.
+    expect(taken, 'lines in flight').to.be.at.most(4);
     body.destroy();
     await Promise.race([run, sleep(1000)]);
   });
@@ -64,12 +79,12 @@ describe('a bulk import holds a bounded window of parsed lines', function () {
   it('a user runs at most IMPORT_MAX_PER_USER imports at once: 429 with Retry-After past it', async () => {
     const open = [0, 1].map(() => {
       const body = new Readable({ read() {} });
-      body.push('{"op":"delete","id":"contentid/nothing","ifMatch":"x"}\n');
+      body.push('not a line\n'); // answered 400 by the gateway: no actor here
       return { body, run: bulk(p.base, sports.token!, body) };
     });
     await sleep(500);
     const third = await sports.req('POST', '/bulk', {
-      body: '{"op":"delete","id":"contentid/nothing","ifMatch":"x"}\n',
+      body: 'not a line\n',
       headers: { 'Content-Type': 'application/x-ndjson' },
     });
     expect(third.status, third.text).to.equal(429);

@@ -4,7 +4,7 @@ import { runInNewContext } from 'node:vm';
 import { expect } from 'chai';
 import jsonPatch from 'fast-json-patch';
 import { pack } from '../../src/adapters/codec.js';
-import { COMPARE_ON_LOOP_BYTES, COMPARE_ON_LOOP_VALUES, CompareRenderer, storedValues } from '../../src/gateway/compare-render.js';
+import { COMPARE_ON_LOOP_BYTES, COMPARE_ON_LOOP_VALUES, CompareRenderer, storedShape, storedValues } from '../../src/gateway/compare-render.js';
 import { AppError } from '../../src/errors.js';
 import type { VersionRecord } from '../../src/content/model.js';
 import { startRedisServer } from '../../src/dev/redis-server.js';
@@ -160,6 +160,39 @@ describe('security: compares of versions of many small values (review 21, F1)', 
   });
 
   const compare = (from: string, to: string) => reader.req('GET', `/content/alias/${id}/compare?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}`);
+
+  it('storedShape counts the values and the lengths of all their paths (a bound of what a patch spells), exactly, on 300 random values', () => {
+    const ref = (v: unknown, path: number): { values: number; pathChars: number } => {
+      let values = 1;
+      let pathChars = path;
+      const add = (x: unknown, step: number) => {
+        const r = ref(x, path + 1 + step);
+        values += r.values;
+        pathChars += r.pathChars;
+      };
+      if (Array.isArray(v)) for (let i = 0; i < v.length; i++) add(v[i], String(i).length);
+      else if (v && typeof v === 'object')
+        for (const [k, x] of Object.entries(v)) {
+          values++; // the key
+          add(x, Buffer.byteLength(k));
+        }
+      return { values, pathChars };
+    };
+    const rnd = (d: number): unknown => {
+      const r = Math.random();
+      if (d > 4 || r < 0.3) return [1, 'ab', null, true, 3.5, 'é'.repeat(Math.floor(Math.random() * 40)), -70000, 2 ** 40][Math.floor(Math.random() * 8)];
+      if (r < 0.65) return Array.from({ length: Math.floor(Math.random() * 20) }, () => rnd(d + 1));
+      const o: Record<string, unknown> = {};
+      for (let i = 0; i < Math.floor(Math.random() * 20); i++) o[`k${'x'.repeat(Math.floor(Math.random() * 300))}é${i}`] = rnd(d + 1);
+      return o;
+    };
+    for (let i = 0; i < 300; i++) {
+      const v = rnd(0);
+      expect(storedShape(pack(v), 1e9), JSON.stringify(v).slice(0, 80)).to.deep.equal(ref(v, 0));
+    }
+    const deep = pack({ ['k'.repeat(800)]: { ['k'.repeat(800)]: Array.from({ length: 100 }, (_, i) => i) } });
+    expect(storedShape(deep, 1e9, 1000).pathChars, 'stops one past the path limit').to.equal(1001);
+  });
 
   it('storedValues counts every value of a stored version (containers, keys, strings, numbers) on its bytes', () => {
     const walk = (v: unknown): number =>

@@ -8,7 +8,7 @@ import { isAllowed, permissionDenied, type Principal, type SecurityConfig } from
 import { pastDeadline, type ActorContext, type CommandBase, type CommandHandler, type Reply } from '../runtime.js';
 import { applyUpdateMode } from '../../content/update-modes.js';
 import { refuseTooManyViews, symbolicCycle, timeWindow, viewNames } from '../../content/views.js';
-import { refuseOversizedMetadata } from '../../content/metadata.js';
+import { metadataOf, refuseOversizedMetadata } from '../../content/metadata.js';
 import { dateRangeProblem, invalidSearchDocument } from '../../content/search-document.js';
 import { refuseOversizedCategorization } from '../../content/variants.js';
 import { indexSchema } from '../../adapters/index-schema.js';
@@ -551,16 +551,6 @@ function viewMembership(meta: Aspects): string {
 /** Does a write that takes the metadata from `before` to `after` change which views readers find the content on, and when? */
 function changesViewMembership(before: Aspects, after: Aspects): boolean {
   return viewMembership(before) !== viewMembership(after);
-}
-
-/** The metadata aspects that svcContentMetadata operations set, later ones winning. */
-function metadataOf(ops: Operation[]): Aspects {
-  const meta: Aspects = {};
-  for (const op of ops) {
-    if (op._type !== 'svcContentMetadata') continue;
-    for (const [name, aspect] of Object.entries(op.aspects)) meta[name] = { ...aspect, _type: aspect._type ?? name };
-  }
-  return meta;
 }
 
 /**

@@ -9,6 +9,7 @@ import { noDraft, type DraftResult, type MainWrites, type Operation, type Outcom
 import { aliasExists, aliasName, freedAliases, setAliasOps, splitAlias } from '../../content/aliases.js';
 import { contextsOf, etagOf, liveHeadOf, type Aspects, type Draft, type Snapshot } from '../../content/model.js';
 import { applyUpdateMode } from '../../content/update-modes.js';
+import { metadataOf, refuseOversizedMetadata } from '../../content/metadata.js';
 import { recordOf, type SmallValue } from './replays.js';
 
 /**
@@ -37,6 +38,8 @@ export class Workspaces {
     if ((await this.store.head(cmd.cid)) || (await this.store.draft(cmd.cid, cmd.workspace))) throw new AppError('BAD_REQUEST', 'Content already exists');
     if (!canInAnyContext(this.security, cmd.user, 'Create', cmd.type)) throw permissionDenied('Create', cmd.user);
     checkFileReferences(cmd.aspects.svcFiles, undefined, cmd.files);
+    // Its pending operations' metadata, as its promote will make it: refused now, not only then.
+    refuseOversizedMetadata({}, metadataOf(cmd.ops));
     const { reserved, subResults, ops } = await this.reserve(cmd.cid, cmd.workspace, cmd.ops);
     await this.claimOrRelease(cmd, cmd.aspects, reserved);
     const now = this.now();
@@ -84,6 +87,8 @@ export class Workspaces {
     }
     const aspects = applyUpdateMode(cmd.mode, base, cmd.aspects);
     checkFileReferences(aspects.svcFiles, base.svcFiles, cmd.files);
+    const meta = original?.meta ?? {};
+    refuseOversizedMetadata(meta, { ...meta, ...metadataOf(cmd.ops) });
     const { reserved, subResults, ops } = await this.reserve(cmd.cid, cmd.workspace, cmd.ops);
     if (subResults.length) {
       await this.release(cmd.cid, cmd.workspace, freedAliases(reserved, existing?.reserved ?? []));
