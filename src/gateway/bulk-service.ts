@@ -43,6 +43,21 @@ const lineSchema = z.discriminatedUnion('op', [
 ]);
 type Line = z.infer<typeof lineSchema>;
 
+/**
+ * Runs `run` as one of at most `max` of `what` (imports, exports) of the user at once on this
+ * process, counted in `running`; 429 with Retry-After past it, before anything is answered.
+ */
+async function oneOfFew(running: KeyedCounts, user: Principal, max: number, what: string, run: () => Promise<void>): Promise<void> {
+  if (running.get(user.userId) >= max)
+    throw new AppError('TOO_MANY_REQUESTS', `At most ${max} ${what} of one user may run at once; wait for one to end`, {}, EXPORT_RETRY_AFTER_SECONDS);
+  running.add(user.userId);
+  try {
+    await run();
+  } finally {
+    running.remove(user.userId);
+  }
+}
+
 /** What the bulk service needs of the content service: its router, token check, read rule and writes. */
 export type BulkEndpoints = ContentEndpoints & { readonly writes: ContentWrites };
 
@@ -76,19 +91,7 @@ export class BulkService {
       throw new AppError('UNSUPPORTED_MEDIA_TYPE', `A bulk import is sent as ${NDJSON}, one operation a line`);
     }
     // Each import holds up to its window of parsed lines: one user may run only a few at once.
-    if (this.importing.get(user.userId) >= this.d.settings.IMPORT_MAX_PER_USER)
-      throw new AppError(
-        'TOO_MANY_REQUESTS',
-        `At most ${this.d.settings.IMPORT_MAX_PER_USER} imports of one user may run at once; wait for one to end`,
-        {},
-        EXPORT_RETRY_AFTER_SECONDS,
-      );
-    this.importing.add(user.userId);
-    try {
-      await this.importFor(x, user);
-    } finally {
-      this.importing.remove(user.userId);
-    }
+    await oneOfFew(this.importing, user, this.d.settings.IMPORT_MAX_PER_USER, 'imports', () => this.importFor(x, user));
   }
 
   private async importFor(x: Exchange, user: Principal): Promise<void> {
@@ -135,19 +138,7 @@ export class BulkService {
     const views = listParam(x, 'views', viewSchema);
     if (x.method === 'HEAD') return x.send(200, [['Content-Type', NDJSON]]); // the headers a GET would have, no scan
     // Each export holds rendered lines while its client reads: one user may run only a few at once.
-    if (this.exporting.get(user.userId) >= this.d.settings.EXPORT_MAX_PER_USER)
-      throw new AppError(
-        'TOO_MANY_REQUESTS',
-        `At most ${this.d.settings.EXPORT_MAX_PER_USER} exports of one user may run at once; wait for one to end`,
-        {},
-        EXPORT_RETRY_AFTER_SECONDS,
-      );
-    this.exporting.add(user.userId);
-    try {
-      await this.exportTo(x, user, types, views);
-    } finally {
-      this.exporting.remove(user.userId);
-    }
+    await oneOfFew(this.exporting, user, this.d.settings.EXPORT_MAX_PER_USER, 'exports', () => this.exportTo(x, user, types, views));
   }
 
   private async exportTo(x: Exchange, user: Principal, types: string[] | null, views: string[] | null): Promise<void> {

@@ -1,9 +1,8 @@
 import http from 'node:http';
 import net from 'node:net';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { Readable } from 'node:stream';
 import { expect } from 'chai';
+import { retainedBytes } from '../support/heap.js';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { eventually, until } from '../support/wait.js';
 import { startRedisServer } from '../../src/dev/redis-server.js';
@@ -22,15 +21,6 @@ type P = Awaited<ReturnType<typeof startTestPlatform>>;
 const LINES = Number(process.env.BULK_TEST_LINES ?? 50_000);
 /** Padding per line: the body is about LINES × (PAD + 120) bytes. */
 const PAD = Number(process.env.BULK_TEST_PAD ?? 4000);
-
-setFlagsFromString('--expose-gc');
-/** Memory still in use after a full collection: the JS heap and the buffers outside it. */
-const collect = runInNewContext('gc') as () => void;
-function retainedBytes(): number {
-  collect();
-  const m = process.memoryUsage();
-  return m.heapUsed + m.arrayBuffers;
-}
 
 /**
  * Bulk import as a stream (CONTRACT §16): many lines with flat memory, answered in order; a
