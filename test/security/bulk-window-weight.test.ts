@@ -25,12 +25,15 @@ describe('a bulk import holds a bounded window of parsed lines', function () {
   let p: Awaited<ReturnType<typeof startTestPlatform>>;
   let own: RedisServerHandle;
   let sports: Client;
+  let editor: Client;
 
   before(async () => {
     own = await startRedisServer({ appendonly: false });
     // A web process alone: its commands wait in the streams, no actor takes them.
     p = await startTestPlatform({ REDIS_URL: own.url, LOCAL_DISPATCH: 'false', ACTOR_REPLY_TIMEOUT_MS: '30000', IMPORT_MAX_PER_USER: '2' }, ['web']);
     sports = await new Client(p.base).login('sportseditor');
+    // Another user for the bound of imports: the sportseditor's imports above still wait for their lines.
+    editor = await new Client(p.base).login('editor');
   });
   after(async () => {
     await p?.stop();
@@ -87,10 +90,10 @@ describe('a bulk import holds a bounded window of parsed lines', function () {
     const open = [0, 1].map(() => {
       const body = new Readable({ read() {} });
       body.push('not a line\n'); // answered 400 by the gateway: no actor here
-      return { body, run: bulk(p.base, sports.token!, body) };
+      return { body, run: bulk(p.base, editor.token!, body) };
     });
     await sleep(500);
-    const third = await sports.req('POST', '/bulk', {
+    const third = await editor.req('POST', '/bulk', {
       body: 'not a line\n',
       headers: { 'Content-Type': 'application/x-ndjson' },
     });
@@ -98,7 +101,7 @@ describe('a bulk import holds a bounded window of parsed lines', function () {
     expect(third.headers.get('retry-after')).to.not.equal(null);
     for (const o of open) o.body.push(null);
     await Promise.all(open.map((o) => o.run));
-    const fourth = await sports.req('POST', '/bulk', { body: '', headers: { 'Content-Type': 'application/x-ndjson' } });
+    const fourth = await editor.req('POST', '/bulk', { body: '', headers: { 'Content-Type': 'application/x-ndjson' } });
     expect(fourth.status, fourth.text).to.equal(200);
   });
 });
