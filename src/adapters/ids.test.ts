@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { decodeTime, isValid } from 'ulid';
-import { newContentKey, newVersionKey } from './ids.js';
+import fc from 'fast-check';
+import { newContentKey, newVersionKey, ulidOf } from './ids.js';
 
 const ALPHABET = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
 /** The random part of a ULID as a number (80 bits). */
@@ -31,5 +32,31 @@ describe('content and version keys (src/adapters/ids.ts)', () => {
     // In no particular order within a millisecond (monotonic keys were all ascending).
     expect(ascending / sameMs).to.be.within(0.4, 0.6);
     expect(new Set(keys).size).to.equal(keys.length);
+  });
+
+  it('are made as before, character by character (ulidOf)', () => {
+    // The way keys were made until the twentieth session, kept as the reference.
+    const before = (now: number, rand: Buffer, at: number): string => {
+      let time = '';
+      for (let i = 0, t = now; i < 10; i++, t = Math.floor(t / 32)) time = ALPHABET[t % 32] + time;
+      let out = time;
+      for (let half = 0; half < 2; half++) {
+        let v = rand.readUIntBE(at + half * 5, 5);
+        let chars = '';
+        for (let i = 0; i < 8; i++, v = Math.floor(v / 32)) chars = ALPHABET[v % 32] + chars;
+        out += chars;
+      }
+      return out;
+    };
+    const times = fc.oneof(fc.integer({ min: 0, max: 2 ** 48 - 1 }), fc.constantFrom(0, 1, 31, 32, 2 ** 25 - 1, 2 ** 25, 2 ** 48 - 1, Date.now()));
+    fc.assert(
+      fc.property(times, fc.uint8Array({ minLength: 10, maxLength: 24 }), fc.nat(14), (now, bytes, shift) => {
+        const rand = Buffer.from(bytes);
+        const at = Math.min(shift, rand.length - 10);
+        expect(ulidOf(now, rand, at)).to.equal(before(now, rand, at));
+      }),
+      { numRuns: 20_000 },
+    );
+    expect(ulidOf(2 ** 48 - 1, Buffer.alloc(10, 255), 0)).to.equal('7ZZZZZZZZZZZZZZZZZZZZZZZZZ');
   });
 });
