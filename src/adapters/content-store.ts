@@ -1,5 +1,6 @@
 import { pack, unpack } from './codec.js';
 import { partitionOf } from './ids.js';
+import { PackWriter } from './pack-writer.js';
 import { keys, ACTOR_GROUP, draftSummaryField, packScriptArgs, type RedisClient } from './redis.js';
 import { parseIndex, VersionArchive } from './version-archive.js';
 import { aliasTarget, aliasValue, isMainNamespace, parseAliasValue, type AliasHolder } from '../content/aliases.js';
@@ -61,6 +62,8 @@ const CATALOG_SCAN = 1000;
 const COMMITS_PER_CALL = 64;
 /** Bytes of commit arguments in one call of the commit script, at most, unless one commit is larger. */
 const COMMIT_CALL_BYTES = 1024 * 1024;
+/** Writes every commit's argument (one at a time: commitArgs does not await). */
+const commitArgsWriter = new PackWriter();
 
 /** A commit waiting for its partition's call of the commit script. */
 interface QueuedCommit {
@@ -445,37 +448,40 @@ export class ContentStore {
     ];
   }
 
+  /** The commit's one argument of commit-content-n.lua (packScriptArgs's map), its blobs packed in place. */
   private commitArgs(c: CommitInput): Buffer {
     const v = c.version;
-    return packScriptArgs({
-      owner: c.owner,
-      expectedRev: c.expectedRev,
-      rev: c.snapshot.rev,
-      snapshot: pack(c.snapshot),
-      head: c.snapshot.head,
-      deleted: c.snapshot.deleted === true,
-      versionKey: v?.key,
-      version: v && pack(v),
-      versionIndexEntry:
-        v &&
-        pack({
+    const w = commitArgsWriter
+      .begin()
+      .str('owner', c.owner)
+      .num('expectedRev', c.expectedRev)
+      .num('rev', c.snapshot.rev)
+      .packed('snapshot', c.snapshot)
+      .str('head', c.snapshot.head)
+      .bool('deleted', c.snapshot.deleted === true);
+    if (v) {
+      w.str('versionKey', v.key)
+        .packed('version', v)
+        .packed('versionIndexEntry', {
           key: v.key,
           rev: v.rev,
           created: v.created,
           creator: v.creator,
           ...(v.restoredFrom === undefined ? {} : { restoredFrom: v.restoredFrom }),
-        } satisfies VersionIndexEntry),
-      event: pack(c.event),
-      eventsMaxLen: this.eventsMaxLen,
-      reply: c.reply?.length ? c.reply : undefined,
-      dedupTtl: this.dedupTtlSeconds,
-      ts: c.snapshot.modified,
-      group: ACTOR_GROUP,
-      entryId: c.entryId || undefined,
-      promotedFrom: c.promotedFrom || undefined,
-      promotedSummary: c.promotedFrom ? draftSummaryField(c.promotedFrom) : undefined,
-      viewEvents: c.viewEvents.map((e) => pack(e)),
-    });
+        } satisfies VersionIndexEntry);
+    }
+    return w
+      .packed('event', c.event)
+      .num('eventsMaxLen', this.eventsMaxLen)
+      .blob('reply', c.reply?.length ? c.reply : undefined)
+      .num('dedupTtl', this.dedupTtlSeconds)
+      .num('ts', c.snapshot.modified)
+      .str('group', ACTOR_GROUP)
+      .str('entryId', c.entryId || undefined)
+      .str('promotedFrom', c.promotedFrom || undefined)
+      .str('promotedSummary', c.promotedFrom ? draftSummaryField(c.promotedFrom) : undefined)
+      .packedList('viewEvents', c.viewEvents)
+      .end();
   }
 
   /**
