@@ -115,6 +115,14 @@ export const settingsSchema = z.object({
   MAX_BODY_BYTES: int(1024, 1024 * 1024 * 1024).default(10 * 1024 * 1024),
   /** Requests in flight per gateway before it sheds load with 503. */
   MAX_IN_FLIGHT: int(1, 1000000).default(10000),
+  /**
+   * What the collected request bodies under way in a gateway may hold together, as bytes while
+   * they arrive and at their parsed weight once parsed (src/gateway/bodies-held.ts); past it 503
+   * with Retry-After. A body is never refused while nothing else is held.
+   */
+  BODIES_HELD_BYTES: int(1024 * 1024, 2 ** 40).default(512 * 1024 * 1024),
+  /** The same for one caller (its user once the body is parsed, its client address before); past it 429 with Retry-After. */
+  BODIES_HELD_PER_CALLER_BYTES: int(1024 * 1024, 2 ** 40).default(64 * 1024 * 1024),
   /** Lines of one bulk import (CONTRACT §16); the lines past it answer 413. Each line may be up to MAX_BODY_BYTES, as its single request. */
   BULK_MAX_LINES: int(1, 100000000).default(100000),
   /** Lines of one bulk import in flight at once (sent to the actors, or answered and waiting for an earlier line); reading the body pauses at this. */

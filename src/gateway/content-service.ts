@@ -135,7 +135,7 @@ export class ContentService implements ContentEndpoints {
     if (x.header('if-match') !== undefined) throw new AppError('PRECONDITION_FAILED', 'A create must not carry If-Match');
     const user = await this.authenticate(x);
     const fmt = formatOf(x.param('format'), x.header('accept')); // refused before anything is written
-    const res = await this.writes.create({ user, requestId: x.requestId }, await x.json());
+    const res = await this.writes.create({ user, requestId: x.requestId }, await x.json(user));
     const status = res.subResults.length ? partialCreated(res.subResults) : STATUS_CREATED;
     x.send(
       201,
@@ -157,7 +157,7 @@ export class ContentService implements ContentEndpoints {
     if (x.query.has('variant')) throw new AppError('BAD_REQUEST', 'Variants cannot be used when updating');
     const mode = updateModeOf(x.query.get('updateMode'));
     const fmt = formatOf(x.param('format'), x.header('accept')); // refused before anything is written
-    const res = await this.writes.update({ user, requestId: x.requestId }, aliasRef(p), { ifMatch, unsafe, mode }, await x.json());
+    const res = await this.writes.update({ user, requestId: x.requestId }, aliasRef(p), { ifMatch, unsafe, mode }, await x.json(user));
     x.send(
       200,
       [['Content-Type', 'application/json'], ['ETag', etagOf(res.snapshot.cid, res.snapshot.rev)], VARY_ACCEPT],
@@ -261,7 +261,7 @@ export class ContentService implements ContentEndpoints {
     const user = await this.authenticate(x);
     const view = this.assignableView(p.view);
     const ifMatch = requiredIfMatch(x.header('if-match'), 'Putting content on a view');
-    const body = parseViewBody(await x.json());
+    const body = parseViewBody(await x.json(user));
     let cmd: ContentCommand;
     if (body.version !== undefined) {
       const v = parseVersionId(body.version);

@@ -5,7 +5,9 @@ import { AppError } from '../errors.js';
 import { newRequestId } from '../adapters/ids.js';
 import { redisUnreachable } from '../adapters/redis.js';
 import { clientAddressOf } from '../security/client-address.js';
+import type { Principal } from '../content/permissions.js';
 import { MAX_CONTAINERS_PER_BODY, MAX_KEYS_PER_BODY, checkCountsIn, checkStorable, parsedWeight } from './body-limits.js';
+import type { BodiesHeld } from './bodies-held.js';
 
 /** Reason phrases of the status lines the platform answers. */
 const REASONS: Record<number, string> = {
@@ -68,6 +70,13 @@ const REQUEST_HEADERS = ['x-auth-token', 'if-match', 'if-none-match', 'accept', 
 const BODY_HEADERS = ['content-type', 'content-length', 'transfer-encoding'] as const;
 const READ_HEADERS = [...REQUEST_HEADERS, ...BODY_HEADERS] as const;
 
+/** Where a collected body is counted while its request is under way (`BodiesHeld`), and the caller it counts under. */
+export interface BodyAccounting {
+  held: BodiesHeld;
+  /** The caller's key (`callerKey`): its user when given, else its client address. */
+  callerOf(x: Exchange, user: Principal | null): string;
+}
+
 /** One request as the route handlers see it: copied out of uWS, with its body to come. */
 export class Exchange {
   readonly method: string;
@@ -113,6 +122,11 @@ export class Exchange {
   private unsure = false;
   /** Cuts a connection whose client took none of the answer for STALLED_ANSWER_MS (`drained`). */
   private stallTimer?: NodeJS.Timeout;
+  /** The caller the collected body is counted under in `bodies`, and what it holds there (`hold`). */
+  private holder = '';
+  private holding = 0;
+  /** The request ended (`release`): what its body held is given back, and later chunks are dropped. */
+  private released = false;
 
   /**
    * `streamed`: the body is not collected but handed out as a stream (`bodyStream`), read with
@@ -123,6 +137,8 @@ export class Exchange {
     req: HttpRequest,
     private readonly maxBody: number,
     streamed = false,
+    /** Counts the collected body while the request is under way; absent, it is not counted. */
+    private readonly bodies?: BodyAccounting,
   ) {
     this.method = req.getMethod().toUpperCase();
     this.path = req.getUrl();
@@ -199,12 +215,41 @@ export class Exchange {
 
   /**
    * The body parsed as JSON; 400 when it is not JSON, 400 or 413 when it holds what the platform
-   * cannot store as sent (body-limits.ts).
+   * cannot store as sent (body-limits.ts). From then on the body counts at its parsed weight,
+   * under `user` when given (`BodiesHeld`): 429 or 503 when that is past a bound.
    */
-  async json(): Promise<unknown> {
+  async json(user: Principal | null = null): Promise<unknown> {
     const buf = await this.body();
     if (buf.length === 0) throw new AppError('BAD_REQUEST', 'A JSON body is required');
-    return parseJsonBody(buf);
+    const weighed = { weight: buf.length };
+    const value = parseJsonBody(buf, undefined, undefined, undefined, weighed);
+    if (this.bodies && !this.released) {
+      const caller = user ? this.bodies.callerOf(this, user) : this.holder;
+      if (caller !== this.holder) {
+        this.bodies.held.give(this.holder, this.holding);
+        [this.holder, this.holding] = [caller, 0];
+      }
+      const refused = this.hold(weighed.weight - this.holding);
+      if (refused) throw refused;
+    }
+    return value;
+  }
+
+  /** Counts `n` more bytes of the collected body under its caller; the error when refused. */
+  private hold(n: number): AppError | undefined {
+    if (!this.bodies) return undefined;
+    this.holder ||= this.bodies.callerOf(this, null);
+    const refused = this.bodies.held.take(this.holder, n, this.holding);
+    if (!refused) this.holding += n;
+    return refused;
+  }
+
+  /** The request ended: what its body held is given back (once), and chunks still to come are dropped. */
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    this.bodies?.held.give(this.holder, this.holding);
+    this.holding = 0;
   }
 
   /**
@@ -327,11 +372,18 @@ export class Exchange {
         reject(e);
       };
       this.res.onData((ab, isLast) => {
-        if (failed) return;
+        if (failed || this.released) return;
         size += ab.byteLength;
         if (size > this.maxBody) {
           failed = true;
           reject(new AppError('PAYLOAD_TOO_LARGE', `Body larger than ${this.maxBody} bytes`));
+          return;
+        }
+        const refused = this.hold(ab.byteLength);
+        if (refused) {
+          failed = true;
+          chunks.length = 0;
+          reject(refused);
           return;
         }
         // uWS reuses the chunk's memory after the callback: copy it.

@@ -98,6 +98,11 @@ const COMMON: Record<string, Json> = {
   BadRequest: answer({ description: 'Bad request: malformed path, parameter, header or body (40000); the message names it', body: 'ErrorBody' }),
   Unauthorized: answer({ description: 'No valid X-Auth-Token (40100)', body: 'ErrorBody' }),
   PayloadTooLarge: answer({ description: 'The body is larger than the limit (41300)', body: 'ErrorBody' }),
+  BodiesHeld: answer({
+    description: "The caller's request bodies under way on this web process hold BODIES_HELD_PER_CALLER_BYTES (42900); nothing was done",
+    body: 'ErrorBody',
+    headers: ['Retry-After'],
+  }),
   InternalError: answer({ description: 'Server fault (50000), without a stack trace', body: 'ErrorBody' }),
   Unavailable: {
     description: 'Overloaded, or a store does not answer (50300); Retry-After says when to try again where the platform knows',
@@ -144,6 +149,8 @@ function operation(key: string, method: string, prefix: string, pattern: string,
   if (doc.auth !== 'none') common(401, 'Unauthorized');
   // A request body is read (and limited) for every method but GET, even where none is expected.
   if (method !== 'GET') common(413, 'PayloadTooLarge');
+  // A collected body counts in BODIES_HELD_PER_CALLER_BYTES (bodies-held.ts).
+  if (method !== 'GET' && method !== 'HEAD') common(429, 'BodiesHeld');
   common(500, 'InternalError');
   common(503, 'Unavailable');
   const sorted = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => Number(a) - Number(b)));

@@ -1,3 +1,4 @@
+import { Gauge } from 'prom-client';
 import uWS from 'uWebSockets.js';
 import { keys, type RedisClient } from '../adapters/redis.js';
 import { AppError } from '../errors.js';
@@ -7,7 +8,9 @@ import type { SolrEngine } from '../adapters/search-engine.js';
 import { SEARCH_MAX_BODY_BYTES, SEARCH_PREFIX, SearchService } from './search-service.js';
 import { HeadCache } from './head-cache.js';
 import { type Describable, type MountedRouter, openApiDocument } from './openapi.js';
-import { Exchange, segmentsOf } from './http.js';
+import { type BodyAccounting, Exchange, segmentsOf } from './http.js';
+import { BodiesHeld } from './bodies-held.js';
+import { callerKey } from './keyed-counts.js';
 import { CONTENT_PREFIX, ContentService } from './content-service.js';
 import type { ContentServiceDeps } from './content-deps.js';
 import type { FileStore } from '../adapters/file-store.js';
@@ -117,6 +120,8 @@ export class Gateway {
   private readonly versionHeader: [string, string];
   /** Learning the search collection's schema for the write-time check of svcSolrDocument. */
   private schemaLearning?: { stop(): void };
+  /** What the collected bodies of the requests under way hold (bodies-held.ts). */
+  private readonly bodies: BodyAccounting;
 
   constructor(private readonly d: GatewayDeps) {
     this.versionHeader = ['Svc-Api-Version', d.settings.API_VERSION];
@@ -129,6 +134,18 @@ export class Gateway {
     // Completions that ask the index count among their caller's searches.
     this.taxonomy = new TaxonomyService({ ...d, searchSlots: this.search.slots });
     this.changes = new ChangesService(d);
+    const held = new BodiesHeld(d.settings.BODIES_HELD_BYTES, d.settings.BODIES_HELD_PER_CALLER_BYTES);
+    this.bodies = { held, callerOf: (x, user) => callerKey(user, x, d.settings) };
+    const name = 'gateway_request_bodies_held_bytes';
+    d.metrics.registry.removeSingleMetric(name);
+    new Gauge({
+      name,
+      help: 'What the collected request bodies under way in this gateway hold: their bytes, then their parsed weight (BODIES_HELD_BYTES)',
+      registers: [d.metrics.registry],
+      collect() {
+        this.set(held.total);
+      },
+    });
   }
 
   /** Searches this process asks of the engine now and that wait their turn (search-slots.ts; tests). */
@@ -154,7 +171,7 @@ export class Gateway {
       // File uploads and bulk imports stream from the socket instead of being collected (no
       // MAX_BODY_BYTES for the whole body; a bulk line has that limit).
       const streamed = req.getMethod() === 'post' && streamsBody(req.getUrl());
-      void this.dispatch(new Exchange(res, req, bodyLimitOf(req.getUrl(), this.d.settings.MAX_BODY_BYTES), streamed));
+      void this.dispatch(new Exchange(res, req, bodyLimitOf(req.getUrl(), this.d.settings.MAX_BODY_BYTES), streamed, this.bodies));
     });
     return new Promise((resolve, reject) => {
       app.listen(this.d.settings.HOST, this.d.settings.PORT, (sock) => {
@@ -195,6 +212,7 @@ export class Gateway {
         this.d.log.error({ err: failed, method: x.method, path: x.path, requestId: x.requestId }, 'answer failed');
       }
     } finally {
+      x.release();
       this.active--;
       this.d.metrics.observe(x.route, x.method, x.status || 499, (performance.now() - x.started) / 1000);
     }

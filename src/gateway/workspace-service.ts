@@ -52,7 +52,7 @@ export class WorkspaceService {
     const user = await this.content.authenticate(x);
     const ws = this.workspace(p);
     const fmt = formatOf(x.param('format'), x.header('accept')); // refused before anything is written
-    const env = parseEnvelope(await x.json());
+    const env = parseEnvelope(await x.json(user));
     if (!env.contentType) throw new AppError('BAD_REQUEST', 'system.contentType is required on create');
     const aspects = Object.fromEntries(Object.entries(env.aspects).filter(([, a]) => a !== null)) as Record<string, NonNullable<(typeof env.aspects)[string]>>;
     const files = await this.content.readableFiles(user, aspects.svcFiles);
@@ -161,7 +161,7 @@ export class WorkspaceService {
     if (m !== 'update' && m !== 'replace') throw new AppError('BAD_REQUEST', `updateMode '${m}' is not allowed on a workspace: use update or replace`);
     if (x.query.has('variant')) throw new AppError('BAD_REQUEST', 'Variants cannot be used when updating');
     const fmt = formatOf(x.param('format'), x.header('accept')); // refused before anything is written
-    const env = parseEnvelope(await x.json());
+    const env = parseEnvelope(await x.json(user));
     const cid = await this.cidOf(p, ws);
     const files = await this.content.readableFiles(user, env.aspects.svcFiles);
     const res = await this.d.mailbox.send<DraftResult, ContentCommand>({

@@ -1,0 +1,77 @@
+import { AppError } from '../errors.js';
+
+/** Retry-After (s) of a body refused for what the process holds: a write lasts at most ACTOR_REPLY_TIMEOUT_MS, most far less. */
+const RETRY_AFTER_SECONDS = 1;
+
+/**
+ * What the collected request bodies of a web process weigh while their requests are under way
+ * (SECURITY.md "Bodies and limits"): the bytes as they arrive, then, once parsed, what the body
+ * holds parsed (`parsedWeight`: its bytes and 64 per object, array, key and value), until the
+ * request ends. Two bounds:
+ *
+ * - Per caller, BODIES_HELD_PER_CALLER_BYTES: 429 with Retry-After past it. While a body arrives
+ *   its caller is the client address (`callerKey` without a user: the token is not read yet);
+ *   once parsed for a signed-in writer, its user (`Exchange.json`).
+ * - For the process, BODIES_HELD_BYTES: 503 with Retry-After past it.
+ *
+ * Before, only MAX_IN_FLIGHT (10,000 requests) and MAX_BODY_BYTES (10 MiB each) bounded them: a
+ * writer's hundred PUTs at once of 300 KB of empty objects, while the actors were slow to answer,
+ * held about 600 MB of the gateway's heap. A body is never refused for what the same request
+ * already holds, nor when nothing else is held under its caller (or in the process): one body
+ * of MAX_BODY_BYTES always passes, whatever the settings. Streamed bodies (file uploads, bulk
+ * imports) are not counted here: they are read as their reader takes them, with bounds of their
+ * own.
+ */
+export class BodiesHeld {
+  private readonly byCaller = new Map<string, number>();
+  private sum = 0;
+
+  constructor(
+    readonly limit: number,
+    readonly perCaller: number,
+  ) {}
+
+  /** What every body of the process holds now (the `gateway_request_bodies_held_bytes` gauge). */
+  get total(): number {
+    return this.sum;
+  }
+
+  /** What the bodies of one caller hold now. */
+  heldBy(caller: string): number {
+    return this.byCaller.get(caller) ?? 0;
+  }
+
+  /**
+   * Takes `n` more bytes for a request of `caller` that holds `mine` under that caller already;
+   * the error to answer when refused (nothing is taken then).
+   */
+  take(caller: string, n: number, mine: number): AppError | undefined {
+    const had = this.heldBy(caller);
+    if (had > mine && had + n > this.perCaller)
+      return new AppError(
+        'TOO_MANY_REQUESTS',
+        `The request bodies of this caller under way on this process hold more than ${this.perCaller} bytes (BODIES_HELD_PER_CALLER_BYTES): retry when one has been answered`,
+        {},
+        RETRY_AFTER_SECONDS,
+      );
+    if (this.sum > mine && this.sum + n > this.limit)
+      return new AppError(
+        'UNAVAILABLE',
+        `The request bodies under way on this process hold more than ${this.limit} bytes (BODIES_HELD_BYTES): retry shortly`,
+        {},
+        RETRY_AFTER_SECONDS,
+      );
+    this.byCaller.set(caller, had + n);
+    this.sum += n;
+    return undefined;
+  }
+
+  /** Gives back `n` bytes a request of `caller` held. */
+  give(caller: string, n: number): void {
+    if (n <= 0) return;
+    const left = this.heldBy(caller) - n;
+    if (left > 0) this.byCaller.set(caller, left);
+    else this.byCaller.delete(caller);
+    this.sum -= n;
+  }
+}
