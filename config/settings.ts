@@ -134,6 +134,8 @@ export const settingsSchema = z.object({
   EXPORT_MAX_PER_USER: int(1, 10000).default(4),
   /** Bulk imports one user may run at once on a web process (429 past it): each holds a window of parsed lines. */
   IMPORT_MAX_PER_USER: int(1, 10000).default(4),
+  /** Bulk imports every user together may run at once on a web process (503 past it): each holds up to 32 MiB of parsed lines. */
+  IMPORT_MAX: int(1, 100000).default(16),
   /** Versioned reads kept in memory per gateway. */
   READ_CACHE_ENTRIES: int(0, 10000000).default(50000),
   /** Bytes of versioned reads kept in memory per gateway (rendered answers and their snapshots); one answer larger than a sixteenth of it is not kept. */

@@ -46,10 +46,20 @@ type Line = z.infer<typeof lineSchema>;
 /**
  * Runs `run` as one of at most `max` of `what` (imports, exports) of the user at once on this
  * process, counted in `running`; 429 with Retry-After past it, before anything is answered.
+ * With `maxAll`, at most that many of every user together: 503 with Retry-After past it.
  */
-async function oneOfFew(running: KeyedCounts, user: Principal, max: number, what: string, run: () => Promise<void>): Promise<void> {
+async function oneOfFew(
+  running: KeyedCounts,
+  user: Principal,
+  max: number,
+  what: string,
+  run: () => Promise<void>,
+  maxAll = Number.POSITIVE_INFINITY,
+): Promise<void> {
   if (running.get(user.userId) >= max)
     throw new AppError('TOO_MANY_REQUESTS', `At most ${max} ${what} of one user may run at once; wait for one to end`, {}, EXPORT_RETRY_AFTER_SECONDS);
+  if (running.total >= maxAll)
+    throw new AppError('UNAVAILABLE', `At most ${maxAll} ${what} may run at once on this process; retry shortly`, {}, EXPORT_RETRY_AFTER_SECONDS);
   running.add(user.userId);
   try {
     await run();
@@ -90,8 +100,10 @@ export class BulkService {
     if (type !== NDJSON && type !== 'application/jsonl') {
       throw new AppError('UNSUPPORTED_MEDIA_TYPE', `A bulk import is sent as ${NDJSON}, one operation a line`);
     }
-    // Each import holds up to its window of parsed lines: one user may run only a few at once.
-    await oneOfFew(this.importing, user, this.d.settings.IMPORT_MAX_PER_USER, 'imports', () => this.importFor(x, user));
+    // Each import holds up to its window of parsed lines (WINDOW_BYTES): one user may run only a
+    // few at once, and every user together IMPORT_MAX.
+    const s = this.d.settings;
+    await oneOfFew(this.importing, user, s.IMPORT_MAX_PER_USER, 'imports', () => this.importFor(x, user), s.IMPORT_MAX);
   }
 
   private async importFor(x: Exchange, user: Principal): Promise<void> {

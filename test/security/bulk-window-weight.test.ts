@@ -105,3 +105,37 @@ describe('a bulk import holds a bounded window of parsed lines', function () {
     expect(fourth.status, fourth.text).to.equal(200);
   });
 });
+
+describe('bulk imports of every user together on a web process: at most IMPORT_MAX', function () {
+  this.timeout(60_000);
+  let p: Awaited<ReturnType<typeof startTestPlatform>>;
+  let own: RedisServerHandle;
+
+  before(async () => {
+    own = await startRedisServer({ appendonly: false });
+    p = await startTestPlatform({ REDIS_URL: own.url, LOCAL_DISPATCH: 'false', IMPORT_MAX_PER_USER: '2', IMPORT_MAX: '3' }, ['web']);
+  });
+  after(async () => {
+    await p?.stop();
+    await own?.stop();
+  });
+
+  it('three imports of two users run; a fourth, of a user running none, answers 503 with Retry-After; once they end it runs', async () => {
+    const [editor, sports, other] = await Promise.all(['editor', 'sportseditor', 'sysadmin'].map((u) => new Client(p.base).login(u)));
+    const open = [editor, editor, sports].map((c) => {
+      const body = new Readable({ read() {} });
+      body.push('not a line\n'); // answered 400 by the gateway: no actor here
+      return { body, run: bulk(p.base, c.token!, body) };
+    });
+    await sleep(500);
+    const ndjson = { 'Content-Type': 'application/x-ndjson' };
+    const shed = await other.req('POST', '/bulk', { body: 'not a line\n', headers: ndjson });
+    expect(shed.status, shed.text).to.equal(503);
+    expect(shed.headers.get('retry-after')).to.not.equal(null);
+    expect((shed.json as { message: string }).message).to.contain('At most 3 imports');
+    for (const o of open) o.body.push(null);
+    await Promise.all(open.map((o) => o.run));
+    const again = await other.req('POST', '/bulk', { body: '', headers: ndjson });
+    expect(again.status, again.text).to.equal(200);
+  });
+});
