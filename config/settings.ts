@@ -132,6 +132,8 @@ export const settingsSchema = z.object({
    * Retry-After. Each holds up to a few batches of rendered lines while its client reads.
    */
   EXPORT_MAX_PER_USER: int(1, 10000).default(4),
+  /** Exports every user together may run at once on a web process (503 past it). */
+  EXPORT_MAX: int(1, 100000).default(16),
   /** Bulk imports one user may run at once on a web process (429 past it): each holds a window of parsed lines. */
   IMPORT_MAX_PER_USER: int(1, 10000).default(4),
   /** Bulk imports every user together may run at once on a web process (503 past it): each holds up to 32 MiB of parsed lines. */

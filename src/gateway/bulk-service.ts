@@ -149,8 +149,10 @@ export class BulkService {
     const types = listParam(x, 'types', typeSchema);
     const views = listParam(x, 'views', viewSchema);
     if (x.method === 'HEAD') return x.send(200, [['Content-Type', NDJSON]]); // the headers a GET would have, no scan
-    // Each export holds rendered lines while its client reads: one user may run only a few at once.
-    await oneOfFew(this.exporting, user, this.d.settings.EXPORT_MAX_PER_USER, 'exports', () => this.exportTo(x, user, types, views));
+    // Each export holds rendered lines while its client reads (about a batch): one user may run
+    // only a few at once, and every user together EXPORT_MAX.
+    const s = this.d.settings;
+    await oneOfFew(this.exporting, user, s.EXPORT_MAX_PER_USER, 'exports', () => this.exportTo(x, user, types, views), s.EXPORT_MAX);
   }
 
   private async exportTo(x: Exchange, user: Principal, types: string[] | null, views: string[] | null): Promise<void> {

@@ -19,7 +19,7 @@ describe('export to clients that read slowly or not at all (security review 14)'
   before(async function () {
     this.timeout(120_000);
     // One partition: the export is one scanner's batches (500 contents), one after another.
-    p = await startIsolatedPlatform({ PARTITIONS: '1', EXPORT_MAX_PER_USER: '2' });
+    p = await startIsolatedPlatform({ PARTITIONS: '1', EXPORT_MAX_PER_USER: '2', EXPORT_MAX: '3' });
     const sysadmin = await new Client(p.base).login('sysadmin');
     const title = 'x'.repeat(16384);
     const lines = Array.from(
@@ -84,7 +84,7 @@ describe('export to clients that read slowly or not at all (security review 14)'
     expect(made).to.be.greaterThan(LINES * 16384);
   });
 
-  it('one user runs at most EXPORT_MAX_PER_USER exports at once (429 with Retry-After); another user is not refused, and an ended export frees its place', async () => {
+  it('one user runs at most EXPORT_MAX_PER_USER exports at once (429 with Retry-After); another user is not refused, every user together at most EXPORT_MAX (503), and an ended export frees its place', async () => {
     const reader = await new Client(p.base).login('reader');
     const held = [await openExport(reader.token!), await openExport(reader.token!)];
     try {
@@ -96,6 +96,15 @@ describe('export to clients that read slowly or not at all (security review 14)'
       const editor = await new Client(p.base).login('editor');
       const other = await editor.req('GET', '/export?types=nothing-of-this-type');
       expect(other.status, other.text).to.equal(200);
+      // Every user together: a third export on the process (EXPORT_MAX 3) runs, a fourth of a
+      // user running none answers 503.
+      held.push(await openExport(editor.token!));
+      await new Promise((r) => setTimeout(r, 300));
+      const sysadmin = await new Client(p.base).login('sysadmin');
+      const shed = await sysadmin.req('GET', `/export?types=${TYPE}`);
+      expect(shed.status, shed.text).to.equal(503);
+      expect(shed.json.message).to.contain('At most 3 exports');
+      expect(Number(shed.headers.get('retry-after'))).to.be.greaterThan(0);
     } finally {
       for (const s of held) s.destroy();
     }
