@@ -166,6 +166,20 @@ export class Gateway {
     // The feed's cursor key is read (or written, by the first gateway ever) now, so that no
     // request writes it, not even a refused one; a failure is tried again by the first request.
     void this.changes.source.ready().catch(() => undefined);
+    // Pipelined requests (RFC 9112 §9.3.2) are answered in order, or the connection is closed:
+    // uWS keeps one response per connection and parses the requests of a read one after the
+    // other. A request answered without I/O is answered before the next is parsed (uWS.js runs
+    // this handler's microtasks on return). But uWS closes the connection when a request comes
+    // while the one before it is unanswered (uWebSockets src/HttpContext.h, "Are we not ready
+    // for another request yet? Terminate the connection"), before any handler sees it, and
+    // answers of that read it still holds corked go with it. The gateway can neither hold that
+    // request nor answer the pending one first: it never sees the request, and uWS writes only
+    // through the one response. The client sees the connection closed, never one left hanging
+    // nor an answer out of order or in part, and sends again what was not answered; a request
+    // behind the unanswered one never ran. Pausing the socket while an answer is pending would
+    // order only requests that come in a later read, for two syscalls on every request, and
+    // would hide a client's going away while paused: not done. test/gateway/pipelining.test.ts,
+    // RELIABILITY.md "Pipelined requests".
     app.any('/*', (res, req) => {
       if (refusedFraming(res, req)) return;
       // File uploads and bulk imports stream from the socket instead of being collected (no

@@ -70,8 +70,11 @@ describe('review C: compares of small versions with long paths', function () {
   /**
    * `n` compares sent at once, each on its own connection, from a thread of this process's own:
    * this thread's event loop is then the gateway's alone. The answers are counted, not parsed.
+   * Not pipelined on one connection: uWS closes a connection on which a request comes while the
+   * one before it is unanswered, and a compare of these versions is never answered at once
+   * (test/gateway/pipelining.test.ts). A connection closed before its whole answer counts as 0.
    */
-  const pipelined = (n: number) =>
+  const atOnce = (n: number) =>
     new Promise<number[]>((resolve, reject) => {
       const url = new URL(p.base);
       const path = `${url.pathname}/content/alias/${id}/compare?from=${encodeURIComponent(v1)}&to=${encodeURIComponent(v2)}`;
@@ -84,7 +87,8 @@ describe('review C: compares of small versions with long paths', function () {
           let head = Buffer.alloc(0);
           let left = -1;
           let status = 0;
-          const done = () => { sock.destroy(); statuses.push(status); if (statuses.length === d.n) parentPort.postMessage(statuses); };
+          let finished = false;
+          const done = () => { if (finished) return; finished = true; sock.destroy(); statuses.push(status); if (statuses.length === d.n) parentPort.postMessage(statuses); };
           sock.on('data', (chunk) => {
             if (left >= 0) { left -= chunk.length; if (left <= 0) done(); return; }
             head = Buffer.concat([head, chunk]);
@@ -96,6 +100,7 @@ describe('review C: compares of small versions with long paths', function () {
             if (left <= 0) done();
           });
           sock.on('error', (e) => { throw e; });
+          sock.on('close', () => { if (!finished) { status = 0; done(); } });
         }
       `;
       const request = `GET ${path} HTTP/1.1\r\nHost: x\r\nX-Auth-Token: ${reader.token}\r\n\r\n`;
@@ -113,7 +118,7 @@ describe('review C: compares of small versions with long paths', function () {
     const lag = monitorEventLoopDelay({ resolution: 10 });
     const elu = performance.eventLoopUtilization();
     lag.enable();
-    const statuses = await pipelined(8);
+    const statuses = await atOnce(8);
     lag.disable();
     const busy = performance.eventLoopUtilization(elu).active;
     expect(statuses).to.deep.equal(Array(8).fill(200));
