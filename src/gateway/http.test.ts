@@ -21,9 +21,18 @@ function fakeResponse(writeOk: boolean) {
       f();
       return res;
     },
-    writeStatus: () => (use('writeStatus'), res),
-    writeHeader: () => (use('writeHeader'), res),
-    write: () => (use('write'), writeOk),
+    writeStatus: () => {
+      use('writeStatus');
+      return res;
+    },
+    writeHeader: () => {
+      use('writeHeader');
+      return res;
+    },
+    write: () => {
+      use('write');
+      return writeOk;
+    },
     end: () => {
       use('end');
       done = true;
@@ -35,8 +44,14 @@ function fakeResponse(writeOk: boolean) {
       done = true;
       return res;
     },
-    pause: () => (calls.push('pause'), res),
-    resume: () => (calls.push('resume'), res),
+    pause: () => {
+      calls.push('pause');
+      return res;
+    },
+    resume: () => {
+      calls.push('resume');
+      return res;
+    },
     onData: (f: (ab: ArrayBuffer, isLast: boolean) => void) => {
       data = f;
       return res;

@@ -127,7 +127,7 @@ export class UnclaimedFiles {
     const byPartition = new Map<number, Map<string, string>>();
     for (const f of files) {
       const key = fileKeyOfUri(f.uri);
-      if (!key || key.space !== 'content') continue;
+      if (key?.space !== 'content') continue;
       const p = this.partitionOfKey(key);
       const members = byPartition.get(p) ?? new Map<string, string>();
       byPartition.set(p, members);

@@ -2,7 +2,6 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { expect } from 'chai';
-import jsonPatch from 'fast-json-patch';
 import { pack } from '../../src/adapters/codec.js';
 import { COMPARE_ON_LOOP_BYTES, COMPARE_ON_LOOP_VALUES, CompareRenderer, storedShape, storedValues } from '../../src/gateway/compare-render.js';
 import { AppError } from '../../src/errors.js';

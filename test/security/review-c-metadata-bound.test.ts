@@ -2,7 +2,6 @@ import { expect } from 'chai';
 import { pack, unpack } from '../../src/adapters/codec.js';
 import { partitionOf } from '../../src/adapters/ids.js';
 import { keys } from '../../src/adapters/redis.js';
-import { type ExportLine, exportLineToCreate } from '../../src/client/bulk.js';
 import { MAX_METADATA_VALUES } from '../../src/content/metadata.js';
 import type { Snapshot } from '../../src/content/model.js';
 import { Client, startIsolatedPlatform } from '../support/platform.js';
