@@ -6,6 +6,15 @@ type Utf8Writable = Buffer & { utf8Write(s: string, offset: number, length: numb
 /** Thrown inside `PackWriter.value` at a value `plain` does not write: the whole value goes to `pack` then. */
 const NOT_PLAIN = Symbol('not plain');
 
+/** The buffer a writer starts with. */
+const START_BYTES = 64 * 1024;
+/**
+ * The largest buffer a writer keeps from one commit to the next. One grown past it for a large
+ * commit (a string reserves 3 bytes a character: a body of 10 MiB grew it to 32 MiB) is let go
+ * at the commit's end, not held for the life of the process.
+ */
+const KEPT_BYTES = 1024 * 1024;
+
 /**
  * MessagePack written into one reused buffer, for the arguments of the commit scripts: a map of
  * names (`packScriptArgs`'s form) whose blobs are values packed in place, byte for byte what
@@ -21,7 +30,7 @@ const NOT_PLAIN = Symbol('not plain');
  * One writer at a time: `begin` to `end` runs without awaiting, and `end` answers a copy.
  */
 export class PackWriter {
-  private buf = Buffer.allocUnsafeSlow(64 * 1024);
+  private buf = Buffer.allocUnsafeSlow(START_BYTES);
   private view = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.length);
   private pos = 0;
   private count = 0;
@@ -50,6 +59,10 @@ export class PackWriter {
     }
     const out = Buffer.allocUnsafe(this.pos - from);
     b.copy(out, 0, from, this.pos);
+    if (b.length > KEPT_BYTES) {
+      this.buf = Buffer.allocUnsafeSlow(START_BYTES);
+      this.view = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.length);
+    }
     return out;
   }
 
