@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { decodeTime, isValid } from 'ulid';
+import { decodeTime, encodeTime, isValid } from 'ulid';
 import fc from 'fast-check';
 import { newContentKey, newVersionKey, ulidOf } from './ids.js';
 
@@ -58,5 +58,25 @@ describe('content and version keys (src/adapters/ids.ts)', () => {
       { numRuns: 20_000 },
     );
     expect(ulidOf(2 ** 48 - 1, Buffer.alloc(10, 255), 0)).to.equal('7ZZZZZZZZZZZZZZZZZZZZZZZZZ');
+  });
+
+  it('agree with the ulid package on the time and with the 10 bytes read as one 80-bit number, at every 5-bit bound (ulidOf)', () => {
+    // An oracle other than the way before: the ulid package's encodeTime and decodeTime, and the
+    // bytes as a BigInt; times at the bounds of the two 25-bit halves ulidOf splits them into.
+    const bounds = [0, 1, 31, 32, 1023, 1024, 2 ** 25 - 1, 2 ** 25, 2 ** 25 + 1, 2 ** 30, 2 ** 40 - 1, 2 ** 40, 1_700_000_000_000, 2 ** 48 - 1];
+    const times = fc.oneof(fc.constantFrom(...bounds), fc.integer({ min: 0, max: 2 ** 48 - 1 }));
+    const pool = new Uint8Array(4096);
+    fc.assert(
+      fc.property(times, fc.uint8Array({ minLength: 10, maxLength: 10 }), fc.constantFrom(0, 1, 4085, 4086), (now, bytes, at) => {
+        pool.set(bytes, at);
+        const key = ulidOf(now, pool, at);
+        expect(isValid(key), key).to.equal(true);
+        expect(key.slice(0, 10)).to.equal(encodeTime(now, 10));
+        expect(decodeTime(key)).to.equal(now);
+        expect(randomOf(key)).to.equal(bytes.reduce((n, b) => n * 256n + BigInt(b), 0n));
+      }),
+      { numRuns: 5000, seed: 20261128 },
+    );
+    expect(ulidOf(0, new Uint8Array(10), 0)).to.equal('0'.repeat(26));
   });
 });
