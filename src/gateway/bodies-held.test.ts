@@ -42,3 +42,36 @@ describe('BodiesHeld: what the request bodies under way hold (SECURITY.md "Bodie
     expect(h.total).to.equal(0);
   });
 });
+
+describe('BodiesHeld: review', () => {
+  it('never refuses nothing more: the empty last chunk of a body, a parsed weight already held', () => {
+    const h = new BodiesHeld(100, 40);
+    // One request alone past the share (it is never refused for what it holds itself).
+    let mine = 0;
+    for (let i = 0; i < 3; i++) {
+      expect(h.take('a', 30, mine)).to.equal(undefined);
+      mine += 30;
+    }
+    expect(h.take('a', 0, 0)).to.equal(undefined);
+    expect(h.take('b', 0, 0)).to.equal(undefined);
+    expect(h.total).to.equal(90);
+    expect(h.heldBy('b')).to.equal(0);
+  });
+
+  it('a caller not known yet is held to the process bound only; moved, its bytes count under its user, refused for nothing', () => {
+    const h = new BodiesHeld(100, 40);
+    expect(h.take('address:x', 40, 0)).to.equal(undefined);
+    // Another request at the address whose token is not checked yet: not refused for the address's share.
+    expect(h.take('address:x', 30, 0, true)).to.equal(undefined);
+    expect(h.take('address:x', 40, 30, true)?.http).to.equal(503);
+    h.move('address:x', 'user:u', 30);
+    expect(h.heldBy('address:x')).to.equal(40);
+    expect(h.heldBy('user:u')).to.equal(30);
+    expect(h.total).to.equal(70);
+    h.move('user:u', 'user:u', 30);
+    expect(h.heldBy('user:u')).to.equal(30);
+    h.give('user:u', 30);
+    h.give('address:x', 40);
+    expect(h.total).to.equal(0);
+  });
+});

@@ -10,8 +10,10 @@ const RETRY_AFTER_SECONDS = 1;
  * request ends. Two bounds:
  *
  * - Per caller, BODIES_HELD_PER_CALLER_BYTES: 429 with Retry-After past it. While a body arrives
- *   its caller is the client address (`callerKey` without a user: the token is not read yet);
- *   once parsed for a signed-in writer, its user (`Exchange.json`).
+ *   its caller is the client address (`callerKey` without a user); once the handler checked the
+ *   request's token, its user (`Exchange.countUnder`, `Exchange.json`). A request with a token
+ *   not checked yet is held to the process's bound only (`take`'s `unsure`): counted under the
+ *   address's share, an anonymous caller there could have every writer there refused.
  * - For the process, BODIES_HELD_BYTES: 503 with Retry-After past it.
  *
  * Before, only MAX_IN_FLIGHT (10,000 requests) and MAX_BODY_BYTES (10 MiB each) bounded them: a
@@ -43,11 +45,14 @@ export class BodiesHeld {
 
   /**
    * Takes `n` more bytes for a request of `caller` that holds `mine` under that caller already;
-   * the error to answer when refused (nothing is taken then).
+   * the error to answer when refused (nothing is taken then). Nothing more (`n` 0, the empty last
+   * chunk of every body) is never refused. `unsure`: the caller is not known yet (a request whose
+   * token its handler has not checked: `Exchange.countUnder`): only the process's bound holds.
    */
-  take(caller: string, n: number, mine: number): AppError | undefined {
+  take(caller: string, n: number, mine: number, unsure = false): AppError | undefined {
+    if (n <= 0) return undefined;
     const had = this.heldBy(caller);
-    if (had > mine && had + n > this.perCaller)
+    if (!unsure && had > mine && had + n > this.perCaller)
       return new AppError(
         'TOO_MANY_REQUESTS',
         `The request bodies of this caller under way on this process hold more than ${this.perCaller} bytes (BODIES_HELD_PER_CALLER_BYTES): retry when one has been answered`,
@@ -64,6 +69,18 @@ export class BodiesHeld {
     this.byCaller.set(caller, had + n);
     this.sum += n;
     return undefined;
+  }
+
+  /**
+   * Counts `n` bytes a request holds under `from` under `to` (its token checked: its user), as
+   * they are: the same bytes, refused for nothing. Its next chunk or its parsed weight is
+   * checked against `to`'s share.
+   */
+  move(from: string, to: string, n: number): void {
+    if (n <= 0 || from === to) return;
+    this.give(from, n);
+    this.byCaller.set(to, this.heldBy(to) + n);
+    this.sum += n;
   }
 
   /** Gives back `n` bytes a request of `caller` held. */

@@ -127,6 +127,13 @@ export class Exchange {
   private holding = 0;
   /** The request ended (`release`): what its body held is given back, and later chunks are dropped. */
   private released = false;
+  /**
+   * The request carries a token its handler has not checked yet: its body counts under the
+   * client address for now, held to the process's bound only, until the handler checks the token
+   * (`countUnder`) or reads the body without one (`body`). Else a caller at the same address
+   * that sends no token (bodies it never finishes) could have every signed-in writer there refused.
+   */
+  private callerPending = false;
 
   /**
    * `streamed`: the body is not collected but handed out as a stream (`bodyStream`), read with
@@ -150,6 +157,7 @@ export class Exchange {
     const rid = this.headers['x-request-id'];
     this.requestId = rid && /^[A-Za-z0-9._:-]{1,128}$/.test(rid) ? rid : newRequestId();
     this.baseHeaders.push(['X-Request-Id', this.requestId]);
+    this.callerPending = bodies !== undefined && this.headers['x-auth-token'] !== undefined;
     res.onAborted(() => {
       this.aborted = true;
       this.upload?.destroy(new Error('The client went away during the upload'));
@@ -200,8 +208,13 @@ export class Exchange {
     return this.headers[name];
   }
 
-  /** The request body, refused with 413 past the limit (announced or streamed). */
+  /**
+   * The request body, refused with 413 past the limit (announced or streamed). A handler that
+   * reads it without having checked the token has it counted under the client address from now
+   * on (`callerPending`).
+   */
   body(): Promise<Buffer> {
+    this.callerPending = false;
     return this.bodyPromise ?? Promise.resolve(Buffer.alloc(0));
   }
 
@@ -235,11 +248,25 @@ export class Exchange {
     return value;
   }
 
+  /**
+   * The request's token is checked and names `user` (request-auth.ts, the first check): what its
+   * body holds, and what comes of it, counts under that user from now on (`BodiesHeld.move`).
+   */
+  countUnder(user: Principal): void {
+    this.callerPending = false;
+    // Nothing to count for a request without a collected body (a read: no string made for it).
+    if (!this.bodies || !this.bodyPromise || this.released) return;
+    const caller = this.bodies.callerOf(this, user);
+    if (caller === this.holder) return;
+    if (this.holder) this.bodies.held.move(this.holder, caller, this.holding);
+    this.holder = caller;
+  }
+
   /** Counts `n` more bytes of the collected body under its caller; the error when refused. */
   private hold(n: number): AppError | undefined {
-    if (!this.bodies) return undefined;
+    if (!this.bodies || n === 0) return undefined;
     this.holder ||= this.bodies.callerOf(this, null);
-    const refused = this.bodies.held.take(this.holder, n, this.holding);
+    const refused = this.bodies.held.take(this.holder, n, this.holding, this.callerPending);
     if (!refused) this.holding += n;
     return refused;
   }

@@ -26,6 +26,8 @@ export async function authenticateRequest(tokens: Pick<TokenService, 'required' 
   const arrived = x.arrived;
   const token = x.header('x-auth-token');
   const first = tokens.known(token) ?? (await tokens.required(token));
+  // The body counts under its writer from now on, not its address (bodies-held.ts).
+  x.countUnder(first);
   if (arrived) return first;
   await x.whole();
   if (x.aborted) throw new AppError('BAD_REQUEST', 'The client went away before the body was complete');
