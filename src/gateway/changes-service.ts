@@ -261,7 +261,10 @@ export class ChangesService {
 
   /** A request of the feed's routes, answered with the content service's headers. */
   private exchange(res: uWS.HttpResponse, req: uWS.HttpRequest, route: string): Exchange {
-    const x = new Exchange(res, req, this.d.settings.MAX_BODY_BYTES);
+    // The feed reads no body (GET and HEAD; anything else answers 405): a limit of 0 holds none of
+    // one. With MAX_BODY_BYTES, a POST's body was collected after its 405, outside the bodies'
+    // bound (bodies-held.ts) and MAX_IN_FLIGHT: up to that much per connection.
+    const x = new Exchange(res, req, 0);
     x.baseHeaders.push(['Svc-Api-Version', this.d.settings.API_VERSION], ['Svc-Response-Origin', 'content-service']);
     x.route = route;
     return x;
