@@ -1,5 +1,11 @@
 import { expect } from 'chai';
+import { loadSettings } from '../../config/settings.js';
 import { BodiesHeld } from './bodies-held.js';
+import { ContentService } from './content-service.js';
+import type { ContentServiceDeps } from './content-deps.js';
+import { openApiDocument } from './openapi.js';
+import { SearchService, type SearchServiceDeps } from './search-service.js';
+import { mountedRouters } from './server.js';
 
 describe('BodiesHeld: what the request bodies under way hold (SECURITY.md "Bodies and limits")', () => {
   it('refuses a caller past its share with 429 and the process past its bound with 503, taking nothing then', () => {
@@ -73,5 +79,43 @@ describe('BodiesHeld: review', () => {
     h.give('user:u', 30);
     h.give('address:x', 40);
     expect(h.total).to.equal(0);
+  });
+});
+
+describe('BodiesHeld in the OpenAPI document', () => {
+  /** Stands in for every dependency: the routers are built, never called. */
+  const stub: unknown = new Proxy(() => undefined, {
+    get: (_t, k) => (k === 'then' ? undefined : stub),
+    apply: () => stub,
+  });
+
+  it('every route with a collected body names the 429 of its bodies held, also one with a 429 of its own; a streamed one does not', () => {
+    const settings = loadSettings({});
+    const deps = new Proxy({ settings } as Record<string, unknown>, { get: (t, k: string) => (k in t ? t[k] : stub) });
+    const routers = mountedRouters(
+      new ContentService(deps as unknown as ContentServiceDeps).router,
+      new SearchService(deps as unknown as SearchServiceDeps).router,
+    );
+    const doc = openApiDocument('1.0.0', 'http://127.0.0.1:8080', routers) as {
+      paths: Record<string, Record<string, { responses: Record<string, { $ref?: string; description?: string }> }>>;
+    };
+    const named: string[] = [];
+    const unnamed: string[] = [];
+    for (const [path, item] of Object.entries(doc.paths))
+      for (const [method, op] of Object.entries(item)) {
+        if (method === 'get' || method === 'head' || !op.responses) continue;
+        const a = op.responses[429];
+        const says = a?.$ref === '#/components/responses/BodiesHeld' || (a?.description ?? '').includes('BODIES_HELD_PER_CALLER_BYTES');
+        (says ? named : unnamed).push(`${method} ${path}`);
+      }
+    expect(named).to.include.members(['post /content-service/security/token', 'post /search-service/{collection}/select', 'post /content-service/content']);
+    expect(unnamed.sort()).to.deep.equal(
+      [
+        'post /content-service/bulk',
+        'post /file-service/file/{space}',
+        'post /file-service/file/{space}/{host}',
+        'post /file-service/file/{space}/{host}/{path}',
+      ].sort(),
+    );
   });
 });

@@ -94,12 +94,15 @@ function answer(a: AnswerDoc): Json {
 }
 
 /** Answers every operation may give; `auth` and methods with a body add their own. */
+/** The 429 of a collected body past its caller's share (bodies-held.ts). */
+const BODIES_HELD_429 = "the caller's request bodies under way on this web process hold BODIES_HELD_PER_CALLER_BYTES (42900)";
+
 const COMMON: Record<string, Json> = {
   BadRequest: answer({ description: 'Bad request: malformed path, parameter, header or body (40000); the message names it', body: 'ErrorBody' }),
   Unauthorized: answer({ description: 'No valid X-Auth-Token (40100)', body: 'ErrorBody' }),
   PayloadTooLarge: answer({ description: 'The body is larger than the limit (41300)', body: 'ErrorBody' }),
   BodiesHeld: answer({
-    description: "The caller's request bodies under way on this web process hold BODIES_HELD_PER_CALLER_BYTES (42900); nothing was done",
+    description: `${BODIES_HELD_429[0].toUpperCase()}${BODIES_HELD_429.slice(1)}; nothing was done`,
     body: 'ErrorBody',
     headers: ['Retry-After'],
   }),
@@ -149,8 +152,15 @@ function operation(key: string, method: string, prefix: string, pattern: string,
   if (doc.auth !== 'none') common(401, 'Unauthorized');
   // A request body is read (and limited) for every method but GET, even where none is expected.
   if (method !== 'GET') common(413, 'PayloadTooLarge');
-  // A collected body counts in BODIES_HELD_PER_CALLER_BYTES (bodies-held.ts).
-  if (method !== 'GET' && method !== 'HEAD') common(429, 'BodiesHeld');
+  // A collected body counts in BODIES_HELD_PER_CALLER_BYTES (bodies-held.ts); a streamed one
+  // (binary: uploads, bulk imports) does not. A route with a 429 of its own (a login, a search)
+  // answers this one too.
+  const streamed = doc.body !== undefined && 'mediaType' in doc.body && doc.body.schema === 'binary';
+  if (method !== 'GET' && method !== 'HEAD' && !streamed) {
+    const own = responses[429] as { description?: string } | undefined;
+    if (own?.description) own.description += `; or ${BODIES_HELD_429}`;
+    else common(429, 'BodiesHeld');
+  }
   common(500, 'InternalError');
   common(503, 'Unavailable');
   const sorted = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => Number(a) - Number(b)));
