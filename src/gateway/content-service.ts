@@ -36,6 +36,15 @@ import { checkAlias, isSafeName, parseViewBody, requiredIfMatch, typeSchema, upd
 import type { ReindexScope } from '../actors/reindex-session.js';
 
 export const CONTENT_PREFIX = 'content-service';
+
+/**
+ * The most a login's body may have (POST security/token; 413 past it, `bodyLimitOf`): its
+ * fields are at most 4,096 characters (token-service.ts), 24 KiB escaped each. A login is read
+ * without a token, so its body counts under the client address (bodies-held.ts): with
+ * MAX_BODY_BYTES (10 MiB), 52 logins that never finish, from 8 addresses, held BODIES_HELD_BYTES
+ * and every write of the process answered 503.
+ */
+export const LOGIN_MAX_BODY_BYTES = 64 * 1024;
 const VERSIONED_CACHE_CONTROL = 'private, no-transform, proxy-revalidate, max-age=31536000';
 /** A versioned read is kept a year, privately, for the token it was decided for only (a browser shared by two users). */
 const VARY_ACCEPT_TOKEN: [string, string] = ['Vary', 'Accept, X-Auth-Token'];

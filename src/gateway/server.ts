@@ -11,7 +11,7 @@ import { type Describable, type MountedRouter, openApiDocument } from './openapi
 import { type BodyAccounting, Exchange, segmentsOf } from './http.js';
 import { BodiesHeld } from './bodies-held.js';
 import { callerKey } from './keyed-counts.js';
-import { CONTENT_PREFIX, ContentService } from './content-service.js';
+import { CONTENT_PREFIX, ContentService, LOGIN_MAX_BODY_BYTES } from './content-service.js';
 import type { ContentServiceDeps } from './content-deps.js';
 import type { FileStore } from '../adapters/file-store.js';
 import { DELIVERY_PREFIX, FILE_PREFIX, FileDeliveryService, FileService } from './file-service.js';
@@ -362,7 +362,8 @@ function getOnly(x: Exchange): void {
 
 /**
  * The most a collected body may have on a route (413 past it): a search's form body at most
- * SEARCH_MAX_BODY_BYTES (what the engine takes), any other MAX_BODY_BYTES (`max`).
+ * SEARCH_MAX_BODY_BYTES (what the engine takes), a login's LOGIN_MAX_BODY_BYTES, any other
+ * MAX_BODY_BYTES (`max`).
  */
 export function bodyLimitOf(url: string, max: number): number {
   let segs: string[];
@@ -371,7 +372,9 @@ export function bodyLimitOf(url: string, max: number): number {
   } catch {
     return max;
   }
-  return segs[0] === SEARCH_PREFIX ? Math.min(max, SEARCH_MAX_BODY_BYTES) : max;
+  if (segs[0] === SEARCH_PREFIX) return Math.min(max, SEARCH_MAX_BODY_BYTES);
+  if (segs.length === 3 && segs[0] === CONTENT_PREFIX && segs[1] === 'security' && segs[2] === 'token') return Math.min(max, LOGIN_MAX_BODY_BYTES);
+  return max;
 }
 
 /**

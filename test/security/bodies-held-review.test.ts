@@ -280,6 +280,7 @@ describe('bodies held: an attacker review (bodies-held.ts)', function () {
 describe('bodies held: callers at one address, and bodies outside the count (bodies-held.ts)', function () {
   this.timeout(60_000);
   const MiB = 1024 * 1024;
+  const LOGIN_MAX = 64 * 1024;
   let p: P;
   let port: number;
   let editor: Client;
@@ -292,8 +293,15 @@ describe('bodies held: callers at one address, and bodies outside the count (bod
   });
   after(async () => p?.stop());
 
-  /** A login whose body stops short of its Content-Length: held under the client address while the connection lasts. */
-  const stalledLogin = async (headers: Record<string, string> = {}): Promise<{ sock: net.Socket; answer: Promise<string> }> => {
+  /**
+   * A login whose body stops short of its Content-Length (`length`, `sent` of it sent): held
+   * under the client address while the connection lasts.
+   */
+  const stalledLogin = async (
+    sent: number,
+    headers: Record<string, string> = {},
+    length = LOGIN_MAX,
+  ): Promise<{ sock: net.Socket; answer: Promise<string> }> => {
     const sock = net.connect(port, '127.0.0.1');
     sock.on('error', () => undefined);
     await new Promise((r) => sock.once('connect', r));
@@ -308,29 +316,47 @@ describe('bodies held: callers at one address, and bodies outside the count (bod
     const extra = Object.entries(headers)
       .map(([k, v]) => `${k}: ${v}\r\n`)
       .join('');
-    sock.write(`POST /content-service/security/token HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${extra}Content-Length: ${MiB}\r\n\r\n`);
-    sock.write(Buffer.alloc(MiB - 1000, ' '));
+    sock.write(`POST /content-service/security/token HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${extra}Content-Length: ${length}\r\n\r\n`);
+    if (sent) sock.write(Buffer.alloc(sent, ' '));
     return { sock, answer };
   };
+  const held = async () => Number(/^gateway_request_bodies_held_bytes (\d+)$/m.exec(await (await fetch(`${p.url}/metrics`)).text())![1]);
+
+  it('a login body is at most 64 KiB (413 past it): anonymous bodies that never finish held up to MAX_BODY_BYTES each', async () => {
+    const big = await stalledLogin(0, {}, LOGIN_MAX + 1);
+    try {
+      expect(await Promise.race([big.answer, sleep(2000).then(() => 'none')])).to.equal('413');
+    } finally {
+      big.sock.destroy();
+    }
+    // A login of the largest fields, escaped, still fits.
+    const field = '\\u00e9'.repeat(4096);
+    const r = await fetch(`${p.base}/security/token`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: `{"username": "${field}", "password": "${field}"}`,
+    });
+    expect(r.status).to.equal(401);
+  });
 
   it("anonymous bodies still arriving fill their address's share: a signed-in writer there is not refused for them, another anonymous body is", async () => {
-    const held = async () => Number(/^gateway_request_bodies_held_bytes (\d+)$/m.exec(await (await fetch(`${p.url}/metrics`)).text())![1]);
-    const attacker = await stalledLogin();
+    // Sixteen logins of 64,536 bytes and one of 15,000 leave 1,000 bytes of the address's share.
+    const attackers = await Promise.all([...Array.from({ length: 16 }, () => stalledLogin(LOGIN_MAX - 1000)), stalledLogin(15_000)]);
     try {
-      await until(async () => (await held()) >= MiB - 1000, 3000, "the attacker's body held");
+      await until(async () => (await held()) === 16 * (LOGIN_MAX - 1000) + 15_000, 3000, "the attacker's bodies held");
       // Past the token cache's 2 s: the writer's token is looked up when its request comes.
       await sleep(2100);
       const write = await editor.req('POST', '/content', { raw: `{"system": ${' '.repeat(4000)}`, headers: { 'Content-Type': 'application/json' } });
       expect(write.status, JSON.stringify(write.json)).to.equal(400);
       // The address's share holds for anonymous bodies, with a token that is not valid too.
-      const second = await stalledLogin();
+      const second = await stalledLogin(4000);
       expect(await Promise.race([second.answer, sleep(3000).then(() => 'none')])).to.equal('429');
       second.sock.destroy();
-      const garbage = await stalledLogin({ 'X-Auth-Token': 'not-a-token' });
+      const garbage = await stalledLogin(4000, { 'X-Auth-Token': 'not-a-token' });
       expect(await Promise.race([garbage.answer, sleep(3000).then(() => 'none')])).to.equal('429');
       garbage.sock.destroy();
     } finally {
-      attacker.sock.destroy();
+      for (const a of attackers) a.sock.destroy();
     }
     await until(async () => (await held()) === 0, 3000, 'nothing held');
   });
