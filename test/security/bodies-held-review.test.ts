@@ -32,6 +32,8 @@ interface Sent {
    * the answer, then sends the rest (`early`).
    */
   cut?: 'head' | 'mid' | 'after' | 'early';
+  /** With `early`: sent whole on the same connection once the rest of the body is (keep-alive). */
+  next?: Sent;
 }
 
 /** Sends one request on a connection of its own: the status answered, or 0 when the client went away first. */
@@ -85,6 +87,15 @@ async function send(port: number, s: Sent): Promise<number> {
     }
     const status = await Promise.race([answered, sleep(3000).then(() => -1)]);
     if (!closed) sock.write(Buffer.concat([frame(b.subarray(b.length >> 1)), end]));
+    if (s.next && !closed) {
+      const n = s.next;
+      const nb = Buffer.from(n.body ?? '');
+      const nh = Object.entries(n.headers ?? {}).map(([k, v]) => `${k}: ${v}\r\n`);
+      const seen = got.length;
+      sock.write(`${n.method} ${n.path} HTTP/1.1\r\nHost: x\r\n${nh.join('')}Content-Length: ${nb.length}\r\n\r\n`);
+      sock.write(nb);
+      await until(async () => closed || /HTTP\/1\.1 \d{3}/.test(got.subarray(seen).toString('latin1')), REPLY_TIMEOUT_MS + 3000, 'the second answer');
+    }
     await sleep(30);
     sock.destroy();
     return status;
@@ -227,6 +238,22 @@ describe('bodies held: an attacker review (bodies-held.ts)', function () {
         path: '/content-service/security/token',
         headers: json,
         body: JSON.stringify({ username: `${T}-reader`, password: 'wrong' }),
+      }),
+      'login past its 64 KiB, chunked': () => ({
+        method: 'POST',
+        path: '/content-service/security/token',
+        headers: json,
+        body: ' '.repeat(MAX_BODY - 100),
+        chunked: 8192,
+      }),
+      'create, the token checked, then the client goes': () => ({ method: 'POST', path: '/content-service/content', headers: ed(), body: big, cut: 'mid' }),
+      'two on one connection, the first answered before its body is whole': () => ({
+        method: 'POST',
+        path: '/content-service/content',
+        headers: json,
+        body: article,
+        cut: 'early',
+        next: { method: 'POST', path: '/content-service/content', headers: ed(), body: '{"system":' },
       }),
       'login cut mid-body': () => ({ method: 'POST', path: '/content-service/security/token', headers: json, body: article, cut: 'mid' }),
       'logout with a body': () => ({ method: 'DELETE', path: '/content-service/security/token', headers: { 'X-Auth-Token': 'nope' }, body: article }),
