@@ -1,7 +1,10 @@
 import { expect } from 'chai';
+import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import type { Principal } from '../content/permissions.js';
 import { loadSettings } from '../../config/settings.js';
 import { BodiesHeld } from './bodies-held.js';
 import { ContentService } from './content-service.js';
+import { type BodyAccounting, Exchange } from './http.js';
 import type { ContentServiceDeps } from './content-deps.js';
 import { openApiDocument } from './openapi.js';
 import { SearchService, type SearchServiceDeps } from './search-service.js';
@@ -64,20 +67,19 @@ describe('BodiesHeld: review', () => {
     expect(h.heldBy('b')).to.equal(0);
   });
 
-  it('a caller not known yet is held to the process bound only; moved, its bytes count under its user, refused for nothing', () => {
+  it('moved, bytes count under the new caller as they are, refused for nothing', () => {
     const h = new BodiesHeld(100, 40);
-    expect(h.take('address:x', 40, 0)).to.equal(undefined);
-    // Another request at the address whose token is not checked yet: not refused for the address's share.
-    expect(h.take('address:x', 30, 0, true)).to.equal(undefined);
-    expect(h.take('address:x', 40, 30, true)?.http).to.equal(503);
-    h.move('address:x', 'user:u', 30);
-    expect(h.heldBy('address:x')).to.equal(40);
-    expect(h.heldBy('user:u')).to.equal(30);
+    expect(h.take('unchecked address:x', 30, 0)).to.equal(undefined);
+    expect(h.take('user:u', 40, 0)).to.equal(undefined);
+    // Past the user's share: moved all the same (its next bytes are checked).
+    h.move('unchecked address:x', 'user:u', 30);
+    expect(h.heldBy('unchecked address:x')).to.equal(0);
+    expect(h.heldBy('user:u')).to.equal(70);
     expect(h.total).to.equal(70);
+    expect(h.take('user:u', 1, 30)?.http).to.equal(429);
     h.move('user:u', 'user:u', 30);
-    expect(h.heldBy('user:u')).to.equal(30);
-    h.give('user:u', 30);
-    h.give('address:x', 40);
+    expect(h.heldBy('user:u')).to.equal(70);
+    h.give('user:u', 70);
     expect(h.total).to.equal(0);
   });
 });
@@ -117,5 +119,80 @@ describe('BodiesHeld in the OpenAPI document', () => {
         'post /file-service/file/{space}/{host}/{path}',
       ].sort(),
     );
+  });
+});
+
+describe('Exchange: what its collected body holds, and under whom (bodies-held.ts)', () => {
+  /** A uWS request and response enough for a collected body: its chunks are handed in by `data`. */
+  const exchange = (bodies: BodyAccounting, token?: string) => {
+    let data: ((ab: ArrayBuffer, isLast: boolean) => void) | undefined;
+    const res = {
+      onAborted: () => res,
+      onData: (f: (ab: ArrayBuffer, isLast: boolean) => void) => {
+        data = f;
+        return res;
+      },
+    } as unknown as HttpResponse;
+    const req = {
+      getMethod: () => 'post',
+      getUrl: () => '/content-service/content',
+      getQuery: () => '',
+      getHeader: (h: string) => (h === 'x-auth-token' ? (token ?? '') : ''),
+    } as unknown as HttpRequest;
+    const x = new Exchange(res, req, 1 << 20, false, bodies);
+    const send = (n: number, last = false) => data!(new Uint8Array(n).fill(32).buffer, last);
+    const sendText = (text: string) => data!(new TextEncoder().encode(text).buffer as ArrayBuffer, true);
+    return { x, send, sendText };
+  };
+  const user = (userId: string) => ({ userId }) as unknown as Principal;
+  const accounting = (held: BodiesHeld): BodyAccounting => ({ held, callerOf: (_x, u) => (u ? `user:${u.userId}` : 'address:192.0.2.1') });
+
+  it('bodies whose token is not checked yet have a share of their own at their address: an anonymous body there does not fill it, nor one past it pass', async () => {
+    const held = new BodiesHeld(1000, 100);
+    const b = accounting(held);
+    const anonymous = exchange(b);
+    anonymous.send(90);
+    const writer = exchange(b, 'tok');
+    writer.send(60); // not refused for the anonymous 90
+    const other = exchange(b, 'tok2');
+    other.send(30);
+    other.send(30, true); // the unchecked share: 60 + 60 > 100
+    await other.x.body().then(
+      () => expect.fail('not refused'),
+      (e: { http: number }) => expect(e.http).to.equal(429),
+    );
+    writer.x.countUnder(user('w'));
+    expect(held.heldBy('user:w')).to.equal(60);
+    writer.send(10, true);
+    expect(held.heldBy('user:w')).to.equal(70);
+    for (const e of [anonymous, writer, other]) e.x.release();
+    expect(held.total).to.equal(0);
+  });
+
+  it('a handler that reads the body without checking a token holds it to the address share; parsed twice, it is counted once; chunks after the end are dropped', async () => {
+    const held = new BodiesHeld(1000, 100);
+    const b = accounting(held);
+    const anonymous = exchange(b);
+    anonymous.send(90);
+    const login = exchange(b, 'garbage');
+    const body = login.x.body();
+    login.send(20, true);
+    await body.then(
+      () => expect.fail('not refused'),
+      (e: { http: number }) => expect(e.http).to.equal(429),
+    );
+    login.x.release();
+    const w = exchange(b, 'tok');
+    w.x.countUnder(user('w'));
+    w.sendText('[1,2,3]');
+    expect(await w.x.json(user('w'))).to.deep.equal([1, 2, 3]);
+    const weighed = held.heldBy('user:w');
+    expect(weighed).to.equal(7 + 64 * 4);
+    expect(await w.x.json(user('w'))).to.deep.equal([1, 2, 3]);
+    expect(held.heldBy('user:w')).to.equal(weighed);
+    w.x.release();
+    w.send(50);
+    anonymous.x.release();
+    expect(held.total).to.equal(0);
   });
 });

@@ -11,9 +11,11 @@ const RETRY_AFTER_SECONDS = 1;
  *
  * - Per caller, BODIES_HELD_PER_CALLER_BYTES: 429 with Retry-After past it. While a body arrives
  *   its caller is the client address (`callerKey` without a user); once the handler checked the
- *   request's token, its user (`Exchange.countUnder`, `Exchange.json`). A request with a token
- *   not checked yet is held to the process's bound only (`take`'s `unsure`): counted under the
- *   address's share, an anonymous caller there could have every writer there refused.
+ *   request's token, its user (`Exchange.countUnder`, `Exchange.json`). Bodies with a token not
+ *   checked yet have a share of their own at their address (`unchecked address:…`): counted in
+ *   the address's share, an anonymous caller there (logins it never finishes) had every writer
+ *   there refused; a token that is not valid is answered 401 within its lookup, so such bodies
+ *   are held only that long.
  * - For the process, BODIES_HELD_BYTES: 503 with Retry-After past it.
  *
  * Before, only MAX_IN_FLIGHT (10,000 requests) and MAX_BODY_BYTES (10 MiB each) bounded them: a
@@ -46,13 +48,12 @@ export class BodiesHeld {
   /**
    * Takes `n` more bytes for a request of `caller` that holds `mine` under that caller already;
    * the error to answer when refused (nothing is taken then). Nothing more (`n` 0, the empty last
-   * chunk of every body) is never refused. `unsure`: the caller is not known yet (a request whose
-   * token its handler has not checked: `Exchange.countUnder`): only the process's bound holds.
+   * chunk of every body) is never refused.
    */
-  take(caller: string, n: number, mine: number, unsure = false): AppError | undefined {
+  take(caller: string, n: number, mine: number): AppError | undefined {
     if (n <= 0) return undefined;
     const had = this.heldBy(caller);
-    if (!unsure && had > mine && had + n > this.perCaller)
+    if (had > mine && had + n > this.perCaller)
       return new AppError(
         'TOO_MANY_REQUESTS',
         `The request bodies of this caller under way on this process hold more than ${this.perCaller} bytes (BODIES_HELD_PER_CALLER_BYTES): retry when one has been answered`,

@@ -70,6 +70,9 @@ const REQUEST_HEADERS = ['x-auth-token', 'if-match', 'if-none-match', 'accept', 
 const BODY_HEADERS = ['content-type', 'content-length', 'transfer-encoding'] as const;
 const READ_HEADERS = [...REQUEST_HEADERS, ...BODY_HEADERS] as const;
 
+/** What the key of a body whose token is not checked yet starts with, before its address's (`Exchange.callerPending`). */
+const UNCHECKED = 'unchecked ';
+
 /** Where a collected body is counted while its request is under way (`BodiesHeld`), and the caller it counts under. */
 export interface BodyAccounting {
   held: BodiesHeld;
@@ -128,10 +131,11 @@ export class Exchange {
   /** The request ended (`release`): what its body held is given back, and later chunks are dropped. */
   private released = false;
   /**
-   * The request carries a token its handler has not checked yet: its body counts under the
-   * client address for now, held to the process's bound only, until the handler checks the token
-   * (`countUnder`) or reads the body without one (`body`). Else a caller at the same address
-   * that sends no token (bodies it never finishes) could have every signed-in writer there refused.
+   * The request carries a token its handler has not checked yet: its body counts under a share
+   * of the client address for such bodies (`unchecked address:…`) until the handler checks the
+   * token (`countUnder`: its user) or reads the body without one (`body`: the address). In the
+   * address's own share, a caller there that sends no token (logins it never finishes) had every
+   * signed-in writer there refused.
    */
   private callerPending = false;
 
@@ -214,7 +218,7 @@ export class Exchange {
    * on (`callerPending`).
    */
   body(): Promise<Buffer> {
-    this.callerPending = false;
+    if (this.callerPending) this.settleCaller(null);
     return this.bodyPromise ?? Promise.resolve(Buffer.alloc(0));
   }
 
@@ -253,10 +257,17 @@ export class Exchange {
    * body holds, and what comes of it, counts under that user from now on (`BodiesHeld.move`).
    */
   countUnder(user: Principal): void {
+    this.settleCaller(user);
+  }
+
+  /** The caller the body counts under from now on: `user`, or without one the client address. */
+  private settleCaller(user: Principal | null): void {
+    const pending = this.callerPending;
     this.callerPending = false;
     // Nothing to count for a request without a collected body (a read: no string made for it).
     if (!this.bodies || !this.bodyPromise || this.released) return;
-    const caller = this.bodies.callerOf(this, user);
+    if (!user && (!pending || !this.holder)) return; // the address, when its first chunk comes
+    const caller = user ? this.bodies.callerOf(this, user) : this.holder.slice(UNCHECKED.length);
     if (caller === this.holder) return;
     if (this.holder) this.bodies.held.move(this.holder, caller, this.holding);
     this.holder = caller;
@@ -265,8 +276,8 @@ export class Exchange {
   /** Counts `n` more bytes of the collected body under its caller; the error when refused. */
   private hold(n: number): AppError | undefined {
     if (!this.bodies || n === 0) return undefined;
-    this.holder ||= this.bodies.callerOf(this, null);
-    const refused = this.bodies.held.take(this.holder, n, this.holding, this.callerPending);
+    if (!this.holder) this.holder = this.callerPending ? UNCHECKED + this.bodies.callerOf(this, null) : this.bodies.callerOf(this, null);
+    const refused = this.bodies.held.take(this.holder, n, this.holding);
     if (!refused) this.holding += n;
     return refused;
   }
