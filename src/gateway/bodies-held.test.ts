@@ -195,4 +195,46 @@ describe('Exchange: what its collected body holds, and under whom (bodies-held.t
     anonymous.x.release();
     expect(held.total).to.equal(0);
   });
+
+  it('a chunk that comes after the answer touches no uWS response (uWS throws then, and the process stops): the rest of the body is dropped', async () => {
+    // As uWS does: data after a successful answer, and any use of the response then throws.
+    let data: ((ab: ArrayBuffer, isLast: boolean) => void) | undefined;
+    let done = false;
+    const use = <T>(v: T): T => {
+      if (done) throw new Error('uWS.HttpResponse must not be accessed after a successful response');
+      return v;
+    };
+    const res = {
+      onAborted: () => res,
+      onData: (f: (ab: ArrayBuffer, isLast: boolean) => void) => {
+        data = f;
+        return res;
+      },
+      cork: (f: () => void) => (f(), res),
+      writeStatus: () => use(res),
+      writeHeader: () => use(res),
+      end: () => {
+        use(res);
+        done = true;
+        return res;
+      },
+      getRemoteAddressAsText: () => use(new TextEncoder().encode('192.0.2.1').buffer),
+    } as unknown as HttpResponse;
+    const req = {
+      getMethod: () => 'post',
+      getUrl: () => '/content-service/nothing',
+      getQuery: () => '',
+      getHeader: () => '',
+    } as unknown as HttpRequest;
+    const held = new BodiesHeld(1000, 100);
+    const x = new Exchange(res, req, 1 << 20, false, { held, callerOf: (e, u) => (u ? `user:${u.userId}` : `address:${e.clientAddress(null)}`) });
+    data!(new ArrayBuffer(0), false); // uWS hands an empty chunk as the headers come
+    x.sendJson(404, { message: 'no' });
+    expect(() => data!(new Uint8Array(5).buffer, false)).to.not.throw();
+    data!(new Uint8Array(5).buffer, true);
+    await x.whole();
+    expect(held.total).to.equal(0);
+    x.release();
+    expect(held.total).to.equal(0);
+  });
 });

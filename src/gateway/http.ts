@@ -411,6 +411,15 @@ export class Exchange {
       };
       this.res.onData((ab, isLast) => {
         if (failed || this.released) return;
+        if (this.ended) {
+          // Answered before the body was whole: the rest is not wanted, and uWS must be asked
+          // nothing more of this response (its address, for `hold`: uWS throws, and the process
+          // stops). Whoever still waits for the body is let go.
+          failed = true;
+          chunks.length = 0;
+          reject(new AppError('BAD_REQUEST', 'The request was answered before its body was complete'));
+          return;
+        }
         size += ab.byteLength;
         if (size > this.maxBody) {
           failed = true;
