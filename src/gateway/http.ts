@@ -138,6 +138,8 @@ export class Exchange {
    * signed-in writer there refused.
    */
   private callerPending = false;
+  /** The handler wants no body (`noBody`): a chunk with bytes fails it at once. */
+  private bodyRefused = false;
 
   /**
    * `streamed`: the body is not collected but handed out as a stream (`bodyStream`), read with
@@ -224,9 +226,13 @@ export class Exchange {
 
   /**
    * For methods that define no request body (DELETE): 400 when one is sent anyway, so that a
-   * body is never silently ignored; 413 past the limit, like every other body.
+   * body is never silently ignored; 413 past the limit, like every other body. Refused at its
+   * first byte still to come (`collectBody`), not once it is whole: read before the token is
+   * checked, an anonymous DELETE's body was held up to MAX_BODY_BYTES, as long as its client
+   * took to send it, before its 401.
    */
   async noBody(): Promise<void> {
+    this.bodyRefused = true;
     if ((await this.body()).length > 0) throw new AppError('BAD_REQUEST', `${this.method} takes no request body`);
   }
 
@@ -418,6 +424,12 @@ export class Exchange {
           failed = true;
           chunks.length = 0;
           reject(new AppError('BAD_REQUEST', 'The request was answered before its body was complete'));
+          return;
+        }
+        if (this.bodyRefused && ab.byteLength > 0) {
+          failed = true;
+          chunks.length = 0;
+          reject(new AppError('BAD_REQUEST', `${this.method} takes no request body`));
           return;
         }
         size += ab.byteLength;

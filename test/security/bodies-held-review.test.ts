@@ -366,6 +366,27 @@ describe('bodies held: callers at one address, and bodies outside the count (bod
     expect(r.status).to.equal(401);
   });
 
+  it('a DELETE is answered 400 at the first byte of a body, not once it is whole: an anonymous one held up to MAX_BODY_BYTES before its 401', async () => {
+    for (const path of ['/content-service/content/alias/none/nothing', '/file-service/file/s/h/p']) {
+      const sock = net.connect(port, '127.0.0.1');
+      sock.on('error', () => undefined);
+      await new Promise((r) => sock.once('connect', r));
+      let got = '';
+      sock.on('data', (d: Buffer) => {
+        got += d.toString('latin1');
+      });
+      try {
+        sock.write(`DELETE ${path} HTTP/1.1\r\nHost: x\r\nContent-Length: ${4 * MiB}\r\n\r\n`);
+        sock.write(Buffer.alloc(MiB, ' '));
+        await until(async () => got.includes('\r\n\r\n'), 3000, `the answer of DELETE ${path} before its body is whole`);
+        expect(got).to.match(/^HTTP\/1\.1 400 /);
+        expect(await held()).to.equal(0);
+      } finally {
+        sock.destroy();
+      }
+    }
+  });
+
   it("anonymous bodies still arriving fill their address's share: a signed-in writer there is not refused for them, another anonymous body is", async () => {
     // Sixteen logins of 64,536 bytes and one of 15,000 leave 1,000 bytes of the address's share.
     const attackers = await Promise.all([...Array.from({ length: 16 }, () => stalledLogin(LOGIN_MAX - 1000)), stalledLogin(15_000)]);
