@@ -138,7 +138,7 @@ export class Exchange {
    * signed-in writer there refused.
    */
   private callerPending = false;
-  /** The handler wants no body (`noBody`): a chunk with bytes fails it at once. */
+  /** The handler wants no body (`noBody`): what comes of one is measured, not kept. */
   private bodyRefused = false;
 
   /**
@@ -226,13 +226,15 @@ export class Exchange {
 
   /**
    * For methods that define no request body (DELETE): 400 when one is sent anyway, so that a
-   * body is never silently ignored; 413 past the limit, like every other body. Refused at its
-   * first byte still to come (`collectBody`), not once it is whole: read before the token is
-   * checked, an anonymous DELETE's body was held up to MAX_BODY_BYTES, as long as its client
-   * took to send it, before its 401.
+   * body is never silently ignored; 413 past the limit, like every other body. Read before the
+   * token is checked, an anonymous DELETE's body was held whole, up to MAX_BODY_BYTES for as long
+   * as its client took to send it, before its 401: now one of a Content-Length is refused at
+   * once, and a chunked one is only measured as it comes, nothing of it kept (`collectBody`).
    */
   async noBody(): Promise<void> {
     this.bodyRefused = true;
+    const declared = Number(this.headers['content-length'] ?? 0);
+    if (declared > 0 && declared <= this.maxBody) throw new AppError('BAD_REQUEST', `${this.method} takes no request body`);
     if ((await this.body()).length > 0) throw new AppError('BAD_REQUEST', `${this.method} takes no request body`);
   }
 
@@ -426,13 +428,20 @@ export class Exchange {
           reject(new AppError('BAD_REQUEST', 'The request was answered before its body was complete'));
           return;
         }
-        if (this.bodyRefused && ab.byteLength > 0) {
-          failed = true;
+        size += ab.byteLength;
+        if (this.bodyRefused) {
+          // `noBody`: measured for its 413, nothing of it kept; 400 at its end when it had bytes.
           chunks.length = 0;
-          reject(new AppError('BAD_REQUEST', `${this.method} takes no request body`));
+          if (size > this.maxBody || (isLast && size > 0)) {
+            failed = true;
+            reject(
+              size > this.maxBody
+                ? new AppError('PAYLOAD_TOO_LARGE', `Body larger than ${this.maxBody} bytes`)
+                : new AppError('BAD_REQUEST', `${this.method} takes no request body`),
+            );
+          } else if (isLast) resolve(Buffer.alloc(0));
           return;
         }
-        size += ab.byteLength;
         if (size > this.maxBody) {
           failed = true;
           reject(new AppError('PAYLOAD_TOO_LARGE', `Body larger than ${this.maxBody} bytes`));
