@@ -148,8 +148,10 @@ try {
   }
   const pids: Record<string, number> = { ...Object.fromEntries([...procs].map(([n, c]) => [n, c.pid!])), solr: solr.pid!, redis: redis.pid };
   const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuOf(pid)]));
+  const sysBefore = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, sysCpuOf(pid)]));
   const wokeBefore = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, wakeupsOf(pid)]));
   const ioBefore = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, ioCallsOf(pid)]));
+  const statsBefore = await commandStats();
   const t0 = Date.now();
   window.from = monoUs();
   if (MODE === 'bulk') {
@@ -179,6 +181,13 @@ try {
   // cpuOf counts clock ticks (1/100 s): % of a core over requests/s gives ms per request.
   if (rps)
     console.log(`platform CPU per request: ${((own / rps) * 10).toFixed(3)} ms (${used.map(([k, c]) => `${k} ${((c / rps) * 10).toFixed(3)}`).join(', ')})`);
+  // The kernel's part of it (system calls, socket writes and reads, wake-ups).
+  if (rps)
+    console.log(
+      `of which system CPU per request: ${Object.entries(pids)
+        .map(([k, pid]) => `${k} ${(((sysCpuOf(pid) - sysBefore[k]) / secs / rps) * 10).toFixed(3)}`)
+        .join(', ')}`,
+    );
   // How often each process went to sleep waiting for I/O, per request: on shared cores every
   // wake-up is a context switch, so batching shows here first.
   if (rps)
@@ -193,6 +202,16 @@ try {
         .map(([k, pid]) => `${k} ${((ioCallsOf(pid) - ioBefore[k]) / (rps * secs)).toFixed(2)}`)
         .join(', ')}`,
     );
+  // Redis commands per request, by name (INFO commandstats): what the streams path asks of Redis.
+  if (rps) {
+    const after = await commandStats();
+    const n = rps * secs;
+    const per = [...after]
+      .map(([c, calls]) => [c, (calls - (statsBefore.get(c) ?? 0)) / n] as const)
+      .filter(([, v]) => v >= 0.01)
+      .sort((a, b) => b[1] - a[1]);
+    console.log(`Redis commands per request: ${per.reduce((a, [, v]) => a + v, 0).toFixed(2)} (${per.map(([c, v]) => `${c} ${v.toFixed(2)}`).join(', ')})`);
+  }
 } finally {
   if (fleet) await fleet.stopAll();
   if (single) {
@@ -201,6 +220,27 @@ try {
   }
   await solr.stop();
   await redis.stop();
+}
+
+/** stime of a process, in jiffies (1/100 s); 0 once it is gone. */
+function sysCpuOf(pid: number): number {
+  try {
+    const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(st.slice(st.lastIndexOf(')') + 2).split(' ')[12]);
+  } catch {
+    return 0;
+  }
+}
+
+/** Calls of each Redis command so far (INFO commandstats). */
+async function commandStats(): Promise<Map<string, number>> {
+  const r = new Redis(redis.url);
+  try {
+    const text = await r.info('commandstats');
+    return new Map([...text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)].map((m) => [m[1], Number(m[2])]));
+  } finally {
+    r.disconnect();
+  }
 }
 
 /** Waits until `n` actor processes hold an equal share of the partitions' leases. */
