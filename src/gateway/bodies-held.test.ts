@@ -210,7 +210,10 @@ describe('Exchange: what its collected body holds, and under whom (bodies-held.t
         data = f;
         return res;
       },
-      cork: (f: () => void) => (f(), res),
+      cork: (f: () => void) => {
+        f();
+        return res;
+      },
       writeStatus: () => use(res),
       writeHeader: () => use(res),
       end: () => {

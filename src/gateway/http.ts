@@ -140,6 +140,8 @@ export class Exchange {
   private callerPending = false;
   /** The handler wants no body (`noBody`): what comes of one is measured, not kept. */
   private bodyRefused = false;
+  /** Lets go of the chunks of a collected body (`collectBody`), at `release`. */
+  private dropBody?: () => void;
 
   /**
    * `streamed`: the body is not collected but handed out as a stream (`bodyStream`), read with
@@ -294,6 +296,7 @@ export class Exchange {
   release(): void {
     if (this.released) return;
     this.released = true;
+    this.dropBody?.();
     this.bodies?.held.give(this.holder, this.holding);
     this.holding = 0;
   }
@@ -415,11 +418,20 @@ export class Exchange {
       let failed = false;
       this.abortBody = (e) => {
         failed = true;
+        chunks.length = 0;
         reject(e);
       };
+      // What was collected is let go of when the request ends, whole or not: uWS keeps this data
+      // handler, and with it `chunks`, for as long as the client goes on sending the body, also
+      // after the answer. Kept, a body refused (413) or answered early (401) held its chunks after
+      // `release` had given them back, outside both bounds: one connection trickling 16 KB/s held
+      // MAX_BODY_BYTES for as long as it liked.
+      this.dropBody = () => {
+        chunks.length = 0;
+      };
       this.res.onData((ab, isLast) => {
-        if (failed || this.released) return;
-        if (this.ended) {
+        if (failed) return;
+        if (this.released || this.ended) {
           // Answered before the body was whole: the rest is not wanted, and uWS must be asked
           // nothing more of this response (its address, for `hold`: uWS throws, and the process
           // stops). Whoever still waits for the body is let go.
@@ -444,6 +456,7 @@ export class Exchange {
         }
         if (size > this.maxBody) {
           failed = true;
+          chunks.length = 0;
           reject(new AppError('PAYLOAD_TOO_LARGE', `Body larger than ${this.maxBody} bytes`));
           return;
         }
