@@ -1,3 +1,4 @@
+import net from 'node:net';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { expect } from 'chai';
@@ -5,6 +6,7 @@ import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import type { Principal } from '../../src/content/permissions.js';
 import { BodiesHeld } from '../../src/gateway/bodies-held.js';
 import { type BodyAccounting, Exchange } from '../../src/gateway/http.js';
+import { Client, startTestPlatform } from '../support/platform.js';
 
 /**
  * A third review of the bound on what collected request bodies hold (bodies-held.ts): what the
@@ -91,4 +93,110 @@ describe('bodies held, review 3: what is given back is let go of (bodies-held.ts
       expect(grown, 'bytes still referenced by the requests answered').to.be.below(4 * MiB);
     });
   }
+});
+
+describe('bodies held, review 3, on a platform', function () {
+  this.timeout(120_000);
+  const T = `bh3${Date.now().toString(36)}`;
+  const PASSWORD = `${T}-password`;
+  const MAX_BODY = 4 * MiB;
+  let p: Awaited<ReturnType<typeof startTestPlatform>>;
+  let port: number;
+  let editor: Client;
+
+  before(async () => {
+    p = await startTestPlatform({ MAX_BODY_BYTES: String(MAX_BODY) }, ['web']);
+    port = Number(new URL(p.url).port);
+    await p.tokens!.createAccount(`${T}-editor`, PASSWORD, { __global__: ['editor', 'sysadmin'] });
+    editor = await new Client(p.base).login(`${T}-editor`, PASSWORD);
+  });
+  after(async () => p?.stop());
+
+  /** Opens a connection, sends `head`, then `body`; the status of the first answer, and the socket. */
+  async function open(head: string, body: Buffer[]): Promise<{ sock: net.Socket; status: Promise<number>; closed: () => boolean }> {
+    const sock = net.connect(port, '127.0.0.1');
+    sock.on('error', () => undefined);
+    await new Promise((r) => sock.once('connect', r));
+    let got = '';
+    let closed = false;
+    sock.on('close', () => {
+      closed = true;
+    });
+    const status = new Promise<number>((resolve) => {
+      sock.on('data', (d: Buffer) => {
+        got += d.toString('latin1');
+        const m = /^HTTP\/1\.1 (\d{3})/.exec(got);
+        if (m && got.includes('\r\n\r\n')) resolve(Number(m[1]));
+      });
+      sock.on('close', () => resolve(0));
+    });
+    sock.write(head);
+    for (const b of body) sock.write(b);
+    return { sock, status, closed: () => closed };
+  }
+
+  it('a body refused 413 whose client trickles more is not kept by the gateway (8 connections of 4 MiB)', async () => {
+    const before = external();
+    const conns = [];
+    for (let i = 0; i < 8; i++) {
+      const head = `POST /content-service/content HTTP/1.1\r\nHost: x\r\nX-Auth-Token: ${editor.token}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`;
+      const part = 256 * 1024;
+      const body: Buffer[] = [];
+      for (let n = 0; n <= MAX_BODY; n += part)
+        body.push(Buffer.concat([Buffer.from(`${part.toString(16)}\r\n`), Buffer.alloc(part, 32), Buffer.from('\r\n')]));
+      conns.push(await open(head, body));
+    }
+    expect(await Promise.all(conns.map((c) => c.status))).to.deep.equal(Array(8).fill(413));
+    // The clients go on sending, a little at a time: uWS keeps their connections and data handlers.
+    for (let t = 0; t < 4; t++) {
+      for (const c of conns) c.sock.write(Buffer.from(`4000\r\n${' '.repeat(0x4000)}\r\n`));
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    expect(conns.filter((c) => c.closed()).length, 'connections closed by the gateway').to.equal(0);
+    const grown = external() - before;
+    for (const c of conns) c.sock.destroy();
+    expect(grown, 'bytes the gateway still holds of the refused bodies').to.be.below(12 * MiB);
+  });
+
+  it('a DELETE with Content-Length: 0 or an empty chunked body is answered as one without a body; HEAD too', async () => {
+    const token = editor.token!;
+    const cases: [string, string, Record<string, string>][] = [
+      ['content delete', '/content-service/content/alias/none/nothing', { 'X-Auth-Token': token, 'If-Match': '"x"' }],
+      ['release', '/content-service/content/alias/none/nothing/release', { 'X-Auth-Token': token }],
+      ['workspace draft delete', '/content-service/content/workspace/w1/alias/none/nothing', { 'X-Auth-Token': token }],
+      ['file delete', '/file-service/file/nothing/x.txt', { 'X-Auth-Token': token }],
+      ['webhook delete', '/content-service/webhooks/nothing', { 'X-Auth-Token': token }],
+      ['view removal', '/content-service/view/web/alias/none/nothing', { 'X-Auth-Token': token, 'If-Match': '"x"' }],
+      ['workspace clear', '/content-service/content/workspace/nothing', { 'X-Auth-Token': token }],
+      ['logout with a token not valid', '/content-service/security/token', { 'X-Auth-Token': 'nope' }],
+    ];
+    for (const [what, path, headers] of cases) {
+      const h = Object.entries(headers)
+        .map(([k, v]) => `${k}: ${v}\r\n`)
+        .join('');
+      const ask = async (extra: string, body = '') => {
+        const c = await open(`DELETE ${path} HTTP/1.1\r\nHost: x\r\n${h}${extra}\r\n`, [Buffer.from(body)]);
+        const s = await Promise.race([c.status, new Promise<number>((r) => setTimeout(() => r(-1), 5000))]);
+        c.sock.destroy();
+        return s;
+      };
+      const plain = await ask('');
+      expect(plain, what).to.not.equal(400);
+      expect(await ask('Content-Length: 0\r\n'), `${what}, Content-Length: 0`).to.equal(plain);
+      expect(await ask('Transfer-Encoding: chunked\r\n', '0\r\n\r\n'), `${what}, chunked and empty`).to.equal(plain);
+      expect(await ask('Content-Length: 2\r\n', '{}'), `${what}, a body`).to.equal(400);
+    }
+    // A logout with Content-Length: 0, and with an empty chunked body, logs out.
+    for (const extra of ['Content-Length: 0\r\n', 'Transfer-Encoding: chunked\r\n']) {
+      const c = await new Client(p.base).login(`${T}-editor`, PASSWORD);
+      const o = await open(`DELETE /content-service/security/token HTTP/1.1\r\nHost: x\r\nX-Auth-Token: ${c.token}\r\n${extra}\r\n`, [
+        Buffer.from(extra.startsWith('Transfer') ? '0\r\n\r\n' : ''),
+      ]);
+      expect(await o.status, extra).to.equal(204);
+      o.sock.destroy();
+    }
+    const head = await open(`HEAD /content-service/content/alias/none/nothing HTTP/1.1\r\nHost: x\r\nX-Auth-Token: ${token}\r\nContent-Length: 0\r\n\r\n`, []);
+    expect(await head.status).to.equal(404);
+    head.sock.destroy();
+  });
 });
