@@ -164,6 +164,10 @@ describe('bodies held: an attacker review (bodies-held.ts)', function () {
     });
     const big = `[${'0,'.repeat(MAX_BODY / 2 - 8)}0]`;
     const form = 'q=*:*&rows=1&fq=x'.padEnd(2000, 'x');
+    // Tokens this process has not looked up yet (or not for longer than its cache keeps one).
+    const fresh: string[] = [];
+    for (let i = 0; i < 8; i++) fresh.push((await new Client(p.base).login(`${T}-editor`, PASSWORD)).token!);
+    let nextFresh = 0;
     const kinds: Record<string, () => Sent> = {
       create: () => ({ method: 'POST', path: '/content-service/content', headers: ed(), body: article }),
       'create cut mid-body': () => ({ method: 'POST', path: '/content-service/content', headers: ed(), body: article, cut: 'mid' }),
@@ -283,6 +287,87 @@ describe('bodies held: an attacker review (bodies-held.ts)', function () {
       'unknown service': () => ({ method: 'POST', path: '/nothing/here', body: article, cut: 'early' }),
       'bad path': () => ({ method: 'POST', path: '/content-service/%zz', body: article }),
       'head with a body': () => ({ method: 'HEAD', path: '/content-service/content', headers: ed(), body: article }),
+      // Review 3: the paths the fixes of the second review added.
+      'delete chunked with a body': () => ({
+        method: 'DELETE',
+        path: '/content-service/content/alias/none/nothing',
+        headers: ed(),
+        body: article,
+        chunked: 500,
+      }),
+      'delete chunked, empty': () => ({
+        method: 'DELETE',
+        path: '/content-service/content/alias/none/nothing',
+        headers: { ...ed(), 'If-Match': '"x"' },
+        body: '',
+        chunked: 500,
+      }),
+      'delete chunked past MAX_BODY_BYTES, anonymous': () => ({
+        method: 'DELETE',
+        path: '/content-service/content/alias/none/nothing',
+        body: big + big,
+        chunked: 16384,
+      }),
+      'delete with Content-Length: 0': () => ({
+        method: 'DELETE',
+        path: '/content-service/content/alias/none/nothing',
+        headers: { ...ed(), 'If-Match': '"x"' },
+        body: '',
+        length: 0,
+      }),
+      'delete announced, answered before its body is whole': () => ({
+        method: 'DELETE',
+        path: '/content-service/webhooks/x',
+        headers: ed(),
+        body: article,
+        cut: 'early',
+      }),
+      'login past its 64 KiB, announced': () => ({
+        method: 'POST',
+        path: '/content-service/security/token',
+        headers: json,
+        body: 'x',
+        length: MAX_BODY + 1,
+        cut: 'early',
+      }),
+      'login past its 64 KiB, chunked, the rest sent after the 413': () => ({
+        method: 'POST',
+        path: '/content-service/security/token',
+        headers: json,
+        body: ' '.repeat(3 * MAX_BODY),
+        chunked: 8192,
+        cut: 'early',
+      }),
+      'create with a token not cached yet (its unchecked share, then its user)': () => ({
+        method: 'POST',
+        path: '/content-service/content',
+        headers: { ...json, 'X-Auth-Token': fresh[nextFresh++ % fresh.length] },
+        body: article,
+        chunked: 700,
+      }),
+      'create with a token not cached yet, the client gone after the check': () => ({
+        method: 'POST',
+        path: '/content-service/content',
+        headers: { ...json, 'X-Auth-Token': fresh[nextFresh++ % fresh.length] },
+        body: big,
+        cut: 'mid',
+      }),
+      'create with a token not valid, chunked, the rest after its 401': () => ({
+        method: 'POST',
+        path: '/content-service/content',
+        headers: { ...json, 'X-Auth-Token': `nope${nextFresh++}` },
+        body: big,
+        chunked: 4096,
+        cut: 'early',
+      }),
+      'create chunked past MAX_BODY_BYTES, the rest sent after the 413': () => ({
+        method: 'POST',
+        path: '/content-service/content',
+        headers: ed(),
+        body: big + big + big,
+        chunked: 16384,
+        cut: 'early',
+      }),
     };
     const names = Object.keys(kinds);
     // Every kind alone first, then random batches of them at once.
