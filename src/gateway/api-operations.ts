@@ -283,6 +283,8 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     responses: {
       200: { description: 'A token', body: 'TokenResponse' },
       401: err('Bad credentials or token'),
+      // bodyLimitOf in server.ts: a login is read without a token, so its body is bounded small.
+      413: err('The body is larger than 64 KiB (LOGIN_MAX_BODY_BYTES; 41300): a field holds at most 4,096 characters'),
       429: {
         description:
           'Too many failed logins from this address or for this user, or the user holds TOKENS_PER_USER_MAX live tokens (Retry-After: until the oldest expires)',
@@ -684,6 +686,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
         body: { media: { 'application/json': 'SearchAnswer', 'application/octet-stream': 'binary' } },
       },
       404: err('No such collection'),
+      413: err('The form body is larger than 2 MiB (SEARCH_MAX_BODY_BYTES, what the engine takes; 41300)'),
       415: E[415],
       429: searchesAtOnce,
       503: searchesWaiting,

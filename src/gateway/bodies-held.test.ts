@@ -8,7 +8,7 @@ import { type BodyAccounting, Exchange } from './http.js';
 import type { ContentServiceDeps } from './content-deps.js';
 import { openApiDocument } from './openapi.js';
 import { SearchService, type SearchServiceDeps } from './search-service.js';
-import { mountedRouters } from './server.js';
+import { bodyLimitOf, mountedRouters } from './server.js';
 
 describe('BodiesHeld: what the request bodies under way hold (SECURITY.md "Bodies and limits")', () => {
   it('refuses a caller past its share with 429 and the process past its bound with 503, taking nothing then', () => {
@@ -119,6 +119,27 @@ describe('BodiesHeld in the OpenAPI document', () => {
         'post /file-service/file/{space}/{host}/{path}',
       ].sort(),
     );
+  });
+
+  it("a login's 413 names its own bound, 64 KiB (LOGIN_MAX_BODY_BYTES), not MAX_BODY_BYTES's; a search's its SEARCH_MAX_BODY_BYTES", () => {
+    const settings = loadSettings({});
+    const deps = new Proxy({ settings } as Record<string, unknown>, { get: (t, k: string) => (k in t ? t[k] : stub) });
+    const routers = mountedRouters(
+      new ContentService(deps as unknown as ContentServiceDeps).router,
+      new SearchService(deps as unknown as SearchServiceDeps).router,
+    );
+    const doc = openApiDocument('1.0.0', 'http://127.0.0.1:8080', routers) as {
+      paths: Record<string, Record<string, { responses: Record<string, { $ref?: string; description?: string }> }>>;
+    };
+    const login = doc.paths['/content-service/security/token'].post.responses[413];
+    expect(login.description ?? '').to.include('64 KiB');
+    // The largest bodies a login takes fit: two fields of 4,096 characters, each escaped (6 bytes
+    // a character), and a renewal's or an external JWT's token of 4,096.
+    const field = '\u0001'.repeat(4096);
+    for (const body of [{ username: field, password: field }, { username: field, token: 'x'.repeat(4096) }, { token: 'e'.repeat(4096) }])
+      expect(Buffer.byteLength(JSON.stringify(body, null, 2))).to.be.below(bodyLimitOf('/content-service/security/token', settings.MAX_BODY_BYTES));
+    const search = doc.paths['/search-service/{collection}/select'].post.responses[413];
+    expect(search.description ?? '').to.include('SEARCH_MAX_BODY_BYTES');
   });
 });
 
