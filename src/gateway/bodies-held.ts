@@ -16,7 +16,8 @@ const RETRY_AFTER_SECONDS = 1;
  *   the address's share, an anonymous caller there (logins it never finishes) had every writer
  *   there refused; a token that is not valid is answered 401 within its lookup, so such bodies
  *   are held only that long.
- * - For the process, BODIES_HELD_BYTES: 503 with Retry-After past it.
+ * - For the process, BODIES_HELD_BYTES: 503 with Retry-After past it; anonymous bodies (under an
+ *   address) past their first SMALL_BODY_BYTES at most a quarter of it together (503).
  *
  * Before, only MAX_IN_FLIGHT (10,000 requests) and MAX_BODY_BYTES (10 MiB each) bounded them: a
  * writer's hundred PUTs at once of 300 KB of empty objects, while the actors were slow to answer,
@@ -26,9 +27,33 @@ const RETRY_AFTER_SECONDS = 1;
  * imports) are not counted here: they are read as their reader takes them, with bounds of their
  * own.
  */
+/** Anonymous bodies together hold at most this part of the process's bound (`BodiesHeld.anonymous`). */
+const ANONYMOUS_PART = 4;
+
+/**
+ * What of an anonymous body is held to the process's bound only, not to the anonymous bodies'
+ * part of it: a login's whole body (LOGIN_MAX_BODY_BYTES), so that anonymous searches cannot
+ * have logins refused. Such bodies are held only briefly: uWS cuts a body slower than 16 KB/s
+ * over 10 s, and 64 KiB arrive within that.
+ */
+export const SMALL_BODY_BYTES = 64 * 1024;
+
+/** A caller counted by its client address (`callerKey` without a user), not by a user nor as a token not checked yet. */
+function isAnonymous(caller: string): boolean {
+  return caller.startsWith('address:');
+}
+
 export class BodiesHeld {
   private readonly byCaller = new Map<string, number>();
   private sum = 0;
+  /**
+   * What anonymous bodies (counted under a client address: no token, or read before it, as a
+   * search's) hold together; past a quarter of `limit`, an anonymous body past its first
+   * `SMALL_BODY_BYTES` is refused (503). Without it, anonymous search bodies (2 MiB each, 32 an
+   * address) from 8 addresses (an IPv6 attacker holds many /64s) held all of `limit`, and every
+   * signed-in write of the process answered 503 while they were held (review 3).
+   */
+  private anonymous = 0;
 
   constructor(
     readonly limit: number,
@@ -50,13 +75,21 @@ export class BodiesHeld {
    * the error to answer when refused (nothing is taken then). Nothing more (`n` 0, the empty last
    * chunk of every body) is never refused.
    */
-  take(caller: string, n: number, mine: number): AppError | undefined {
+  take(caller: string, n: number, mine: number, small = false): AppError | undefined {
     if (n <= 0) return undefined;
     const had = this.heldBy(caller);
+    const anonymous = isAnonymous(caller);
     if (had > mine && had + n > this.perCaller)
       return new AppError(
         'TOO_MANY_REQUESTS',
         `The request bodies of this caller under way on this process hold more than ${this.perCaller} bytes (BODIES_HELD_PER_CALLER_BYTES): retry when one has been answered`,
+        {},
+        RETRY_AFTER_SECONDS,
+      );
+    if (anonymous && !small && this.anonymous > mine && this.anonymous + n > this.limit / ANONYMOUS_PART)
+      return new AppError(
+        'UNAVAILABLE',
+        `The request bodies without a token under way on this process hold more than ${Math.floor(this.limit / ANONYMOUS_PART)} bytes (a quarter of BODIES_HELD_BYTES): retry shortly`,
         {},
         RETRY_AFTER_SECONDS,
       );
@@ -69,6 +102,7 @@ export class BodiesHeld {
       );
     this.byCaller.set(caller, had + n);
     this.sum += n;
+    if (anonymous) this.anonymous += n;
     return undefined;
   }
 
@@ -82,6 +116,7 @@ export class BodiesHeld {
     this.give(from, n);
     this.byCaller.set(to, this.heldBy(to) + n);
     this.sum += n;
+    if (isAnonymous(to)) this.anonymous += n;
   }
 
   /** Gives back `n` bytes a request of `caller` held. */
@@ -91,5 +126,6 @@ export class BodiesHeld {
     if (left > 0) this.byCaller.set(caller, left);
     else this.byCaller.delete(caller);
     this.sum -= n;
+    if (isAnonymous(caller)) this.anonymous -= n;
   }
 }

@@ -200,3 +200,33 @@ describe('bodies held, review 3, on a platform', function () {
     head.sock.destroy();
   });
 });
+
+describe('bodies held, review 3: anonymous bodies cannot hold the whole process bound', () => {
+  it("anonymous bodies past their first 64 KiB hold at most a quarter of BODIES_HELD_BYTES together (503 past it): a signed-in writer's body still passes", () => {
+    const KiB = 1024;
+    const held = new BodiesHeld(4096 * KiB, 1024 * KiB);
+    // Anonymous search bodies (2 MiB each at most) from four addresses, each within its share.
+    let refusedAt = -1;
+    for (let a = 0; a < 4 && refusedAt < 0; a++) {
+      let mine = 0;
+      for (let i = 0; i < 16; i++) {
+        const e = held.take(`address:198.51.100.${a}`, 64 * KiB, mine, mine + 64 * KiB <= 64 * KiB);
+        if (e) {
+          expect(e.http).to.equal(503);
+          refusedAt = held.total;
+          break;
+        }
+        mine += 64 * KiB;
+      }
+    }
+    expect(refusedAt, 'anonymous bodies refused once they hold a quarter').to.be.within(1024 * KiB, 1024 * KiB + 64 * KiB);
+    // A signed-in writer's body, and a body whose token is not checked yet, are not refused for them.
+    expect(held.take('user:w', 2048 * KiB, 0, false)).to.equal(undefined);
+    expect(held.take('unchecked address:198.51.100.9', 512 * KiB, 0, false)).to.equal(undefined);
+    // A small anonymous body (a login) is held to the process's bound only.
+    expect(held.take('address:198.51.100.7', 2 * KiB, 0, true)).to.equal(undefined);
+    // Moved to its user, an anonymous body leaves the anonymous pool.
+    held.move('address:198.51.100.0', 'user:s', 512 * KiB);
+    expect(held.take('address:198.51.100.8', 128 * KiB, 0, false)).to.equal(undefined);
+  });
+});
