@@ -4,6 +4,7 @@ import { ContentStore } from '../../src/adapters/content-store.js';
 import { partitionOf } from '../../src/adapters/ids.js';
 import { connectRedis, keys } from '../../src/adapters/redis.js';
 import type { ViewEvent } from '../../src/content/model.js';
+import type { AnyJson } from '../../src/client/index.js';
 import { bulk } from '../bulk/ndjson.js';
 import { Client, startIsolatedPlatform } from '../support/platform.js';
 import { redisSettled, sentByRedis } from '../support/redis-bytes.js';
@@ -54,13 +55,22 @@ describe('security: the history and metadata of an early revision read the entri
   });
   after(async () => p?.stop());
 
-  /** A reader's read of revision `rev`'s history or metadata, and what Redis sent for it. */
+  /**
+   * A reader's read of revision `rev`'s history or metadata, and what Redis sent for it: the
+   * least of three reads, since the platform's own background work (its indexer, its audit
+   * trail, catching up on the import under a loaded CI) may read from Redis during one of them
+   * (a full run measured 84 KB for one read that costs 3 KB alone).
+   */
   async function read(rev: number, kind: 'history' | 'metadata') {
-    const before = await sentByRedis(p.redis);
-    const r = await reader.req('GET', `/content/alias/${id}/${rev}/${kind}`);
-    const sent = (await sentByRedis(p.redis)) - before;
-    expect(r.status, r.text.slice(0, 300)).to.equal(200);
-    return { json: r.json, sent };
+    let least: { json: AnyJson; sent: number } | undefined;
+    for (let i = 0; i < 3; i++) {
+      const before = await sentByRedis(p.redis);
+      const r = await reader.req('GET', `/content/alias/${id}/${rev}/${kind}`);
+      const sent = (await sentByRedis(p.redis)) - before;
+      expect(r.status, r.text.slice(0, 300)).to.equal(200);
+      if (!least || sent < least.sent) least = { json: r.json, sent };
+    }
+    return least!;
   }
 
   it('reading the history of revisions 1..20 makes Redis send far less than the whole version index each time (before: all of it), with the same answers', async () => {

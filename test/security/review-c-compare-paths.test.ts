@@ -125,8 +125,10 @@ describe('review C: compares of small versions with long paths', function () {
     console.log(
       `      answers of ${(first.bytes / 1e6).toFixed(1)} MB (paths under ${MAX_PATCH_PATH_CHARS}); longest stall ${(lag.max / 1e6).toFixed(0)} ms; the loop busy ${busy.toFixed(0)} ms`,
     );
-    // The bound of compare-cost.test.ts for eight compares of 99,000-value versions.
-    expect(lag.max / 1e6, 'the longest stall of the event loop, ms').to.be.below(150);
+    // On the loop these compares stalled it 0.8-1.1 s; on the thread the longest stall is about
+    // 65 ms alone, and a full run beside other work measured 272 ms (the OS deschedules the loop
+    // while it writes 128 MB of answers): 400 ms tells the two apart.
+    expect(lag.max / 1e6, 'the longest stall of the event loop, ms').to.be.below(400);
   });
 
   it("storedValues counts what the codec decodes: msgpackr's structured-clone extensions (0x69 id, 0x70 pointer) are not one value", () => {
