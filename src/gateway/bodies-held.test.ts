@@ -1,14 +1,14 @@
 import { expect } from 'chai';
-import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import type { Principal } from '../content/permissions.js';
 import { loadSettings } from '../../config/settings.js';
 import { BodiesHeld } from './bodies-held.js';
 import { ContentService } from './content-service.js';
-import { type BodyAccounting, Exchange } from './http.js';
+import type { BodyAccounting } from './http.js';
 import type { ContentServiceDeps } from './content-deps.js';
 import { openApiDocument } from './openapi.js';
 import { SearchService, type SearchServiceDeps } from './search-service.js';
 import { bodyLimitOf, mountedRouters } from './server.js';
+import { uwsExchange } from '../../test/support/uws-exchange.js';
 
 describe('BodiesHeld: what the request bodies under way hold (SECURITY.md "Bodies and limits")', () => {
   it('refuses a caller past its share with 429 and the process past its bound with 503, taking nothing then', () => {
@@ -90,17 +90,21 @@ describe('BodiesHeld in the OpenAPI document', () => {
     get: (_t, k) => (k === 'then' ? undefined : stub),
     apply: () => stub,
   });
-
-  it('every route with a collected body names the 429 of its bodies held, also one with a 429 of its own; a streamed one does not', () => {
+  /** The OpenAPI document of the routers built on stubs. */
+  const documentOfStubs = () => {
     const settings = loadSettings({});
     const deps = new Proxy({ settings } as Record<string, unknown>, { get: (t, k: string) => (k in t ? t[k] : stub) });
     const routers = mountedRouters(
       new ContentService(deps as unknown as ContentServiceDeps).router,
       new SearchService(deps as unknown as SearchServiceDeps).router,
     );
-    const doc = openApiDocument('1.0.0', 'http://127.0.0.1:8080', routers) as {
+    return openApiDocument('1.0.0', 'http://127.0.0.1:8080', routers) as {
       paths: Record<string, Record<string, { responses: Record<string, { $ref?: string; description?: string }> }>>;
     };
+  };
+
+  it('every route with a collected body names the 429 of its bodies held, also one with a 429 of its own; a streamed one does not', () => {
+    const doc = documentOfStubs();
     const named: string[] = [];
     const unnamed: string[] = [];
     for (const [path, item] of Object.entries(doc.paths))
@@ -122,49 +126,21 @@ describe('BodiesHeld in the OpenAPI document', () => {
   });
 
   it("a login's 413 names its own bound, 64 KiB (LOGIN_MAX_BODY_BYTES), not MAX_BODY_BYTES's; a search's its SEARCH_MAX_BODY_BYTES", () => {
-    const settings = loadSettings({});
-    const deps = new Proxy({ settings } as Record<string, unknown>, { get: (t, k: string) => (k in t ? t[k] : stub) });
-    const routers = mountedRouters(
-      new ContentService(deps as unknown as ContentServiceDeps).router,
-      new SearchService(deps as unknown as SearchServiceDeps).router,
-    );
-    const doc = openApiDocument('1.0.0', 'http://127.0.0.1:8080', routers) as {
-      paths: Record<string, Record<string, { responses: Record<string, { $ref?: string; description?: string }> }>>;
-    };
+    const doc = documentOfStubs();
     const login = doc.paths['/content-service/security/token'].post.responses[413];
     expect(login.description ?? '').to.include('64 KiB');
     // The largest bodies a login takes fit: two fields of 4,096 characters, each escaped (6 bytes
     // a character), and a renewal's or an external JWT's token of 4,096.
     const field = '\u0001'.repeat(4096);
     for (const body of [{ username: field, password: field }, { username: field, token: 'x'.repeat(4096) }, { token: 'e'.repeat(4096) }])
-      expect(Buffer.byteLength(JSON.stringify(body, null, 2))).to.be.below(bodyLimitOf('/content-service/security/token', settings.MAX_BODY_BYTES));
+      expect(Buffer.byteLength(JSON.stringify(body, null, 2))).to.be.below(bodyLimitOf('/content-service/security/token', loadSettings({}).MAX_BODY_BYTES));
     const search = doc.paths['/search-service/{collection}/select'].post.responses[413];
     expect(search.description ?? '').to.include('SEARCH_MAX_BODY_BYTES');
   });
 });
 
 describe('Exchange: what its collected body holds, and under whom (bodies-held.ts)', () => {
-  /** A uWS request and response enough for a collected body: its chunks are handed in by `data`. */
-  const exchange = (bodies: BodyAccounting, token?: string) => {
-    let data: ((ab: ArrayBuffer, isLast: boolean) => void) | undefined;
-    const res = {
-      onAborted: () => res,
-      onData: (f: (ab: ArrayBuffer, isLast: boolean) => void) => {
-        data = f;
-        return res;
-      },
-    } as unknown as HttpResponse;
-    const req = {
-      getMethod: () => 'post',
-      getUrl: () => '/content-service/content',
-      getQuery: () => '',
-      getHeader: (h: string) => (h === 'x-auth-token' ? (token ?? '') : ''),
-    } as unknown as HttpRequest;
-    const x = new Exchange(res, req, 1 << 20, false, bodies);
-    const send = (n: number, last = false) => data!(new Uint8Array(n).fill(32).buffer, last);
-    const sendText = (text: string) => data!(new TextEncoder().encode(text).buffer as ArrayBuffer, true);
-    return { x, send, sendText };
-  };
+  const exchange = (bodies: BodyAccounting, token?: string) => uwsExchange(bodies, { headers: token ? { 'x-auth-token': token } : {} });
   const user = (userId: string) => ({ userId }) as unknown as Principal;
   const accounting = (held: BodiesHeld): BodyAccounting => ({ held, callerOf: (_x, u) => (u ? `user:${u.userId}` : 'address:192.0.2.1') });
 
@@ -219,43 +195,15 @@ describe('Exchange: what its collected body holds, and under whom (bodies-held.t
 
   it('a chunk that comes after the answer touches no uWS response (uWS throws then, and the process stops): the rest of the body is dropped', async () => {
     // As uWS does: data after a successful answer, and any use of the response then throws.
-    let data: ((ab: ArrayBuffer, isLast: boolean) => void) | undefined;
-    let done = false;
-    const use = <T>(v: T): T => {
-      if (done) throw new Error('uWS.HttpResponse must not be accessed after a successful response');
-      return v;
-    };
-    const res = {
-      onAborted: () => res,
-      onData: (f: (ab: ArrayBuffer, isLast: boolean) => void) => {
-        data = f;
-        return res;
-      },
-      cork: (f: () => void) => {
-        f();
-        return res;
-      },
-      writeStatus: () => use(res),
-      writeHeader: () => use(res),
-      end: () => {
-        use(res);
-        done = true;
-        return res;
-      },
-      getRemoteAddressAsText: () => use(new TextEncoder().encode('192.0.2.1').buffer),
-    } as unknown as HttpResponse;
-    const req = {
-      getMethod: () => 'post',
-      getUrl: () => '/content-service/nothing',
-      getQuery: () => '',
-      getHeader: () => '',
-    } as unknown as HttpRequest;
     const held = new BodiesHeld(1000, 100);
-    const x = new Exchange(res, req, 1 << 20, false, { held, callerOf: (e, u) => (u ? `user:${u.userId}` : `address:${e.clientAddress(null)}`) });
-    data!(new ArrayBuffer(0), false); // uWS hands an empty chunk as the headers come
+    const { x, send } = uwsExchange(
+      { held, callerOf: (e, u) => (u ? `user:${u.userId}` : `address:${e.clientAddress(null)}`) },
+      { url: '/content-service/nothing' },
+    );
+    send(0); // uWS hands an empty chunk as the headers come
     x.sendJson(404, { message: 'no' });
-    expect(() => data!(new Uint8Array(5).buffer, false)).to.not.throw();
-    data!(new Uint8Array(5).buffer, true);
+    expect(() => send(5)).to.not.throw();
+    send(5, true);
     await x.whole();
     expect(held.total).to.equal(0);
     x.release();

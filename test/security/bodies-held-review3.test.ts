@@ -2,11 +2,11 @@ import net from 'node:net';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { expect } from 'chai';
-import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import type { Principal } from '../../src/content/permissions.js';
 import { BodiesHeld } from '../../src/gateway/bodies-held.js';
-import { type BodyAccounting, Exchange } from '../../src/gateway/http.js';
+import type { BodyAccounting } from '../../src/gateway/http.js';
 import { Client, startTestPlatform } from '../support/platform.js';
+import { uwsExchange } from '../support/uws-exchange.js';
 
 /**
  * A third review of the bound on what collected request bodies hold (bodies-held.ts): what the
@@ -25,41 +25,10 @@ const external = (): number => {
 
 const MiB = 1024 * 1024;
 
-/** An Exchange of a collected body on a uWS response that takes answers; `data` hands it a chunk as uWS would. */
+/** An Exchange of a chunked body with a token on a uWS response that takes answers; `data` hands it `n` bytes. */
 function exchange(bodies: BodyAccounting, maxBody: number, method = 'post') {
-  let data: ((ab: ArrayBuffer, isLast: boolean) => void) | undefined;
-  let done = false;
-  const use = <T>(v: T): T => {
-    if (done) throw new Error('uWS.HttpResponse must not be accessed after a successful response');
-    return v;
-  };
-  const res = {
-    onAborted: () => res,
-    onData: (f: (ab: ArrayBuffer, isLast: boolean) => void) => {
-      data = f;
-      return res;
-    },
-    cork: (f: () => void) => {
-      f();
-      return res;
-    },
-    writeStatus: () => use(res),
-    writeHeader: () => use(res),
-    end: () => {
-      use(res);
-      done = true;
-      return res;
-    },
-    getRemoteAddressAsText: () => use(new TextEncoder().encode('192.0.2.1').buffer),
-  } as unknown as HttpResponse;
-  const req = {
-    getMethod: () => method,
-    getUrl: () => '/content-service/content',
-    getQuery: () => '',
-    getHeader: (h: string) => (h === 'x-auth-token' ? 'tok' : h === 'transfer-encoding' ? 'chunked' : ''),
-  } as unknown as HttpRequest;
-  const x = new Exchange(res, req, maxBody, false, bodies);
-  return { x, data: (n: number, last = false) => data!(new Uint8Array(n).fill(32).buffer, last) };
+  const e = uwsExchange(bodies, { maxBody, method, headers: { 'x-auth-token': 'tok', 'transfer-encoding': 'chunked' } });
+  return { x: e.x, data: (n: number, last = false) => e.send(n, last) };
 }
 
 describe('bodies held, review 3: what is given back is let go of (bodies-held.ts)', () => {
