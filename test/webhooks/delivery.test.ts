@@ -127,14 +127,22 @@ describe('webhooks: delivery, retries, order, signatures (CONTRACT §14)', funct
     const mine = (x: { body: string }) => ids.includes(eventOf(x).id);
     await until(async () => fine.delivered().filter(mine).length >= 40, 10_000, 'the other webhook to get every event');
     expect(Date.now() - t0).to.be.lessThan(8000);
+    // What the log showed last, for the failure's message: a full run once waited 10 s in vain.
+    let seen = '';
     await until(
       async () => {
         const log = await admin.req('GET', `/webhooks/${h1.id}/deliveries?status=pending`);
-        return log.json.deliveries.some((d: { lastError: string | null }) => /no answer within 1500 ms/.test(d.lastError ?? ''));
+        const ds = log.json.deliveries as { attempts: number; lastError: string | null }[];
+        seen = JSON.stringify(ds.filter((d) => d.attempts > 0 || d.lastError).map((d) => [d.attempts, d.lastError]));
+        return ds.some((d) => /no answer within 1500 ms/.test(d.lastError ?? ''));
       },
-      10_000,
+      20_000,
       'the hanging delivery to be cut at the timeout',
-    );
+    ).catch((e: Error) => {
+      throw new Error(
+        `${e.message}; the receiver got ${hung.got.filter(mine).length} requests; pending deliveries attempted [attempts, lastError]: ${seen.slice(0, 1500)}`,
+      );
+    });
     // Only the first event of each content was sent: the second waits behind it.
     const sent = hung.got.filter(mine).map(eventOf);
     expect(sent.every((e) => e.revision === 1)).to.equal(true);
