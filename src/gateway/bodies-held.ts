@@ -3,6 +3,22 @@ import { AppError } from '../errors.js';
 /** Retry-After (s) of a body refused for what the process holds: a write lasts at most ACTOR_REPLY_TIMEOUT_MS, most far less. */
 const RETRY_AFTER_SECONDS = 1;
 
+/** Anonymous bodies together hold at most this part of the process's bound (`BodiesHeld.anonymous`). */
+const ANONYMOUS_PART = 4;
+
+/**
+ * What of an anonymous body is held to the process's bound only, not to the anonymous bodies'
+ * part of it: a login's whole body (LOGIN_MAX_BODY_BYTES), so that anonymous searches cannot
+ * have logins refused. Such bodies are held only briefly: uWS cuts a body slower than 16 KB/s
+ * over 10 s, and 64 KiB arrive within that.
+ */
+export const SMALL_BODY_BYTES = 64 * 1024;
+
+/** A caller counted by its client address (`callerKey` without a user), not by a user nor as a token not checked yet. */
+function isAnonymous(caller: string): boolean {
+  return caller.startsWith('address:');
+}
+
 /**
  * What the collected request bodies of a web process weigh while their requests are under way
  * (SECURITY.md "Bodies and limits"): the bytes as they arrive, then, once parsed, what the body
@@ -27,22 +43,6 @@ const RETRY_AFTER_SECONDS = 1;
  * imports) are not counted here: they are read as their reader takes them, with bounds of their
  * own.
  */
-/** Anonymous bodies together hold at most this part of the process's bound (`BodiesHeld.anonymous`). */
-const ANONYMOUS_PART = 4;
-
-/**
- * What of an anonymous body is held to the process's bound only, not to the anonymous bodies'
- * part of it: a login's whole body (LOGIN_MAX_BODY_BYTES), so that anonymous searches cannot
- * have logins refused. Such bodies are held only briefly: uWS cuts a body slower than 16 KB/s
- * over 10 s, and 64 KiB arrive within that.
- */
-export const SMALL_BODY_BYTES = 64 * 1024;
-
-/** A caller counted by its client address (`callerKey` without a user), not by a user nor as a token not checked yet. */
-function isAnonymous(caller: string): boolean {
-  return caller.startsWith('address:');
-}
-
 export class BodiesHeld {
   private readonly byCaller = new Map<string, number>();
   private sum = 0;

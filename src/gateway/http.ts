@@ -251,11 +251,7 @@ export class Exchange {
     const weighed = { weight: buf.length };
     const value = parseJsonBody(buf, undefined, undefined, undefined, weighed);
     if (this.bodies && !this.released) {
-      const caller = user ? this.bodies.callerOf(this, user) : this.holder;
-      if (caller !== this.holder) {
-        this.bodies.held.give(this.holder, this.holding);
-        [this.holder, this.holding] = [caller, 0];
-      }
+      if (user) this.settleCaller(user);
       const refused = this.hold(weighed.weight - this.holding);
       if (refused) throw refused;
     }

@@ -93,10 +93,10 @@ function answer(a: AnswerDoc): Json {
   };
 }
 
-/** Answers every operation may give; `auth` and methods with a body add their own. */
 /** The 429 of a collected body past its caller's share (bodies-held.ts). */
 const BODIES_HELD_429 = "the caller's request bodies under way on this web process hold BODIES_HELD_PER_CALLER_BYTES (42900)";
 
+/** Answers every operation may give; `auth` and methods with a body add their own. */
 const COMMON: Record<string, Json> = {
   BadRequest: answer({ description: 'Bad request: malformed path, parameter, header or body (40000); the message names it', body: 'ErrorBody' }),
   Unauthorized: answer({ description: 'No valid X-Auth-Token (40100)', body: 'ErrorBody' }),
