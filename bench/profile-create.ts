@@ -10,6 +10,9 @@
  * With `fleet` after the mode, the creates go through the fleet of the bench (src/fleet.ts: 2
  * web, 2 actors, 1 indexer, every command through the streams) and each process is profiled:
  *   node --import tsx bench/profile-create.ts 10 create fleet
+ * PROFILE_WEB and PROFILE_ACTORS set how many web and actor processes the fleet has (2 each).
+ * With `idle` as the mode, nothing is sent for the seconds after the warm-up's creates: what each
+ * process takes by itself.
  * With `bulk` as the mode, one bulk import of PROFILE_BULK_N (50,000) creates with Solr paused,
  * as `npm run bench` runs it (the seconds are ignored):
  *   node --import tsx bench/profile-create.ts 0 bulk
@@ -31,7 +34,11 @@ import { CREATE_ENVELOPE, cpuOf, indexerSettled, login, sleep, wakeupsOf, ioCall
 const SECONDS = Number(process.argv[2] ?? 10);
 const MODE = process.argv[3] ?? 'create';
 const FLEET = process.argv[4] === 'fleet';
-if (MODE !== 'create' && MODE !== 'read' && MODE !== 'bulk' && MODE !== 'export') throw new Error('the mode is create, read, bulk or export');
+/** The fleet's web and actor processes (PROFILE_WEB, PROFILE_ACTORS; 2 each, as in the bench). */
+const FLEET_WEB = Number(process.env.PROFILE_WEB ?? 2);
+const FLEET_ACTORS = Number(process.env.PROFILE_ACTORS ?? 2);
+if (MODE !== 'create' && MODE !== 'read' && MODE !== 'bulk' && MODE !== 'export' && MODE !== 'idle')
+  throw new Error('the mode is create, read, bulk, export or idle');
 /** Lines of the bulk import in `bulk` mode (one POST /bulk of creates, bench/bulk.ts, Solr paused as in the bench). */
 const BULK_LINES = Number(process.env.PROFILE_BULK_N ?? 50000);
 const PARTITIONS = 64; // as in the bench
@@ -55,12 +62,11 @@ if (FLEET) {
   const log = join(DIR, 'fleet.log');
   writeFileSync(log, '');
   fleet = new Fleet({ env, basePort: 0, entry: 'dist/src/main.js', nodeFlags: profFlags, output: (n, l) => appendFileSync(log, `${n} ${l}\n`) });
-  for (let i = 0; i < 2; i++) fleet.add('web', { PORT: String(await freePort()) });
-  fleet.add('actors');
-  fleet.add('actors');
+  for (let i = 0; i < FLEET_WEB; i++) fleet.add('web', { PORT: String(await freePort()) });
+  for (let i = 0; i < FLEET_ACTORS; i++) fleet.add('actors');
   fleet.add('indexer');
   await fleet.ready(60_000);
-  await actorsBalanced(2);
+  await actorsBalanced(FLEET_ACTORS);
   for (const p of fleet.processes) procs.set(p.name, p.child);
   const webs = fleet.processes.filter((p) => p.url).map((p) => p.url!);
   root = webs[0];
@@ -133,7 +139,7 @@ try {
       env: {
         ...process.env,
         TOKEN: token,
-        ...(MODE === 'create' ? { WRK_METHOD: 'POST', WRK_BODY_FILE: body } : { WRK_PATHS: join(seeded, 'versioned.txt') }),
+        ...(MODE !== 'read' ? { WRK_METHOD: 'POST', WRK_BODY_FILE: body } : { WRK_PATHS: join(seeded, 'versioned.txt') }),
         ...(FLEET ? { WRK_ADDRS: addrs.join(',') } : {}),
       },
       encoding: 'utf8',
@@ -142,9 +148,9 @@ try {
   writeFileSync(body, JSON.stringify(CREATE_ENVELOPE));
   /** PROFILE_WARM seconds of the same load first, unmeasured: Solr's and V8's compilers settle (default 5; creates and reads). */
   const warm = Number(process.env.PROFILE_WARM ?? 5);
-  if (warm > 0 && (MODE === 'create' || MODE === 'read')) {
+  if (warm > 0 && (MODE === 'create' || MODE === 'read' || MODE === 'idle')) {
     load(warm);
-    if (MODE === 'create') await indexerSettled(redis.url, PARTITIONS, 120_000);
+    if (MODE !== 'read') await indexerSettled(redis.url, PARTITIONS, 120_000);
   }
   const pids: Record<string, number> = { ...Object.fromEntries([...procs].map(([n, c]) => [n, c.pid!])), solr: solr.pid!, redis: redis.pid };
   const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuOf(pid)]));
@@ -162,12 +168,14 @@ try {
       process.kill(solr.pid!, 'SIGCONT');
     }
   } else if (MODE === 'export') rps = bulkRun('export');
-  const wrk = MODE === 'bulk' || MODE === 'export' ? undefined : load(SECONDS);
+  if (MODE === 'idle') await sleep(SECONDS * 1000);
+  const wrk = MODE === 'bulk' || MODE === 'export' || MODE === 'idle' ? undefined : load(SECONDS);
   const secs = (Date.now() - t0) / 1000;
   window.to = monoUs();
   if (wrk) rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(wrk.stdout)?.[1] ?? 0);
   if (MODE === 'bulk') console.log(`bulk creates: ${rps} lines/s (${BULK_LINES} lines, one request, Solr paused)`);
   else if (MODE === 'export') console.log(`export: ${rps} contents/s (${BULK_LINES} contents, one request)`);
+  else if (MODE === 'idle') console.log(`idle for ${SECONDS} s, after ${warm} s of creates`);
   else {
     const pct = (q: string) => /\s+(\d+(?:\.\d+)?)(us|ms|s)\s*$/m.exec(wrk?.stdout.split('\n').find((l) => l.trim().startsWith(`${q}%`)) ?? '');
     const ms = (m: RegExpExecArray | null) => (m ? (Number(m[1]) * { us: 0.001, ms: 1, s: 1000 }[m[2] as 'us' | 'ms' | 's']).toFixed(2) : '?');

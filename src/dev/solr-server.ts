@@ -61,6 +61,19 @@ export async function buildEmbeddedSolr(log: (m: string) => void = () => undefin
  * killed when this process exits, and stops by itself when this process dies without exiting
  * (it watches its stdin, a pipe from this process).
  */
+/**
+ * The embedded Solr compiles with C1 only. With C2 as well (the JVM's default), its compiler
+ * threads took 20-30 % of a core for minutes under load (18-31 % measured in every 10 s of a
+ * 130-s run of creates; the request threads that index took 3-15 %), which on a machine of two
+ * cores shared with the platform, Redis and the load cost the platform's creates their CPU:
+ * Solr 0.46-0.55 ms of CPU a fleet create with C2, 0.15-0.19 ms with C1 only, fleet creates
+ * 1,014-1,361 against 1,271-2,069 a second, alternated (bench/RESULTS.md, twenty-third session).
+ * C1's code is slower once C2 would have compiled it: a full re-index ran 3,483 against 5,355
+ * contents a second. A production search engine is a real Solr of its own, which runs long
+ * enough for C2; this one runs for tests, `npm start` and the bench.
+ */
+const EMBEDDED_JIT = '-XX:TieredStopAtLevel=1';
+
 export async function startSolr(opts: StartSolrOptions): Promise<SolrHandle> {
   const log = opts.log ?? (() => undefined);
   await buildEmbeddedSolr(log);
@@ -86,7 +99,9 @@ export async function startSolr(opts: StartSolrOptions): Promise<SolrHandle> {
       '-Xms128m',
       `-Xmx${heap}`,
       '-XX:+UseG1GC',
-      // More JVM options and Solr properties (e.g. -Dsolr.autoSoftCommit.maxTime=1000), space-separated.
+      EMBEDDED_JIT,
+      // More JVM options and Solr properties (e.g. -Dsolr.autoSoftCommit.maxTime=1000), space-separated;
+      // a flag given again here wins over the one above (-XX:TieredStopAtLevel=4: C2 as well).
       ...(process.env.SOLR_JAVA_OPTS ?? '').split(' ').filter(Boolean),
       `-Dsolr.log.dir=${join(home, 'logs')}`,
       '-cp',
