@@ -141,6 +141,9 @@ try {
         TOKEN: token,
         ...(MODE !== 'read' ? { WRK_METHOD: 'POST', WRK_BODY_FILE: body } : { WRK_PATHS: join(seeded, 'versioned.txt') }),
         ...(FLEET ? { WRK_ADDRS: addrs.join(',') } : {}),
+        // PROFILE_DELAY_MS: each connection pauses that long before a request (the rate held near
+        // 50 / (pause + latency)), to compare CPU per request at like rates.
+        WRK_DELAY_MS: process.env.PROFILE_DELAY_MS ?? '',
       },
       encoding: 'utf8',
     });

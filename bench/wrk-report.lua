@@ -11,6 +11,8 @@
 --                  without it every request goes to the URL's path
 --   WRK_ADDRS      host:port,host:port,...: thread i connects to the (i mod n)-th (several gateways)
 --   WRK_STATUSES   1: count every status code (else only wrk's count of answers >= 400)
+--   WRK_DELAY_MS   a pause before each request of a connection: about connections / (pause +
+--                  latency) requests a second, so that setups are compared at like rates
 --
 -- wrk -t1 -c50 -d8s --latency -s bench/wrk-report.lua http://127.0.0.1:PORT/path
 
@@ -72,6 +74,13 @@ function request()
     return wrk.format(nil, paths[at])
   end
   return fixed
+end
+
+local pause = tonumber(os.getenv("WRK_DELAY_MS") or "")
+if pause ~= nil and pause > 0 then
+  function delay()
+    return pause
+  end
 end
 
 -- Counting statuses costs wrk about 2 us of CPU per request (headers and body handed to Lua),
