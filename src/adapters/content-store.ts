@@ -258,6 +258,24 @@ export class ContentStore {
     return Promise.all(found.map(async (buf, i) => buf ?? (await this.archive.version(partition, wanted[i][0], wanted[i][1]))));
   }
 
+  /**
+   * `storedVersionsIn` within `budget` bytes of what Redis holds: the first versions, in order, up
+   * to the one that would take their total past it (HSTRLEN, read before each value), at least
+   * one; fewer than `wanted` when the budget ended the read. One the archiver moved is read from
+   * the archive, whatever its size.
+   */
+  async storedVersionsWithin(partition: number, wanted: readonly (readonly [cid: string, versionKey: string])[], budget: number): Promise<(Buffer | null)[]> {
+    if (!wanted.length) return [];
+    const found = await this.redis.hgetEachWithinBuffer(
+      wanted.length,
+      ...wanted.map(([cid]) => keys.versions(partition, cid)),
+      String(Math.max(0, Math.floor(budget))),
+      '1',
+      ...wanted.map(([, key]) => key),
+    );
+    return Promise.all(found.map(async (buf, i) => buf ?? (await this.archive.version(partition, wanted[i][0], wanted[i][1]))));
+  }
+
   /** One field of each of several hashes of one partition (`[key, field]`), in one script call. */
   private hgetEach(pairs: [key: string, field: string][]): Promise<(Buffer | null)[]> {
     return this.redis.hgetEachBuffer(pairs.length, ...pairs.map(([key]) => key), ...pairs.map(([, field]) => field));

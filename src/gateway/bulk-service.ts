@@ -26,6 +26,14 @@ const NDJSON = 'application/x-ndjson';
 const WINDOW_BYTES = 32 * 1024 * 1024;
 /** Contents read and rendered per step of an export. */
 const EXPORT_BATCH = 500;
+/**
+ * What the versions an export step reads may weigh as stored, at least one version (a content
+ * may hold up to MAX_BODY_BYTES): a step's 500 contents are read this much at a time, and each
+ * part is rendered and handed to the client before the next is read. Before, a step read its 500
+ * versions in one call, whatever they weighed: 40 contents of 1 MB were made 40 MB ahead of a
+ * client reading 400 KB/s, and 500 contents of 10 MB would have been 5 GB in one reply.
+ */
+const EXPORT_STEP_BYTES = 4 * 1024 * 1024;
 /** Partitions an export scans at once. */
 const EXPORT_SCANNERS = 8;
 /** Retry-After of an export refused past EXPORT_MAX_PER_USER. */
@@ -175,7 +183,7 @@ export class BulkService {
         // catalog's own order told how much content the caller may not read shares it).
         const cids = await this.d.store.catalogKeys(p, types ?? undefined);
         for (let at = 0; at < cids.length && !x.aborted && !stop; at += EXPORT_BATCH) {
-          if (!(await this.exportLines(out, p, cids.slice(at, at + EXPORT_BATCH), filter))) await x.drained();
+          if (!(await this.exportLines(out, p, cids.slice(at, at + EXPORT_BATCH), filter, () => x.aborted || stop))) await x.drained();
         }
       }
     };
@@ -201,8 +209,10 @@ export class BulkService {
   /**
    * Writes the export lines of some contents: those the filter keeps (the caller may read them,
    * of the types and on the views asked for). False when the socket is behind (wait for `drained`).
+   * Their versions are read EXPORT_STEP_BYTES at a time, the client taking each part before the
+   * next is read; `stopped` ends it between parts.
    */
-  private async exportLines(out: ExportChunks, partition: number, cids: string[], filter: ExportFilter): Promise<boolean> {
+  private async exportLines(out: ExportChunks, partition: number, cids: string[], filter: ExportFilter, stopped: () => boolean): Promise<boolean> {
     if (!cids.length) return true;
     // The snapshots first: the renderer keeps those the filter keeps, and only their versions are
     // read. Read with every snapshot, the versions of content the caller may not read (or that is
@@ -210,15 +220,23 @@ export class BulkService {
     // answered 650 bytes made Redis send 40 MB of culture content, every time (review 16).
     const { lines, wanting } = await exportRenderer.render(await this.d.store.storedForExport(partition, cids, { versions: false }), filter);
     let ok = out.write(lines);
-    if (wanting.length) {
-      // The versions of the contents kept (from the archive where the archiver moved them). A
-      // content deleted meanwhile has no version, and is left out.
-      const versions = await this.d.store.storedVersionsIn(
+    // The versions of the contents kept (from the archive where the archiver moved them). A
+    // content deleted meanwhile has no version, and is left out.
+    for (let at = 0; at < wanting.length && !stopped(); ) {
+      if (!ok) {
+        await out.drained();
+        ok = true;
+        if (stopped()) break;
+      }
+      const versions = await this.d.store.storedVersionsWithin(
         partition,
-        wanting.map((w) => [w.cid, w.head]),
+        wanting.slice(at).map((w) => [w.cid, w.head] as const),
+        EXPORT_STEP_BYTES,
       );
+      const part = wanting.slice(at, at + versions.length);
+      at += versions.length;
       const again = await exportRenderer.render(
-        wanting.flatMap((w, i) => (versions[i] ? [w.snapshot, versions[i]] : [])),
+        part.flatMap((w, i) => (versions[i] ? [w.snapshot, versions[i]] : [])),
         filter,
       );
       ok = out.write(again.lines) && ok;
@@ -259,6 +277,11 @@ class ExportChunks {
       }
     }
     return ok;
+  }
+
+  /** Settles once the client took what was handed over (`Exchange.drained`). */
+  drained(): Promise<void> {
+    return this.x.drained();
   }
 
   /** Writes what is held (the last, shorter chunk). */

@@ -118,3 +118,74 @@ describe('export to clients that read slowly or not at all (security review 14)'
     }
   });
 });
+
+/**
+ * An export step reads 500 contents: their versions are read EXPORT_STEP_BYTES (4 MiB) of what
+ * Redis holds at a time, each part handed to the client before the next is read. Before, a step's
+ * versions came in one reply whatever they weighed: 40 contents of 1 MB were made 40 MB ahead of a
+ * client reading 400 KB/s, and 500 contents of MAX_BODY_BYTES would have been 5 GB at once.
+ */
+describe('export of large contents to a slow client', function () {
+  this.timeout(180_000);
+  let p: Awaited<ReturnType<typeof startIsolatedPlatform>>;
+  const N = 40;
+  const TYPE = 'bigexport';
+  before(async function () {
+    this.timeout(120_000);
+    // One partition: every content is in one step of one scanner.
+    p = await startIsolatedPlatform({ PARTITIONS: '1' });
+    const sysadmin = await new Client(p.base).login('sysadmin');
+    const blob = 'y'.repeat(1_000_000);
+    const lines = Array.from(
+      { length: N },
+      (_, i) => `${JSON.stringify({ op: 'create', content: { system: { contentType: TYPE }, aspects: { body: { _type: 'body', title: `${i}`, blob } } } })}\n`,
+    );
+    const imported = await bulk(p.base, sysadmin.token!, lines);
+    expect(imported.answers.filter((l) => l.status === 201)).to.have.length(N);
+  });
+  after(async () => {
+    await p?.stop();
+  });
+
+  it('is made at most a few megabytes ahead of the client, whatever a step of 500 contents weighs, and arrives whole', async () => {
+    const reader = await new Client(p.base).login('reader');
+    let made = 0;
+    const original = Exchange.prototype.writeChunk;
+    Exchange.prototype.writeChunk = function (this: Exchange, data: string | Buffer) {
+      made += typeof data === 'string' ? Buffer.byteLength(data) : data.length;
+      return original.call(this, data);
+    };
+    const url = new URL(p.base);
+    const sock = net.connect({ host: url.hostname, port: Number(url.port) });
+    await new Promise<void>((r) => sock.once('connect', () => r()));
+    sock.on('error', () => undefined);
+    sock.write(`GET ${url.pathname}/export?types=${TYPE} HTTP/1.1\r\nHost: x\r\nX-Auth-Token: ${reader.token}\r\n\r\n`);
+    let received = 0;
+    let maxAhead = 0;
+    try {
+      // About 400 KB/s for 6 s.
+      const started = Date.now();
+      while (Date.now() - started < 6_000) {
+        await new Promise((r) => setTimeout(r, 10));
+        const b = sock.read(4096) as Buffer | null;
+        if (b) received += b.length;
+        maxAhead = Math.max(maxAhead, made - received);
+      }
+      let tail = '';
+      sock.on('data', (b: Buffer) => {
+        received += b.length;
+        tail = (tail + b.toString('latin1')).slice(-16);
+      });
+      const end = Date.now() + 75_000;
+      while (!tail.endsWith('\r\n0\r\n\r\n') && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+      expect(tail.endsWith('\r\n0\r\n\r\n'), 'the export ended').to.equal(true);
+    } finally {
+      Exchange.prototype.writeChunk = original;
+      sock.destroy();
+    }
+    const mb = (n: number) => `${(n / 2 ** 20).toFixed(1)} MB`;
+    // A part is 4 MiB of versions and the one that passes it (1 MB), as lines of about the same size.
+    expect(maxAhead, `most made ahead of the client: ${mb(maxAhead)} (made ${mb(made)}, the client took ${mb(received)})`).to.be.below(12 * 2 ** 20);
+    expect(made).to.be.greaterThan(N * 1_000_000);
+  });
+});
