@@ -118,7 +118,9 @@ export const settingsSchema = z.object({
   /**
    * What the collected request bodies under way in a gateway may hold together, as bytes while
    * they arrive and at their parsed weight once parsed (src/gateway/bodies-held.ts); past it 503
-   * with Retry-After. A body is never refused while nothing else is held.
+   * with Retry-After. A body is never refused while nothing else is held. Anonymous bodies hold
+   * at most half of it: the first BODIES_HELD_BYTES / 4 / MAX_IN_FLIGHT bytes of each (at most
+   * 64 KiB: a login within them is not refused for them) a quarter, the rest another quarter.
    */
   BODIES_HELD_BYTES: int(1024 * 1024, 2 ** 40).default(512 * 1024 * 1024),
   /** The same for one caller (its user once the body is parsed, its client address before); past it 429 with Retry-After. */

@@ -12,7 +12,7 @@ import { uwsExchange } from '../../test/support/uws-exchange.js';
 
 describe('BodiesHeld: what the request bodies under way hold (SECURITY.md "Bodies and limits")', () => {
   it('refuses a caller past its share with 429 and the process past its bound with 503, taking nothing then', () => {
-    const h = new BodiesHeld(100, 40);
+    const h = new BodiesHeld(100, 40, 10_000);
     expect(h.take('a', 30, 0)).to.equal(undefined);
     expect(h.take('a', 20, 0)?.http).to.equal(429);
     expect(h.heldBy('a')).to.equal(30);
@@ -24,7 +24,7 @@ describe('BodiesHeld: what the request bodies under way hold (SECURITY.md "Bodie
   });
 
   it('never refuses a request for what it holds itself: one body larger than both bounds passes while nothing else is held', () => {
-    const h = new BodiesHeld(100, 40);
+    const h = new BodiesHeld(100, 40, 10_000);
     let mine = 0;
     for (let i = 0; i < 10; i++) {
       expect(h.take('a', 30, mine)).to.equal(undefined);
@@ -40,7 +40,7 @@ describe('BodiesHeld: what the request bodies under way hold (SECURITY.md "Bodie
   });
 
   it('gives back to zero and forgets the caller', () => {
-    const h = new BodiesHeld(100, 40);
+    const h = new BodiesHeld(100, 40, 10_000);
     h.take('a', 10, 0);
     h.take('a', 5, 0);
     h.give('a', 10);
@@ -54,7 +54,7 @@ describe('BodiesHeld: what the request bodies under way hold (SECURITY.md "Bodie
 
 describe('BodiesHeld: review', () => {
   it('never refuses nothing more: the empty last chunk of a body, a parsed weight already held', () => {
-    const h = new BodiesHeld(100, 40);
+    const h = new BodiesHeld(100, 40, 10_000);
     // One request alone past the share (it is never refused for what it holds itself).
     let mine = 0;
     for (let i = 0; i < 3; i++) {
@@ -68,7 +68,7 @@ describe('BodiesHeld: review', () => {
   });
 
   it('moved, bytes count under the new caller as they are, refused for nothing', () => {
-    const h = new BodiesHeld(100, 40);
+    const h = new BodiesHeld(100, 40, 10_000);
     expect(h.take('unchecked address:x', 30, 0)).to.equal(undefined);
     expect(h.take('user:u', 40, 0)).to.equal(undefined);
     // Past the user's share: moved all the same (its next bytes are checked).
@@ -82,6 +82,47 @@ describe('BodiesHeld: review', () => {
     h.give('user:u', 70);
     expect(h.total).to.equal(0);
   });
+});
+
+describe('BodiesHeld: review 4, a flood of anonymous logins', () => {
+  const KiB = 1024;
+  const MiB = 1024 * KiB;
+
+  it('what of an anonymous body is held to the process bound only is a quarter of it shared by MAX_IN_FLIGHT requests, at most 64 KiB', () => {
+    expect(new BodiesHeld(512 * MiB, 64 * MiB, 10_000).small).to.equal(13_421);
+    expect(new BodiesHeld(MiB, MiB, 64).small).to.equal(4 * KiB);
+    expect(new BodiesHeld(2 ** 40, 64 * MiB, 10).small).to.equal(64 * KiB);
+    expect(new BodiesHeld(MiB, MiB, 1_000_000).small).to.equal(0);
+  });
+
+  for (const chunk of [4 * KiB, 60 * KiB, 1000])
+    it(`logins of 64 KiB sent ${chunk} bytes at a time, MAX_IN_FLIGHT of them from as many addresses and sent again when refused, hold at most half of the bound: a writer's body and a login of 200 bytes still pass`, () => {
+      const IN_FLIGHT = 64;
+      const h = new BodiesHeld(MiB, MiB, IN_FLIGHT);
+      // Each attacker's request: what it holds, -1 once refused (then sent again).
+      const mine: number[] = Array(IN_FLIGHT - 2).fill(0);
+      let most = 0;
+      let refused = 0;
+      for (let round = 0; round < 200; round++)
+        for (let a = 0; a < mine.length; a++) {
+          // Refused, or whole (then answered: given back): sent again.
+          if (mine[a] + chunk > 64 * KiB) h.give(`address:198.51.100.${a}`, mine[a]);
+          if (mine[a] < 0 || mine[a] + chunk > 64 * KiB) mine[a] = 0;
+          const e = h.take(`address:198.51.100.${a}`, chunk, mine[a]);
+          if (e) {
+            expect(e.http).to.equal(503);
+            h.give(`address:198.51.100.${a}`, mine[a]);
+            mine[a] = -1;
+            refused++;
+          } else mine[a] += chunk;
+          most = Math.max(most, h.total);
+        }
+      expect(refused).to.be.above(0);
+      expect(most, 'the most the logins held').to.be.at.most(MiB / 2 + chunk);
+      // The two requests in flight left: a signed-in writer's body of 400 KiB and a real login.
+      expect(h.take('user:w', 400 * KiB, 0)).to.equal(undefined);
+      expect(h.take('address:203.0.113.7', 200, 0)).to.equal(undefined);
+    });
 });
 
 describe('BodiesHeld in the OpenAPI document', () => {
@@ -145,7 +186,7 @@ describe('Exchange: what its collected body holds, and under whom (bodies-held.t
   const accounting = (held: BodiesHeld): BodyAccounting => ({ held, callerOf: (_x, u) => (u ? `user:${u.userId}` : 'address:192.0.2.1') });
 
   it('bodies whose token is not checked yet have a share of their own at their address: an anonymous body there does not fill it, nor one past it pass', async () => {
-    const held = new BodiesHeld(1000, 100);
+    const held = new BodiesHeld(1000, 100, 10_000);
     const b = accounting(held);
     const anonymous = exchange(b);
     anonymous.send(90);
@@ -167,7 +208,7 @@ describe('Exchange: what its collected body holds, and under whom (bodies-held.t
   });
 
   it('a handler that reads the body without checking a token holds it to the address share; parsed twice, it is counted once; chunks after the end are dropped', async () => {
-    const held = new BodiesHeld(1000, 100);
+    const held = new BodiesHeld(1000, 100, 10_000);
     const b = accounting(held);
     const anonymous = exchange(b);
     anonymous.send(90);
@@ -195,7 +236,7 @@ describe('Exchange: what its collected body holds, and under whom (bodies-held.t
 
   it('a chunk that comes after the answer touches no uWS response (uWS throws then, and the process stops): the rest of the body is dropped', async () => {
     // As uWS does: data after a successful answer, and any use of the response then throws.
-    const held = new BodiesHeld(1000, 100);
+    const held = new BodiesHeld(1000, 100, 10_000);
     const { x, send } = uwsExchange(
       { held, callerOf: (e, u) => (u ? `user:${u.userId}` : `address:${e.clientAddress(null)}`) },
       { url: '/content-service/nothing' },

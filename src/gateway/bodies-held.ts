@@ -7,12 +7,11 @@ const RETRY_AFTER_SECONDS = 1;
 const ANONYMOUS_PART = 4;
 
 /**
- * What of an anonymous body is held to the process's bound only, not to the anonymous bodies'
- * part of it: a login's whole body (LOGIN_MAX_BODY_BYTES), so that anonymous searches cannot
- * have logins refused. Such bodies are held only briefly: uWS cuts a body slower than 16 KB/s
- * over 10 s, and 64 KiB arrive within that.
+ * The most of each anonymous body held to the process's bound only, not to the anonymous bodies'
+ * part of it (`BodiesHeld.small`): a login's whole body (LOGIN_MAX_BODY_BYTES) at most, so that
+ * anonymous searches cannot have logins refused.
  */
-export const SMALL_BODY_BYTES = 64 * 1024;
+const SMALL_BODY_BYTES = 64 * 1024;
 
 /** A caller counted by its client address (`callerKey` without a user), not by a user nor as a token not checked yet. */
 function isAnonymous(caller: string): boolean {
@@ -33,7 +32,9 @@ function isAnonymous(caller: string): boolean {
  *   there refused; a token that is not valid is answered 401 within its lookup, so such bodies
  *   are held only that long.
  * - For the process, BODIES_HELD_BYTES: 503 with Retry-After past it; anonymous bodies (under an
- *   address) past their first SMALL_BODY_BYTES at most a quarter of it together (503).
+ *   address) past their first `small` bytes at most a quarter of it together (503), and their
+ *   first `small` bytes at most another quarter (MAX_IN_FLIGHT requests of `small`): signed-in
+ *   bodies always have half of it.
  *
  * Before, only MAX_IN_FLIGHT (10,000 requests) and MAX_BODY_BYTES (10 MiB each) bounded them: a
  * writer's hundred PUTs at once of 300 KB of empty objects, while the actors were slow to answer,
@@ -47,18 +48,37 @@ export class BodiesHeld {
   private readonly byCaller = new Map<string, number>();
   private sum = 0;
   /**
-   * What anonymous bodies (counted under a client address: no token, or read before it, as a
-   * search's) hold together; past a quarter of `limit`, an anonymous body past its first
-   * `SMALL_BODY_BYTES` is refused (503). Without it, anonymous search bodies (2 MiB each, 32 an
+   * What anonymous bodies (counted under a client address: without a token, or read by a handler
+   * that checks none, a login's) hold together; past a quarter of `limit`, an anonymous body past
+   * its first `small` bytes is refused (503). Without it, anonymous search bodies (2 MiB each, 32 an
    * address) from 8 addresses (an IPv6 attacker holds many /64s) held all of `limit`, and every
    * signed-in write of the process answered 503 while they were held (review 3).
    */
   private anonymous = 0;
+  /**
+   * What of each anonymous body is held to the process's bound only, not to the anonymous part:
+   * a quarter of `limit` shared by MAX_IN_FLIGHT requests (`maxInFlight`, the most a web process
+   * has under way: past it 503 before any body is read), at most SMALL_BODY_BYTES; 13,421 bytes
+   * with the defaults (512 MiB, 10,000). Whatever anonymous callers send, the first bytes of
+   * their bodies hold at most a quarter of `limit` and the rest at most another quarter, so
+   * signed-in bodies keep half of it; and a login within `small` (a username and password take
+   * some 100 bytes, an external JWT of 4,096 characters 4 KiB) is never refused for the
+   * anonymous bodies, only for the process's bound, which they cannot fill. Before (the fourth
+   * review), this was a login's whole 64 KiB, held to nothing but the process's bound: slow
+   * logins of 64 KiB from 8 addresses (1,024 an address, each within its 64 MiB share) held all
+   * of BODIES_HELD_BYTES, and every signed-in write and every login of the process answered 503
+   * (at 1 MiB, 17 logins of 60 KiB and 4 of 1 KiB from 21 addresses held 1,048,576 bytes). Of a
+   * body larger than `small`, the chunk that crosses it counts in the anonymous part whole.
+   */
+  readonly small: number;
 
   constructor(
     readonly limit: number,
     readonly perCaller: number,
-  ) {}
+    maxInFlight: number,
+  ) {
+    this.small = Math.min(SMALL_BODY_BYTES, Math.floor(limit / ANONYMOUS_PART / Math.max(1, maxInFlight)));
+  }
 
   /** What every body of the process holds now (the `gateway_request_bodies_held_bytes` gauge). */
   get total(): number {
@@ -75,10 +95,11 @@ export class BodiesHeld {
    * the error to answer when refused (nothing is taken then). Nothing more (`n` 0, the empty last
    * chunk of every body) is never refused.
    */
-  take(caller: string, n: number, mine: number, small = false): AppError | undefined {
+  take(caller: string, n: number, mine: number): AppError | undefined {
     if (n <= 0) return undefined;
     const had = this.heldBy(caller);
     const anonymous = isAnonymous(caller);
+    const small = mine + n <= this.small;
     if (had > mine && had + n > this.perCaller)
       return new AppError(
         'TOO_MANY_REQUESTS',

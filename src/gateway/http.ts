@@ -7,7 +7,7 @@ import { redisUnreachable } from '../adapters/redis.js';
 import { clientAddressOf } from '../security/client-address.js';
 import type { Principal } from '../content/permissions.js';
 import { MAX_CONTAINERS_PER_BODY, MAX_KEYS_PER_BODY, checkCountsIn, checkStorable, parsedWeight } from './body-limits.js';
-import { type BodiesHeld, SMALL_BODY_BYTES } from './bodies-held.js';
+import type { BodiesHeld } from './bodies-held.js';
 
 /** Reason phrases of the status lines the platform answers. */
 const REASONS: Record<number, string> = {
@@ -283,7 +283,7 @@ export class Exchange {
   private hold(n: number): AppError | undefined {
     if (!this.bodies || n === 0) return undefined;
     if (!this.holder) this.holder = this.callerPending ? UNCHECKED + this.bodies.callerOf(this, null) : this.bodies.callerOf(this, null);
-    const refused = this.bodies.held.take(this.holder, n, this.holding, this.holding + n <= SMALL_BODY_BYTES);
+    const refused = this.bodies.held.take(this.holder, n, this.holding);
     if (!refused) this.holding += n;
     return refused;
   }

@@ -134,7 +134,7 @@ export class Gateway {
     // Completions that ask the index count among their caller's searches.
     this.taxonomy = new TaxonomyService({ ...d, searchSlots: this.search.slots });
     this.changes = new ChangesService(d);
-    const held = new BodiesHeld(d.settings.BODIES_HELD_BYTES, d.settings.BODIES_HELD_PER_CALLER_BYTES);
+    const held = new BodiesHeld(d.settings.BODIES_HELD_BYTES, d.settings.BODIES_HELD_PER_CALLER_BYTES, d.settings.MAX_IN_FLIGHT);
     this.bodies = { held, callerOf: (x, user) => callerKey(user, x, d.settings) };
     const name = 'gateway_request_bodies_held_bytes';
     d.metrics.registry.removeSingleMetric(name);

@@ -39,7 +39,7 @@ describe('bodies held, review 3: what is given back is let go of (bodies-held.ts
 
   for (const how of ['answered before its body is whole (a token not valid: 401)', 'refused past its limit (413), chunked'] as const) {
     it(`a request ${how} keeps none of its body while its client goes on sending it`, async () => {
-      const held = new BodiesHeld(64 * MiB, 64 * MiB);
+      const held = new BodiesHeld(64 * MiB, 64 * MiB, 10_000);
       const before = external();
       const kept: ReturnType<typeof exchange>[] = [];
       for (let i = 0; i < 8; i++) {
@@ -173,13 +173,15 @@ describe('bodies held, review 3, on a platform', function () {
 describe('bodies held, review 3: anonymous bodies cannot hold the whole process bound', () => {
   it("anonymous bodies past their first 64 KiB hold at most a quarter of BODIES_HELD_BYTES together (503 past it): a signed-in writer's body still passes", () => {
     const KiB = 1024;
-    const held = new BodiesHeld(4096 * KiB, 1024 * KiB);
+    // 16 requests in flight at most: each anonymous body's first 4096 KiB / 4 / 16 = 64 KiB are held to the process's bound only.
+    const held = new BodiesHeld(4096 * KiB, 1024 * KiB, 16);
+    expect(held.small).to.equal(64 * KiB);
     // Anonymous search bodies (2 MiB each at most) from four addresses, each within its share.
     let refusedAt = -1;
     for (let a = 0; a < 4 && refusedAt < 0; a++) {
       let mine = 0;
       for (let i = 0; i < 16; i++) {
-        const e = held.take(`address:198.51.100.${a}`, 64 * KiB, mine, mine + 64 * KiB <= 64 * KiB);
+        const e = held.take(`address:198.51.100.${a}`, 64 * KiB, mine);
         if (e) {
           expect(e.http).to.equal(503);
           refusedAt = held.total;
@@ -190,12 +192,12 @@ describe('bodies held, review 3: anonymous bodies cannot hold the whole process 
     }
     expect(refusedAt, 'anonymous bodies refused once they hold a quarter').to.be.within(1024 * KiB, 1024 * KiB + 64 * KiB);
     // A signed-in writer's body, and a body whose token is not checked yet, are not refused for them.
-    expect(held.take('user:w', 2048 * KiB, 0, false)).to.equal(undefined);
-    expect(held.take('unchecked address:198.51.100.9', 512 * KiB, 0, false)).to.equal(undefined);
+    expect(held.take('user:w', 2048 * KiB, 0)).to.equal(undefined);
+    expect(held.take('unchecked address:198.51.100.9', 512 * KiB, 0)).to.equal(undefined);
     // A small anonymous body (a login) is held to the process's bound only.
-    expect(held.take('address:198.51.100.7', 2 * KiB, 0, true)).to.equal(undefined);
+    expect(held.take('address:198.51.100.7', 2 * KiB, 0)).to.equal(undefined);
     // Moved to its user, an anonymous body leaves the anonymous pool.
     held.move('address:198.51.100.0', 'user:s', 512 * KiB);
-    expect(held.take('address:198.51.100.8', 128 * KiB, 0, false)).to.equal(undefined);
+    expect(held.take('address:198.51.100.8', 128 * KiB, 0)).to.equal(undefined);
   });
 });
