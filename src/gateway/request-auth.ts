@@ -21,17 +21,39 @@ import type { Exchange } from './http.js';
  * (uploads, bulk imports) are not waited for here: an upload checks again before its file is
  * made permanent (FileService.upload), an import watches its token (TokenService.watch).
  */
-export async function authenticateRequest(tokens: Pick<TokenService, 'required' | 'known'>, x: Exchange): Promise<Principal> {
+export function authenticateRequest(tokens: Pick<TokenService, 'required' | 'known'>, x: Exchange): Promise<Principal> {
+  return checkedTwice(tokens, x, (token) => tokens.required(token));
+}
+
+/**
+ * The caller of a request whose token is optional (a search, which may have a form body): null
+ * without an `X-Auth-Token`, 401 for one that is not valid (TokenService.caller), by the same
+ * two checks as `authenticateRequest`, before the handler reads the body. A body with a token
+ * thus counts under its user from the first check (bodies-held.ts), not under its client
+ * address: before (the fourth review), a search read its form body before its token, and a
+ * signed-in user's POST search was counted in its address's share, where anonymous searches
+ * that never finished had it answer 429.
+ */
+export function requestCaller(tokens: Pick<TokenService, 'caller' | 'known'>, x: Exchange): Promise<Principal | null> {
+  return checkedTwice(tokens, x, (token) => tokens.caller(token));
+}
+
+/** The two checks of `authenticateRequest` and `requestCaller`: `check` answers for a token not in the cache. */
+async function checkedTwice<P extends Principal | null>(
+  tokens: Pick<TokenService, 'known'>,
+  x: Exchange,
+  check: (token: string | undefined) => Promise<P>,
+): Promise<Principal | P> {
   // A body complete before the first check began (a DELETE's, read by noBody first): one check.
   const arrived = x.arrived;
   const token = x.header('x-auth-token');
-  const first = tokens.known(token) ?? (await tokens.required(token));
+  const first = tokens.known(token) ?? (await check(token));
   // The body counts under its writer from now on, not its address (bodies-held.ts).
-  x.countUnder(first);
+  if (first) x.countUnder(first);
   if (arrived) return first;
   await x.whole();
   if (x.aborted) throw new AppError('BAD_REQUEST', 'The client went away before the body was complete');
-  return tokens.known(token) ?? tokens.required(token);
+  return tokens.known(token) ?? check(token);
 }
 
 /**

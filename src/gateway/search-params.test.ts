@@ -1103,12 +1103,15 @@ describe('search parameter allowlist (CONTRACT §20)', () => {
     it('the parameters are counted on the raw query string and form body before they are parsed: a 10 MiB body of 5 million parameters answers 400 naming MAX_SEARCH_PARAMETERS in milliseconds', async () => {
       const settings = loadSettings({});
       const stub: unknown = new Proxy(() => undefined, { get: (_t, k) => (k === 'then' ? undefined : stub), apply: () => stub });
-      const deps = new Proxy({ settings } as Record<string, unknown>, { get: (t, k: string) => (k in t ? t[k] : stub) });
+      // An anonymous caller (the token is read before the body: request-auth.ts `requestCaller`).
+      const tokens = { known: () => undefined, caller: async () => null };
+      const deps = new Proxy({ settings, tokens } as Record<string, unknown>, { get: (t, k: string) => (k in t ? t[k] : stub) });
       const service = new SearchService(deps as unknown as SearchServiceDeps);
       const { handler, params } = service.router.match('POST', [settings.SOLR_COLLECTION, 'select']);
       const post = async (rawQuery: string, body: Buffer): Promise<[AppError, number]> => {
         const x = {
           method: 'POST',
+          arrived: true,
           rawQuery,
           header: (h: string) => (h === 'content-type' ? 'application/x-www-form-urlencoded' : undefined),
           body: async () => body,

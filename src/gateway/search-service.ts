@@ -11,6 +11,7 @@ import type { TokenService } from '../security/token-service.js';
 import { contentEnvelope } from './envelope.js';
 import type { Exchange } from './http.js';
 import { Reads } from './reads.js';
+import { requestCaller } from './request-auth.js';
 import { Router, type Params } from './router.js';
 import { checkParameterCount, checkSearchParams, engineErrorQuery, type SearchRequest } from './search-params.js';
 import { engineErrorAnswer, noCollection } from './search-errors.js';
@@ -106,6 +107,9 @@ export class SearchService {
     // as one that does not exist, so the proxy tells nothing of what else the engine holds.
     if (p.collection !== this.d.settings.SOLR_COLLECTION) throw new AppError('NOT_FOUND', noCollection(p.collection));
     const s = this.d.settings;
+    // The token before the body: a form body with a token counts under its user, not its client
+    // address (request-auth.ts), and is checked again once it has arrived.
+    const user = await requestCaller(this.d.tokens, x);
     const request = checkSearchParams(
       await this.params(x),
       {
@@ -118,7 +122,6 @@ export class SearchService {
       },
       indexSchema(),
     );
-    const user = await this.d.tokens.caller(x.header('x-auth-token'));
     // A client gone while its body or its token was awaited has nothing asked of the engine (and
     // its address, by which an anonymous caller is counted, is gone with it).
     if (x.aborted) return;

@@ -1,4 +1,6 @@
+import http from 'node:http';
 import net from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { until } from '../support/wait.js';
@@ -115,6 +117,64 @@ describe('bodies held, review 4: a flood of anonymous logins cannot deny signed-
       ).to.deep.equal([]);
     } finally {
       for (const a of attackers) a.sock.destroy();
+    }
+    await until(async () => (await held()) === 0, 3000, 'nothing held');
+  });
+});
+
+describe("bodies held, review 4: a signed-in user's POST search counts under its user, not its address (search-service.ts)", function () {
+  this.timeout(60_000);
+  let engine: http.Server;
+  let p: P;
+  let port: number;
+  let editor: Client;
+  const held = async () => Number(/^gateway_request_bodies_held_bytes (\d+)$/m.exec(await (await fetch(`${p.url}/metrics`)).text())![1]);
+
+  before(async () => {
+    // An engine that answers every select at once with nothing found.
+    engine = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'Content-Type': 'application/json;charset=utf-8' });
+        res.end(JSON.stringify({ responseHeader: { status: 0, QTime: 1 }, response: { numFound: 0, start: 0, docs: [] } }));
+      });
+    });
+    await new Promise<void>((resolve) => engine.listen(0, '127.0.0.1', resolve));
+    const SOLR_URL = `http://127.0.0.1:${(engine.address() as AddressInfo).port}/solr`;
+    p = await startTestPlatform({ SOLR_URL, BODIES_HELD_PER_CALLER_BYTES: String(MiB) }, ['web']);
+    port = Number(new URL(p.url).port);
+    await p.tokens!.createAccount(`${T}-searcher`, PASSWORD, { __global__: ['editor'] });
+    editor = await new Client(p.base).login(`${T}-searcher`, PASSWORD);
+  });
+  after(async () => {
+    await p?.stop();
+    engine?.closeAllConnections();
+    await new Promise((r) => engine?.close(r));
+  });
+
+  const form = { 'Content-Type': 'application/x-www-form-urlencoded' };
+  const search = (token: string | null, body: string) =>
+    fetch(`${p.url}/search-service/content/select`, { method: 'POST', headers: { ...form, ...(token ? { 'X-Auth-Token': token } : {}) }, body });
+
+  it("anonymous searches that fill their address's share do not have a signed-in user's POST search there refused 429; another anonymous one is", async () => {
+    // An anonymous search of 2 MB whose first 1,000,000 bytes came: its address's share of 1 MiB nearly full.
+    const anonymous = await stalled(port, '/search-service/content/select', 2_000_000, Buffer.from(`q=${'x'.repeat(999_998)}`), form);
+    try {
+      await until(async () => (await held()) >= 1_000_000, 3000, "the anonymous search's body held");
+      expect(await within(anonymous.answer, 10)).to.equal('none');
+      // The signed-in user's search of 100 KB from the same address.
+      const body = `q=${'y'.repeat(100_000)}&rows=1`;
+      const signedIn = await search(editor.token!, body);
+      expect(signedIn.status, await signedIn.text()).to.equal(200);
+      // Another anonymous one of the address is refused for its share.
+      const other = await search(null, body);
+      expect(other.status).to.equal(429);
+      // A token that is not valid is answered 401, its body not waited for.
+      const bad = await stalled(port, '/search-service/content/select', 200_000, 1000, { ...form, 'X-Auth-Token': 'not-a-token' });
+      expect(await within(bad.answer, 3000)).to.equal('401');
+      bad.sock.destroy();
+    } finally {
+      anonymous.sock.destroy();
     }
     await until(async () => (await held()) === 0, 3000, 'nothing held');
   });
