@@ -83,6 +83,28 @@ export function canInAnyContext(cfg: SecurityConfig, principal: Principal, permi
 }
 
 /**
+ * Could the principal do `permission` on some type in some context? When it cannot, every check
+ * of that permission refuses it (`isAllowed`, `canInAnyContext`), whatever the content: a write
+ * that needs it is refused before its body is read (`refuseUnlessAnywhere`).
+ */
+export function mayAnywhere(cfg: SecurityConfig, principal: Principal, permission: string): boolean {
+  for (const ctx of Object.keys(principal.contexts))
+    for (const role of own(principal.contexts, ctx) ?? []) {
+      const byType = own(cfg.roles, role);
+      if (byType !== undefined && Object.keys(byType).some((type) => listGrants(own(byType, type), permission))) return true;
+    }
+  return false;
+}
+
+/**
+ * 403 for a caller who holds none of `permissions` on any type in any context (`mayAnywhere`):
+ * no write that needs one of them can pass, so its body need not be read. Named by the first.
+ */
+export function refuseUnlessAnywhere(cfg: SecurityConfig, principal: Principal, permissions: readonly string[]): AppError | undefined {
+  return permissions.some((p) => mayAnywhere(cfg, principal, p)) ? undefined : permissionDenied(permissions[0], principal);
+}
+
+/**
  * The refusal (403) of a permission: it names the permission and the user, never the content's
  * type, nor anything else of a content the user may not see (CONTRACT §20 "Error bodies").
  *

@@ -42,15 +42,24 @@ export interface ContentServiceDeps {
  * The part of the content service that the other endpoints of its prefix use: its router, and
  * the checks every request there shares (token, read permission, variant, file references of a write).
  */
+/**
+ * What a write needs of its caller whatever its body holds (`ContentService.authenticate`): one
+ * of these permissions on some type in some context (`refuseUnlessAnywhere`), or `sysadmin` in
+ * `__global__` with the refusal's message. A caller without it is answered 403 at the first token
+ * check, before its body is read.
+ */
+export type Needs = { anyOf: readonly string[] } | { sysadmin: string };
+
 export interface ContentEndpoints {
   readonly router: Router;
   /** Every permission and visibility decision of a read. */
   readonly reads: Reads;
   /**
    * 401 unless X-Auth-Token names a valid token: checked when the headers arrive and again once
-   * the whole request has; the principal is the second check's (request-auth.ts).
+   * the whole request has; the principal is the second check's (request-auth.ts). With `needs`,
+   * 403 for a caller without it, at the first check before the body is read.
    */
-  authenticate(x: Exchange): Promise<Principal>;
+  authenticate(x: Exchange, needs?: Needs): Promise<Principal>;
   /** The `variant` of a read: null when none; 404 when the content type does not have it. */
   variantOf(x: Exchange, type: string): string | null;
   /** The URIs of a write's `svcFiles` that the writer may read (CONTRACT §20 "File references"). */

@@ -5,7 +5,7 @@ import type { ContentCommand } from '../actors/content/content-actor.js';
 import { etagOf, parseVersionId, MAIN_NAMESPACE, MAP_KEY_RESERVED, type Aspect, type Snapshot } from '../content/model.js';
 import { AppError } from '../errors.js';
 import { ContentWrites, explainConflict, writtenEnvelope, type AliasRef } from './content-writes.js';
-import { isSysadmin, type Principal } from '../content/permissions.js';
+import { isSysadmin, refuseUnlessAnywhere, type Principal } from '../content/permissions.js';
 import { trustedProxies } from '../security/client-address.js';
 import {
   STATUS_CREATED,
@@ -26,7 +26,7 @@ import { WorkspaceService } from './workspace-service.js';
 import { RevisionsService } from './revisions-service.js';
 import { BulkService } from './bulk-service.js';
 import { OperationsService } from './operations-service.js';
-import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
+import type { ContentEndpoints, ContentServiceDeps, Needs } from './content-deps.js';
 import { Router, type Params } from './router.js';
 import { Reads } from './reads.js';
 import { variantAspects } from './variant-reads.js';
@@ -133,16 +133,21 @@ export class ContentService implements ContentEndpoints {
   /**
    * 401 unless X-Auth-Token names a valid token, when the headers arrive and again once the
    * whole request has (request-auth.ts): the caller as they are when their body is complete.
+   * With `needs`, 403 at each check for a caller without it, the first before the body is read.
    */
-  async authenticate(x: Exchange): Promise<Principal> {
-    return authenticateRequest(this.d.tokens, x);
+  async authenticate(x: Exchange, needs?: Needs): Promise<Principal> {
+    if (!needs) return authenticateRequest(this.d.tokens, x);
+    const security = this.d.security;
+    return authenticateRequest(this.d.tokens, x, (user) =>
+      'anyOf' in needs ? refuseUnlessAnywhere(security, user, needs.anyOf) : isSysadmin(user) ? undefined : new AppError('PERMISSION_DENIED', needs.sysadmin),
+    );
   }
 
   // ---- writes ----
 
   private async create(x: Exchange): Promise<void> {
     if (x.header('if-match') !== undefined) throw new AppError('PRECONDITION_FAILED', 'A create must not carry If-Match');
-    const user = await this.authenticate(x);
+    const user = await this.authenticate(x, { anyOf: ['Create'] });
     const fmt = formatOf(x.param('format'), x.header('accept')); // refused before anything is written
     const res = await this.writes.create({ user, requestId: x.requestId }, await x.json(user));
     const status = res.subResults.length ? partialCreated(res.subResults) : STATUS_CREATED;
@@ -159,7 +164,7 @@ export class ContentService implements ContentEndpoints {
   }
 
   private async update(x: Exchange, p: Params): Promise<void> {
-    const user = await this.authenticate(x);
+    const user = await this.authenticate(x, { anyOf: ['Update'] });
     const unsafe = x.query.get('unsafeUpdate') === 'true';
     const ifMatch = x.header('if-match') ?? null;
     this.writes.checkUpdatePreconditions(ifMatch, unsafe);
@@ -215,8 +220,7 @@ export class ContentService implements ContentEndpoints {
    * re-indexes everything, or one type with `contentType`.
    */
   private async reindex(x: Exchange, kind: 'full' | 'type' | 'aliases', type?: string): Promise<void> {
-    const user = await this.authenticate(x);
-    if (!isSysadmin(user)) throw new AppError('PERMISSION_DENIED', 'Re-indexing requires sysadmin in __global__');
+    await this.authenticate(x, { sysadmin: 'Re-indexing requires sysadmin in __global__' });
     if (!this.d.reindex) throw new AppError('UNAVAILABLE', 'No search engine is configured', {}, 30);
     const time = (name: string) => {
       const v = x.query.get(name);
@@ -267,7 +271,7 @@ export class ContentService implements ContentEndpoints {
 
   /** PUT view: a version onto a view, or a symbolic view; 200, empty body, the new ETag. */
   private async putView(x: Exchange, p: Params): Promise<void> {
-    const user = await this.authenticate(x);
+    const user = await this.authenticate(x, { anyOf: ['AssignToView'] });
     const view = this.assignableView(p.view);
     const ifMatch = requiredIfMatch(x.header('if-match'), 'Putting content on a view');
     const body = parseViewBody(await x.json(user));

@@ -17,12 +17,25 @@ import type { Exchange } from './http.js';
  * token's lookup is cached, and a revocation or account change reaches the cache at once
  * (TokenService.forget; other processes through the revocation feed).
  *
+ * `refuse`, given, answers for a caller who cannot do what the request needs whatever its body
+ * holds (`ContentService.authenticate` with its `Needs`: a reader's create, update, draft, view
+ * change, restore or promote; a webhook or re-index by anyone but sysadmin): 403 at the first
+ * check, before the body is waited for, and at the second. Before (the fourth review), a
+ * reader's create was refused 403 only once its body was whole, held under its user until then:
+ * accounts of one's own with Read alone held BODIES_HELD_PER_CALLER_BYTES each (eight the whole
+ * BODIES_HELD_BYTES), and at 2 MiB readers' creates, updates and views that never finished held
+ * all of it and a writer's body answered 503.
+ *
  * A client that went away before its body was complete gets nothing done. Streamed bodies
  * (uploads, bulk imports) are not waited for here: an upload checks again before its file is
  * made permanent (FileService.upload), an import watches its token (TokenService.watch).
  */
-export function authenticateRequest(tokens: Pick<TokenService, 'required' | 'known'>, x: Exchange): Promise<Principal> {
-  return checkedTwice(tokens, x, (token) => tokens.required(token));
+export function authenticateRequest(
+  tokens: Pick<TokenService, 'required' | 'known'>,
+  x: Exchange,
+  refuse?: (user: Principal) => AppError | undefined,
+): Promise<Principal> {
+  return checkedTwice(tokens, x, (token) => tokens.required(token), refuse);
 }
 
 /**
@@ -38,22 +51,32 @@ export function requestCaller(tokens: Pick<TokenService, 'caller' | 'known'>, x:
   return checkedTwice(tokens, x, (token) => tokens.caller(token));
 }
 
-/** The two checks of `authenticateRequest` and `requestCaller`: `check` answers for a token not in the cache. */
+/**
+ * The two checks of `authenticateRequest` and `requestCaller`: `check` answers for a token not in
+ * the cache. `refuse` answers for a caller who cannot do what the request needs, whatever its
+ * body holds, at each check: at the first, before the body is waited for (bodies-held.ts).
+ */
 async function checkedTwice<P extends Principal | null>(
   tokens: Pick<TokenService, 'known'>,
   x: Exchange,
   check: (token: string | undefined) => Promise<P>,
+  refuse?: (user: Principal) => AppError | undefined,
 ): Promise<Principal | P> {
   // A body complete before the first check began (a DELETE's, read by noBody first): one check.
   const arrived = x.arrived;
   const token = x.header('x-auth-token');
   const first = tokens.known(token) ?? (await check(token));
+  const refused = first && refuse?.(first);
+  if (refused) throw refused;
   // The body counts under its writer from now on, not its address (bodies-held.ts).
   if (first) x.countUnder(first);
   if (arrived) return first;
   await x.whole();
   if (x.aborted) throw new AppError('BAD_REQUEST', 'The client went away before the body was complete');
-  return tokens.known(token) ?? check(token);
+  const second = tokens.known(token) ?? (await check(token));
+  const later = second && refuse?.(second);
+  if (later) throw later;
+  return second;
 }
 
 /**

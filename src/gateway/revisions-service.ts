@@ -120,7 +120,7 @@ export class RevisionsService {
 
   /** Restore: a new version with the aspects of `version`, through the content's actor with If-Match. */
   private async restore(x: Exchange, p: Params): Promise<void> {
-    const user = await this.content.authenticate(x);
+    const user = await this.content.authenticate(x, { anyOf: ['Update'] });
     const ifMatch = requiredIfMatch(x.header('if-match'), 'A restore');
     const fmt = formatOf(x.param('format'), x.header('accept')); // refused before anything is written
     const version = x.query.get('version');

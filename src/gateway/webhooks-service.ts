@@ -1,5 +1,4 @@
 import type { RedisClient } from '../adapters/redis.js';
-import { isSysadmin } from '../content/permissions.js';
 import { AppError } from '../errors.js';
 import { viewOf, WebhookStore } from '../webhooks/webhook-store.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
@@ -32,8 +31,7 @@ export class WebhooksService {
   }
 
   private async sysadmin(x: Exchange): Promise<void> {
-    const user = await this.content.authenticate(x);
-    if (!isSysadmin(user)) throw new AppError('PERMISSION_DENIED', 'Managing webhooks requires sysadmin in __global__');
+    await this.content.authenticate(x, { sysadmin: 'Managing webhooks requires sysadmin in __global__' });
   }
 
   private async create(x: Exchange): Promise<void> {

@@ -49,7 +49,7 @@ export class WorkspaceService {
 
   /** POST workspace: a draft of new content; operations pending, aliases reserved. 201. */
   private async create(x: Exchange, p: Params): Promise<void> {
-    const user = await this.content.authenticate(x);
+    const user = await this.content.authenticate(x, { anyOf: ['Create'] });
     const ws = this.workspace(p);
     const fmt = formatOf(x.param('format'), x.header('accept')); // refused before anything is written
     const env = parseEnvelope(await x.json(user));
@@ -152,7 +152,8 @@ export class WorkspaceService {
 
   /** PUT draft: a new draft over main, or the draft replaced; `merge` and conditional headers refused. */
   private async update(x: Exchange, p: Params): Promise<void> {
-    const user = await this.content.authenticate(x);
+    // A draft of new content needs Create somewhere, one over main Update (workspace.ts).
+    const user = await this.content.authenticate(x, { anyOf: ['Create', 'Update'] });
     const ws = this.workspace(p);
     if (x.header('if-match') !== undefined || x.header('if-none-match') !== undefined) {
       throw new AppError('BAD_REQUEST', 'Workspace updates take no If-Match or If-None-Match; send the origin ETag in the body');
@@ -193,7 +194,8 @@ export class WorkspaceService {
 
   /** POST promote: 200 with the envelope of the new main version; the draft is removed. */
   private async promote(x: Exchange, p: Params): Promise<void> {
-    const user = await this.content.authenticate(x);
+    // A promote writes main: a create (Create) or an update (Update).
+    const user = await this.content.authenticate(x, { anyOf: ['Create', 'Update'] });
     const ws = this.workspace(p);
     const fmt = formatOf(x.param('format'), x.header('accept')); // refused before anything is written
     const cid = await this.cidOf(p, ws);

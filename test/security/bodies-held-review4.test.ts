@@ -25,6 +25,7 @@ async function stalled(
   length: number,
   sent: Buffer | number,
   headers: Record<string, string> = {},
+  method = 'POST',
 ): Promise<{ sock: net.Socket; answer: Promise<string> }> {
   const sock = net.connect(port, '127.0.0.1');
   sock.on('error', () => undefined);
@@ -40,7 +41,7 @@ async function stalled(
   const extra = Object.entries(headers)
     .map(([k, v]) => `${k}: ${v}\r\n`)
     .join('');
-  sock.write(`POST ${path} HTTP/1.1\r\nHost: x\r\n${extra}Content-Length: ${length}\r\n\r\n`);
+  sock.write(`${method} ${path} HTTP/1.1\r\nHost: x\r\n${extra}Content-Length: ${length}\r\n\r\n`);
   sock.write(typeof sent === 'number' ? Buffer.alloc(sent, ' ') : sent);
   return { sock, answer };
 }
@@ -175,6 +176,63 @@ describe("bodies held, review 4: a signed-in user's POST search counts under its
       bad.sock.destroy();
     } finally {
       anonymous.sock.destroy();
+    }
+    await until(async () => (await held()) === 0, 3000, 'nothing held');
+  });
+});
+
+describe('bodies held, review 4: a caller who may do nothing of what a write needs is refused 403 before its body is read (request-auth.ts)', function () {
+  this.timeout(60_000);
+  let p: P;
+  let port: number;
+  let editor: Client;
+  const readers: string[] = [];
+  const held = async () => Number(/^gateway_request_bodies_held_bytes (\d+)$/m.exec(await (await fetch(`${p.url}/metrics`)).text())![1]);
+  /** Every route whose body a reader (Read on every type, nothing else) could hold, and what it needs. */
+  const routes: [string, string, Record<string, string>][] = [
+    ['create (Create)', '/content-service/content', {}],
+    ['update (Update)', '/content-service/content/alias/news/nothing', { 'If-Match': '"x"' }],
+    ['merge (Update)', '/content-service/content/alias/news/nothing?updateMode=merge', { 'If-Match': '"x"' }],
+    ['view (AssignToView)', '/content-service/view/svcPublic', { 'If-Match': '"x"' }],
+    ['draft (Create)', '/content-service/content/workspace/w1', {}],
+    ['draft update (Create or Update)', '/content-service/content/workspace/w1/alias/news/nothing', {}],
+    ['promote (Create or Update)', '/content-service/content/workspace/w1/alias/news/nothing/promote', {}],
+    ['restore (Update)', '/content-service/content/alias/news/nothing/restore?version=c:x:y', { 'If-Match': '"x"' }],
+    ['webhook (sysadmin)', '/content-service/webhooks', {}],
+    ['webhook update (sysadmin)', '/content-service/webhooks/nothing', {}],
+    ['redeliver (sysadmin)', '/content-service/webhooks/nothing/deliveries/nothing/redeliver', {}],
+    ['re-index (sysadmin)', '/content-service/index/reindex', {}],
+  ];
+
+  before(async () => {
+    p = await startTestPlatform({ BODIES_HELD_BYTES: String(2 * MiB), BODIES_HELD_PER_CALLER_BYTES: String(MiB) }, ['web']);
+    port = Number(new URL(p.url).port);
+    await p.tokens!.createAccount(`${T}-w`, PASSWORD, { __global__: ['editor'] });
+    editor = await new Client(p.base).login(`${T}-w`, PASSWORD);
+    for (let i = 0; i < routes.length; i++) {
+      await p.tokens!.createAccount(`${T}-r${i}`, PASSWORD, { __global__: ['reader'] });
+      readers.push((await new Client(p.base).login(`${T}-r${i}`, PASSWORD)).token!);
+    }
+  });
+  after(async () => p?.stop());
+
+  it("readers' writes of every kind that never finish their bodies are answered 403 at once and hold nothing: a writer's body still passes", async () => {
+    const attackers: Awaited<ReturnType<typeof stalled>>[] = [];
+    try {
+      for (let i = 0; i < routes.length; i++) {
+        const [, path, headers] = routes[i];
+        const method = /\/(nothing|svcPublic)(\?.*)?$/.test(path) && !path.includes('redeliver') ? 'PUT' : 'POST';
+        const s = await stalled(port, path, MiB, 512 * KiB, { 'Content-Type': 'application/json', 'X-Auth-Token': readers[i], ...headers }, method);
+        attackers.push(s);
+      }
+      const answers = await Promise.all(attackers.map((a) => within(a.answer, 3000)));
+      const holding = await held();
+      const write = await editor.req('POST', '/content', { raw: `{"system": ${' '.repeat(300_000)}`, headers: { 'Content-Type': 'application/json' } });
+      const seen = { holding, write: write.status, answers: Object.fromEntries(routes.map(([what], i) => [what, answers[i]])) };
+      if (process.env.BH4_LOG) console.log(seen);
+      expect(seen).to.deep.equal({ holding: 0, write: 400, answers: Object.fromEntries(routes.map(([what]) => [what, '403'])) });
+    } finally {
+      for (const a of attackers) a.sock.destroy();
     }
     await until(async () => (await held()) === 0, 3000, 'nothing held');
   });

@@ -5,7 +5,9 @@ import {
   GLOBAL_CONTEXT,
   isAllowed,
   isSysadmin,
+  mayAnywhere,
   permissionDenied,
+  refuseUnlessAnywhere,
   type Principal,
   type SecurityConfig,
 } from '../../src/content/permissions.js';
@@ -70,6 +72,38 @@ describe('security: permissions (CONTRACT §3)', () => {
       expect(canInAnyContext(cfg, sportseditor, 'Create', 'article')).to.equal(true);
       expect(canInAnyContext(cfg, reader, 'Create', 'article')).to.equal(false);
       expect(canInAnyContext(cfg, reader, 'Read', 'article')).to.equal(true);
+    });
+  });
+
+  describe('mayAnywhere: a write refused before its body is read (request-auth.ts)', () => {
+    const typed: SecurityConfig = {
+      roles: { ...cfg.roles, imageDesk: { image: ['Create'], '*': ['Read'] }, custom: { article: ['Publish'] }, all: { video: ['*'] } },
+    };
+    const desk = p('desk', { culture: ['imageDesk'] });
+    const publisher = p('publisher', { sports: ['custom'], [GLOBAL_CONTEXT]: ['reader'] });
+    const wild = p('wild', { culture: ['all'] });
+    // An own key `__proto__` (as JSON.parse makes one) is a context like any other.
+    const ghost = p('ghost', JSON.parse('{"sports": ["no-such-role"], "__proto__": ["reader"]}') as Record<string, string[]>);
+    const people = [sysadmin, editor, reader, sportseditor, nobody, desk, publisher, wild, ghost];
+    const perms = [...ALL, 'Publish', 'Other'];
+
+    it('is false exactly when no check of the permission can pass, whatever the type and contexts', () => {
+      const types = ['article', 'image', 'video', 'other', '*'];
+      const contexts = [[], ['sports'], ['culture'], ['sports', 'culture'], [GLOBAL_CONTEXT]];
+      for (const who of people)
+        for (const perm of perms) {
+          const somewhere = types.some((t) => canInAnyContext(typed, who, perm, t) || contexts.some((c) => isAllowed(typed, who, perm, t, c)));
+          expect(mayAnywhere(typed, who, perm), `${who.userId} ${perm}`).to.equal(somewhere);
+        }
+    });
+
+    it('refuses with the 403 of the first permission named when none is held anywhere', () => {
+      expect(refuseUnlessAnywhere(cfg, reader, ['Create'])?.http).to.equal(403);
+      expect(refuseUnlessAnywhere(cfg, reader, ['Create', 'Update'])?.message).to.equal('Create denied for reader');
+      expect(refuseUnlessAnywhere(cfg, sportseditor, ['Update'])).to.equal(undefined);
+      expect(refuseUnlessAnywhere(typed, desk, ['Update', 'Create'])).to.equal(undefined);
+      expect(refuseUnlessAnywhere(typed, desk, ['Update'])?.http).to.equal(403);
+      expect(refuseUnlessAnywhere(cfg, nobody, ['Update'])?.http).to.equal(403);
     });
   });
 
