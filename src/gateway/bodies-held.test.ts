@@ -67,19 +67,27 @@ describe('BodiesHeld: review', () => {
     expect(h.heldBy('b')).to.equal(0);
   });
 
-  it('moved, bytes count under the new caller as they are, refused for nothing', () => {
+  it('moved, bytes are checked under the new caller as if they came now: past its share refused, and nothing held then (review 4)', () => {
     const h = new BodiesHeld(100, 40, 10_000);
     expect(h.take('unchecked address:x', 30, 0)).to.equal(undefined);
     expect(h.take('user:u', 40, 0)).to.equal(undefined);
-    // Past the user's share: moved all the same (its next bytes are checked).
-    h.move('unchecked address:x', 'user:u', 30);
+    // Past the user's share: refused (before review 4 moved all the same, and a search's form body was never checked again).
+    expect(h.move('unchecked address:x', 'user:u', 30)?.http).to.equal(429);
     expect(h.heldBy('unchecked address:x')).to.equal(0);
-    expect(h.heldBy('user:u')).to.equal(70);
-    expect(h.total).to.equal(70);
-    expect(h.take('user:u', 1, 30)?.http).to.equal(429);
-    h.move('user:u', 'user:u', 30);
-    expect(h.heldBy('user:u')).to.equal(70);
-    h.give('user:u', 70);
+    expect(h.heldBy('user:u')).to.equal(40);
+    expect(h.total).to.equal(40);
+    // Within it: moved.
+    expect(h.take('unchecked address:x', 30, 0)).to.equal(undefined);
+    expect(h.move('unchecked address:x', 'user:v', 30)).to.equal(undefined);
+    expect(h.heldBy('user:v')).to.equal(30);
+    expect(h.move('user:v', 'user:v', 30)).to.equal(undefined);
+    expect(h.heldBy('user:v')).to.equal(30);
+    // Into the anonymous part (a signed-in caller's search), past a quarter of the bound: 503.
+    expect(h.take('address:y', 20, 0)).to.equal(undefined);
+    expect(h.move('user:v', 'search user:v', 30)?.http).to.equal(503);
+    expect(h.total).to.equal(60);
+    h.give('user:u', 40);
+    h.give('address:y', 20);
     expect(h.total).to.equal(0);
   });
 });

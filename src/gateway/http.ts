@@ -140,6 +140,8 @@ export class Exchange {
   private callerPending = false;
   /** The handler wants no body (`noBody`): what comes of one is measured, not kept. */
   private bodyRefused = false;
+  /** The body was refused when it changed caller (`settleCaller`): what `body` answers from then on. */
+  private refusedBody?: AppError;
   /** Lets go of the chunks of a collected body (`collectBody`), at `release`. */
   private dropBody?: () => void;
 
@@ -223,6 +225,7 @@ export class Exchange {
    */
   body(): Promise<Buffer> {
     if (this.callerPending) this.settleCaller(null);
+    if (this.refusedBody) return Promise.reject(this.refusedBody);
     return this.bodyPromise ?? Promise.resolve(Buffer.alloc(0));
   }
 
@@ -252,6 +255,7 @@ export class Exchange {
     const value = parseJsonBody(buf, undefined, undefined, undefined, weighed);
     if (this.bodies && !this.released) {
       if (user) this.settleCaller(user);
+      if (this.refusedBody) throw this.refusedBody;
       const refused = this.hold(weighed.weight - this.holding);
       if (refused) throw refused;
     }
@@ -260,7 +264,8 @@ export class Exchange {
 
   /**
    * The request's token is checked and names `user` (request-auth.ts, the first check): what its
-   * body holds, and what comes of it, counts under that user from now on (`BodiesHeld.move`).
+   * body holds, and what comes of it, counts under that user from now on (`BodiesHeld.move`,
+   * checked there as if it came now: past a bound, `body` answers 429 or 503).
    */
   countUnder(user: Principal): void {
     this.settleCaller(user);
@@ -275,8 +280,13 @@ export class Exchange {
     if (!user && (!pending || !this.holder)) return; // the address, when its first chunk comes
     const caller = user ? this.bodies.callerOf(this, user) : this.holder.slice(UNCHECKED.length);
     if (caller === this.holder) return;
-    if (this.holder) this.bodies.held.move(this.holder, caller, this.holding);
+    const refused = this.holder ? this.bodies.held.move(this.holder, caller, this.holding) : undefined;
     this.holder = caller;
+    if (!refused) return;
+    // Past a bound of its new caller: nothing of it is held, and the rest is dropped as it comes.
+    this.holding = 0;
+    this.refusedBody = refused;
+    this.abortBody?.(refused);
   }
 
   /** Counts `n` more bytes of the collected body under its caller; the error when refused. */

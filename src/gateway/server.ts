@@ -9,7 +9,7 @@ import { SEARCH_MAX_BODY_BYTES, SEARCH_PREFIX, SearchService } from './search-se
 import { HeadCache } from './head-cache.js';
 import { type Describable, type MountedRouter, openApiDocument } from './openapi.js';
 import { type BodyAccounting, Exchange, segmentsOf } from './http.js';
-import { BodiesHeld } from './bodies-held.js';
+import { BodiesHeld, searchBodyKey } from './bodies-held.js';
 import { callerKey } from './keyed-counts.js';
 import { CONTENT_PREFIX, ContentService, LOGIN_MAX_BODY_BYTES } from './content-service.js';
 import type { ContentServiceDeps } from './content-deps.js';
@@ -135,7 +135,11 @@ export class Gateway {
     this.taxonomy = new TaxonomyService({ ...d, searchSlots: this.search.slots });
     this.changes = new ChangesService(d);
     const held = new BodiesHeld(d.settings.BODIES_HELD_BYTES, d.settings.BODIES_HELD_PER_CALLER_BYTES, d.settings.MAX_IN_FLIGHT);
-    this.bodies = { held, callerOf: (x, user) => callerKey(user, x, d.settings) };
+    this.bodies = {
+      held,
+      // A signed-in caller's search body is held with the anonymous ones (bodies-held.ts).
+      callerOf: (x, user) => (user && isSearch(x.path) ? searchBodyKey(callerKey(user, x, d.settings)) : callerKey(user, x, d.settings)),
+    };
     const name = 'gateway_request_bodies_held_bytes';
     d.metrics.registry.removeSingleMetric(name);
     new Gauge({
@@ -360,6 +364,15 @@ function getOnly(x: Exchange): void {
   if (x.method !== 'GET' && x.method !== 'HEAD') throw new AppError('METHOD_NOT_ALLOWED', 'Use GET', { allow: ['GET'] });
 }
 
+/** Whether `url` is the search service's, decided on the decoded path as routing decides (a path that does not decode is not). */
+function isSearch(url: string): boolean {
+  try {
+    return segmentsOf(url)[0] === SEARCH_PREFIX;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * The most a collected body may have on a route (413 past it): a search's form body at most
  * SEARCH_MAX_BODY_BYTES (what the engine takes), a login's LOGIN_MAX_BODY_BYTES, any other
@@ -372,7 +385,7 @@ export function bodyLimitOf(url: string, max: number): number {
   } catch {
     return max;
   }
-  if (segs[0] === SEARCH_PREFIX) return Math.min(max, SEARCH_MAX_BODY_BYTES);
+  if (isSearch(url)) return Math.min(max, SEARCH_MAX_BODY_BYTES);
   if (segs.length === 3 && segs[0] === CONTENT_PREFIX && segs[1] === 'security' && segs[2] === 'token') return Math.min(max, LOGIN_MAX_BODY_BYTES);
   return max;
 }

@@ -129,6 +129,7 @@ describe("bodies held, review 4: a signed-in user's POST search counts under its
   let p: P;
   let port: number;
   let editor: Client;
+  const readers: string[] = [];
   const held = async () => Number(/^gateway_request_bodies_held_bytes (\d+)$/m.exec(await (await fetch(`${p.url}/metrics`)).text())![1]);
 
   before(async () => {
@@ -142,10 +143,15 @@ describe("bodies held, review 4: a signed-in user's POST search counts under its
     });
     await new Promise<void>((resolve) => engine.listen(0, '127.0.0.1', resolve));
     const SOLR_URL = `http://127.0.0.1:${(engine.address() as AddressInfo).port}/solr`;
-    p = await startTestPlatform({ SOLR_URL, BODIES_HELD_PER_CALLER_BYTES: String(MiB) }, ['web']);
+    // A quarter of the process's bound, 2 MiB, for bodies of logins and searches past their first bytes.
+    p = await startTestPlatform({ SOLR_URL, BODIES_HELD_BYTES: String(8 * MiB), BODIES_HELD_PER_CALLER_BYTES: String(MiB) }, ['web']);
     port = Number(new URL(p.url).port);
     await p.tokens!.createAccount(`${T}-searcher`, PASSWORD, { __global__: ['editor'] });
     editor = await new Client(p.base).login(`${T}-searcher`, PASSWORD);
+    for (let i = 0; i < 9; i++) {
+      await p.tokens!.createAccount(`${T}-sr${i}`, PASSWORD, { __global__: ['reader'] });
+      readers.push((await new Client(p.base).login(`${T}-sr${i}`, PASSWORD)).token!);
+    }
   });
   after(async () => {
     await p?.stop();
@@ -176,6 +182,36 @@ describe("bodies held, review 4: a signed-in user's POST search counts under its
       bad.sock.destroy();
     } finally {
       anonymous.sock.destroy();
+    }
+    await until(async () => (await held()) === 0, 3000, 'nothing held');
+  });
+
+  it("signed-in searches hold no more than anonymous ones may: readers' accounts' searches that never finish cannot fill the bound and have a writer's body refused", async () => {
+    // Nine readers, each a search of 2 MB whose first 1,000,000 bytes came (within its share of
+    // 1 MiB), one after the other: each held, or refused, before the next.
+    const attackers = [];
+    for (const token of readers) {
+      const before = await held();
+      const a = await stalled(port, '/search-service/content/select', 2_000_000, Buffer.from(`q=${'x'.repeat(999_998)}`), { ...form, 'X-Auth-Token': token });
+      attackers.push(a);
+      await until(async () => (await held()) >= before + 1_000_000 || (await within(a.answer, 0)) !== 'none', 5000, 'the search held or refused');
+    }
+    try {
+      await sleep(500);
+      const answered = await Promise.all(attackers.map((a) => within(a.answer, 10)));
+      const holding = await held();
+      const write = await editor.req('POST', '/content', { raw: `{"system": ${' '.repeat(600_000)}`, headers: { 'Content-Type': 'application/json' } });
+      const seen = { holding, searches: answered.join(' '), write: write.status };
+      if (process.env.BH4_LOG) console.log(seen);
+      expect(seen.write, JSON.stringify(seen)).to.equal(400);
+      expect(holding, JSON.stringify(seen)).to.be.at.most(2 * MiB + 1_000_000);
+      // Refused for the process (503), or while their tokens were looked up for the address's share of such bodies (429).
+      expect(
+        answered.filter((a) => !['none', '503', '429'].includes(a)),
+        JSON.stringify(seen),
+      ).to.deep.equal([]);
+    } finally {
+      for (const a of attackers) a.sock.destroy();
     }
     await until(async () => (await held()) === 0, 3000, 'nothing held');
   });
