@@ -242,6 +242,42 @@ describe('Exchange: what its collected body holds, and under whom (bodies-held.t
     expect(held.total).to.equal(0);
   });
 
+  it('a body whose bytes came while its token was looked up is checked under its user when the token is: past its share, 429 from the body, nothing held, the rest dropped (review 4)', async () => {
+    const held = new BodiesHeld(1000, 100, 10_000);
+    const b = accounting(held);
+    const first = exchange(b, 'tok');
+    first.x.countUnder(user('w'));
+    first.send(50);
+    const second = exchange(b, 'tok');
+    second.send(60, true); // whole, in the unchecked share, before its token is checked
+    second.x.countUnder(user('w')); // 50 + 60 > 100
+    expect(held.heldBy('user:w')).to.equal(50);
+    await second.x.body().then(
+      () => expect.fail('not refused'),
+      (e: { http: number }) => expect(e.http).to.equal(429),
+    );
+    await second.x.json(user('w')).then(
+      () => expect.fail('not refused'),
+      (e: { http: number }) => expect(e.http).to.equal(429),
+    );
+    second.x.release();
+    expect(held.total).to.equal(50);
+    // One still arriving: refused alike, and what comes after is not held.
+    const third = exchange(b, 'tok');
+    third.send(60);
+    third.x.countUnder(user('w'));
+    third.send(30);
+    third.send(10, true);
+    await third.x.body().then(
+      () => expect.fail('not refused'),
+      (e: { http: number }) => expect(e.http).to.equal(429),
+    );
+    expect(held.total).to.equal(50);
+    third.x.release();
+    first.x.release();
+    expect(held.total).to.equal(0);
+  });
+
   it('a chunk that comes after the answer touches no uWS response (uWS throws then, and the process stops): the rest of the body is dropped', async () => {
     // As uWS does: data after a successful answer, and any use of the response then throws.
     const held = new BodiesHeld(1000, 100, 10_000);
