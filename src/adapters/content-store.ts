@@ -240,12 +240,19 @@ export class ContentStore {
    * (`[s1, v1, s2, v2, ...]`); null where missing. A version is missing also when the content's
    * head was written before the head's version key was kept beside it, or when the archiver moved
    * it: `storedVersionsIn` reads those. `versions: false` reads the snapshots only (each version
-   * is then missing).
+   * is then missing). With `budget`, the versions read stop at the first that would take their
+   * stored bytes past it (the first is read whatever its size): it and every later one are missing.
    */
-  async storedForExport(partition: number, cids: readonly string[], { versions = true } = {}): Promise<(Buffer | null)[]> {
+  async storedForExport(
+    partition: number,
+    cids: readonly string[],
+    { versions = true, budget }: { versions?: boolean; budget?: number } = {},
+  ): Promise<(Buffer | null)[]> {
     if (!cids.length) return [];
     const keysOf = (key: (p: number, cid: string) => string) => cids.map((cid) => key(partition, cid));
-    return this.redis.exportReadBuffer(2 * cids.length, ...keysOf(keys.content), ...keysOf(keys.versions), versions ? '1' : '0');
+    const args = [...keysOf(keys.content), ...keysOf(keys.versions), versions ? '1' : '0'];
+    if (budget !== undefined) args.push(String(Math.max(0, Math.floor(budget))));
+    return this.redis.exportReadBuffer(2 * cids.length, ...args);
   }
 
   /**

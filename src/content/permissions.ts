@@ -83,6 +83,19 @@ export function canInAnyContext(cfg: SecurityConfig, principal: Principal, permi
 }
 
 /**
+ * May the principal do `permission` on every content, whatever its type and owners: a role it
+ * holds in `__global__` grants it on `*`. Then every `isAllowed` check of it passes (an export
+ * reads versions with their snapshots for such a reader of everything).
+ */
+export function mayEverywhere(cfg: SecurityConfig, principal: Principal, permission: string): boolean {
+  for (const role of own(principal.contexts, GLOBAL_CONTEXT) ?? []) {
+    const byType = own(cfg.roles, role);
+    if (byType !== undefined && listGrants(own(byType, WILDCARD), permission)) return true;
+  }
+  return false;
+}
+
+/**
  * Could the principal do `permission` on some type in some context? When it cannot, every check
  * of that permission refuses it (`isAllowed`, `canInAnyContext`), whatever the content: a write
  * that needs it is refused before its body is read (`refuseUnlessAnywhere`).

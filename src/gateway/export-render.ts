@@ -89,7 +89,9 @@ serveJobs<Job, Done>(ROLE, (job) => {
     if (!exported(h, job.filter)) continue;
     // Not read with it, or not its head's: a field h left behind by a commit of an earlier
     // build, which kept none (a rolling deploy, a rollback) names an older version.
-    const version = v.length ? unpack<VersionRecord>(v) : null;
+    // The lines stay in the contents' order: once one kept content lacks its version, it and
+    // every kept content after it are wanting (read in order after), their versions read or not.
+    const version = v.length && !wanting.length ? unpack<VersionRecord>(v) : null;
     if (version?.key !== h.head) {
       wanting.push({ cid: h.cid, head: h.head, snapshot: s.slice() });
       continue;

@@ -1,6 +1,6 @@
 import type { Settings } from '../../config/settings.js';
 import type { Draft, Snapshot } from '../content/model.js';
-import { canInAnyContext, permissionDenied, type Principal, type SecurityConfig } from '../content/permissions.js';
+import { canInAnyContext, mayEverywhere, permissionDenied, type Principal, type SecurityConfig } from '../content/permissions.js';
 import { mayRead, mayReadVersion, onViewFilter, publicUntil, publicVersionKeys, visibilityFilter, type VisibilityRules } from '../content/visibility.js';
 import { AppError } from '../errors.js';
 
@@ -37,6 +37,11 @@ export class Reads {
    */
   readRuleOf(user: Principal): { security: SecurityConfig; user: Principal } {
     return { security: this.d.security, user };
+  }
+
+  /** May the caller read every content, whatever its type and owners (`mayEverywhere`)? */
+  readsEverything(user: Principal): boolean {
+    return mayEverywhere(this.d.security, user, 'Read');
   }
 
   /** 403 naming Read unless the caller may read the content. */

@@ -6,6 +6,7 @@ import {
   isAllowed,
   isSysadmin,
   mayAnywhere,
+  mayEverywhere,
   permissionDenied,
   refuseUnlessAnywhere,
   type Principal,
@@ -95,6 +96,24 @@ describe('security: permissions (CONTRACT §3)', () => {
           const somewhere = types.some((t) => canInAnyContext(typed, who, perm, t) || contexts.some((c) => isAllowed(typed, who, perm, t, c)));
           expect(mayAnywhere(typed, who, perm), `${who.userId} ${perm}`).to.equal(somewhere);
         }
+    });
+
+    it('mayEverywhere (an export reads versions with snapshots) is true only where every check of the permission passes, whatever the type and contexts', () => {
+      const types = ['article', 'image', 'video', 'other', 'constructor', '*'];
+      const contexts = [[], ['sports'], ['culture'], ['sports', 'culture'], [GLOBAL_CONTEXT], ['__proto__']];
+      const everywhereGlobal = p('everywhere', { [GLOBAL_CONTEXT]: ['imageDesk'] });
+      for (const who of [...people, everywhereGlobal])
+        for (const perm of perms) {
+          const everywhere = types.every((t) => contexts.every((c) => isAllowed(typed, who, perm, t, c)));
+          // Always sound; and exact for the principals here (no set of type grants covers every type).
+          if (mayEverywhere(typed, who, perm)) expect(everywhere, `${who.userId} ${perm}`).to.equal(true);
+          expect(mayEverywhere(typed, who, perm), `${who.userId} ${perm}`).to.equal(everywhere);
+        }
+      expect(mayEverywhere(cfg, editor, 'Read')).to.equal(true);
+      expect(mayEverywhere(cfg, reader, 'Read')).to.equal(true);
+      expect(mayEverywhere(cfg, sportseditor, 'Read')).to.equal(false);
+      expect(mayEverywhere(typed, desk, 'Read')).to.equal(false);
+      expect(mayEverywhere(typed, everywhereGlobal, 'Read')).to.equal(true);
     });
 
     it('refuses with the 403 of the first permission named when none is held anywhere', () => {
