@@ -56,42 +56,52 @@ export const VARY_ACCEPT: [string, string] = ['Vary', 'Accept'];
 /** Serialises a response body in the requested format. */
 export function serialize(value: unknown, format: Format): string {
   if (format === 'json+pretty') return JSON.stringify(value, null, 2);
-  if (format === 'json+allTypes') return JSON.stringify(withAllTypes(value as Json));
+  if (format === 'json+allTypes') return JSON.stringify(withAllTypes(value as Json).out);
   return JSON.stringify(value);
 }
 
-/** The type name of a value, as used in `_type` markers (`MAP::string`, `LIST::long`, ...). */
-function typeName(v: Json): string {
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return `LIST::${commonType(v)}`;
-  if (typeof v === 'object')
-    return typeof v._type === 'string'
-      ? v._type
-      : `MAP::${commonType(
-          Object.entries(v)
-            .filter(([k]) => k !== '_type')
-            .map(([, x]) => x),
-        )}`;
-  if (typeof v === 'number') return Number.isInteger(v) ? 'long' : 'double';
-  return typeof v;
+/** The one type of a container's values (`long`, `MAP::string`, ...), `any` when they differ or there are none. */
+function commonType(names: string[]): string {
+  const first = names[0];
+  return first !== undefined && names.every((n) => n === first) ? first : 'any';
 }
 
-function commonType(values: Json[]): string {
-  const types = new Set(values.map(typeName));
-  return types.size === 1 ? [...types][0] : 'any';
-}
-
-/** json+allTypes: every map carries its `_type` marker. */
-function withAllTypes(v: Json): Json {
-  if (Array.isArray(v)) return v.map(withAllTypes);
+/**
+ * json+allTypes: every map carries its `_type` marker. The value with its markers and its type
+ * name (`MAP::string`, `LIST::long`, the `_type` a map holds as a string, ...) are made in one walk:
+ * each map's marker names the common type of its values, whose names the walk below it made
+ * already. Before (the twenty-third session's review), each map's marker walked its whole
+ * subtree again, so a value cost as many walks as it had maps above it: a sportseditor's article
+ * of 2.5 million numbers under 58 nested maps (5 MB) made one reader's `?format=json+allTypes`
+ * hold the event loop 5.2 s (the same numbers under one map: 16 ms).
+ */
+function withAllTypes(v: Json): { out: Json; type: string } {
+  if (Array.isArray(v)) {
+    const out: Json[] = new Array(v.length);
+    const names: string[] = new Array(v.length);
+    for (let i = 0; i < v.length; i++) {
+      const t = withAllTypes(v[i]);
+      out[i] = t.out;
+      names[i] = t.type;
+    }
+    return { out, type: `LIST::${commonType(names)}` };
+  }
   if (v && typeof v === 'object') {
     const out: { [k: string]: Json } = {};
-    for (const [k, x] of Object.entries(v)) out[k] = withAllTypes(x);
+    const names: string[] = [];
+    for (const [k, x] of Object.entries(v)) {
+      const t = withAllTypes(x);
+      out[k] = t.out;
+      if (k !== '_type') names.push(t.type);
+    }
+    const type = typeof v._type === 'string' ? v._type : `MAP::${commonType(names)}`;
     // A `_type` the content holds is its own, whatever its value: only a map without one gets the marker.
-    if (!Object.hasOwn(out, '_type')) out._type = typeName(v);
-    return out;
+    if (!Object.hasOwn(out, '_type')) out._type = type;
+    return { out, type };
   }
-  return v;
+  if (v === null) return { out: v, type: 'null' };
+  if (typeof v === 'number') return { out: v, type: Number.isInteger(v) ? 'long' : 'double' };
+  return { out: v, type: typeof v };
 }
 
 /** The aspects map of a response: it carries the content type, each aspect its own type. */
