@@ -37,11 +37,34 @@ const SCRUB: [RegExp, string][] = [
   [/\b(?:Jetty|Solr|Lucene|Apache|Java)[\s/(:-]*v?\d+(?:\.\d+)+\)?/gi, ''],
 ];
 
-/** An engine message without trace, Java class names, addresses, paths or versions. */
+/**
+ * The most of an engine message the scrub reads and answers (MAX_ENGINE_MESSAGE_CHARS). The engine
+ * echoes the caller's query in its messages ("Cannot parse '<q>'", "undefined field <name>"), and
+ * several SCRUB patterns cost time quadratic in a run of characters they do not match in the end
+ * (each start within `a.a.a…` scans to its end): before (the twenty-third session's review), an
+ * anonymous search of `q=a.a.a…a (` (98,000 characters, within MAX_VALUE_LENGTH) held the
+ * gateway's event loop 24.7 s for its 400 (20,000 characters: 0.9 s).
+ */
+export const MAX_ENGINE_MESSAGE_CHARS = 1000;
+
+/**
+ * An engine message without trace, Java class names, addresses, paths or versions. A message
+ * longer than MAX_ENGINE_MESSAGE_CHARS is cut at the last whitespace within it, before the scrub
+ * (so a token cut in two, an address among them, is dropped whole rather than scrubbed in part),
+ * and ends with `…`.
+ */
 export function scrubEngineMessage(msg: string): string {
   let out = msg;
+  let cut = false;
+  if (out.length > MAX_ENGINE_MESSAGE_CHARS) {
+    let at = MAX_ENGINE_MESSAGE_CHARS;
+    while (at > 0 && !/\s/.test(out[at])) at--;
+    out = out.slice(0, at);
+    cut = true;
+  }
   for (const [re, by] of SCRUB) out = out.replace(re, by);
-  return out.trim();
+  out = out.trim();
+  return cut ? `${out} …` : out;
 }
 
 /** The message of a 404 for a collection: the engine's own, and the proxy's for any collection but SOLR_COLLECTION, are one answer. */
@@ -55,13 +78,24 @@ export const noCollection = (collection: string): string => `The search engine h
  */
 const CALLER_ERRORS = /\b(?:TooComplexToDeterminizeException|TooManyClauses|TooManyNestedClauses|NumberFormatException|SyntaxError|ParseException)\b/;
 
+/**
+ * Does an engine message name a refusal of the query? Linear in the message, which may echo the
+ * caller's query: `\bDeterminizing\b.*\beffort\b` as one pattern scanned to the end of the line from
+ * every `Determinizing` (100,000 characters of them: 0.9 s).
+ */
+function refusalMessage(msg: string): boolean {
+  const determinizing = (line: string) => {
+    const at = line.search(/\bDeterminizing\b/i);
+    return at >= 0 && /\beffort\b/i.test(line.slice(at));
+  };
+  // `.` matches no line terminator: Determinizing and effort on one line, as the pattern was.
+  return msg.split(/[\n\r\u2028\u2029]/).some(determinizing) || /too many (?:boolean|nested) clauses|maxClauseCount/i.test(msg);
+}
+
 /** Does the engine's 500 refuse the caller's query (its error classes, or a message that names one)? */
 function refusesQuery(error: { metadata?: unknown; msg?: unknown }): boolean {
   const classes = Array.isArray(error.metadata) ? error.metadata.filter((m): m is string => typeof m === 'string') : [];
-  return (
-    classes.some((c) => CALLER_ERRORS.test(c)) ||
-    (typeof error.msg === 'string' && /\bDeterminizing\b.*\beffort\b|too many (?:boolean|nested) clauses|maxClauseCount/i.test(error.msg))
-  );
+  return classes.some((c) => CALLER_ERRORS.test(c)) || (typeof error.msg === 'string' && refusalMessage(error.msg));
 }
 
 /** The proxy's answer to an engine answer that is not a success. */
