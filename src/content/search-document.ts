@@ -399,7 +399,7 @@ function fits(kind: ValueKind, v: Json): boolean {
     case 'long':
       return integerIn(v, INT64);
     case 'float':
-      return (typeof v === 'number' && Number.isFinite(v)) || (typeof v === 'string' && /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(v));
+      return (typeof v === 'number' && Number.isFinite(v)) || (typeof v === 'string' && /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/.test(v));
     case 'boolean':
       return typeof v === 'boolean' || v === 'true' || v === 'false';
     case 'date':
