@@ -22,8 +22,10 @@ function statusCodeOf(http: number): string {
 }
 
 const SCRUB: [RegExp, string][] = [
-  // stack frames and causes, should a message carry them
-  [/\s*\n\s*(at |Caused by:|\.\.\. \d+ more).*/g, ''],
+  // stack frames and causes, should a message carry them (with the blank before them: spaces, then
+  // the first line break, then any blank; `\s*\n\s*` split a run of line breaks every way, cubic in
+  // it: 1,000 characters of them took 0.46 s)
+  [/[^\S\n]*\n\s*(at |Caused by:|\.\.\. \d+ more).*/g, ''],
   // Java class names, with the colon that follows one heading a message
   [/\b(?:java|javax|jdk|sun|org|com|net|io)\.(?:[\w$]+\.)*[A-Z][\w$]*(?::\s*)?/g, ''],
   // URLs, IP addresses (v6 in brackets) and host:port
