@@ -66,7 +66,7 @@ export function scrubEngineMessage(msg: string): string {
   }
   for (const [re, by] of SCRUB) out = out.replace(re, by);
   out = out.trim();
-  return cut ? `${out} …` : out;
+  return cut ? `${out} …`.trim() : out;
 }
 
 /** The message of a 404 for a collection: the engine's own, and the proxy's for any collection but SOLR_COLLECTION, are one answer. */

@@ -56,6 +56,11 @@ describe('security: scrubbing an engine message that echoes the query is linear 
     }
   });
 
+  it('a message of one long token is cut to the ellipsis alone', () => {
+    expect(scrubEngineMessage(`undefined field ${'a.'.repeat(5_000)}`)).to.equal('undefined field …');
+    expect(scrubEngineMessage('a.'.repeat(5_000))).to.equal('…');
+  });
+
   it('short messages are scrubbed as before', () => {
     expect(scrubEngineMessage("Cannot parse 'n_i:12345 AND a/b/c'")).to.equal("Cannot parse 'n_i:12345 AND a/b/c'");
     expect(scrubEngineMessage('Error from server at http://10.0.0.5:8983/solr/content: boom')).to.not.match(/10\.0\.0\.5|8983/);
