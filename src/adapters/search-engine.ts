@@ -58,6 +58,16 @@ const UPDATE_TIMEOUT_MS = 60_000;
 /** Reasons are logged and kept in dead letters: the start of a long one is enough. */
 const MAX_REASON_CHARS = 2000;
 
+/**
+ * The largest answer the gateway takes from the engine for a search (bytes as they come): past it
+ * the answer is cut off (the engine stops at the broken connection) and the search answers 413.
+ * An answer is held whole, and turned into a string for JSON, so nothing else bounded what one
+ * search held: the twenty-third session's review made one anonymous GET of 1.9 KB (100
+ * `group.field`s of one 4 MB public document, `rows=1&group.limit=1`) answer 405 MB in 4.8 s, and
+ * four searches of 20 such documents at once (`rows=20`, 81 MB each) added 950 MB of RSS.
+ */
+export const SEARCH_MAX_ANSWER_BYTES = 64 * 1024 * 1024;
+
 /** What the platform uses of a solr-node client. */
 interface SolrClient {
   ping(): Promise<{ status?: string }>;
@@ -216,7 +226,7 @@ export class SolrEngine {
       body: params.toString(),
       signal: AbortSignal.timeout(30_000),
     }).catch(unavailable);
-    const body = Buffer.from(await res.arrayBuffer().catch(unavailable));
+    const body = await bounded(res).catch(unavailable);
     return { status: res.status, contentType: res.headers.get('content-type') ?? 'application/json', body };
 
     /**
@@ -224,9 +234,30 @@ export class SolrEngine {
      * again shortly. The error body names no address (CONTRACT §20: fetch's cause holds it).
      */
     function unavailable(e: unknown): never {
+      if (e instanceof AppError) throw e;
       const timedOut = e instanceof Error && (e.name === 'TimeoutError' || e.name === 'AbortError');
       throw new AppError('UNAVAILABLE', timedOut ? 'The search engine did not answer in time' : 'The search engine is unavailable', {}, 5);
     }
+  }
+}
+
+/** An answer's bytes, at most SEARCH_MAX_ANSWER_BYTES: past them the answer is cancelled and the search answers 413. */
+async function bounded(res: Response): Promise<Buffer> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = res.body?.getReader();
+  for (;;) {
+    const part = reader ? await reader.read() : { done: true as const, value: undefined };
+    if (part.done) return Buffer.concat(chunks, size);
+    size += part.value.byteLength;
+    if (size > SEARCH_MAX_ANSWER_BYTES) {
+      await reader?.cancel().catch(() => undefined);
+      throw new AppError(
+        'PAYLOAD_TOO_LARGE',
+        `The search engine's answer is larger than ${SEARCH_MAX_ANSWER_BYTES / 1024 / 1024} MiB (SEARCH_MAX_ANSWER_BYTES): ask for fewer rows, groups or fields`,
+      );
+    }
+    chunks.push(part.value);
   }
 }
 

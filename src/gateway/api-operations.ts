@@ -140,6 +140,8 @@ const searchesAtOnce: AnswerDoc = {
   body: 'ErrorBody',
   headers: ['Retry-After'],
 };
+/** A search whose answer the engine made too large to hold (SEARCH_MAX_ANSWER_BYTES, src/adapters/search-engine.ts). */
+const ANSWER_TOO_LARGE = 'The engine’s answer is larger than 64 MiB (SEARCH_MAX_ANSWER_BYTES; 41300): ask for fewer rows, groups or fields';
 /** A search past the process's searches at once and waiting (src/gateway/search-slots.ts). */
 const searchesWaiting: AnswerDoc = {
   description: 'The process asks the engine SEARCH_AT_ONCE searches and SEARCH_WAITING more wait their turn; the engine was not asked',
@@ -671,6 +673,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
         body: { media: { 'application/json': 'SearchAnswer', 'application/octet-stream': 'binary' } },
       },
       404: err('No such collection'),
+      413: err(ANSWER_TOO_LARGE),
       429: searchesAtOnce,
       503: searchesWaiting,
     },
@@ -686,7 +689,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
         body: { media: { 'application/json': 'SearchAnswer', 'application/octet-stream': 'binary' } },
       },
       404: err('No such collection'),
-      413: err('The form body is larger than 2 MiB (SEARCH_MAX_BODY_BYTES, what the engine takes; 41300)'),
+      413: err(`The form body is larger than 2 MiB (SEARCH_MAX_BODY_BYTES, what the engine takes; 41300), or: ${ANSWER_TOO_LARGE}`),
       415: E[415],
       429: searchesAtOnce,
       503: searchesWaiting,
