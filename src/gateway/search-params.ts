@@ -132,6 +132,71 @@ export const MAX_HIGHLIGHTED_ROWS = 100;
  */
 export const HIGHLIGHT_MAX_ANALYZED_CHARS = 10_000;
 /**
+ * Most wildcard characters (`*`, `?`) in one term of q, fq or facet.query. The engine builds a
+ * term's automaton from them before anything bounds its time (`cpuAllowed`, `timeAllowed`): before
+ * (the twenty-third session's review), one anonymous GET of `fq=` 5,000 `*` (5 KB) made the
+ * embedded Solr (512 MB heap) throw OutOfMemoryError after 2-4.5 s and the platform answer 500;
+ * 1,000 cost it 0.85 s; 1,001 `?` answered 500 (`input automaton is too large`). A term of a few
+ * wildcards (`vacc*n?`) costs it nothing of note.
+ */
+export const MAX_TERM_WILDCARDS = 16;
+/**
+ * Largest size of a regular expression of q, fq or facet.query (`regexSize`: its atoms, each
+ * repetition `{n}`, `{n,}`, `{n,m}` counting what it repeats that many times), and no intersection
+ * (`&`). The engine builds the expression's automaton before anything bounds its time: before
+ * (the twenty-third session's review), one anonymous fq of `/(.*.*){100}{100}/` (18 characters)
+ * made the embedded Solr throw OutOfMemoryError; `/(.*){2500}/` cost it 2.9 s, `/.{0,5000}/`
+ * answered 500 (`input automaton is too large`), 20 fq of `/.*.*…/` (2,500 `.*`) 15 s for one
+ * search, and one of 16 intersections `/(.*a.*)&(.*b.*)&…/` (129 characters) 13 s. At this size
+ * `/(.*){128}/` costs it about 50 ms; `/[0-9]{4}-[0-9]{2}-[0-9]{2}/` is 10.
+ */
+export const MAX_REGEX_SIZE = 128;
+
+/**
+ * The size of a regular expression's automaton as the engine spells it out, roughly: one for each
+ * atom (a character, an escape, `.`, `@`, a class `[…]`, a quoted string or interval `<…>` by its
+ * length), a group the sum of what it holds (alternatives added), a repetition `{n}`, `{n,}` or
+ * `{n,m}` multiplying what it repeats by its largest count (`{n,}` by n + 1). Infinity with an
+ * intersection (`&`), which multiplies the states of its operands.
+ */
+export function regexSize(body: string): number {
+  const groups: number[] = [0];
+  let last = 0;
+  const add = (n: number) => {
+    groups[groups.length - 1] += n;
+    last = n;
+  };
+  for (let i = 0; i < body.length; i++) {
+    const c = body[i];
+    if (c === '&') return Number.POSITIVE_INFINITY;
+    if (c === '\\') {
+      i++;
+      add(1);
+    } else if (c === '[' || c === '"' || c === '<') {
+      const close = c === '[' ? ']' : c === '"' ? '"' : '>';
+      let j = i + 1;
+      for (; j < body.length && body[j] !== close; j++) if (body[j] === '\\') j++;
+      add(c === '[' ? 1 : Math.max(1, j - i - 1));
+      i = j;
+    } else if (c === '(') groups.push(0);
+    else if (c === ')') {
+      const g = groups.length > 1 ? (groups.pop() as number) : 0;
+      add(g);
+    } else if (c === '{') {
+      const m = /^\{(\d{1,9})(,(\d{0,9}))?\}/.exec(body.slice(i, i + 22));
+      if (!m) {
+        add(1);
+        continue;
+      }
+      const times = m[2] === undefined ? Number(m[1]) : m[3] ? Math.max(Number(m[1]), Number(m[3])) : Number(m[1]) + 1;
+      groups[groups.length - 1] += last * (times - 1);
+      last *= times;
+      i += m[0].length - 1;
+    } else if (c !== '*' && c !== '+' && c !== '?' && c !== '|') add(1);
+  }
+  return groups.reduce((a, b) => a + b, 0);
+}
+/**
  * Largest slop of a phrase (`"a b"~N`): the engine tries every way the phrase's words fit in a
  * window of N positions, and `"the the … (10×)"~100000` on documents of 300 words cost it
  * 1.4-3.4 s for one fq. Within it, what a phrase costs depends on how often its words occur, not
@@ -597,6 +662,10 @@ export interface QueryCost {
   clauses: number;
   /** Of them, those the engine expands over the terms of the index: wildcard and prefix terms (`*`, `?`), `field:*`, regular expressions, ranges. */
   multiTerms: number;
+  /** The most wildcard characters (`*`, `?`, unescaped) in one term (MAX_TERM_WILDCARDS). */
+  termWildcards: number;
+  /** The largest `regexSize` of its regular expressions (MAX_REGEX_SIZE). */
+  regexSize: number;
 }
 
 /** Words the lucene parser reads as operators, not terms. */
@@ -619,6 +688,8 @@ const SPACE = /\s/;
 export function queryCost(v: string): QueryCost {
   let clauses = 0;
   let multiTerms = 0;
+  let termWildcards = 0;
+  let largestRegex = 0;
   const n = v.length;
   let i = 0;
   while (i < n) {
@@ -657,16 +728,17 @@ export function queryCost(v: string): QueryCost {
       // a regular expression, to its closing slash
       let j = i + 1;
       for (; j < n && v[j] !== '/'; j++) if (v[j] === '\\') j++;
+      largestRegex = Math.max(largestRegex, regexSize(v.slice(i + 1, j)));
       clauses++;
       multiTerms++;
       i = j + 1;
     } else {
       // a term, or a field name before `:`
       let j = i;
-      let wild = false;
+      let wild = 0;
       for (; j < n && !SPACE.test(v[j]) && !TERM_END.has(v[j]); j++) {
         if (v[j] === '\\') j++;
-        else if (v[j] === '*' || v[j] === '?') wild = true;
+        else if (v[j] === '*' || v[j] === '?') wild++;
       }
       const text = v.slice(i, j);
       if (v[j] === ':') {
@@ -683,11 +755,12 @@ export function queryCost(v: string): QueryCost {
       if (!OPERATORS.has(text)) {
         clauses++;
         if (wild) multiTerms++;
+        termWildcards = Math.max(termWildcards, wild);
       }
       i = j;
     }
   }
-  return { clauses, multiTerms };
+  return { clauses, multiTerms, termWildcards, regexSize: largestRegex };
 }
 
 const QUERY_PARAMS = new Set(['q', 'fq', 'facet.query']);
@@ -709,6 +782,18 @@ function checkQueryCost(engine: URLSearchParams, values: Values, limits: Require
   for (const [key, value] of engine) {
     if (!QUERY_PARAMS.has(key)) continue;
     const cost = queryCost(value);
+    if (cost.termWildcards > MAX_TERM_WILDCARDS)
+      throw parameterRefused(
+        key,
+        `a term has ${cost.termWildcards} wildcard characters (* and ?); a term may have at most ${MAX_TERM_WILDCARDS} (MAX_TERM_WILDCARDS): the engine builds its automaton before any time bound applies`,
+      );
+    if (cost.regexSize > MAX_REGEX_SIZE)
+      throw parameterRefused(
+        key,
+        cost.regexSize === Number.POSITIVE_INFINITY
+          ? 'a regular expression may not intersect (&): the engine multiplies the states of its operands before any time bound applies'
+          : `a regular expression spells out ${cost.regexSize} atoms (repetitions counted); at most ${MAX_REGEX_SIZE} (MAX_REGEX_SIZE): the engine builds its automaton before any time bound applies`,
+      );
     const [perClause, perMultiTerm] = key === 'q' && dismax ? [qf + pf, qf] : [1, 1];
     clauses += cost.clauses * perClause;
     multiTerms += cost.multiTerms * perMultiTerm;
