@@ -74,8 +74,10 @@ export const noCollection = (collection: string): string => `The search engine h
 
 /**
  * Exceptions by which the engine refuses what a search asked rather than fails: it answers 500
- * for them (a wildcard or regular expression too complex to determinize, too many clauses after
- * analysis, a number that does not parse in a boost), and the proxy answers 400, since the same
+ * for them (a wildcard or regular expression too complex to determinize, a prefix or wildcard term
+ * whose automaton is too large, `input automaton is too large`, an IllegalArgumentException: a
+ * 98,000-character prefix answered 500 before the twenty-third session's review; too many clauses
+ * after analysis, a number that does not parse in a boost), and the proxy answers 400, since the same
  * request would fail the same way every time (bad input never answers 5xx, SECURITY.md).
  */
 const CALLER_ERRORS = /\b(?:TooComplexToDeterminizeException|TooManyClauses|TooManyNestedClauses|NumberFormatException|SyntaxError|ParseException)\b/;
@@ -91,7 +93,7 @@ function refusalMessage(msg: string): boolean {
     return at >= 0 && /\beffort\b/i.test(line.slice(at));
   };
   // `.` matches no line terminator: Determinizing and effort on one line, as the pattern was.
-  return msg.split(/[\n\r\u2028\u2029]/).some(determinizing) || /too many (?:boolean|nested) clauses|maxClauseCount/i.test(msg);
+  return msg.split(/[\n\r\u2028\u2029]/).some(determinizing) || /too many (?:boolean|nested) clauses|maxClauseCount|input automaton is too large/i.test(msg);
 }
 
 /** Does the engine's 500 refuse the caller's query (its error classes, or a message that names one)? */

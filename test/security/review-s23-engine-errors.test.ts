@@ -76,6 +76,9 @@ describe('security: scrubbing an engine message that echoes the query is linear 
     expect(status).to.equal(500);
     expect(engineErrorAnswer('content', body('Determinizing automaton would require more than 10000 effort')).status).to.equal(400);
     expect(engineErrorAnswer('content', body('Determinizing automaton\nwould require more effort')).status).to.equal(500);
+    // A prefix or wildcard term of a very long literal: the engine's IllegalArgumentException, the
+    // same every time (500 on the old code).
+    expect(engineErrorAnswer('content', body('input automaton is too large: 1001')).status).to.equal(400);
   });
 
   describe('end to end, with the engine', () => {
@@ -89,6 +92,17 @@ describe('security: scrubbing an engine message that echoes the query is linear 
     // Old code: 24.7-30 s for the dotted run; the line breaks (the stack-frame pattern, cubic:
     // 3,000 of them took 13.8 s) would have held it for days. Now the engine's parse and a scrub
     // of 1,000 characters.
+    it('an anonymous search of a prefix term of 98,000 characters answers 400, not 500 (input automaton is too large)', async () => {
+      const r = await fetch(`${p.url}/search-service/content/select?${new URLSearchParams({ q: '*:*', rows: '0' })}`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ fq: `svc_text:${'a'.repeat(98_000)}*` }).toString(),
+      });
+      const text = await r.text();
+      expect(r.status, text.slice(0, 300)).to.equal(400);
+      expect(text).to.include('input automaton is too large');
+    });
+
     for (const [what, q] of [
       ['a.a.a…', `${'a.'.repeat(49_000)}a (`],
       ['line breaks', ` ${'\n'.repeat(98_000)}b\nat (`],
