@@ -141,6 +141,13 @@ export const HIGHLIGHT_MAX_ANALYZED_CHARS = 10_000;
  */
 export const MAX_TERM_WILDCARDS = 16;
 /**
+ * Deepest nesting of parentheses in q, fq or facet.query. The engine's query parser descends once
+ * per level: before (the twenty-third session's review), one anonymous search of 10,000 nested
+ * parentheses around a term (20 KB) overflowed its stack, the engine cut the connection and the
+ * platform answered 503; 1,000 levels cost it 0.5 s.
+ */
+export const MAX_QUERY_NESTING = 50;
+/**
  * Largest size of a regular expression of q, fq or facet.query (`regexSize`: its atoms, each
  * repetition `{n}`, `{n,}`, `{n,m}` counting what it repeats that many times), and no intersection
  * (`&`). The engine builds the expression's automaton before anything bounds its time: before
@@ -666,6 +673,8 @@ export interface QueryCost {
   termWildcards: number;
   /** The largest `regexSize` of its regular expressions (MAX_REGEX_SIZE). */
   regexSize: number;
+  /** The deepest nesting of its parentheses (MAX_QUERY_NESTING). */
+  nesting: number;
 }
 
 /** Words the lucene parser reads as operators, not terms. */
@@ -690,11 +699,15 @@ export function queryCost(v: string): QueryCost {
   let multiTerms = 0;
   let termWildcards = 0;
   let largestRegex = 0;
+  let depth = 0;
+  let nesting = 0;
   const n = v.length;
   let i = 0;
   while (i < n) {
     const c = v[i];
     if (SPACE.test(c) || c === '(' || c === ')' || c === '+' || c === '-' || c === '!') {
+      if (c === '(') nesting = Math.max(nesting, ++depth);
+      else if (c === ')') depth = Math.max(0, depth - 1);
       i++;
     } else if (c === '^' || c === '~') {
       // a boost or a proximity: its number is no term
@@ -760,7 +773,7 @@ export function queryCost(v: string): QueryCost {
       i = j;
     }
   }
-  return { clauses, multiTerms, termWildcards, regexSize: largestRegex };
+  return { clauses, multiTerms, termWildcards, regexSize: largestRegex, nesting };
 }
 
 const QUERY_PARAMS = new Set(['q', 'fq', 'facet.query']);
@@ -786,6 +799,11 @@ function checkQueryCost(engine: URLSearchParams, values: Values, limits: Require
       throw parameterRefused(
         key,
         `a term has ${cost.termWildcards} wildcard characters (* and ?); a term may have at most ${MAX_TERM_WILDCARDS} (MAX_TERM_WILDCARDS): the engine builds its automaton before any time bound applies`,
+      );
+    if (cost.nesting > MAX_QUERY_NESTING)
+      throw parameterRefused(
+        key,
+        `the query nests ${cost.nesting} levels of parentheses; at most ${MAX_QUERY_NESTING} (MAX_QUERY_NESTING): the engine's parser descends once per level`,
       );
     if (cost.regexSize > MAX_REGEX_SIZE)
       throw parameterRefused(

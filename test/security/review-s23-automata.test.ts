@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { indexSchema } from '../../src/adapters/index-schema.js';
-import { checkSearchParams, MAX_REGEX_SIZE, MAX_TERM_WILDCARDS, regexSize } from '../../src/gateway/search-params.js';
+import { checkSearchParams, MAX_QUERY_NESTING, MAX_REGEX_SIZE, MAX_TERM_WILDCARDS, regexSize } from '../../src/gateway/search-params.js';
 import { startTestPlatform } from '../support/platform.js';
 import { ensureTestSolr } from '../support/solr.js';
 
@@ -18,9 +18,12 @@ const checked = (fq: string) => () => checkSearchParams(new URLSearchParams({ q:
  * - `fq=/(.*){2500}/`: 2.9 s; `/.{0,5000}/`: 500; 20 fq of `/.*.*…/` (2,500 `.*`): 15 s, 200;
  * - `fq=/(.*a.*)&(.*b.*)&…/` (16 intersections, 129 characters): 13 s, 200.
  *
- * Now a term has at most MAX_TERM_WILDCARDS wildcard characters and a regular expression at most
- * MAX_REGEX_SIZE atoms, repetitions counted, and no intersection: past them 400 naming the
- * parameter, before the engine is asked.
+ * - `q=` 10,000 nested parentheses around a term (20 KB): the engine's parser overflowed its stack,
+ *   the engine cut the connection and the platform answered 503; 1,000 levels: 0.5 s.
+ *
+ * Now a term has at most MAX_TERM_WILDCARDS wildcard characters, a regular expression at most
+ * MAX_REGEX_SIZE atoms, repetitions counted, and no intersection, and a query nests at most
+ * MAX_QUERY_NESTING parentheses: past them 400 naming the parameter, before the engine is asked.
  */
 describe('security: the automata of wildcard terms and regular expressions are bounded (review s23)', function () {
   this.timeout(300_000);
@@ -48,6 +51,14 @@ describe('security: the automata of wildcard terms and regular expressions are b
     expect(regexSize('(x){2}{3}')).to.equal(6);
   });
 
+  it(`a query nests at most ${MAX_QUERY_NESTING} parentheses`, () => {
+    const nested = (k: number) => `${'('.repeat(k)}a${')'.repeat(k)}`;
+    expect(checked(nested(MAX_QUERY_NESTING + 1))).to.throw(/MAX_QUERY_NESTING/);
+    expect(checked(nested(MAX_QUERY_NESTING))).not.to.throw();
+    expect(checked(`${'(a) '.repeat(500)}`), 'parentheses side by side').not.to.throw();
+    expect(checked(`"${'('.repeat(100)}" [a TO b]`), 'inside a phrase').not.to.throw();
+  });
+
   describe('end to end, with the engine', () => {
     let p: Awaited<ReturnType<typeof startTestPlatform>>;
     before(async () => {
@@ -73,6 +84,13 @@ describe('security: the automata of wildcard terms and regular expressions are b
         expect(performance.now() - t0).to.be.below(1000);
       }
       expect((await search('svc_text:/[0-9]{4}/')).status).to.equal(200);
+    });
+
+    it('a query of 10,000 nested parentheses answers 400 (503 on the old code: the engine overflowed its stack); 50 levels are answered', async () => {
+      const r = await search(`${'('.repeat(10_000)}a${')'.repeat(10_000)}`);
+      expect(r.status, r.body.slice(0, 200)).to.equal(400);
+      expect(r.body).to.include('MAX_QUERY_NESTING');
+      expect((await search(`${'('.repeat(MAX_QUERY_NESTING)}a${')'.repeat(MAX_QUERY_NESTING)}`)).status).to.equal(200);
     });
   });
 });
