@@ -81,6 +81,26 @@ describe('security: scrubbing an engine message that echoes the query is linear 
     expect(engineErrorAnswer('content', body('input automaton is too large: 1001')).status).to.equal(400);
   });
 
+  it('an IllegalArgumentException or ArithmeticException of the engine (named by its trace only) answers 400; other failures stay 500', () => {
+    const traced = (msg: string, trace: string) => ({
+      status: 500,
+      contentType: 'application/json',
+      body: JSON.stringify({ responseHeader: { status: 500, QTime: 1 }, error: { msg, trace, code: 500 } }),
+    });
+    const boost = engineErrorAnswer(
+      'content',
+      traced('boost must be a positive float, got -1.0', 'java.lang.IllegalArgumentException: boost must be…\n\tat org.x'),
+    );
+    expect(boost.status).to.equal(400);
+    expect(JSON.stringify(boost.body)).not.to.match(/trace|IllegalArgument|org\.x/);
+    expect(
+      engineErrorAnswer('content', traced('java.lang.ArithmeticException: long overflow', 'java.lang.ArithmeticException: long overflow\n\tat java.base'))
+        .status,
+    ).to.equal(400);
+    expect(engineErrorAnswer('content', traced('disk gone', 'java.io.IOException: disk gone\n\tat org.x')).status).to.equal(500);
+    expect(engineErrorAnswer('content', traced('x', 'org.apache.solr.common.SolrException: java.lang.IllegalArgumentException')).status).to.equal(500);
+  });
+
   describe('end to end, with the engine', () => {
     let p: Awaited<ReturnType<typeof startTestPlatform>>;
     before(async () => {
@@ -101,6 +121,20 @@ describe('security: scrubbing an engine message that echoes the query is linear 
       const text = await r.text();
       expect(r.status, text.slice(0, 300)).to.equal(400);
       expect(text).to.include('input automaton is too large');
+    });
+
+    it('anonymous searches the engine refuses with an unchecked exception answer 400, not 500', async () => {
+      for (const fq of [
+        '"a b"^-1',
+        'svc_text:/(/',
+        'svc_text:/a{5,2}/',
+        'x_drange:[NOW TO NOW-1DAY]',
+        'svc_modificationTime_dt:[NOW-1000000000YEARS TO NOW]',
+      ]) {
+        const r = await fetch(`${p.url}/search-service/content/select?${new URLSearchParams({ q: '*:*', fq, rows: '0' })}`);
+        // Old code: 500 for each.
+        expect(r.status, `${fq}: ${(await r.text()).slice(0, 200)}`).to.equal(400);
+      }
     });
 
     for (const [what, q] of [
