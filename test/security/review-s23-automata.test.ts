@@ -71,17 +71,16 @@ describe('security: the automata of wildcard terms and regular expressions are b
       return { status: r.status, body: await r.text() };
     };
 
-    it('the reported searches answer 400 at once; the engine is not asked', async () => {
+    it('the reported searches answer 400 naming the bound; the engine is not asked', async () => {
       for (const fq of [
         '*'.repeat(5000),
         'svc_text:/(.*.*){100}{100}/',
         `svc_text:/${['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k', 'l', 'm', 'n', 'o', 'p'].map((c) => `(.*${c}.*)`).join('&')}/`,
       ]) {
-        const t0 = performance.now();
         const r = await search(fq);
         // Old code: 500 (OutOfMemoryError) after 2-4.5 s, or 200 after 13 s.
         expect(r.status, `${fq.slice(0, 30)}: ${r.body.slice(0, 200)}`).to.equal(400);
-        expect(performance.now() - t0).to.be.below(1000);
+        expect(r.body).to.match(/MAX_TERM_WILDCARDS|MAX_REGEX_SIZE|intersect/);
       }
       expect((await search('svc_text:/[0-9]{4}/')).status).to.equal(200);
     });

@@ -153,7 +153,8 @@ describe('security: scrubbing an engine message that echoes the query is linear 
         lag.disable();
         expect(r.status).to.equal(400);
         expect(body.message).to.match(/^Cannot parse/);
-        expect(lag.max / 1e6, 'the longest stall of the event loop, ms').to.be.below(1000);
+        // (bound with room for a loaded machine: the old code stalled 24.7-30 s on the first)
+        expect(lag.max / 1e6, 'the longest stall of the event loop, ms').to.be.below(3000);
       });
   });
 });
