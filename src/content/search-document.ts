@@ -234,6 +234,18 @@ export interface DocumentProblem {
 export const MAX_DATE_RANGES = 64;
 
 /**
+ * Most characters of a string value in a field the engine keeps whole (not analyzed: a StrField,
+ * `*_s`, `*_ss`), whose value is one term: the term faceting, grouping and sorting repeat in their
+ * answers. A pivot facet repeats each value of its second level under every value of its first
+ * (SEARCH_MAX_FACET_VALUES counts the nodes, not what they weigh): three public articles with 300
+ * values of 30 KB each in `big_ss` made one anonymous `facet.pivot=big_ss,big_ss&facet.limit=140`
+ * (19,740 nodes) run the embedded Solr (512 MB heap) out of memory (review of the twenty-third
+ * session); at this bound such a pivot weighs at most about 40 MB. Longer text belongs in an
+ * analyzed field (`*_t`). Elasticsearch's dynamic keyword fields stop at 256 characters.
+ */
+export const MAX_TERM_CHARS = 1024;
+
+/**
  * Checks a content's own svcSolrDocument aspect against the collection's schema: no field of
  * the indexer's (at any depth), every field name known to the schema (a field or a dynamic
  * field), every value of the field type's kind, no list for a single-valued field. An object
@@ -344,14 +356,28 @@ function checkDoc(doc: Doc, schema: IndexSchema, prefix: string): DocumentProble
     if (Array.isArray(value) && value.some(isDoc)) return problem('mixes child documents and values in one list');
     if (!rule) return problem(`the search collection's schema has no field or dynamic field for the name ${name}`);
     if (value === null) continue; // the engine ignores a null value
+    const tooLong = (v: Json): DocumentProblem | null =>
+      typeof v === 'string' && v.length > MAX_TERM_CHARS && !rule.tokenized
+        ? {
+            ...problem(
+              `a value of ${rule.type} (kept whole, one term) may hold at most ${MAX_TERM_CHARS} characters (MAX_TERM_CHARS), not ${v.length}: longer text belongs in an analyzed field such as *_t`,
+            ),
+            limit: MAX_TERM_CHARS,
+            found: v.length,
+          }
+        : null;
     if (Array.isArray(value)) {
       if (!rule.multiValued) return problem(`takes one value (field type ${rule.type} is single-valued), not a list`);
       for (const v of value) {
         if (v !== null && !fits(rule.kind, v)) return problem(`takes ${KIND_WORDS[rule.kind]} (field type ${rule.type}), not ${describe(v)} in the list`);
+        const long = tooLong(v);
+        if (long) return long;
       }
       continue;
     }
     if (!fits(rule.kind, value)) return problem(`takes ${KIND_WORDS[rule.kind]} (field type ${rule.type}), not ${describe(value)}`);
+    const long = tooLong(value);
+    if (long) return long;
   }
   return null;
 }
