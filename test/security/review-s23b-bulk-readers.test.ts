@@ -1,0 +1,57 @@
+import { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { expect } from 'chai';
+import { bulk } from '../bulk/ndjson.js';
+import { Client, startTestPlatform } from '../support/platform.js';
+
+/**
+ * Review s23b (of the fourth bodies-held review, 773e08b): the 403-before-the-body rule covers
+ * every collected write body, but not the one write route whose body is streamed, the bulk
+ * import (CONTRACT §16). An account with Read alone may open imports whose every line answers
+ * 403, and keep them open as long as it sends a line now and then (uWS cuts a body idle 10 s):
+ * each holds one of the process's IMPORT_MAX imports (16 by default, IMPORT_MAX_PER_USER 4 a
+ * user), so four reader accounts hold them all and every writer's import answers 503 — the
+ * denial 773e08b closed for collected bodies (readers' writes filling BODIES_HELD_BYTES), on
+ * another bound. Measured here (actors running, so the readers' lines are answered 403 at once)
+ * with IMPORT_MAX 3, IMPORT_MAX_PER_USER 2: two readers' three open imports, a line each sent
+ * again after 3 s, and an editor's import answers 503 "At most 3 imports may run at once".
+ *
+ * Not fixed: refusing a reader's import 403 before its body changes CONTRACT §16's answer (200,
+ * one 403 line per input line: test/bulk/bulk-import.test.ts "a caller without the permission
+ * gets 403 lines"), which is the contract's to decide; a fix that keeps it would be not to count
+ * in IMPORT_MAX an import whose caller holds none of Create, Update or Delete anywhere
+ * (`mayAnywhere`: its lines are refused before any is parsed to an actor), or to answer its
+ * lines 403 without a slot. Left skipped until one is chosen.
+ */
+describe.skip('review s23b: readers with Read alone hold every bulk import slot (IMPORT_MAX) with imports that never end', function () {
+  this.timeout(60_000);
+  let p: Awaited<ReturnType<typeof startTestPlatform>>;
+  const T = `s23bk${Date.now().toString(36)}`;
+
+  before(async () => {
+    p = await startTestPlatform({ IMPORT_MAX_PER_USER: '2', IMPORT_MAX: '3' });
+    for (const r of ['r1', 'r2']) await p.tokens!.createAccount(`${T}-${r}`, 'pw', { __global__: ['reader'] });
+  });
+  after(async () => p?.stop());
+
+  it("a writer's import still runs while readers' imports, all of whose lines answer 403, stay open", async () => {
+    const [r1, r2] = await Promise.all(['r1', 'r2'].map((r) => new Client(p.base).login(`${T}-${r}`, 'pw')));
+    const editor = await new Client(p.base).login('editor');
+    const line = `${JSON.stringify({ op: 'create', content: { system: { contentType: 'article' }, aspects: { body: { title: 'x' } } } })}\n`;
+    const open = [r1, r1, r2].map((c) => {
+      const body = new Readable({ read() {} });
+      body.push(line); // a create a reader may not make: 403
+      return { body, run: bulk(p.base, c.token!, body) };
+    });
+    try {
+      await sleep(3000);
+      for (const o of open) o.body.push(line);
+      await sleep(1000);
+      const write = await editor.req('POST', '/bulk', { body: '', headers: { 'Content-Type': 'application/x-ndjson' } });
+      expect(write.status, write.text).to.equal(200);
+    } finally {
+      for (const o of open) o.body.push(null);
+      await Promise.all(open.map((o) => o.run.catch(() => undefined)));
+    }
+  });
+});
