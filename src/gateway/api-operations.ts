@@ -107,7 +107,8 @@ export const PATH_PARAMS: Record<string, ParamDoc> = {
 
 const format: ParamDoc = {
   schema: z.enum(FORMATS),
-  description: 'Answer format (also `Accept: application/json;pretty=true` or `;allTypes=true`)',
+  description:
+    'Answer format (also `Accept: application/json;pretty=true` or `;allTypes=true`); `json+pretty` answers plain JSON when its indentation would add more than 16 Mi characters',
 };
 const variant = str('Variant of the content type (config/variants.json); 404 when the content lacks it');
 const ifMatch = (required: boolean): ParamDoc => ({

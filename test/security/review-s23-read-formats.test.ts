@@ -112,14 +112,13 @@ describe('security: read formats of deeply nested content (review s23)', functio
 });
 
 /**
- * Left open by the review (a design decision, not a one-place fix): a pretty answer indents each
- * value 2 spaces a level, so it weighs up to about 64 times the stored content (MAX_BODY_DEPTH),
- * and past V8's longest string (about 512 Mi characters, a content of 8.4 MB of nested numbers)
- * it answers 500, for a read, to anyone who may read the content. Ways out: refuse `json+pretty`
- * (413 naming `json`) when the plain answer's values times their depth pass a bound, or indent no
- * deeper than a few levels. Unskip once one is chosen.
+ * A pretty answer indents each value 2 spaces a level, so it weighed up to about 64 times the
+ * stored content (MAX_BODY_DEPTH), and past V8's longest string (about 512 Mi characters, a
+ * content of 8.4 MB of nested numbers) it answered 500, for a read, to anyone who may read the
+ * content. Now a value whose indentation would add more than PRETTY_MAX_ADDED_CHARS (16 Mi) is
+ * answered plain (`serialize` in envelope.ts).
  */
-describe.skip('security: json+pretty of deeply nested content is bounded (review s23, open)', function () {
+describe('security: json+pretty of deeply nested content is bounded (review s23)', function () {
   this.timeout(300_000);
   let p: Awaited<ReturnType<typeof startTestPlatform>>;
   let redis: Awaited<ReturnType<typeof startRedisServer>>;
