@@ -2,7 +2,7 @@ import type { Readable } from 'node:stream';
 import { z } from 'zod';
 import type { WriteResult } from '../actors/content/content-actor.js';
 import { etagOf, mainAlias, versionId } from '../content/model.js';
-import type { Principal } from '../content/permissions.js';
+import { mayAnywhere, type Principal } from '../content/permissions.js';
 import { AppError } from '../errors.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
 import type { AliasRef, ContentWrites, WriteContext } from './content-writes.js';
@@ -34,6 +34,8 @@ const EXPORT_BATCH = 500;
  * client reading 400 KB/s, and 500 contents of 10 MB would have been 5 GB in one reply.
  */
 const EXPORT_STEP_BYTES = 4 * 1024 * 1024;
+/** What an import's lines may do: a caller holding none of these anywhere writes nothing with one. */
+const IMPORT_WRITES = ['Create', 'Update', 'Delete'] as const;
 /** Partitions an export scans at once. */
 const EXPORT_SCANNERS = 8;
 /** Retry-After of an export refused past EXPORT_MAX_PER_USER. */
@@ -91,6 +93,8 @@ export class BulkService {
   private readonly exporting = new KeyedCounts();
   /** Imports running on this process, per user (IMPORT_MAX_PER_USER). */
   private readonly importing = new KeyedCounts();
+  /** Imports of callers who may write nothing, counted apart (`import`). */
+  private readonly importingNoWrite = new KeyedCounts();
 
   constructor(
     private readonly d: ContentServiceDeps,
@@ -109,9 +113,15 @@ export class BulkService {
       throw new AppError('UNSUPPORTED_MEDIA_TYPE', `A bulk import is sent as ${NDJSON}, one operation a line`);
     }
     // Each import holds up to its window of parsed lines (WINDOW_BYTES): one user may run only a
-    // few at once, and every user together IMPORT_MAX.
+    // few at once, and every user together IMPORT_MAX. A caller who may write nothing (none of
+    // Create, Update, Delete anywhere) gets a 403 for every line (CONTRACT §16), and its imports
+    // are counted apart, at most a quarter of IMPORT_MAX together: before, reader accounts'
+    // imports kept open with a line now and then held every place, and writers' imports answered
+    // 503 (review s23b; a write's own request is refused before its body, `Needs`).
     const s = this.d.settings;
-    await oneOfFew(this.importing, user, s.IMPORT_MAX_PER_USER, 'imports', () => this.importFor(x, user), s.IMPORT_MAX);
+    const writer = IMPORT_WRITES.some((p) => mayAnywhere(this.d.security, user, p));
+    const [running, max] = writer ? [this.importing, s.IMPORT_MAX] : [this.importingNoWrite, Math.max(1, Math.floor(s.IMPORT_MAX / 4))];
+    await oneOfFew(running, user, s.IMPORT_MAX_PER_USER, 'imports', () => this.importFor(x, user), max);
   }
 
   private async importFor(x: Exchange, user: Principal): Promise<void> {
