@@ -1,5 +1,6 @@
 import { AppError } from '../errors.js';
 import type { Aspects } from './model.js';
+import { MAX_TERM_CHARS } from './search-document.js';
 
 /**
  * What a content's metadata aspects (set by `svcContentMetadata` operations: spec "unversioned
@@ -80,4 +81,24 @@ export function refuseOversizedMetadata(before: Aspects, after: Aspects): void {
     if (b.values > MAX_OWN_ASPECT_VALUES && b.values > a.values) throw oversized(`Metadata aspect ${name}`, b.values, MAX_OWN_ASPECT_VALUES, 'values');
     if (b.chars > MAX_OWN_ASPECT_CHARS && b.chars > a.chars) throw oversized(`Metadata aspect ${name}`, b.chars, MAX_OWN_ASPECT_CHARS, 'characters of JSON');
   }
+  // Each owner is a term the engine keeps whole (svc_security_context_ss, a StrField that facets
+  // and pivots take), held to MAX_TERM_CHARS like a content's own svcSolrDocument values: two
+  // owners of 30,000 characters fit MAX_OWN_ASPECT_CHARS, and 70 such public articles made one
+  // anonymous facet.pivot=lvl_ss,svc_security_context_ss&facet.limit=140 answer 500 after 16 s
+  // (review s23c). An owner the content held before stays (content stored before the bound).
+  if (after.svcSecurityContext !== before.svcSecurityContext) {
+    const had = new Set(ownersOf(before));
+    const long = ownersOf(after).find((o) => typeof o === 'string' && o.length > MAX_TERM_CHARS && !had.has(o));
+    if (typeof long === 'string')
+      throw new AppError(
+        'BAD_REQUEST',
+        `An owner in svcSecurityContext may hold at most ${MAX_TERM_CHARS} characters (MAX_TERM_CHARS: the search engine keeps it whole, one term), not ${long.length}`,
+        { path: 'svcContentMetadata', limit: MAX_TERM_CHARS, found: long.length },
+      );
+  }
 }
+
+const ownersOf = (meta: Aspects): unknown[] => {
+  const owners = meta.svcSecurityContext?.owners;
+  return Array.isArray(owners) ? owners : [];
+};

@@ -347,6 +347,18 @@ function checkDoc(doc: Doc, schema: IndexSchema, prefix: string): DocumentProble
       if (rule) return problem(`takes ${KIND_WORDS[rule.kind]} (field type ${rule.type}), not ${describe(value)}`);
       if (/[/#]/.test(name)) return problem('a label of child documents must not contain / or #');
       if (name === ANONYMOUS_CHILDREN && !Array.isArray(value)) return problem(`${ANONYMOUS_CHILDREN} takes a list of child documents`);
+      // A child's id is the version's id and this path (`searchBlock`): a term the engine keeps
+      // whole (id, _nest_parent_: StrFields that facets and pivots take), held like the values.
+      const path = Array.isArray(value) ? `${field}.${children.length - 1}` : field;
+      if (path.length > MAX_TERM_CHARS) {
+        const named = `${path.slice(0, 64)}…`;
+        return {
+          field: named,
+          limit: MAX_TERM_CHARS,
+          found: path.length,
+          message: `${named}: a child document's path (its labels and list indexes, part of its id, one term the search engine keeps whole) may hold at most ${MAX_TERM_CHARS} characters (MAX_TERM_CHARS), not ${path.length}`,
+        };
+      }
       for (let i = 0; i < children.length; i++) {
         const inner = checkDoc(children[i], schema, Array.isArray(value) ? `${field}.${i}.` : `${field}.`);
         if (inner) return inner;
