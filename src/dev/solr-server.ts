@@ -56,12 +56,6 @@ export async function buildEmbeddedSolr(log: (m: string) => void = () => undefin
 }
 
 /**
- * Starts Solr (the `content` core from tools/solr/configsets/content) on 127.0.0.1 with its home
- * and data under `dataDir`, building it first when needed. It is stopped with the returned handle,
- * killed when this process exits, and stops by itself when this process dies without exiting
- * (it watches its stdin, a pipe from this process).
- */
-/**
  * The embedded Solr compiles with C1 only. With C2 as well (the JVM's default), its compiler
  * threads took 20-30 % of a core for minutes under load (18-31 % measured in every 10 s of a
  * 130-s run of creates; the request threads that index took 3-15 %), which on a machine of two
@@ -74,6 +68,12 @@ export async function buildEmbeddedSolr(log: (m: string) => void = () => undefin
  */
 const EMBEDDED_JIT = '-XX:TieredStopAtLevel=1';
 
+/**
+ * Starts Solr (the `content` core from tools/solr/configsets/content) on 127.0.0.1 with its home
+ * and data under `dataDir`, building it first when needed. It is stopped with the returned handle,
+ * killed when this process exits, and stops by itself when this process dies without exiting
+ * (it watches its stdin, a pipe from this process).
+ */
 export async function startSolr(opts: StartSolrOptions): Promise<SolrHandle> {
   const log = opts.log ?? (() => undefined);
   await buildEmbeddedSolr(log);
