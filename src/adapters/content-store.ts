@@ -242,16 +242,21 @@ export class ContentStore {
    * it: `storedVersionsIn` reads those. `versions: false` reads the snapshots only (each version
    * is then missing). With `budget`, the versions read stop at the first that would take their
    * stored bytes past it (the first is read whatever its size): it and every later one are missing.
+   * With `snapshotBudget`, the contents read stop at the first whose snapshot would take the
+   * snapshots' stored bytes past it (the first is read whatever its size): the answer is then
+   * shorter, two entries for each content read, in order.
    */
   async storedForExport(
     partition: number,
     cids: readonly string[],
-    { versions = true, budget }: { versions?: boolean; budget?: number } = {},
+    { versions = true, budget, snapshotBudget }: { versions?: boolean; budget?: number; snapshotBudget?: number } = {},
   ): Promise<(Buffer | null)[]> {
     if (!cids.length) return [];
     const keysOf = (key: (p: number, cid: string) => string) => cids.map((cid) => key(partition, cid));
+    const bytes = (b: number) => String(Math.max(0, Math.floor(b)));
     const args = [...keysOf(keys.content), ...keysOf(keys.versions), versions ? '1' : '0'];
-    if (budget !== undefined) args.push(String(Math.max(0, Math.floor(budget))));
+    if (budget !== undefined || snapshotBudget !== undefined) args.push(budget === undefined ? '' : bytes(budget));
+    if (snapshotBudget !== undefined) args.push(bytes(snapshotBudget));
     return this.redis.exportReadBuffer(2 * cids.length, ...args);
   }
 

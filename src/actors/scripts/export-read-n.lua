@@ -8,15 +8,26 @@
 -- the value; the first version is read whatever its length): that one and every later one are
 -- answered nil. A caller's export asks for versions only when the caller may read every content
 -- (it must not read the versions of content it may not read); otherwise it reads them once it
--- knows which. The keys of one partition share its hash tag, so this holds on Redis Cluster too.
--- Read-only.
+-- knows which. With ARGV[3], the contents read stop at the first whose snapshot would take the
+-- snapshots' total length past ARGV[3] bytes (the first content is read whatever its length):
+-- fewer than n contents are answered, {s1, v1, ..., sk, vk}. (ARGV[2] '' : no versions' budget.)
+-- The keys of one partition share its hash tag, so this holds on Redis Cluster too. Read-only.
 local n = #KEYS / 2
 local versions = ARGV[1] ~= '0'
 local budget = tonumber(ARGV[2])
+local snapshots = tonumber(ARGV[3])
 local total = 0
 local read = 0
+local stotal = 0
 local out = {}
 for i = 1, n do
+  if snapshots then
+    local slen = redis.call('HSTRLEN', KEYS[i], 's')
+    if i > 1 and stotal + slen > snapshots then
+      break
+    end
+    stotal = stotal + slen
+  end
   local sh = redis.call('HMGET', KEYS[i], 's', 'h')
   out[2 * i - 1] = sh[1]
   local v = false
