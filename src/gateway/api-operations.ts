@@ -434,6 +434,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
       200: { description: 'The patch from `from` to `to`', body: 'Compare' },
       404: E[404],
       413: err('The patch would spell more than 16 Mi characters of paths (deep, long keys)'),
+      429: { description: 'The caller has 2 compares of large versions under way on this process', body: 'ErrorBody', headers: ['Retry-After'] },
     },
   },
   'POST /content-service/content/alias/:ns/:alias/restore': {

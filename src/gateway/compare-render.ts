@@ -4,6 +4,7 @@ import { unpack } from '../adapters/codec.js';
 import type { Aspects, VersionRecord } from '../content/model.js';
 import { compareBody, type JsonDiff, type PatchOperation } from '../content/revisions.js';
 import { AppError } from '../errors.js';
+import { KeyedCounts } from './keyed-counts.js';
 
 /** fast-json-patch's diff: linear in the documents (arrays compared index by index), keys escaped per RFC 6901. */
 export const aspectsDiff: JsonDiff = (from: Aspects, to: Aspects) => jsonPatch.compare(from, to) as PatchOperation[];
@@ -166,21 +167,28 @@ serveJobs<{ cid: string; from: ComparedSide; to: ComparedSide }, Answer>(ROLE, (
  * The compare answer's JSON: on the event loop when both versions are small, on the compare
  * thread otherwise (COMPARE_ON_LOOP_BYTES). A compare of large versions holds a slot (`slot`) from
  * before it reads them to its answer: at most `maxOnThread` per process, 503 past it, so a refused
- * one has read nothing.
+ * one has read nothing; and at most `maxPerCaller` of one caller, 429 past it, so that one caller
+ * (any account with Read) cannot hold every slot and have every other user's compare of large
+ * versions answer 503 (review s23d).
  */
 export class CompareRenderer {
-  private onThread = 0;
+  private readonly held = new KeyedCounts();
 
-  constructor(private readonly maxOnThread: number) {}
+  constructor(
+    private readonly maxOnThread: number,
+    private readonly maxPerCaller = maxOnThread,
+  ) {}
 
-  /** Takes a slot for a compare of large versions (503 when none is free); the function returned gives it back, once. */
-  slot(): () => void {
-    if (this.onThread >= this.maxOnThread)
+  /** Takes a slot of `caller` for a compare of large versions (429 past its share, 503 when none is free); the function returned gives it back, once. */
+  slot(caller = ''): () => void {
+    if (this.held.total >= this.maxOnThread)
       throw new AppError('UNAVAILABLE', `${this.maxOnThread} compares of large versions are being made; try again shortly`, {}, 1);
-    this.onThread++;
+    if (this.held.get(caller) >= this.maxPerCaller)
+      throw new AppError('TOO_MANY_REQUESTS', `At most ${this.maxPerCaller} compares of large versions of one caller are made at once`, {}, 1);
+    this.held.add(caller);
     let held = true;
     return () => {
-      if (held) this.onThread--;
+      if (held) this.held.remove(caller);
       held = false;
     };
   }

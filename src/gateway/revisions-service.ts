@@ -23,10 +23,13 @@ import {
 import { STATUS_OK, VARY_ACCEPT, formatOf, serialize } from './envelope.js';
 import type { Exchange } from './http.js';
 import type { Params } from './router.js';
+import { callerKey } from './keyed-counts.js';
 import { checkAlias, requiredIfMatch } from './schemas.js';
 
 /** Compares of large versions waiting for the compare thread, per process, at most (503 past it). */
 const COMPARES_ON_THREAD = 8;
+/** Of those, one caller's at most (429 past it): one account could hold them all (review s23d). */
+const COMPARES_ON_THREAD_PER_CALLER = 2;
 
 /**
  * Revisions over HTTP (CONTRACT §15): compare two versions of a content, restore one, and the
@@ -50,7 +53,7 @@ export class RevisionsService {
    */
   private readonly versions = new LRUCache<string, { record: VersionRecord; bytes: number; values: number; pathChars: number }>({ maxSize: 16 * 1024 * 1024 });
   /** Compares of large versions, on a thread of their own. */
-  private readonly renderer = new CompareRenderer(COMPARES_ON_THREAD);
+  private readonly renderer = new CompareRenderer(COMPARES_ON_THREAD, COMPARES_ON_THREAD_PER_CALLER);
 
   constructor(
     private readonly d: ContentServiceDeps,
@@ -77,13 +80,14 @@ export class RevisionsService {
     // there (503) has made Redis send nothing (sizes asked first; an archived version's is known
     // once read, and its slot taken then).
     const slots: (() => void)[] = [];
+    const caller = callerKey(user, x, this.d.settings);
     try {
       if (!this.versions.has(`${cid}/${keys.from}`) || !this.versions.has(`${cid}/${keys.to}`)) {
         const sizes = await this.d.store.storedSizes([
           { cid, versionKey: keys.from },
           { cid, versionKey: keys.to },
         ]);
-        if (sizes[0].version + sizes[1].version > COMPARE_ON_LOOP_BYTES) slots.push(this.renderer.slot());
+        if (sizes[0].version + sizes[1].version > COMPARE_ON_LOOP_BYTES) slots.push(this.renderer.slot(caller));
       }
       const [from, to] = await Promise.all([this.comparedVersion(cid, keys.from), this.comparedVersion(cid, keys.to)]);
       if (!from) throw new AppError('NOT_FOUND', `Version ${x.query.get('from')} not found`);
@@ -91,7 +95,7 @@ export class RevisionsService {
       const bytes = from.bytes + to.bytes;
       const values = from.values + to.values;
       const paths = from.pathChars + to.pathChars;
-      if (!slots.length && CompareRenderer.onThread(from.side, to.side, bytes, values, paths)) slots.push(this.renderer.slot());
+      if (!slots.length && CompareRenderer.onThread(from.side, to.side, bytes, values, paths)) slots.push(this.renderer.slot(caller));
       x.send(200, [['Content-Type', 'application/json']], await this.renderer.answer(cid, from.side, to.side, bytes, values, paths));
     } finally {
       for (const release of slots) release();

@@ -49,13 +49,25 @@ describe('security: the cost of a compare of large versions (review 18)', functi
     const u = await editor.update(id, { aspects: big(60_000, 3) }, r.headers.get('etag'));
     expect(u.status, u.text.slice(0, 300)).to.equal(200);
     v2 = u.json.system!.version as string;
+    await moreReaders();
   });
   after(async () => {
     await p?.stop();
     await redis?.stop();
   });
 
-  const compare = (from: string, to: string) => reader.req('GET', `/content/alias/${id}/compare?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}`);
+  const compare = (from: string, to: string, who: Client = reader) =>
+    who.req('GET', `/content/alias/${id}/compare?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}`);
+  /** Four reader accounts: one caller makes at most COMPARES_ON_THREAD_PER_CALLER (2) compares of large versions at once (review s23d). */
+  const readers: Client[] = [];
+  const moreReaders = async () => {
+    readers.push(reader);
+    for (let i = 1; i < 4; i++) {
+      const name = `cc${Date.now().toString(36)}r${i}`;
+      await p.tokens!.createAccount(name, 'pw', { __global__: ['reader'] });
+      readers.push(await new PlatformClient(p.base).login(name, 'pw'));
+    }
+  };
 
   it('a version compared with itself answers an empty patch', async () => {
     const r = await compare(v1, v1);
@@ -66,7 +78,7 @@ describe('security: the cost of a compare of large versions (review 18)', functi
   it('eight compares (COMPARES_ON_THREAD) of large versions at once leave the event loop free, and answer the patch', async () => {
     const lag = monitorEventLoopDelay({ resolution: 10 });
     lag.enable();
-    const rs = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 ? compare(v1, v1) : compare(v1, v2))));
+    const rs = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 ? compare(v1, v1, readers[i % 4]) : compare(v1, v2, readers[i % 4]))));
     lag.disable();
     for (const r of rs) expect(r.status, r.text.slice(0, 300)).to.equal(200);
     const byPath = (ops: { path: string }[]) => [...ops].sort((a, b) => a.path.localeCompare(b.path));
@@ -152,13 +164,25 @@ describe('security: compares of versions of many small values (review 21, F1)', 
     }
     const stored = pack({ key: 'a', type: 'article', aspects: many(1), created: 0, creator: 'x', rev: 1 } satisfies VersionRecord);
     expect(2 * stored.length, 'two such versions are under COMPARE_ON_LOOP_BYTES').to.be.below(COMPARE_ON_LOOP_BYTES);
+    await moreReaders();
   });
   after(async () => {
     await p?.stop();
     await redis?.stop();
   });
 
-  const compare = (from: string, to: string) => reader.req('GET', `/content/alias/${id}/compare?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}`);
+  const compare = (from: string, to: string, who: Client = reader) =>
+    who.req('GET', `/content/alias/${id}/compare?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}`);
+  /** Four reader accounts: one caller makes at most COMPARES_ON_THREAD_PER_CALLER (2) compares of large versions at once (review s23d). */
+  const readers: Client[] = [];
+  const moreReaders = async () => {
+    readers.push(reader);
+    for (let i = 1; i < 4; i++) {
+      const name = `cc${Date.now().toString(36)}r${i}`;
+      await p.tokens!.createAccount(name, 'pw', { __global__: ['reader'] });
+      readers.push(await new PlatformClient(p.base).login(name, 'pw'));
+    }
+  };
 
   it('storedShape counts the values and the lengths of all their paths (a bound of what a patch spells), exactly, on 300 random values', () => {
     const ref = (v: unknown, path: number): { values: number; pathChars: number } => {
@@ -242,7 +266,7 @@ describe('security: compares of versions of many small values (review 21, F1)', 
     await compare(versions[0], versions[1]); // the thread's first job (its start, its JIT) is not the figure
     const lag = monitorEventLoopDelay({ resolution: 10 });
     lag.enable();
-    const rs = await Promise.all(Array.from({ length: 8 }, (_, i) => compare(versions[i + 2], versions[i + 3])));
+    const rs = await Promise.all(Array.from({ length: 8 }, (_, i) => compare(versions[i + 2], versions[i + 3], readers[i % 4])));
     lag.disable();
     rs.forEach((r, i) => {
       expect(r.status, r.text.slice(0, 300)).to.equal(200);
