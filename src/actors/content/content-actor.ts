@@ -249,6 +249,8 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     // nothing of the content's versions (nor which content key its alias names).
     this.allow(cmd.user, 'Update', head.type, contextsOf(head.meta));
     const key = versionKeyOf(cmd.version, cmd.cid, 'version');
+    // A stale If-Match is answered from the head, before the version (of any size) is read and decoded.
+    this.checkIfMatch(head, cmd.ifMatch);
     const restored = await this.store.version(cmd.cid, key);
     if (!restored) throw new AppError('NOT_FOUND', `Version ${cmd.version} not found`);
     const input: UpdateInput = { ifMatch: cmd.ifMatch, unsafe: false, mode: 'replace', aspects: restoredAspects(restored.aspects), ops: [] };
