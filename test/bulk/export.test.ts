@@ -11,18 +11,10 @@ import { Redis } from 'ioredis';
 import { type RedisServerHandle, startRedisServer } from '../../src/dev/redis-server.js';
 import { Client, startTestPlatform } from '../support/platform.js';
 import { bulkImport, exportContents } from '../../src/client/bulk.js';
-import { bulk } from './ndjson.js';
+import { bulk, exportChunks, type ExportLine as Line } from './ndjson.js';
 
 const run = promisify(execFile);
 type P = Awaited<ReturnType<typeof startTestPlatform>>;
-type Line = {
-  id: string;
-  version: string;
-  aliases: string[];
-  views: string[];
-  metadata: Record<string, unknown>;
-  content: { system: { contentType: string }; aspects: Record<string, unknown> };
-};
 
 const exportOf = async (c: Client, query = '') => {
   const r = await c.req('GET', `/export${query}`);
@@ -347,33 +339,3 @@ describe('bulk export (CONTRACT §16)', function () {
     }
   });
 });
-
-/** GET /export over a raw socket: the sizes of its HTTP chunks, as sent, and its line count. */
-async function exportChunks(base: string, token: string, query: string): Promise<{ sizes: number[]; lines: number; parsed: Line[] }> {
-  const url = new URL(`${base}/export?${query}`);
-  const raw = await new Promise<Buffer>((resolve, reject) => {
-    const parts: Buffer[] = [];
-    const s = net.connect(Number(url.port), url.hostname, () => {
-      s.write(`GET ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\nX-Auth-Token: ${token}\r\nConnection: close\r\n\r\n`);
-    });
-    s.on('data', (b: Buffer) => parts.push(b));
-    s.on('end', () => resolve(Buffer.concat(parts)));
-    s.on('error', reject);
-  });
-  let at = raw.indexOf('\r\n\r\n') + 4;
-  expect(raw.subarray(0, at).toString()).to.match(/^HTTP\/1\.1 200[\s\S]*transfer-encoding: chunked/i);
-  const sizes: number[] = [];
-  const body: Buffer[] = [];
-  for (;;) {
-    const eol = raw.indexOf('\r\n', at);
-    const size = Number.parseInt(raw.subarray(at, eol).toString(), 16);
-    if (size === 0) break;
-    sizes.push(size);
-    body.push(raw.subarray(eol + 2, eol + 2 + size));
-    at = eol + 2 + size + 2;
-  }
-  const lines = Buffer.concat(body).toString().split('\n').filter(Boolean);
-  const parsed = lines.map((l) => JSON.parse(l) as Line);
-  for (const l of parsed) expect(l).to.have.property('id');
-  return { sizes, lines: lines.length, parsed };
-}

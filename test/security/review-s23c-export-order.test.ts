@@ -1,11 +1,8 @@
-import net from 'node:net';
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { startRedisServer } from '../../src/dev/redis-server.js';
 import { Client, startTestPlatform } from '../support/platform.js';
-import { bulk } from '../bulk/ndjson.js';
-
-type Line = { id: string; version: string; content: unknown };
+import { bulk, exportChunks, type ExportLine as Line } from '../bulk/ndjson.js';
 
 /**
  * Review s23c of bef950f: the lines of an export by a reader of everything (versions read with
@@ -67,32 +64,3 @@ describe('export: a reader of everything gets the same lines in the same order (
     }
   });
 });
-
-async function exportChunks(base: string, token: string, query: string): Promise<{ sizes: number[]; lines: number; parsed: Line[] }> {
-  const url = new URL(`${base}/export?${query}`);
-  const raw = await new Promise<Buffer>((resolve, reject) => {
-    const parts: Buffer[] = [];
-    const s = net.connect(Number(url.port), url.hostname, () => {
-      s.write(`GET ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\nX-Auth-Token: ${token}\r\nConnection: close\r\n\r\n`);
-    });
-    s.on('data', (b: Buffer) => parts.push(b));
-    s.on('end', () => resolve(Buffer.concat(parts)));
-    s.on('error', reject);
-  });
-  let at = raw.indexOf('\r\n\r\n') + 4;
-  expect(raw.subarray(0, at).toString()).to.match(/^HTTP\/1\.1 200[\s\S]*transfer-encoding: chunked/i);
-  const sizes: number[] = [];
-  const body: Buffer[] = [];
-  for (;;) {
-    const eol = raw.indexOf('\r\n', at);
-    const size = Number.parseInt(raw.subarray(at, eol).toString(), 16);
-    if (size === 0) break;
-    sizes.push(size);
-    body.push(raw.subarray(eol + 2, eol + 2 + size));
-    at = eol + 2 + size + 2;
-  }
-  const lines = Buffer.concat(body).toString().split('\n').filter(Boolean);
-  const parsed = lines.map((l) => JSON.parse(l) as Line);
-  for (const l of parsed) expect(l).to.have.property('id');
-  return { sizes, lines: lines.length, parsed };
-}
