@@ -113,7 +113,12 @@ async function importAll(): Promise<number> {
         carry = parts.pop() ?? '';
         for (const p of parts) {
           answered++;
-          if ((JSON.parse(p) as BulkAnswer).status >= 300) failed++;
+          // An answer line that is not JSON (a proxy's page, a cut line) is a failed line, not a crash.
+          let status = Number.NaN;
+          try {
+            status = (JSON.parse(p) as BulkAnswer).status;
+          } catch {}
+          if (!(status < 300)) failed++;
         }
       });
       res.on('end', () => {
