@@ -41,4 +41,16 @@ describe('update modes (spec: query parameter updateMode)', () => {
     expect(mergeValue([1], { a: 1 })).to.deep.equal({ a: 1 });
     expect(mergeValue(1, [1])).to.deep.equal([1]);
   });
+
+  it('merge keeps a key __proto__ like any other (own keys, as JSON.parse makes them), and no prototype changes', () => {
+    const patch = JSON.parse('{"a": {"__proto__": {"x": 1}}, "__proto__": {"y": 2}}');
+    const out = mergeValue({ a: { b: 1 } }, patch) as Record<string, Record<string, unknown>>;
+    expect(Object.hasOwn(out, '__proto__')).to.equal(true);
+    expect(Object.getPrototypeOf(out)).to.equal(Object.prototype);
+    expect(JSON.parse(JSON.stringify(out))).to.deep.equal(JSON.parse('{"a": {"b": 1, "__proto__": {"x": 1}}, "__proto__": {"y": 2}}'));
+    // Merged into one the content already has: merged, not replaced.
+    const again = mergeValue(out as unknown as Parameters<typeof mergeValue>[0], JSON.parse('{"__proto__": {"z": 3}}'));
+    expect(JSON.stringify(again)).to.equal('{"a":{"b":1,"__proto__":{"x":1}},"__proto__":{"y":2,"z":3}}');
+    expect(({} as Record<string, unknown>).x).to.equal(undefined);
+  });
 });

@@ -36,7 +36,11 @@ export function mergeValue(current: Json, patch: Json): Json {
   if (isObject(current) && isObject(patch)) {
     const out: { [k: string]: Json } = { ...current };
     for (const [k, v] of Object.entries(patch)) {
-      out[k] = k in current ? mergeValue(current[k], v) : v;
+      // Own keys only, set as data: a key `__proto__` (JSON.parse makes it an own key) is merged and
+      // kept like any other. Through `in` and `=`, it met Object.prototype's accessor: the key was
+      // dropped and the merged object's prototype replaced.
+      const merged = Object.hasOwn(current, k) ? mergeValue(current[k], v) : v;
+      Object.defineProperty(out, k, { value: merged, writable: true, enumerable: true, configurable: true });
     }
     return out;
   }
