@@ -19,6 +19,7 @@ describe('review C: compares of small versions with long paths', function () {
   let p: Awaited<ReturnType<typeof startTestPlatform>>;
   let redis: Awaited<ReturnType<typeof startRedisServer>>;
   let reader: Client;
+  const readers: Client[] = [];
   let id = '';
   let v1 = '';
   let v2 = '';
@@ -36,6 +37,13 @@ describe('review C: compares of small versions with long paths', function () {
     p = await startTestPlatform({ REDIS_URL: redis.url }, ['web', 'actors']);
     const writer = await new PlatformClient(p.base).login('sportseditor');
     reader = await new PlatformClient(p.base).login('reader');
+    // Four reader accounts: one caller makes at most COMPARES_ON_THREAD_PER_CALLER (2) compares on the thread at once (review s23d).
+    readers.push(reader);
+    for (let i = 1; i < 4; i++) {
+      const name = `rc${Date.now().toString(36)}r${i}`;
+      await p.tokens!.createAccount(name, 'pw', { __global__: ['reader'] });
+      readers.push(await new PlatformClient(p.base).login(name, 'pw'));
+    }
     const sports = [{ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: ['sports'] } } }];
     const r = await writer.create({ system: { contentType: 'article' }, aspects: aspects(0), operations: sports });
     expect(r.status, r.text.slice(0, 300)).to.equal(201);
@@ -68,7 +76,7 @@ describe('review C: compares of small versions with long paths', function () {
     });
 
   /**
-   * `n` compares sent at once, each on its own connection, from a thread of this process's own:
+   * `n` compares sent at once, each on its own connection and by the four readers in turn, from a thread of this process's own:
    * this thread's event loop is then the gateway's alone. The answers are counted, not parsed.
    * Not pipelined on one connection: uWS closes a connection on which a request comes while the
    * one before it is unanswered, and a compare of these versions is never answered at once
@@ -83,7 +91,7 @@ describe('review C: compares of small versions with long paths', function () {
         const { workerData: d, parentPort } = require('node:worker_threads');
         const statuses = [];
         for (let i = 0; i < d.n; i++) {
-          const sock = net.connect(d.port, d.host, () => sock.write(d.request));
+          const sock = net.connect(d.port, d.host, () => sock.write(d.requests[i % d.requests.length]));
           let head = Buffer.alloc(0);
           let left = -1;
           let status = 0;
@@ -103,8 +111,8 @@ describe('review C: compares of small versions with long paths', function () {
           sock.on('close', () => { if (!finished) { status = 0; done(); } });
         }
       `;
-      const request = `GET ${path} HTTP/1.1\r\nHost: x\r\nX-Auth-Token: ${reader.token}\r\n\r\n`;
-      const w = new Worker(code, { eval: true, workerData: { port: Number(url.port), host: url.hostname, request, n } });
+      const requests = readers.map((r) => `GET ${path} HTTP/1.1\r\nHost: x\r\nX-Auth-Token: ${r.token}\r\n\r\n`);
+      const w = new Worker(code, { eval: true, workerData: { port: Number(url.port), host: url.hostname, requests, n } });
       w.once('message', (m: number[]) => {
         void w.terminate();
         resolve(m);
