@@ -242,51 +242,66 @@ export class BulkService {
     // The snapshots too are read EXPORT_STEP_BYTES at a time (at least one content): a content's
     // metadata may hold 256 Ki characters and more, and a step of 500 such culture contents made
     // a sportseditor's export that answered nothing hold 138 MB at once (review s23c).
-    let ok = true;
-    for (let at = 0; at < cids.length && !stopped(); ) {
-      if (!ok) {
-        await out.drained();
-        ok = true;
-        if (stopped()) break;
-      }
+    return inParts(out, cids.length, stopped, async (at) => {
       const stored = await this.d.store.storedForExport(
         partition,
         cids.slice(at),
         withVersions ? { budget: EXPORT_STEP_BYTES, snapshotBudget: EXPORT_STEP_BYTES } : { versions: false, snapshotBudget: EXPORT_STEP_BYTES },
       );
-      at += Math.max(1, stored.length / 2);
-      ok = (await this.exportStored(out, partition, stored, filter, stopped)) && ok;
-    }
-    return ok;
+      return { taken: Math.max(1, stored.length / 2), ok: await this.exportStored(out, partition, stored, filter, stopped) };
+    });
   }
 
   /** `exportLines` of the contents read (`storedForExport`): their lines, then the versions they want, EXPORT_STEP_BYTES at a time. */
   private async exportStored(out: ExportChunks, partition: number, stored: (Buffer | null)[], filter: ExportFilter, stopped: () => boolean): Promise<boolean> {
     const { lines, wanting } = await exportRenderer.render(stored, filter);
-    let ok = out.write(lines);
     // The versions of the contents kept (from the archive where the archiver moved them). A
     // content deleted meanwhile has no version, and is left out.
-    for (let at = 0; at < wanting.length && !stopped(); ) {
-      if (!ok) {
-        await out.drained();
-        ok = true;
-        if (stopped()) break;
-      }
-      const versions = await this.d.store.storedVersionsWithin(
-        partition,
-        wanting.slice(at).map((w) => [w.cid, w.head] as const),
-        EXPORT_STEP_BYTES,
-      );
-      const part = wanting.slice(at, at + versions.length);
-      at += versions.length;
-      const again = await exportRenderer.render(
-        part.flatMap((w, i) => (versions[i] ? [w.snapshot, versions[i]] : [])),
-        filter,
-      );
-      ok = out.write(again.lines) && ok;
-    }
-    return ok;
+    return inParts(
+      out,
+      wanting.length,
+      stopped,
+      async (at) => {
+        const versions = await this.d.store.storedVersionsWithin(
+          partition,
+          wanting.slice(at).map((w) => [w.cid, w.head] as const),
+          EXPORT_STEP_BYTES,
+        );
+        const part = wanting.slice(at, at + versions.length);
+        const again = await exportRenderer.render(
+          part.flatMap((w, i) => (versions[i] ? [w.snapshot, versions[i]] : [])),
+          filter,
+        );
+        return { taken: versions.length, ok: out.write(again.lines) };
+      },
+      out.write(lines),
+    );
   }
+}
+
+/**
+ * Takes `n` items of an export step in parts (`part(at)`: how many it took, at least one, and
+ * whether the socket took what it wrote): while the socket is behind, the client takes what was
+ * written before the next part is read; `stopped` ends it between parts. `ok`: whether the socket
+ * took what came before. False when the socket is behind at the end (wait for `drained`).
+ */
+async function inParts(
+  out: ExportChunks,
+  n: number,
+  stopped: () => boolean,
+  part: (at: number) => Promise<{ taken: number; ok: boolean }>,
+  ok = true,
+): Promise<boolean> {
+  for (let at = 0; at < n && !stopped(); ) {
+    if (!ok) {
+      await out.drained();
+      if (stopped()) return true;
+    }
+    const r = await part(at);
+    at += r.taken;
+    ok = r.ok;
+  }
+  return ok;
 }
 
 /**
