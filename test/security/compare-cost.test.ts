@@ -7,7 +7,7 @@ import { COMPARE_ON_LOOP_BYTES, COMPARE_ON_LOOP_VALUES, CompareRenderer, storedS
 import { AppError } from '../../src/errors.js';
 import type { VersionRecord } from '../../src/content/model.js';
 import { startRedisServer } from '../../src/dev/redis-server.js';
-import { type Client, Client as PlatformClient, startTestPlatform } from '../support/platform.js';
+import { type Client, Client as PlatformClient, readerAccounts, startTestPlatform } from '../support/platform.js';
 
 /**
  * Review 18: a compare read and diffed its two versions on the event loop, however large. Five
@@ -61,12 +61,7 @@ describe('security: the cost of a compare of large versions (review 18)', functi
   /** Four reader accounts: one caller makes at most COMPARES_ON_THREAD_PER_CALLER (2) compares of large versions at once (review s23d). */
   const readers: Client[] = [];
   const moreReaders = async () => {
-    readers.push(reader);
-    for (let i = 1; i < 4; i++) {
-      const name = `cc${Date.now().toString(36)}r${i}`;
-      await p.tokens!.createAccount(name, 'pw', { __global__: ['reader'] });
-      readers.push(await new PlatformClient(p.base).login(name, 'pw'));
-    }
+    readers.push(reader, ...(await readerAccounts(p, 3)));
   };
 
   it('a version compared with itself answers an empty patch', async () => {
@@ -176,12 +171,7 @@ describe('security: compares of versions of many small values (review 21, F1)', 
   /** Four reader accounts: one caller makes at most COMPARES_ON_THREAD_PER_CALLER (2) compares of large versions at once (review s23d). */
   const readers: Client[] = [];
   const moreReaders = async () => {
-    readers.push(reader);
-    for (let i = 1; i < 4; i++) {
-      const name = `cc${Date.now().toString(36)}r${i}`;
-      await p.tokens!.createAccount(name, 'pw', { __global__: ['reader'] });
-      readers.push(await new PlatformClient(p.base).login(name, 'pw'));
-    }
+    readers.push(reader, ...(await readerAccounts(p, 3)));
   };
 
   it('storedShape counts the values and the lengths of all their paths (a bound of what a patch spells), exactly, on 300 random values', () => {

@@ -5,7 +5,7 @@ import { expect } from 'chai';
 import { pack, unpack } from '../../src/adapters/codec.js';
 import { COMPARE_ON_LOOP_BYTES, COMPARE_ON_LOOP_VALUES, MAX_PATCH_PATH_CHARS, storedValues } from '../../src/gateway/compare-render.js';
 import { startRedisServer } from '../../src/dev/redis-server.js';
-import { type Client, Client as PlatformClient, startTestPlatform } from '../support/platform.js';
+import { type Client, Client as PlatformClient, readerAccounts, startTestPlatform } from '../support/platform.js';
 
 /**
  * Review C of 688999c: a compare stays on the event loop when its versions' stored bytes and
@@ -38,12 +38,7 @@ describe('review C: compares of small versions with long paths', function () {
     const writer = await new PlatformClient(p.base).login('sportseditor');
     reader = await new PlatformClient(p.base).login('reader');
     // Four reader accounts: one caller makes at most COMPARES_ON_THREAD_PER_CALLER (2) compares on the thread at once (review s23d).
-    readers.push(reader);
-    for (let i = 1; i < 4; i++) {
-      const name = `rc${Date.now().toString(36)}r${i}`;
-      await p.tokens!.createAccount(name, 'pw', { __global__: ['reader'] });
-      readers.push(await new PlatformClient(p.base).login(name, 'pw'));
-    }
+    readers.push(reader, ...(await readerAccounts(p, 3)));
     const sports = [{ _type: 'svcContentMetadata', aspects: { svcSecurityContext: { owners: ['sports'] } } }];
     const r = await writer.create({ system: { contentType: 'article' }, aspects: aspects(0), operations: sports });
     expect(r.status, r.text.slice(0, 300)).to.equal(201);

@@ -6,6 +6,7 @@ import { createLogger } from '../../src/adapters/log.js';
 import { startPlatform, type Platform, type Role } from '../../src/main.js';
 import type { LifecycleHook } from '../../src/actors/content/lifecycle-hooks.js';
 import { startRedisServer } from '../../src/dev/redis-server.js';
+import { PlatformClient } from '../../src/client/index.js';
 import { checkAnswersOf, stopCheckingAnswersOf } from './openapi-check.js';
 
 /**
@@ -68,3 +69,20 @@ export const article = (title: string, extra: Record<string, unknown> = {}) => (
   system: { contentType: 'article' },
   aspects: { body: { _type: 'body', title, ...extra } },
 });
+
+/**
+ * `n` signed-in clients with the reader role in `__global__`: accounts made for the test (a bound
+ * per caller, such as COMPARES_ON_THREAD_PER_CALLER, is met by one account's requests alone).
+ */
+export async function readerAccounts(
+  p: { base: string; tokens?: { createAccount(name: string, password: string, contexts: Record<string, string[]>): Promise<unknown> } },
+  n: number,
+): Promise<PlatformClient[]> {
+  const out: PlatformClient[] = [];
+  for (let i = 0; i < n; i++) {
+    const name = `r${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}${i}`;
+    await p.tokens!.createAccount(name, 'pw', { __global__: ['reader'] });
+    out.push(await new PlatformClient(p.base).login(name, 'pw'));
+  }
+  return out;
+}
