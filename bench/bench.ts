@@ -1235,12 +1235,12 @@ try {
         p999: x.latencyMs.p999,
         errors: x.failedCommits + (x.expected - x.delivered),
         rssMB: { web: x.webRssMb },
-        // The web process and the load generator (Node, and the native counter of the unsampled subscribers) over the run.
+        // The web process and the load generator (the writers in Node, the subscribers native) over the run.
         ...(x.cpuPercent ? { cpuPercent: x.cpuPercent } : {}),
-        loadgen: x.unsampledBy
-          ? `node (bench/changes.ts): the writers and 200 sampled subscribers; ${x.unsampledBy}: the others`
+        loadgen: x.subscribersBy
+          ? `node (bench/changes.ts): the writers; ${x.subscribersBy}: the subscribers`
           : 'node (bench/changes.ts), subscribers and writers in one process',
-        detail: { latency: 'from the event time (commit clock) to its arrival, sampled on the first 200 subscribers' },
+        detail: { latency: 'from the event time (commit clock, ms) to its bytes read by the subscriber, sampled on the first 200 subscribers' },
       };
       return n === 1
         ? r

@@ -9,7 +9,8 @@
  * Starts its own redis-server and one platform process (roles web and actors, no search) and
  * prints a `RESULT {json}` line per measurement. Latency is taken from the event's `time` (the
  * commit's clock on this machine) to its arrival at the subscriber; with many subscribers it is
- * sampled on the first 200 of them, and every subscriber's deliveries are counted.
+ * sampled on the first 200 of them, and every subscriber's deliveries are counted. The subscribers
+ * are native (bench/feed-load.c) where a C compiler is found, in Node otherwise.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -18,13 +19,15 @@ import http from 'node:http';
 import net from 'node:net';
 import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { freePort, startRedisServer } from '../src/dev/redis-server.js';
-import { cpuOf, latencyOf, login, result, platformArgs } from './lib.js';
+import { cpuOf, type Latency, latencyOf, login, platformArgs, request, result } from './lib.js';
 
 const SUBSCRIBERS = (process.env.CHANGES_BENCH_SUBSCRIBERS ?? '1,100').split(',').map(Number);
 const TRANSPORTS = (process.env.CHANGES_BENCH_TRANSPORTS ?? 'sse,ws').split(',') as ('sse' | 'ws')[];
 const RATE = Number(process.env.CHANGES_BENCH_RATE ?? 1000);
 const SECONDS = Number(process.env.CHANGES_BENCH_SECONDS ?? 8);
 const SAMPLED = 200;
+/** Commits at RATE before the first workload, not measured. */
+const WARM_UP_SECONDS = Number(process.env.CHANGES_BENCH_WARM_UP_SECONDS ?? 3);
 
 type WsLike = { on(e: string, cb: (...a: unknown[]) => void): void; send(t: string): void; terminate(): void };
 const WebSocketCtor = WebSocket as unknown as new (url: string) => WsLike;
@@ -116,7 +119,7 @@ function subscribe(transport: 'sse' | 'ws', root: string, token: string, since: 
   });
 }
 
-/** The native counter of unsampled subscribers (bench/feed-load.c), built once; null without a C compiler. */
+/** The native subscribers (bench/feed-load.c), built once; null without a C compiler. */
 function feedLoadTool(): string | null {
   const src = 'bench/feed-load.c';
   const bin = '.cache/feed-load';
@@ -124,17 +127,19 @@ function feedLoadTool(): string | null {
   mkdirSync('.cache', { recursive: true });
   const cc = spawnSync('cc', ['-O2', '-o', bin, src], { stdio: 'inherit' });
   if (cc.status !== 0) {
-    console.log('no C compiler: the unsampled subscribers are counted in Node (bare sockets)');
+    console.log('no C compiler: the subscribers run in Node, beside the writers');
     return null;
   }
   return bin;
 }
 
 /**
- * The unsampled subscribers in one native process (bench/feed-load.c: epoll, one thread), which
- * only counts their events: in Node, reading and counting 10,000 streams took more CPU than the
- * web process spent writing them (both share the two cores), so the figure measured the load
- * generator. Asked for its count over stdin.
+ * The subscribers in one native process (bench/feed-load.c: epoll, one thread), which counts
+ * their events and takes the latencies of the first SAMPLED: in Node, reading and counting 10,000
+ * streams took more CPU than the web process spent writing them (both share the two cores), and a
+ * sampled subscriber read its events when the event loop that also drives the commits got to
+ * them (with one subscriber, p50 72 ms in Node against a few ms natively), so the figures measured
+ * the load generator. Asked for its counts and latencies over stdin.
  */
 class NativeSubscribers {
   private readonly lines: AsyncIterator<string>;
@@ -147,10 +152,18 @@ class NativeSubscribers {
     this.lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
   }
 
-  static async start(tool: string, transport: 'sse' | 'ws', root: string, token: string, since: string, n: number): Promise<NativeSubscribers> {
+  static async start(
+    tool: string,
+    transport: 'sse' | 'ws',
+    root: string,
+    token: string,
+    since: string,
+    n: number,
+    sampled: number,
+  ): Promise<NativeSubscribers> {
     const { hostname, port } = new URL(root);
     const path = transport === 'ws' ? '/content-service/changes/ws' : '/content-service/changes';
-    const child = spawn(tool, [transport, hostname, port, path, token, since, String(n)], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const child = spawn(tool, [transport, hostname, port, path, token, since, String(n), String(sampled)], { stdio: ['pipe', 'pipe', 'inherit'] });
     const subs = new NativeSubscribers(child);
     const ready = await subs.lines.next();
     if (ready.done || !ready.value.startsWith('ready ')) throw new Error(`feed-load did not start: ${ready.value}`);
@@ -163,6 +176,14 @@ class NativeSubscribers {
     const line = await this.lines.next();
     const [connected, events, closed] = String(line.value).split(' ').map(Number);
     return { connected, events, closed };
+  }
+
+  /** The sampled connections' latencies (ms) so far. */
+  async latency(): Promise<Latency & { count: number }> {
+    this.child.stdin!.write('l\n');
+    const line = await this.lines.next();
+    const [count, p50, p90, p99, p999, max, mean] = String(line.value).split(' ').map(Number);
+    return { count, p50, p90, p99, p999, max, mean };
   }
 
   close(): void {
@@ -222,6 +243,45 @@ async function main(): Promise<void> {
       ids.push(((await r.json()) as { system: { id: string } }).system.id);
     }
     const start = ((await (await fetch(`${base}/changes?since=now`, { headers })).json()) as { last: string }).last;
+    const writers = new http.Agent({ keepAlive: true, maxSockets: 64 });
+    // Commits at RATE per second, paced every 10 ms, each content updated in turn (node:http on
+    // keep-alive sockets: fetch took about three quarters of a core for 1,000 a second, on the
+    // cores the platform serves from).
+    let commits = 0;
+    const commitAtRate = async (seconds: number): Promise<{ sent: number; failed: number }> => {
+      let sent = 0;
+      let failed = 0;
+      const t0 = Date.now();
+      const inflight = new Set<Promise<void>>();
+      while (Date.now() - t0 < seconds * 1000) {
+        const due = Math.floor(((Date.now() - t0) / 1000) * RATE);
+        while (sent < due && inflight.size < 256) {
+          const id = ids[commits++ % ids.length];
+          sent++;
+          const pr: Promise<void> = request(
+            writers,
+            'PUT',
+            `${base}/content/alias/${id}?unsafeUpdate=true`,
+            headers,
+            JSON.stringify({ aspects: { body: { s: commits } } }),
+          )
+            .then((r) => {
+              if (r.status !== 200) failed++;
+            })
+            .catch(() => {
+              failed++;
+            })
+            .finally(() => inflight.delete(pr));
+          inflight.add(pr);
+        }
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await Promise.all(inflight);
+      return { sent, failed };
+    };
+    // The process's first seconds of commits compile its code and size its heap: the first
+    // workload measured would carry them (its web CPU above a core, its p99 the worst of the run).
+    await commitAtRate(WARM_UP_SECONDS);
 
     // Fewest subscribers first, both transports at each count: the web process's RSS is a high
     // water mark, so a run after a larger one would report that one's memory as its own.
@@ -231,9 +291,9 @@ async function main(): Promise<void> {
         const lat: number[] = [];
         let delivered = 0;
         const subs: Sub[] = [];
-        const tool = n > SAMPLED ? feedLoadTool() : null;
-        const native = tool ? await NativeSubscribers.start(tool, transport, root, token, since, n - SAMPLED) : null;
-        for (let i = 0; i < (native ? SAMPLED : n); i++) {
+        const tool = feedLoadTool();
+        const native = tool ? await NativeSubscribers.start(tool, transport, root, token, since, n, Math.min(n, SAMPLED)) : null;
+        for (let i = 0; i < (native ? 0 : n); i++) {
           const sampled = i < SAMPLED;
           subs.push(
             await subscribe(transport, root, token, since, sampled, (t) => {
@@ -245,34 +305,8 @@ async function main(): Promise<void> {
         await new Promise((r) => setTimeout(r, 500));
         // CPU over the commits and the wait for the last deliveries (clock ticks: 1/100 s).
         const cpu0 = { web: cpuOf(child.pid!), native: native ? cpuOf(native.pid) : 0, self: process.cpuUsage() };
-        // Commits at RATE per second, paced every 10 ms, each content updated in turn.
-        let sent = 0;
-        let failed = 0;
         const t0 = Date.now();
-        const inflight = new Set<Promise<void>>();
-        while (Date.now() - t0 < SECONDS * 1000) {
-          const due = Math.floor(((Date.now() - t0) / 1000) * RATE);
-          while (sent < due && inflight.size < 256) {
-            const id = ids[sent % ids.length];
-            sent++;
-            const pr: Promise<void> = fetch(`${base}/content/alias/${id}?unsafeUpdate=true`, {
-              method: 'PUT',
-              headers,
-              body: JSON.stringify({ aspects: { body: { s: sent } } }),
-            })
-              .then(async (r) => {
-                await r.arrayBuffer();
-                if (r.status !== 200) failed++;
-              })
-              .catch(() => {
-                failed++;
-              })
-              .finally(() => inflight.delete(pr));
-            inflight.add(pr);
-          }
-          await new Promise((r) => setTimeout(r, 10));
-        }
-        await Promise.all(inflight);
+        const { sent, failed } = await commitAtRate(SECONDS);
         const seconds = (Date.now() - t0) / 1000;
         const want = (sent - failed) * n;
         const until = Date.now() + 10_000;
@@ -280,6 +314,7 @@ async function main(): Promise<void> {
         while ((await total()) < want && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
         const all = await total();
         const nativeEnd = native ? await native.count() : null;
+        const latencyMs = native ? await native.latency() : latencyOf(lat);
         const cpuSeconds = (Date.now() - t0) / 1000;
         const self = process.cpuUsage(cpu0.self);
         const cpuPercent = {
@@ -299,8 +334,8 @@ async function main(): Promise<void> {
           delivered: all,
           expected: want,
           cpuPercent,
-          ...(nativeEnd ? { unsampledBy: 'bench/feed-load.c (epoll, one thread)', unsampledClosed: nativeEnd.closed } : {}),
-          latencyMs: latencyOf(lat),
+          ...(nativeEnd ? { subscribersBy: 'bench/feed-load.c (epoll, one thread)', subscribersClosed: nativeEnd.closed } : {}),
+          latencyMs,
           webRssMb: rss,
           webHeapUsedMb: gauge('nodejs_heap_size_used_bytes'),
           webExternalMb: gauge('nodejs_external_memory_bytes'),

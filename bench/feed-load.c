@@ -4,13 +4,18 @@
  * than the platform that serves them (in Node, counting them took more CPU than the web process
  * spent sending them, and the two share the cores).
  *
- *   feed-load sse|ws <host> <port> <path> <token> <since> <n>
+ *   feed-load sse|ws <host> <port> <path> <token> <since> <n> [<sampled>]
  *
  * sse: GET <path>?since=<since>&feed=sse with X-Auth-Token; an event is a "\nevent: " line.
  * ws:  GET <path> upgraded to a WebSocket; once upgraded, the first message {"token","since"}
  *      (masked, as a client must); an event is a text message; pings are answered.
+ * The first <sampled> connections (default 0) also take each event's latency: its "time" (the
+ * commit's clock, ISO 8601 in ms) against this machine's clock when the bytes were read. Measured
+ * here rather than in the bench's Node process, whose event loop also drives the commits: there a
+ * busy loop read the events late and counted its own delay as the feed's.
  * Prints "ready <connected>" once every connection sent its request, then, for each line read on
- * stdin, "<connected> <events> <closed>"; exits when stdin closes.
+ * stdin, "<connected> <events> <closed>", or for a line "l", the sampled latencies in ms:
+ * "<count> <p50> <p90> <p99> <p999> <max> <mean>"; exits when stdin closes.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -25,6 +30,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { SSE, WS };
@@ -41,7 +47,89 @@ struct conn {
   int opcode;
   uint8_t ping[125];
   int ping_len;
+  int sampled;      /* takes latencies */
+  char pend[40];    /* sampled: bytes of a "time" cut by the previous chunk's end */
+  int pend_len;
 };
+
+/* Latencies (ms) of the sampled connections' events. */
+static double *lat;
+static size_t lat_len, lat_cap;
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int digits(const char *p, int n) {
+  int v = 0;
+  for (int i = 0; i < n; i++) v = v * 10 + (p[i] - '0');
+  return v;
+}
+
+/* "YYYY-MM-DDTHH:MM:SS.mmmZ" in ms since the epoch; the seconds of the last one are kept. */
+static double iso_ms(const char *p) {
+  static char last[19];
+  static double last_s = -1;
+  if (last_s < 0 || memcmp(p, last, 19) != 0) {
+    struct tm tm = {0};
+    tm.tm_year = digits(p, 4) - 1900;
+    tm.tm_mon = digits(p + 5, 2) - 1;
+    tm.tm_mday = digits(p + 8, 2);
+    tm.tm_hour = digits(p + 11, 2);
+    tm.tm_min = digits(p + 14, 2);
+    tm.tm_sec = digits(p + 17, 2);
+    last_s = (double)timegm(&tm);
+    memcpy(last, p, 19);
+  }
+  return last_s * 1e3 + digits(p + 20, 3);
+}
+
+/* Every `"time":"` in what a sampled connection read, joined to what the chunk before left. */
+static void sample(struct conn *c, const char *buf, size_t n) {
+  static const char needle[] = "\"time\":\"";
+  const size_t k = sizeof needle - 1, iso = 24;
+  static char work[(1 << 16) + 64];
+  memcpy(work, c->pend, (size_t)c->pend_len);
+  memcpy(work + c->pend_len, buf, n);
+  size_t len = (size_t)c->pend_len + n, end = 0;
+  const double now = now_ms();
+  for (const char *p = work; (p = memmem(p, work + len - p, needle, k)); p += k) {
+    size_t at = (size_t)(p - work);
+    if (at + k + iso > len) break;
+    if (lat_len == lat_cap) {
+      lat_cap = lat_cap ? lat_cap * 2 : 1 << 16;
+      lat = realloc(lat, lat_cap * sizeof *lat);
+    }
+    lat[lat_len++] = now - iso_ms(p + k);
+    end = at + k;
+  }
+  size_t keep_from = len - end > k + iso - 1 ? len - (k + iso - 1) : end;
+  /* A needle found but cut before its time's end is kept whole. */
+  const char *cut = end < len ? memmem(work + end, len - end, needle, k) : NULL;
+  if (cut) keep_from = (size_t)(cut - work);
+  c->pend_len = (int)(len - keep_from);
+  memcpy(c->pend, work + keep_from, (size_t)c->pend_len);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void print_latencies(void) {
+  if (!lat_len) {
+    printf("0 0 0 0 0 0 0\n");
+    return;
+  }
+  qsort(lat, lat_len, sizeof *lat, cmp_double);
+  double sum = 0;
+  for (size_t i = 0; i < lat_len; i++) sum += lat[i];
+#define Q(x) lat[(size_t)((x) * lat_len) < lat_len ? (size_t)((x) * lat_len) : lat_len - 1]
+  printf("%zu %.2f %.2f %.2f %.2f %.2f %.2f\n", lat_len, Q(0.5), Q(0.9), Q(0.99), Q(0.999), lat[lat_len - 1], sum / lat_len);
+#undef Q
+}
 
 static int mode;
 static char first[4096];
@@ -142,8 +230,8 @@ static void on_ws(struct conn *c, const uint8_t *buf, size_t n) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 8) {
-    fprintf(stderr, "usage: feed-load sse|ws host port path token since n\n");
+  if (argc != 8 && argc != 9) {
+    fprintf(stderr, "usage: feed-load sse|ws host port path token since n [sampled]\n");
     return 2;
   }
   mode = strcmp(argv[1], "ws") == 0 ? WS : SSE;
@@ -153,7 +241,7 @@ int main(int argc, char **argv) {
     setrlimit(RLIMIT_NOFILE, &lim);
   }
   const char *host = argv[2], *path = argv[4], *token = argv[5], *since = argv[6];
-  int port = atoi(argv[3]), n = atoi(argv[7]);
+  int port = atoi(argv[3]), n = atoi(argv[7]), sampled = argc == 9 ? atoi(argv[8]) : 0;
   struct conn *conns = calloc((size_t)n, sizeof *conns);
   int ep = epoll_create1(0);
   char req[4096];
@@ -178,6 +266,7 @@ int main(int argc, char **argv) {
     send_all(fd, req, (size_t)req_len);
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     conns[i].fd = fd;
+    conns[i].sampled = i < sampled;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &conns[i]};
     epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
     connected++;
@@ -196,15 +285,15 @@ int main(int argc, char **argv) {
       if (!c) {
         ssize_t r = read(0, buf, sizeof buf);
         if (r == 0) return 0;
-        if (r > 0) {
-          printf("%d %lld %lld\n", connected, events, closed_count);
-          fflush(stdout);
-        }
+        if (r > 0 && buf[0] == 'l') print_latencies();
+        else if (r > 0) printf("%d %lld %lld\n", connected, events, closed_count);
+        fflush(stdout);
         continue;
       }
       for (;;) {
         ssize_t r = read(c->fd, buf, sizeof buf);
         if (r > 0) {
+          if (c->sampled) sample(c, buf, (size_t)r);
           if (mode == SSE) on_sse(c, buf, (size_t)r);
           else on_ws(c, (const uint8_t *)buf, (size_t)r);
           if (r < (ssize_t)sizeof buf) break;

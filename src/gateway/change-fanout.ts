@@ -333,20 +333,21 @@ export class ChangeFanout {
       // One offer per read: a subscriber gets what came meanwhile in one write, unless that is
       // more than OFFER_MAX_CHARS of events (each carries its content's aliases: a thousand
       // entries could join into a string past what V8 can hold); then one offer per part.
-      const started = performance.now();
+      let took = 0;
       for (let from = 0; from < ready.length; ) {
         let to = from;
         let chars = 0;
         while (to < ready.length && (to === from || chars + measureEntry(ready[to]) <= OFFER_MAX_CHARS)) chars += measureEntry(ready[to++]);
-        await this.offerSafely(ready.slice(from, to));
+        took += await this.offerSafely(ready.slice(from, to));
         from = to;
       }
       // An offer costs a write per subscriber, however few events it carries: with thousands of
       // subscribers, reading again at once would spend the event loop on offers of one event
-      // each. After an offer that took long, the next read waits twice as long, so offers take
-      // at most a third of the loop and carry what came meanwhile (a delay of about the offer's
-      // own duration, which a few subscribers never see).
-      const took = performance.now() - started;
+      // each. After offers that held the event loop long, the next read waits twice as long, so
+      // offers take at most a third of the loop and carry what came meanwhile (a delay of about
+      // the offers' own duration, which a few subscribers never see). Only the offers' own time
+      // counts: the wait for the checkpoint's write to Redis holds nothing, and on a busy machine
+      // it alone passed PACE_FROM_MS, pausing the feed of a single subscriber.
       if (took >= PACE_FROM_MS) await sleep(Math.min(PACE_MAX_MS, 2 * took));
     }
   }
@@ -354,9 +355,9 @@ export class ChangeFanout {
   /**
    * `dispatch`, and should it fail, every subscriber is closed ('failed': each resumes from its
    * cursor) while the fan-out reads on: a failure here must not end the read loop (no later
-   * event would reach anyone) nor the process.
+   * event would reach anyone) nor the process. Answers the ms `dispatch` held the event loop.
    */
-  private async offerSafely(entries: ResolvedEntry[]): Promise<void> {
+  private async offerSafely(entries: ResolvedEntry[]): Promise<number> {
     try {
       // Only subscribers take the shared cursors (a subscriber attaching later makes its own): a
       // web process that once served a feed request went on sealing a cursor for every commit,
@@ -371,11 +372,14 @@ export class ChangeFanout {
         this.checkpoints.skip(entries);
         for (const entry of entries) entry.cursors = undefined;
       }
-      if (!this.running) return;
+      if (!this.running) return 0;
+      const started = performance.now();
       this.dispatch(entries);
+      return performance.now() - started;
     } catch (e) {
       this.log.error({ err: e }, 'change feed offer failed; its subscribers are closed and resume from their cursors');
       for (const s of [...this.subscribers]) s.close('failed');
+      return 0;
     }
   }
 
