@@ -26,6 +26,7 @@ import { SystemObjects } from './adapters/system-objects.js';
 import { VersionArchive } from './adapters/version-archive.js';
 import { Archiver } from './actors/archiver.js';
 import { Gateway } from './gateway/server.js';
+import { condemnRenditions } from './gateway/renditions.js';
 import { WebhookDispatcher } from './webhooks/dispatcher.js';
 import { loadSecurityConfig } from './security/security-config.js';
 import { TokenService } from './security/token-service.js';
@@ -133,6 +134,9 @@ export async function startPlatform(
     const metrics = new Metrics(redis, settings.PARTITIONS, () => mailbox.inFlight);
     const reindex = engine ? new ReindexSessions(redis, store, settings) : null;
     const files = await fileStore(settings, log.child({ role: 'web' }));
+    // Whatever deletes a file here (the file service, the tmp sweeper, the unclaimed-files sweep),
+    // its kept renditions go first (SECURITY.md, "Renditions of deleted sources").
+    files.beforeDelete = (key) => condemnRenditions(redis, key);
     const sweepLog = (m: string) => log.info({ role: 'web' }, m);
     const sweeper = startSweeper('tmp sweeper', () => files.sweepExpired(), { ttlSeconds: settings.TMP_TTL_SECONDS, log: sweepLog });
     stops.push(['tmp sweeper', async () => sweeper.stop()]);

@@ -21,6 +21,7 @@ import { AppError } from '../errors.js';
 import {
   checkKey,
   checkPutOptions,
+  fileKeyOf,
   newObjectId,
   resolveRange,
   sniffMimeType,
@@ -84,6 +85,7 @@ async function writeFileAtomic(tmp: string, target: string, data: string): Promi
 
 export class DiskFileStore implements FileStore {
   readonly kind = 'disk' as const;
+  beforeDelete?: (key: FileKey) => Promise<void>;
   readonly dir: string;
   private readonly incoming: string;
   private readonly ttlMs: number;
@@ -205,6 +207,7 @@ export class DiskFileStore implements FileStore {
     const k = checkKey(key);
     const found = await this.readSidecar(k);
     if (!found) return false;
+    await this.beforeDelete?.(k);
     return this.remove(this.hostDir(k), found.objectId);
   }
 
@@ -235,7 +238,11 @@ export class DiskFileStore implements FileStore {
               (t) => JSON.parse(t) as Sidecar,
               () => null,
             );
-            if (s && s.creationTime + this.ttlMs <= now && (await this.remove(dir, objectId))) deleted++;
+            if (s && s.creationTime + this.ttlMs <= now) {
+              const key = this.beforeDelete && keyOrNull(host, s.path);
+              if (key) await this.beforeDelete?.(key);
+              if (await this.remove(dir, objectId)) deleted++;
+            }
           } else if (name.endsWith('.data') && !sidecars.has(objectId)) {
             // Data without a sidecar: a put that crashed between its two renames (or one that
             // is between them right now, hence the age).
@@ -251,5 +258,14 @@ export class DiskFileStore implements FileStore {
     }
     if (deleted) this.log(`deleted ${deleted} expired tmp file(s) under ${this.dir}`);
     return deleted;
+  }
+}
+
+/** The key of a tmp file on disk, or null for one no upload of this store made (nothing can have named it). */
+function keyOrNull(host: string, path: string): FileKey | null {
+  try {
+    return fileKeyOf('tmp', host, path);
+  } catch {
+    return null;
   }
 }

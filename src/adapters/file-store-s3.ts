@@ -24,6 +24,7 @@ import { AppError } from '../errors.js';
 import {
   checkKey,
   checkPutOptions,
+  fileKeyOf,
   meterBody,
   newObjectId,
   resolveRange,
@@ -81,6 +82,7 @@ function unavailable(e: unknown): unknown {
 
 export class S3FileStore implements FileStore {
   readonly kind = 's3' as const;
+  beforeDelete?: (key: FileKey) => Promise<void>;
   readonly client: Minio.Client;
   readonly bucket: string;
   private readonly ttlMs: number;
@@ -302,6 +304,7 @@ export class S3FileStore implements FileStore {
   async delete(key: FileKey): Promise<boolean> {
     const k = checkKey(key);
     if (!(await this.statObject(k))) return false;
+    await this.beforeDelete?.(k);
     try {
       await this.client.removeObject(this.bucket, storageKeyOf(k));
     } catch (e) {
@@ -324,6 +327,8 @@ export class S3FileStore implements FileStore {
         if (o.name && o.lastModified && o.lastModified.getTime() + this.ttlMs <= now) expired.push(o.name);
       }
       for (const name of expired) {
+        const key = this.beforeDelete && tmpKeyOf(name);
+        if (key) await this.beforeDelete?.(key);
         await this.client.removeObject(this.bucket, name);
         deleted++;
       }
@@ -349,5 +354,15 @@ export class S3FileStore implements FileStore {
     }
     if (deleted) this.log(`deleted ${deleted} expired tmp object(s) from bucket ${this.bucket}`);
     return deleted;
+  }
+}
+
+/** The key of a `tmp/` object name, or null for a name no upload of this store made. */
+function tmpKeyOf(name: string): FileKey | null {
+  const [, host] = name.split('/', 2);
+  try {
+    return fileKeyOf('tmp', host, name.slice(`tmp/${host}/`.length));
+  } catch {
+    return null;
   }
 }

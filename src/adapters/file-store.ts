@@ -103,6 +103,13 @@ export interface FileRead {
  */
 export interface FileStore {
   readonly kind: 'disk' | 's3';
+  /**
+   * Run before a stored file is removed, once the store found it: by `delete`, and by
+   * `sweepExpired` for each expired `tmp` file. When it throws, the file is kept (`delete` throws,
+   * `sweepExpired` fails its pass, tried again next time). The web role sets it
+   * (`condemnRenditions`): a source's kept renditions go before the source does (SECURITY.md).
+   */
+  beforeDelete?: (key: FileKey) => Promise<void>;
   /** Creates what the store needs (directories, bucket, lifecycle rule); idempotent. */
   ready(): Promise<void>;
   /** Does the store answer (for /health)? Never throws. */

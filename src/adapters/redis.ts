@@ -144,8 +144,10 @@ export interface ScriptCommands {
   unclaimedTake(aside: string, by: string, count: string, taken: string, deleting: string, due: number, now: number, limit: number): Promise<number>;
   /** A kept rendition's stored path (null: none), its use recorded (src/gateway/renditions.ts). */
   renditionLookup(index: string, lru: string, id: string, now: number): Promise<string | null>;
-  /** Names a rendered file as a kept rendition, evicting past the bound: the path the index names. */
-  renditionKeep(index: string, lru: string, trash: string, id: string, path: string, stale: string, now: number, bound: number): Promise<string>;
+  /** Names a rendered file as a kept rendition, evicting past the bound: the path the index names; null (the file put in the trash) once the source is being deleted. */
+  renditionKeep(index: string, lru: string, trash: string, id: string, path: string, stale: string, now: number, bound: number): Promise<string | null>;
+  /** A source file is being deleted: its kept renditions go to the trash, its index is marked `!gone` for `markMs` (rendition-condemn-3.lua); how many moved. */
+  renditionCondemn(index: string, lru: string, trash: string, now: number, markMs: number): Promise<number>;
   /** After a sweep of a source's trash: the source leaves `sources` (next '') or is due at next, unless its score is no longer `seen`. */
   renditionTrashSettle(sources: string, tag: string, seen: string, next: number | ''): Promise<number>;
 }

@@ -2,7 +2,7 @@ import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { s3Connection, type Settings } from '../../config/settings.js';
 import type { FileKey, FileStore, StoredFile } from '../adapters/file-store.js';
-import { fileKeyOf } from '../adapters/file-store.js';
+import { fileKeyOf, splitStoredKey, storageKeyOf } from '../adapters/file-store.js';
 import type { RedisClient } from '../adapters/redis.js';
 import { createRenditionStore } from '../adapters/rendition-store.js';
 import {
@@ -30,16 +30,37 @@ export interface RenditionsDeps {
 /**
  * Redis keys of one source's kept renditions, all with the source's hash tag (one Cluster slot,
  * so the scripts below change them together): `rendition:{s}` the index (rendition id → stored
- * path), `rendition-lru:{s}` the last use of each (ms), `rendition-trash:{s}` the evicted ones
+ * path; once the source is being deleted only the mark `!gone`, for GONE_MARK_MS),
+ * `rendition-lru:{s}` the last use of each (ms), `rendition-trash:{s}` the evicted ones
  * (`<id>/<stored path>` → when evicted), whose files are removed once the grace is over.
  */
 const keysOf = (tag: string) => ({ tag, index: `rendition:{${tag}}`, lru: `rendition-lru:{${tag}}`, trash: `rendition-trash:{${tag}}` });
+/** A source's keys, and when it was uploaded if it is a `tmp` file (it expires: TMP_SOURCES). */
+const sourceKeysOf = (source: StoredFile): SourceKeys => ({
+  ...keysOf(sourceTag(source)),
+  ...(source.key.space === 'tmp' ? { tmpSince: source.creationTime } : {}),
+});
 /**
  * The sources whose trash may hold renditions (source tag → when it is next due, ms), swept by
  * every web process (`sweepDue`), so an eviction is removed whether or not the process that made
  * it lives through the grace, and whether or not its source is ever rendered again.
  */
 const TRASH_SOURCES = 'rendition-trash-sources';
+/**
+ * The `tmp` sources with kept renditions (source tag → when the source was uploaded, ms): once
+ * TMP_TTL_SECONDS is over the source expires, and the periodic sweeper condemns its renditions as
+ * a delete would (`condemnTag`), whatever removes the source: the tmp sweeper, S3's lifecycle
+ * rule (which runs no code of ours), or nothing yet. Registered before a rendition is named.
+ */
+const TMP_SOURCES = 'rendition-tmp-sources';
+/**
+ * How long a deleted source's index keeps its mark `!gone` (rendition-condemn-3.lua): longer than
+ * a render may take and still be kept (RENDER_KEEP_WINDOW_MS), so that no render of the source in
+ * flight when it was deleted names its rendition afterwards.
+ */
+const GONE_MARK_MS = 3600_000;
+/** A render that took longer than this (from before it read its source) is answered, not kept: see GONE_MARK_MS. */
+const RENDER_KEEP_WINDOW_MS = 600_000;
 /**
  * The previous layout: one key per kept rendition, `rendition:<id>` → stored path (no hash tag).
  * A rendition found there is moved into its source's index on its first read (`adopt`).
@@ -77,9 +98,14 @@ const FOCAL_STEP = 100;
  * recently used one leaves the index at once (a later read makes it again, the same bytes) and
  * its file is removed after EVICTION_GRACE_MS, so a read that found it just before still
  * finishes: by the next render of the source, or by the periodic sweep of every web process
- * (TRASH_SOURCES), whichever comes first. Focal points are rounded to 0.01 in the rendition's
- * parameters: a content's focal point is a free float, and each new one would otherwise be new
- * renditions. Renditions kept by the previous version (LEGACY_PREFIX) join the bound when read.
+ * (TRASH_SOURCES), whichever comes first. A source's renditions go when the source is deleted,
+ * whatever deletes it (SECURITY.md, "Renditions of deleted sources"): the file store calls
+ * `condemnRenditions` before it removes a file (`FileStore.beforeDelete`: the file service's
+ * DELETE, the tmp sweeper, the unclaimed-files sweep), which moves them to the trash and marks
+ * the index so that a render in flight keeps nothing; a `tmp` source's are condemned when it
+ * expires (TMP_SOURCES), also when S3's lifecycle rule removes it. Focal points are rounded to
+ * 0.01 in the rendition's parameters: a content's focal point is a free float, and each new one
+ * would otherwise be new renditions. Renditions kept by the previous version (LEGACY_PREFIX) join the bound when read.
  */
 export class Renditions {
   /** Renders done by this process (tests prove coalescing with it). */
@@ -166,7 +192,7 @@ export class Renditions {
     const params = keptParams(asked);
     const canonical = `${canonicalQuery({ ...params, fm: format })}`;
     const id = createHash('sha256').update(`${source.storageKey}\n${source.objectId}\n${canonical}`).digest('hex');
-    const keys = keysOf(sourceTag(source));
+    const keys = sourceKeysOf(source);
     const store = await this.store();
     const kept = await this.kept(store, keys, id);
     if (kept) return kept;
@@ -203,9 +229,10 @@ export class Renditions {
     }
     const named = await this.keep(keys, id, path);
     // Another process kept a file of this rendition meanwhile: the legacy one is named by none.
-    if (named !== path) await this.discard(keys, id, path);
+    // (null: the source is being deleted, and the script put the legacy file in the trash.)
+    if (named !== null && named !== path) await this.discard(keys, id, path);
     await this.d.redis.del(legacy);
-    return named === path ? file : store.stat(fileKeyOf('content', id, named));
+    return named === null || named === path ? file : store.stat(fileKeyOf('content', id, named));
   }
 
   /**
@@ -219,11 +246,13 @@ export class Renditions {
 
   /**
    * Names `path` as kept rendition `id` unless another file (not `stale`) is named already, evicting
-   * past the bound (rendition-keep-3.lua); the source is registered before and after. Answers the
-   * path the index names.
+   * past the bound (rendition-keep-3.lua); the source is registered before and after (and a `tmp`
+   * source in TMP_SOURCES before). Answers the path the index names; null when the source is being
+   * deleted (the file went to the trash).
    */
-  private async keep(keys: SourceKeys, id: string, path: string, stale = ''): Promise<string> {
+  private async keep(keys: SourceKeys, id: string, path: string, stale = ''): Promise<string | null> {
     await this.registerTrash(keys);
+    if (keys.tmpSince !== undefined) await this.d.redis.zadd(TMP_SOURCES, keys.tmpSince, keys.tag);
     try {
       return await this.d.redis.renditionKeep(keys.index, keys.lru, keys.trash, id, path, stale, Date.now(), this.d.settings.RENDITION_MAX_PER_SOURCE);
     } finally {
@@ -252,6 +281,7 @@ export class Renditions {
     format: Format,
     caller: string | null,
   ): Promise<StoredFile> {
+    const started = Date.now();
     const s = this.d.settings;
     const maxBytes = s.RENDITION_MAX_SOURCE_BYTES;
     if (source.length > maxBytes)
@@ -304,11 +334,13 @@ export class Renditions {
       const stored = await put().catch(put);
       try {
         // Another process may have kept the same rendition meanwhile: the first one named stays,
-        // unless its file is gone (then this one replaces it in the index).
+        // unless its file is gone (then this one replaces it in the index). Its source being
+        // deleted (null), it is answered and goes with the trash; a render that outlasted the
+        // window is not kept at all (a delete of its source may no longer be marked: GONE_MARK_MS).
         let stale = '';
-        for (let i = 0; i < 3; i++) {
+        for (let i = 0; i < 3 && Date.now() - started <= RENDER_KEEP_WINDOW_MS; i++) {
           const path = await this.keep(keys, id, stored.key.path, stale);
-          if (path === stored.key.path) return stored;
+          if (path === null || path === stored.key.path) return stored;
           const first = await store.stat(fileKeyOf('content', id, path));
           if (first) {
             await store.delete(stored.key);
@@ -386,6 +418,23 @@ export class Renditions {
   }
 
   /**
+   * Condemns the renditions of the `tmp` sources in TMP_SOURCES uploaded more than TMP_TTL_SECONDS
+   * ago (they have expired), as a delete would; each leaves the set once condemned, so a process
+   * that stops in between leaves it to the next pass.
+   */
+  private async condemnExpired(): Promise<void> {
+    const redis = this.d.redis;
+    for (let pass = 0; pass < SOURCES_BATCHES_PER_PASS && !this.closed; pass++) {
+      const expired = await redis.zrangebyscore(TMP_SOURCES, '-inf', Date.now() - this.d.settings.TMP_TTL_SECONDS * 1000, 'LIMIT', 0, SOURCES_BATCH);
+      for (const tag of expired) {
+        await condemnTag(redis, tag);
+        await redis.zrem(TMP_SOURCES, tag);
+      }
+      if (expired.length < SOURCES_BATCH) return;
+    }
+  }
+
+  /**
    * The periodic sweeper: sweeps the trash of every source due in TRASH_SOURCES, then leaves it
    * there until its next eviction is due, or takes it out once its trash is empty; unless a
    * render registered it again meanwhile (rendition-trash-settle-1.lua).
@@ -397,6 +446,7 @@ export class Renditions {
     if (this.closed || this.sweepingDue) return;
     this.sweepingDue = true;
     try {
+      await this.condemnExpired();
       for (let pass = 0; pass < SOURCES_BATCHES_PER_PASS && !this.closed; pass++) {
         const due = await redis.zrangebyscore(TRASH_SOURCES, '-inf', Date.now(), 'WITHSCORES', 'LIMIT', 0, SOURCES_BATCH);
         if (due.length === 0) return;
@@ -417,7 +467,38 @@ export class Renditions {
   }
 }
 
-type SourceKeys = ReturnType<typeof keysOf>;
+type SourceKeys = ReturnType<typeof keysOf> & { tmpSince?: number };
+
+/**
+ * A stored file is about to be deleted (`FileStore.beforeDelete`, set by the web role): its kept
+ * renditions go to their trash, removed after the grace by the periodic sweeper of any web
+ * process, and its index is marked so that a render in flight keeps nothing (`condemnTag`).
+ * Before the file goes, so a process that stops between the two leaves the renditions condemned
+ * (the file itself is then still there, its delete failed, and rendered again when asked).
+ */
+export async function condemnRenditions(redis: RedisClient, key: FileKey): Promise<void> {
+  const split = splitStoredKey(key);
+  if (!split) return;
+  const tag = tagOf(storageKeyOf(key), split.objectId);
+  await condemnTag(redis, tag);
+  // Condemned: its expiry has nothing left to do (a stop before this leaves it to that pass).
+  if (key.space === 'tmp') await redis.zrem(TMP_SOURCES, tag);
+}
+
+/**
+ * Condemns the renditions of the source `tag` (rendition-condemn-3.lua). The source is put in
+ * TRASH_SOURCES first, due a grace from now unless it is due sooner already (LT: a render's
+ * eviction, or a render that kept nothing because the source is going, is not put off), so that
+ * a stop right after the script leaves its trash swept, never forgotten; then due at once when the
+ * script moved renditions (the sweeper still waits for the grace of its own process before it
+ * removes their files).
+ */
+async function condemnTag(redis: RedisClient, tag: string): Promise<void> {
+  const keys = keysOf(tag);
+  await redis.zadd(TRASH_SOURCES, 'LT', Date.now() + EVICTION_GRACE_MS, tag);
+  const moved = await redis.renditionCondemn(keys.index, keys.lru, keys.trash, Date.now(), GONE_MARK_MS);
+  if (moved > 0) await redis.zadd(TRASH_SOURCES, Date.now(), tag);
+}
 
 /**
  * The caller whose render slots a rendition of `x` takes: as for a search (`callerKey`: the
@@ -434,7 +515,11 @@ export function renderCaller(user: Principal | null, x: Exchange, settings: Sett
 
 /** The hash tag of a source file's renditions in Redis. */
 function sourceTag(source: StoredFile): string {
-  return createHash('sha256').update(`${source.storageKey}\n${source.objectId}`).digest('hex').slice(0, 32);
+  return tagOf(source.storageKey, source.objectId);
+}
+
+function tagOf(storageKey: string, objectId: string): string {
+  return createHash('sha256').update(`${storageKey}\n${objectId}`).digest('hex').slice(0, 32);
 }
 
 /** The parameters a rendition is made and named with: the focal point to FOCAL_STEP. */

@@ -1,8 +1,10 @@
+import { createHash } from 'node:crypto';
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import sharp from 'sharp';
 import type { FileDeliveryService } from '../../src/gateway/file-service.js';
+import { fileKeyOfUri } from '../../src/security/file-access.js';
 import { Client, startTestPlatform } from '../support/platform.js';
 
 /** Bytes of the files under `dir` (0 when it does not exist). */
@@ -26,11 +28,14 @@ async function du(dir: string): Promise<number> {
  * rendering and deleting again keeps adding: the store grows without bound while the uploader
  * holds nothing.
  *
- * Not fixed (skipped): a source's renditions should go to its trash when the source is deleted,
- * on every path that deletes it (the file service, the tmp sweeper and S3's lifecycle rule, the
- * unclaimed sweep), or the store be bounded in all, least recently used out.
+ * Fixed in the twenty-fourth session: a source's renditions go to its trash when the source is
+ * deleted, on every path that deletes it (`condemnRenditions` through `FileStore.beforeDelete`: the
+ * file service, the tmp sweeper, the unclaimed sweep; a tmp source's expiry, S3's lifecycle rule
+ * included, through `rendition-tmp-sources`), and the index keeps only a mark that expires. This
+ * test failed on the old code (all 181.8 MB left); test/renditions/rendition-sources.test.ts
+ * covers each path on the disk and S3 stores.
  */
-describe.skip('security: renditions outlive their source (review s23d)', function () {
+describe('security: renditions outlive their source (review s23d)', function () {
   this.timeout(300_000);
   let p: Awaited<ReturnType<typeof startTestPlatform>>;
   after(async () => {
@@ -64,11 +69,18 @@ describe.skip('security: renditions outlive their source (review s23d)', functio
       expect(r.status, r.body.toString().slice(0, 200)).to.equal(200);
     }
     const kept = await du(store);
+    const source = (await p.files!.stat(fileKeyOfUri(up.json.URI)!))!;
+    const tag = createHash('sha256').update(`${source.storageKey}\n${source.objectId}`).digest('hex').slice(0, 32);
+    expect(await p.redis.hlen(`rendition:{${tag}}`), 'four renditions in the index').to.equal(4);
     const del = await sports.req('DELETE', location);
     expect(del.status, del.text).to.equal(200);
     await new Promise((r) => setTimeout(r, 10_000));
     const left = await du(store);
     console.log(`      source ${noise.length} bytes; 4 renditions kept ${kept} bytes; 10 s after the source's DELETE ${left} bytes`);
     expect(left, 'bytes of renditions left after their source was deleted').to.be.below(kept / 100);
+    // The index keeps only the mark of a deleted source (it expires); no use records, no trash.
+    expect(Object.keys(await p.redis.hgetall(`rendition:{${tag}}`))).to.deep.equal(['!gone']);
+    expect(await p.redis.pttl(`rendition:{${tag}}`)).to.be.above(0);
+    expect(await p.redis.exists(`rendition-lru:{${tag}}`, `rendition-trash:{${tag}}`)).to.equal(0);
   });
 });
