@@ -10,13 +10,20 @@ import { LeasedFollower } from './leased-follower.js';
 /**
  * The change feed's keys besides the event streams (adapters/redis.ts). The schedule and the
  * fired set of a partition share its hash tag with its content and event stream, so one script
- * fires a boundary (src/actors/scripts/fire-timestate-4.lua), also on Redis Cluster.
+ * fires a boundary (src/actors/scripts/fire-timestate-5.lua) and one schedules a batch of
+ * revisions' boundaries (schedule-timestate-4.lua), also on Redis Cluster.
  */
 export const changeKeys = {
   /** Sorted set: time-state boundary (JSON [cid, view, edge, at]) -> its time (ms). */
   schedule: (p: number) => `changes:ts:{${p}}`,
   /** Sorted set: boundaries fired -> their time; trimmed with the events. */
   fired: (p: number) => `changes:ts-fired:{${p}}`,
+  /**
+   * Hash: content id -> JSON `{r, m}`, the revision its boundaries were last scheduled from and
+   * those of them on the schedule (no field: none). A revision's boundaries replace the ones
+   * before, so a content holds at most the boundaries of its current windows on the schedule.
+   */
+  scheduledBy: (p: number) => `changes:ts-by:{${p}}`,
   /** Hash: `id` the last event removed by age, `n` how many were (src/actors/scripts/trim-events-2.lua). */
   trimmed: (p: number) => `changes:trimmed:{${p}}`,
   /** The lease of the one process that fires boundaries and trims the streams. */
@@ -42,12 +49,15 @@ interface ScheduleScripts {
     fired: string,
     head: string,
     events: string,
+    scheduledBy: string,
     member: string,
     rev: string,
     event: Buffer | string,
     maxLen: number,
+    cid: string,
   ): Promise<number>;
-  scheduleTimestate(schedule: string, fired: string, ...pairs: (string | number)[]): Promise<number>;
+  /** ARGV: the group, how many event ids then those ids, then per content: cid, rev, commit time, n, n pairs (time, member). */
+  scheduleTimestate(schedule: string, fired: string, scheduledBy: string, events: string, ...args: (string | number | Buffer)[]): Promise<number>;
   trimEvents(events: string, trimmed: string, cut: string): Promise<number>;
 }
 
@@ -120,9 +130,16 @@ export class TimestateSchedule {
     await this.follower.stop();
   }
 
-  /** Puts the boundaries of the revisions these events name on the schedule, then acknowledges them. */
+  /**
+   * Puts the boundaries of the revisions these events name on the schedule, each content's in
+   * place of those it had there (a window moved or removed, a content deleted: its boundaries
+   * that no longer hold are taken off), and acknowledges the events, in one script. The
+   * revisions go in the order of the stream (a boundary that passed between two commits of a
+   * batch, on both, is kept as if they had come one by one); a content without time state costs
+   * the script a hash read.
+   */
   private async scheduleEntries(p: number, entries: StreamEntry[]): Promise<void> {
-    const revisions: [cid: string, rev: number][] = [];
+    const revisions: { cid: string; rev: number; deleted: boolean }[] = [];
     for (const [, fields] of entries) {
       if (!fields) continue;
       let e: StoredEvent;
@@ -131,18 +148,27 @@ export class TimestateSchedule {
       } catch {
         continue;
       }
-      if (e.kind === 'timestate' || e.kind === 'deleted') continue;
-      revisions.push([e.cid, e.rev]);
+      if (e.kind !== 'timestate') revisions.push({ cid: e.cid, rev: e.rev, deleted: e.kind === 'deleted' });
     }
     // The snapshots of the whole batch in one call (a commit-heavy load brings hundreds at a time).
-    const snaps = await this.store.snapshotsOf(revisions);
-    const pairs: (string | number)[] = [];
-    revisions.forEach(([cid], i) => {
-      const snap = snaps[i];
-      if (snap) for (const b of boundariesOf(snap, snap.modified)) pairs.push(b.at, memberOf(cid, b));
-    });
-    if (pairs.length) await this.scripts.scheduleTimestate(changeKeys.schedule(p), changeKeys.fired(p), ...pairs);
-    if (entries.length) await this.redis.xack(keys.events(p), TIMESTATE_GROUP, ...entries.map(([id]) => id));
+    const live = revisions.filter((r) => !r.deleted);
+    const snaps = await this.store.snapshotsOf(live.map((r) => [r.cid, r.rev] as const));
+    const snapOf = new Map(live.map((r, i) => [r, snaps[i]]));
+    const args: (string | number | Buffer)[] = [TIMESTATE_GROUP, entries.length, ...entries.map(([id]) => id)];
+    for (const r of revisions) {
+      if (r.deleted) {
+        args.push(r.cid, r.rev, 0, 0);
+        continue;
+      }
+      const snap = snapOf.get(r);
+      if (!snap) continue;
+      // Every boundary of its windows, passed or not: one that passed stays if it has not fired
+      // yet; only those after the commit are added (boundariesOf(snap, snap.modified)).
+      const all = boundariesOf(snap, Number.NEGATIVE_INFINITY);
+      args.push(r.cid, r.rev, snap.modified, all.length);
+      for (const b of all) args.push(b.at, memberOf(r.cid, b));
+    }
+    if (entries.length) await this.scripts.scheduleTimestate(changeKeys.schedule(p), changeKeys.fired(p), changeKeys.scheduledBy(p), keys.events(p), ...args);
   }
 
   /** Fires every boundary that passed, in every partition (once each, whoever else runs this). */
@@ -175,10 +201,12 @@ export class TimestateSchedule {
       changeKeys.fired(p),
       keys.content(p, cid),
       keys.events(p),
+      changeKeys.scheduledBy(p),
       member,
       String(head?.rev ?? 0),
       event,
       this.settings.EVENTS_MAXLEN,
+      cid,
     );
     return res === 1 && holds ? 1 : 0;
   }

@@ -1,13 +1,15 @@
 -- Fires one time-state boundary of the change feed once: appends its event and takes the
--- boundary off the schedule in one step, so two schedule owners can never fire it twice.
--- Every key shares the partition hash tag, so this is valid on Redis Cluster.
+-- boundary off the schedule (and off its content's list of scheduled boundaries) in one step, so
+-- two schedule owners can never fire it twice. Every key shares the partition hash tag, so this
+-- is valid on Redis Cluster.
 --
 -- KEYS[1] changes:ts:{p}        the partition's schedule: boundary member -> its time (ms)
 -- KEYS[2] changes:ts-fired:{p}  boundaries fired (kept so that a replayed event cannot schedule one again)
 -- KEYS[3] ct:{p}:<cid>          head of the content (its revision is checked)
 -- KEYS[4] events:{p}            the partition's event stream
+-- KEYS[5] changes:ts-by:{p}     content id -> its scheduled boundaries (schedule-timestate-4.lua)
 -- ARGV[1] member  ARGV[2] head revision the event was made from  ARGV[3] event blob ('' drops a
--- boundary that no longer holds, without an event)  ARGV[4] events maxlen
+-- boundary that no longer holds, without an event)  ARGV[4] events maxlen  ARGV[5] content id
 -- Returns 1 fired (or dropped), 0 not on the schedule any more, -1 the head moved (decide again).
 local at = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not at then return 0 end
@@ -17,4 +19,18 @@ if ARGV[3] ~= '' then
 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[2], at, ARGV[1])
+local raw = redis.call('HGET', KEYS[5], ARGV[5])
+if raw then
+  local by = cjson.decode(raw)
+  local rest = {}
+  for _, m in ipairs(by.m) do
+    if m ~= ARGV[1] then rest[#rest + 1] = m end
+  end
+  if #rest > 0 then
+    by.m = rest
+    redis.call('HSET', KEYS[5], ARGV[5], cjson.encode(by))
+  else
+    redis.call('HDEL', KEYS[5], ARGV[5])
+  end
+end
 return 1
