@@ -10,8 +10,8 @@ import { LeasedFollower } from './leased-follower.js';
 /**
  * The change feed's keys besides the event streams (adapters/redis.ts). The schedule and the
  * fired set of a partition share its hash tag with its content and event stream, so one script
- * fires a boundary (src/actors/scripts/fire-timestate-5.lua) and one schedules a batch of
- * revisions' boundaries (schedule-timestate-4.lua), also on Redis Cluster.
+ * fires a boundary (src/actors/scripts/fire-timestate-6.lua) and one schedules a batch of
+ * revisions' boundaries (schedule-timestate-5.lua), also on Redis Cluster.
  */
 export const changeKeys = {
   /** Sorted set: time-state boundary (JSON [cid, view, edge, at]) -> its time (ms). */
@@ -24,6 +24,11 @@ export const changeKeys = {
    * before, so a content holds at most the boundaries of its current windows on the schedule.
    */
   scheduledBy: (p: number) => `changes:ts-by:{${p}}`,
+  /**
+   * Sorted set: content id -> when its next boundary is to fire: its earliest one on the
+   * schedule, or, when it had more due than a tick gave it, that tick's time (the fair queue).
+   */
+  nextOf: (p: number) => `changes:ts-next:{${p}}`,
   /** Hash: `id` the last event removed by age, `n` how many were (src/actors/scripts/trim-events-2.lua). */
   trimmed: (p: number) => `changes:trimmed:{${p}}`,
   /** The lease of the one process that fires boundaries and trims the streams. */
@@ -37,7 +42,10 @@ export const TIMESTATE_GROUP = 'timestate';
 
 /** How often the owner looks for boundaries that passed (they fire within this plus a read). */
 const FIRE_EVERY_MS = 1000;
-/** Boundaries fired per partition and tick (the rest next tick). */
+/**
+ * Boundaries fired per partition and tick (the rest next tick), shared fairly between the
+ * contents due: one boundary each in turn, the contents taken in the order of the fair queue.
+ */
 const FIRE_BATCH = 200;
 /** Events read by an owner that died are taken over after this long (scheduling is idempotent). */
 const CLAIM_IDLE_MS = 5000;
@@ -50,14 +58,16 @@ interface ScheduleScripts {
     head: string,
     events: string,
     scheduledBy: string,
+    next: string,
     member: string,
     rev: string,
     event: Buffer | string,
     maxLen: number,
     cid: string,
+    tick: number,
   ): Promise<number>;
   /** ARGV: the group, how many event ids then those ids, then per content: cid, rev, commit time, n, n pairs (time, member). */
-  scheduleTimestate(schedule: string, fired: string, scheduledBy: string, events: string, ...args: (string | number | Buffer)[]): Promise<number>;
+  scheduleTimestate(schedule: string, fired: string, scheduledBy: string, next: string, events: string, ...args: (string | number | Buffer)[]): Promise<number>;
   trimEvents(events: string, trimmed: string, cut: string): Promise<number>;
 }
 
@@ -76,9 +86,11 @@ function parseMember(m: string): { cid: string; b: Boundary } | null {
  * The time-state schedule of the change feed (CONTRACT §13 `timestate`), and its retention. One
  * process at a time owns it (a lease); the owner
  * - follows every event stream in its own consumer group and puts the `onTime`/`offTime`
- *   boundaries of each committed revision on its partition's schedule;
- * - every second fires the boundaries that passed, each once: one script appends the
- *   `timestate` event and takes the boundary off (a boundary changed since is dropped);
+ *   boundaries of each committed revision on its partition's schedule, in place of those its
+ *   content had there (so one content's writes hold at most its current windows' boundaries);
+ * - every second fires the boundaries that passed, each once, fairly between their contents:
+ *   one script appends the `timestate` event and takes the boundary off (a boundary changed
+ *   since is dropped);
  * - trims the event streams by age (CHANGES_RETENTION_HOURS, XTRIM MINID).
  */
 export class TimestateSchedule {
@@ -136,10 +148,10 @@ export class TimestateSchedule {
    * that no longer hold are taken off), and acknowledges the events, in one script. The
    * revisions go in the order of the stream (a boundary that passed between two commits of a
    * batch, on both, is kept as if they had come one by one); a content without time state costs
-   * the script a hash read.
+   * the script a hash read, one created without it nothing.
    */
   private async scheduleEntries(p: number, entries: StreamEntry[]): Promise<void> {
-    const revisions: { cid: string; rev: number; deleted: boolean }[] = [];
+    const revisions: { cid: string; rev: number; deleted: boolean; created: boolean }[] = [];
     for (const [, fields] of entries) {
       if (!fields) continue;
       let e: StoredEvent;
@@ -148,13 +160,14 @@ export class TimestateSchedule {
       } catch {
         continue;
       }
-      if (e.kind !== 'timestate') revisions.push({ cid: e.cid, rev: e.rev, deleted: e.kind === 'deleted' });
+      if (e.kind !== 'timestate') revisions.push({ cid: e.cid, rev: e.rev, deleted: e.kind === 'deleted', created: e.kind === 'created' });
     }
     // The snapshots of the whole batch in one call (a commit-heavy load brings hundreds at a time).
     const live = revisions.filter((r) => !r.deleted);
     const snaps = await this.store.snapshotsOf(live.map((r) => [r.cid, r.rev] as const));
     const snapOf = new Map(live.map((r, i) => [r, snaps[i]]));
-    const args: (string | number | Buffer)[] = [TIMESTATE_GROUP, entries.length, ...entries.map(([id]) => id)];
+    const ids = entries.map(([id]) => id);
+    const args: (string | number | Buffer)[] = [TIMESTATE_GROUP, ids.length, ...ids];
     for (const r of revisions) {
       if (r.deleted) {
         args.push(r.cid, r.rev, 0, 0);
@@ -165,10 +178,18 @@ export class TimestateSchedule {
       // Every boundary of its windows, passed or not: one that passed stays if it has not fired
       // yet; only those after the commit are added (boundariesOf(snap, snap.modified)).
       const all = boundariesOf(snap, Number.NEGATIVE_INFINITY);
+      // A content created without time state had nothing scheduled before (a delete took off
+      // what an earlier one of that id had): nothing to put on or take off.
+      if (r.created && !all.length) continue;
       args.push(r.cid, r.rev, snap.modified, all.length);
       for (const b of all) args.push(b.at, memberOf(r.cid, b));
     }
-    if (entries.length) await this.scripts.scheduleTimestate(changeKeys.schedule(p), changeKeys.fired(p), changeKeys.scheduledBy(p), keys.events(p), ...args);
+    // Only acknowledgements (creates without time state, as a create-heavy load brings): as before.
+    if (args.length === 2 + ids.length) {
+      if (ids.length) await this.redis.xack(keys.events(p), TIMESTATE_GROUP, ...ids);
+      return;
+    }
+    await this.scripts.scheduleTimestate(changeKeys.schedule(p), changeKeys.fired(p), changeKeys.scheduledBy(p), changeKeys.nextOf(p), keys.events(p), ...args);
   }
 
   /** Fires every boundary that passed, in every partition (once each, whoever else runs this). */
@@ -178,10 +199,7 @@ export class TimestateSchedule {
     let fired = 0;
     try {
       const now = this.clock();
-      for (let p = 0; p < this.settings.PARTITIONS; p++) {
-        const due = await this.redis.zrangebyscore(changeKeys.schedule(p), '-inf', now, 'LIMIT', 0, FIRE_BATCH);
-        for (const member of due) fired += await this.fire(p, member);
-      }
+      for (let p = 0; p < this.settings.PARTITIONS; p++) fired += await this.fireDueIn(p, now);
     } catch (e) {
       this.log.warn({ err: String(e) }, 'time-state schedule: firing failed; retrying');
     } finally {
@@ -190,7 +208,56 @@ export class TimestateSchedule {
     return fired;
   }
 
-  private async fire(p: number, member: string): Promise<number> {
+  /**
+   * Fires up to FIRE_BATCH boundaries of partition p that passed by `now`, fairly between their
+   * contents: the first FIRE_BATCH contents of the fair queue that are due, one boundary each in
+   * turn (each content's in time order), so a content with many boundaries due delays another's
+   * by at most one turn a round, and a content left with some waits behind those that had none.
+   * Boundaries on the schedule that no content lists (put there by an older build) take their
+   * turn after them, by content too.
+   */
+  private async fireDueIn(p: number, now: number): Promise<number> {
+    const [contents, due] = await Promise.all([
+      this.redis.zrangebyscore(changeKeys.nextOf(p), '-inf', now, 'LIMIT', 0, FIRE_BATCH),
+      this.redis.zrangebyscore(changeKeys.schedule(p), '-inf', now, 'LIMIT', 0, FIRE_BATCH),
+    ]);
+    if (!contents.length && !due.length) return 0;
+    const older = [...new Set(due.map((m) => parseMember(m)?.cid ?? ''))];
+    const [lists, queued] = await Promise.all([
+      contents.length ? this.redis.hmget(changeKeys.scheduledBy(p), ...contents) : Promise.resolve([]),
+      older.length ? (this.redis.zmscore(changeKeys.nextOf(p), ...older) as Promise<(string | null)[]>) : Promise.resolve([]),
+    ]);
+    const listed = lists.map((raw) => {
+      let members: string[] = [];
+      try {
+        members = (JSON.parse(raw ?? 'null') as { m: string[] } | null)?.m ?? [];
+      } catch {
+        // Not a list the schedule script wrote: nothing of it to fire here.
+      }
+      const ahead = members.map((m) => ({ m, at: parseMember(m)?.b.at ?? Number.POSITIVE_INFINITY })).filter((x) => x.at <= now);
+      return ahead.sort((x, y) => x.at - y.at).map((x) => x.m);
+    });
+    // Boundaries of no content's list: their content has no place in the fair queue.
+    const noPlace = new Set(older.filter((_, i) => queued[i] === null || queued[i] === undefined));
+    const unlisted = new Map<string, string[]>();
+    for (const m of due) {
+      const cid = parseMember(m)?.cid ?? '';
+      if (noPlace.has(cid)) unlisted.set(cid, [...(unlisted.get(cid) ?? []), m]);
+    }
+    const queues = [...listed, ...unlisted.values()].filter((q) => q.length);
+    let fired = 0;
+    let budget = FIRE_BATCH;
+    for (let round = 0; budget > 0 && queues.some((q) => round < q.length); round++) {
+      for (const q of queues) {
+        if (round >= q.length || budget <= 0) continue;
+        budget--;
+        fired += await this.fire(p, q[round], now);
+      }
+    }
+    return fired;
+  }
+
+  private async fire(p: number, member: string, tick: number): Promise<number> {
     const m = parseMember(member);
     const head = m ? await this.store.head(m.cid) : null;
     const cid = m?.cid ?? '';
@@ -202,11 +269,13 @@ export class TimestateSchedule {
       keys.content(p, cid),
       keys.events(p),
       changeKeys.scheduledBy(p),
+      changeKeys.nextOf(p),
       member,
       String(head?.rev ?? 0),
       event,
       this.settings.EVENTS_MAXLEN,
       cid,
+      tick,
     );
     return res === 1 && holds ? 1 : 0;
   }

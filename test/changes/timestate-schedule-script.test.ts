@@ -5,18 +5,20 @@ import { startRedisServer, type RedisServerHandle } from '../../src/dev/redis-se
 
 /** The scripts as the schedule calls them (src/actors/timestate-schedule.ts). */
 interface Scripts {
-  scheduleTimestate(schedule: string, fired: string, scheduledBy: string, events: string, ...args: (string | number | Buffer)[]): Promise<number>;
+  scheduleTimestate(schedule: string, fired: string, scheduledBy: string, next: string, events: string, ...args: (string | number | Buffer)[]): Promise<number>;
   fireTimestate(
     schedule: string,
     fired: string,
     head: string,
     events: string,
     scheduledBy: string,
+    next: string,
     member: string,
     rev: string,
     event: string,
     maxLen: number,
     cid: string,
+    tick: number,
   ): Promise<number>;
 }
 
@@ -33,6 +35,7 @@ describe('time-state schedule scripts: a content keeps only its current boundari
   const schedule = changeKeys.schedule(P);
   const fired = changeKeys.fired(P);
   const by = changeKeys.scheduledBy(P);
+  const next = changeKeys.nextOf(P);
   const events = `events:{${P}}`;
   let server: RedisServerHandle;
   let redis: RedisClient;
@@ -69,12 +72,13 @@ describe('time-state schedule scripts: a content keeps only its current boundari
     const a = 'ka';
     const other = 'kb';
     // Another content's boundary: never touched by a's revisions.
-    await s().scheduleTimestate(schedule, fired, by, events, ...revision(other, 1, T, [['v', 'on', T + 5000]]));
+    await s().scheduleTimestate(schedule, fired, by, next, events, ...revision(other, 1, T, [['v', 'on', T + 5000]]));
     expect(
       await s().scheduleTimestate(
         schedule,
         fired,
         by,
+        next,
         events,
         ...revision(a, 1, T, [
           ['v', 'on', T + 1000],
@@ -88,6 +92,7 @@ describe('time-state schedule scripts: a content keeps only its current boundari
         schedule,
         fired,
         by,
+        next,
         events,
         ...revision(a, 2, T + 1, [
           ['v', 'on', T + 1010],
@@ -110,6 +115,7 @@ describe('time-state schedule scripts: a content keeps only its current boundari
         schedule,
         fired,
         by,
+        next,
         events,
         ...revision(a, 1, T, [
           ['v', 'on', T + 1000],
@@ -124,6 +130,7 @@ describe('time-state schedule scripts: a content keeps only its current boundari
         schedule,
         fired,
         by,
+        next,
         events,
         ...revision(a, 3, T + 1500, [
           ['v', 'on', T + 1010],
@@ -145,6 +152,7 @@ describe('time-state schedule scripts: a content keeps only its current boundari
         schedule,
         fired,
         by,
+        next,
         events,
         ...revision(a, 4, T + 1500, [
           ['v', 'on', T + 1010],
@@ -154,13 +162,16 @@ describe('time-state schedule scripts: a content keeps only its current boundari
       ),
     ).to.equal(0);
     // Firing takes it off the content's list; the same revision read again does not bring it back.
-    expect(await s().fireTimestate(schedule, fired, `ct:{${P}}:${a}`, events, by, member(a, 'v', 'on', T + 1010), '4', '', 1000, a)).to.equal(1);
+    expect(await s().fireTimestate(schedule, fired, `ct:{${P}}:${a}`, events, by, next, member(a, 'v', 'on', T + 1010), '4', '', 1000, a, T + 1500)).to.equal(
+      1,
+    );
     expect(await listOf(a)).to.deep.equal({ r: 4, m: [member(a, 'v', 'off', T + 3000)] });
     expect(
       await s().scheduleTimestate(
         schedule,
         fired,
         by,
+        next,
         events,
         ...revision(a, 4, T + 1500, [
           ['v', 'on', T + 1010],
@@ -170,11 +181,13 @@ describe('time-state schedule scripts: a content keeps only its current boundari
     ).to.equal(0);
     expect((await scheduled()).filter((_, i) => i % 2 === 0)).to.deep.equal([member(a, 'v', 'off', T + 3000), member(other, 'v', 'on', T + 5000)]);
     // A revision without windows (or a delete) takes the content's boundaries off, and its list.
-    expect(await s().scheduleTimestate(schedule, fired, by, events, ...revision(a, 5, T + 1600, []))).to.equal(0);
+    expect(await s().scheduleTimestate(schedule, fired, by, next, events, ...revision(a, 5, T + 1600, []))).to.equal(0);
     expect((await scheduled()).filter((_, i) => i % 2 === 0)).to.deep.equal([member(other, 'v', 'on', T + 5000)]);
     expect(await listOf(a)).to.equal(null);
     // The last boundary of a content fired: its list goes too.
-    expect(await s().fireTimestate(schedule, fired, `ct:{${P}}:${other}`, events, by, member(other, 'v', 'on', T + 5000), '1', '', 1000, other)).to.equal(1);
+    expect(
+      await s().fireTimestate(schedule, fired, `ct:{${P}}:${other}`, events, by, next, member(other, 'v', 'on', T + 5000), '1', '', 1000, other, T + 1500),
+    ).to.equal(1);
     expect(await redis.exists(by)).to.equal(0);
     expect(await scheduled()).to.deep.equal([]);
   });
@@ -186,7 +199,7 @@ describe('time-state schedule scripts: a content keeps only its current boundari
     const ids = read[0][1].map(([id]) => id);
     expect(ids).to.have.length(3);
     expect(((await redis.xpending(events, TIMESTATE_GROUP)) as [number])[0]).to.equal(3);
-    await s().scheduleTimestate(schedule, fired, by, events, ...revision('kc', 1, T, [['v', 'on', T + 1000]], ids));
+    await s().scheduleTimestate(schedule, fired, by, next, events, ...revision('kc', 1, T, [['v', 'on', T + 1000]], ids));
     expect(((await redis.xpending(events, TIMESTATE_GROUP)) as [number])[0]).to.equal(0);
     expect(await listOf('kc')).to.deep.equal({ r: 1, m: [member('kc', 'v', 'on', T + 1000)] });
   });
@@ -196,8 +209,34 @@ describe('time-state schedule scripts: a content keeps only its current boundari
     const x = member(d, 'v', 'on', T + 100);
     // Revision 1 (at T) sets onTime T + 100; revision 2 (at T + 200, same window) comes in the same batch.
     const args = [...revision(d, 1, T, [['v', 'on', T + 100]]), ...revision(d, 2, T + 200, [['v', 'on', T + 100]]).slice(2)];
-    expect(await s().scheduleTimestate(schedule, fired, by, events, ...args)).to.equal(1);
+    expect(await s().scheduleTimestate(schedule, fired, by, next, events, ...args)).to.equal(1);
     expect(await redis.zscore(schedule, x)).to.equal(String(T + 100));
     expect(await listOf(d)).to.deep.equal({ r: 2, m: [x] });
+  });
+
+  it("keeps each content's place in the fair queue: its earliest boundary, or the tick that left it some due", async () => {
+    const e = 'ke';
+    const b1 = member(e, 'v', 'on', T + 100);
+    const b2 = member(e, 'w', 'on', T + 200);
+    const b3 = member(e, 'v', 'off', T + 9000);
+    const sched = (rev: number, bs: [string, 'on' | 'off', number][]) => s().scheduleTimestate(schedule, fired, by, next, events, ...revision(e, rev, T, bs));
+    const fire = (m: string, tick: number) => s().fireTimestate(schedule, fired, `ct:{${P}}:${e}`, events, by, next, m, '1', '', 1000, e, tick);
+    await sched(1, [
+      ['v', 'on', T + 100],
+      ['w', 'on', T + 200],
+      ['v', 'off', T + 9000],
+    ]);
+    expect(await redis.zscore(next, e)).to.equal(String(T + 100));
+    // Fired at the tick T + 500 with T + 200 still due: it waits behind the contents due before that tick.
+    expect(await fire(b1, T + 500)).to.equal(1);
+    expect(await redis.zscore(next, e)).to.equal(String(T + 500));
+    // Nothing due left: its place is its next boundary's time.
+    expect(await fire(b2, T + 600)).to.equal(1);
+    expect(await redis.zscore(next, e)).to.equal(String(T + 9000));
+    // A revision without windows: no place, no list.
+    await sched(2, []);
+    expect(await redis.zscore(next, e)).to.equal(null);
+    expect(await redis.zscore(schedule, b3)).to.equal(null);
+    expect(await listOf(e)).to.equal(null);
   });
 });

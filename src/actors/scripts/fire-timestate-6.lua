@@ -1,15 +1,19 @@
 -- Fires one time-state boundary of the change feed once: appends its event and takes the
 -- boundary off the schedule (and off its content's list of scheduled boundaries) in one step, so
--- two schedule owners can never fire it twice. Every key shares the partition hash tag, so this
--- is valid on Redis Cluster.
+-- two schedule owners can never fire it twice. The content's place in the fair queue moves to its
+-- next boundary's time, but not before ARGV[6] (the owner's tick): a content with more boundaries
+-- due than it was given a turn for waits behind those due that had none. Every key shares the
+-- partition hash tag, so this is valid on Redis Cluster.
 --
 -- KEYS[1] changes:ts:{p}        the partition's schedule: boundary member -> its time (ms)
 -- KEYS[2] changes:ts-fired:{p}  boundaries fired (kept so that a replayed event cannot schedule one again)
 -- KEYS[3] ct:{p}:<cid>          head of the content (its revision is checked)
 -- KEYS[4] events:{p}            the partition's event stream
--- KEYS[5] changes:ts-by:{p}     content id -> its scheduled boundaries (schedule-timestate-4.lua)
+-- KEYS[5] changes:ts-by:{p}     content id -> its scheduled boundaries (schedule-timestate-5.lua)
+-- KEYS[6] changes:ts-next:{p}   content id -> when its next boundary is to fire (the fair queue)
 -- ARGV[1] member  ARGV[2] head revision the event was made from  ARGV[3] event blob ('' drops a
 -- boundary that no longer holds, without an event)  ARGV[4] events maxlen  ARGV[5] content id
+-- ARGV[6] the tick's time (ms)
 -- Returns 1 fired (or dropped), 0 not on the schedule any more, -1 the head moved (decide again).
 local at = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not at then return 0 end
@@ -29,8 +33,17 @@ if raw then
   if #rest > 0 then
     by.m = rest
     redis.call('HSET', KEYS[5], ARGV[5], cjson.encode(by))
+    local first = tonumber(ARGV[6])
+    local soonest
+    for _, m in ipairs(rest) do
+      local t = tonumber(redis.call('ZSCORE', KEYS[1], m))
+      if t and (not soonest or t < soonest) then soonest = t end
+    end
+    if soonest and soonest > first then first = soonest end
+    redis.call('ZADD', KEYS[6], first, ARGV[5])
   else
     redis.call('HDEL', KEYS[5], ARGV[5])
+    redis.call('ZREM', KEYS[6], ARGV[5])
   end
 end
 return 1
