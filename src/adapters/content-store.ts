@@ -4,7 +4,8 @@ import { PackWriter } from './pack-writer.js';
 import { keys, ACTOR_GROUP, draftSummaryField, packScriptArgs, type RedisClient } from './redis.js';
 import { parseIndex, VersionArchive } from './version-archive.js';
 import { aliasTarget, aliasValue, isMainNamespace, parseAliasValue, type AliasHolder } from '../content/aliases.js';
-import type { ContentEvent, Draft, Snapshot, VersionIndexEntry, VersionRecord, ViewEvent } from '../content/model.js';
+import type { ContentEvent, Draft, DraftOrigin, Snapshot, VersionIndexEntry, VersionRecord, ViewEvent } from '../content/model.js';
+import { mayNeedAssignToView } from '../content/views.js';
 
 /** What one commit writes; see src/actors/scripts/commit-content-n.lua. */
 export interface CommitInput {
@@ -37,14 +38,20 @@ export enum CommitOutcome {
 }
 
 /**
- * What a workspace listing needs of a draft, kept beside it (`draftSummaryField`) by every write
- * of the draft, so that a listing never reads a draft: its type (who may read a draft of content
- * only on the workspace), and the size of the draft it was made from (a summary whose size is
- * not the stored draft's is not that draft's: the draft is read instead).
+ * What a workspace listing and a promote need of a draft, kept beside it (`draftSummaryField`) by
+ * every write of the draft, so that neither reads a draft it does not use: its type (who may read
+ * a draft of content only on the workspace), the size of the draft it was made from (a summary
+ * whose size is not the stored draft's is not that draft's: the draft is read instead), and its
+ * origin (`DraftOrigin`: `fromCreate`, `origin` left out for none, `views`), from which a promote
+ * that conflicts is answered. A summary written before origins were kept (or kept by a listing,
+ * draft-summary-adopt-1.lua) has no `fromCreate`: its promote reads the draft.
  */
 interface DraftSummary {
   type: string;
   size: number;
+  fromCreate?: boolean;
+  origin?: string;
+  views?: boolean;
 }
 
 /** A draft as a workspace listing sees it: its type, and the content's head (null: not in main, nor ever was). */
@@ -633,7 +640,7 @@ export class ContentStore {
         workspace: c.workspace,
         draft,
         summaryField: draftSummaryField(c.workspace),
-        summary: draft && pack({ type: c.draft!.type, size: draft.length } satisfies DraftSummary),
+        summary: draft && pack(summaryOfDraft(c.draft!, draft.length)),
         reply: c.reply?.length ? c.reply : undefined,
         dedupTtl: this.dedupTtlSeconds,
         group: ACTOR_GROUP,
@@ -641,6 +648,24 @@ export class ContentStore {
       }),
     );
     return outcome as CommitOutcome.Committed | CommitOutcome.LeaseLost;
+  }
+
+  /**
+   * What a promote needs of a draft before reading it, from its summary alone: null when the
+   * workspace holds no draft of the content, undefined when its summary keeps no origin (a draft
+   * written before origins were kept; the caller reads the draft). The draft's length and its
+   * summary are read together (one key, one slot), so the summary is the stored draft's.
+   */
+  async draftOrigin(cid: string, workspace: string): Promise<DraftOrigin | null | undefined> {
+    const key = keys.drafts(this.partitionOf(cid), cid);
+    const res = await this.redis.multi().hstrlen(key, workspace).hgetBuffer(key, draftSummaryField(workspace)).exec();
+    if (!res) throw new Error(`reading the draft summary of ${cid} was aborted`);
+    const [[lenErr, len], [sumErr, summary]] = res as [[Error | null, number], [Error | null, Buffer | null]];
+    if (lenErr || sumErr) throw lenErr ?? sumErr;
+    if (!len) return null;
+    const kept = summary ? summaryOf(summary) : null;
+    if (!kept || kept.size !== len || kept.fromCreate === undefined) return undefined;
+    return { fromCreate: kept.fromCreate, origin: kept.origin ?? null, views: kept.views ?? true };
   }
 
   /**
@@ -675,9 +700,9 @@ export class ContentStore {
     const key = keys.drafts(p, cid);
     const buf = await this.redis.hgetBuffer(key, workspace);
     if (!buf) return null;
-    const { type } = unpack<Draft>(buf);
-    await this.redis.draftSummaryAdopt(key, workspace, draftSummaryField(workspace), pack({ type, size: buf.length } satisfies DraftSummary), buf.length);
-    return type;
+    const draft = unpack<Draft>(buf);
+    await this.redis.draftSummaryAdopt(key, workspace, draftSummaryField(workspace), pack(summaryOfDraft(draft, buf.length)), buf.length);
+    return draft.type;
   }
 
   /** The workspace index: content keys that may have a draft there (checked on read). */
@@ -717,11 +742,28 @@ export class ContentStore {
   }
 }
 
-/** A stored draft summary; null when it is not one (then the draft is read). */
+/** The summary of a draft stored in `size` bytes (DraftSummary). */
+function summaryOfDraft(d: Draft, size: number): DraftSummary {
+  const fromCreate = d.fromCreate === true;
+  return {
+    type: d.type,
+    size,
+    fromCreate,
+    ...(typeof d.origin === 'string' ? { origin: d.origin } : {}),
+    views: mayNeedAssignToView(Array.isArray(d.ops) ? d.ops : []),
+  };
+}
+
+/** A stored draft summary; null when it is not one (then the draft is read). Its origin only when whole (`fromCreate` a boolean, `origin` a string or absent). */
 function summaryOf(buf: Buffer): DraftSummary | null {
   try {
     const s = unpack<Partial<DraftSummary>>(buf);
-    return s && typeof s.type === 'string' && typeof s.size === 'number' ? { type: s.type, size: s.size } : null;
+    if (!s || typeof s.type !== 'string' || typeof s.size !== 'number') return null;
+    const whole =
+      typeof s.fromCreate === 'boolean' && (s.origin === undefined || s.origin === null || typeof s.origin === 'string') && typeof s.views === 'boolean';
+    return whole
+      ? { type: s.type, size: s.size, fromCreate: s.fromCreate, ...(typeof s.origin === 'string' ? { origin: s.origin } : {}), views: s.views }
+      : { type: s.type, size: s.size };
   } catch {
     return null;
   }

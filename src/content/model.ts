@@ -92,6 +92,20 @@ export interface Draft {
   creator: string;
 }
 
+/**
+ * What a promote needs of a draft before it reads it, kept in the draft's summary by the script
+ * that writes the draft (ContentStore.commitDraft): whether it arose from a create, the ETag of
+ * main it was made from (null: none), and whether its operations may need AssignToView
+ * (`mayNeedAssignToView`). A promote of a draft over main whose origin no longer names main's
+ * head is refused 409 from this and the head alone, the draft never read (Workspaces.promote,
+ * WorkspaceService.promote).
+ */
+export interface DraftOrigin {
+  fromCreate: boolean;
+  origin: string | null;
+  views: boolean;
+}
+
 /** The version id of a draft: `draft:<cid>:WORKSPACE-<workspace>`. */
 export const draftVersionId = (cid: string, workspace: string): string => `draft:${cid}:WORKSPACE-${workspace}`;
 

@@ -36,6 +36,31 @@ export function symbolicCycle(snapshot: Snapshot, view: string, target: string):
   return v !== undefined;
 }
 
+/** An operation that puts the content on views (`svcAssignToViews`, `svcAssignToSymbolicViews`): it needs AssignToView. */
+export const isViewOp = (op: { _type: string }): boolean => op._type === 'svcAssignToViews' || op._type === 'svcAssignToSymbolicViews';
+
+/**
+ * May a write with these operations need AssignToView, whatever the content's metadata? True when
+ * one is a view operation, or a metadata operation sets an aspect that decides whether the content
+ * is on its views for readers (`svcContentState`, `svcTimeState`: all `viewMembership` in
+ * content-actor.ts reads). False means a write of these operations needs AssignToView nowhere, so
+ * a draft's summary keeps it and a promote is decided without its operations (workspace.ts).
+ */
+export function mayNeedAssignToView(ops: readonly unknown[]): boolean {
+  return ops.some((o) => {
+    const op = o as { _type?: unknown; aspects?: unknown };
+    if (typeof op?._type !== 'string') return false;
+    if (isViewOp(op as { _type: string })) return true;
+    const aspects = op.aspects;
+    return (
+      op._type === 'svcContentMetadata' &&
+      typeof aspects === 'object' &&
+      aspects !== null &&
+      (Object.hasOwn(aspects, 'svcContentState') || Object.hasOwn(aspects, 'svcTimeState'))
+    );
+  });
+}
+
 /** Every view of a snapshot, symbolic ones included. */
 export function viewNames(snapshot: Snapshot): string[] {
   return [...new Set([...Object.keys(snapshot.views), ...Object.keys(snapshot.symbolic)])].sort();

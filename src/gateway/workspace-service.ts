@@ -1,7 +1,17 @@
 import { newCommandId, newContentKey } from '../adapters/ids.js';
 import type { ContentCommand, WriteResult } from '../actors/content/content-actor.js';
-import { contextsOf, etagOf, liveHeadOf, MAIN_NAMESPACE, type Draft, type Snapshot, type VersionRecord } from '../content/model.js';
-import { isAllowed } from '../content/permissions.js';
+import {
+  contextsOf,
+  etagOf,
+  ifMatchHolds,
+  liveHeadOf,
+  MAIN_NAMESPACE,
+  type Draft,
+  type DraftOrigin,
+  type Snapshot,
+  type VersionRecord,
+} from '../content/model.js';
+import { isAllowed, type Principal } from '../content/permissions.js';
 import type { DraftResult } from '../actors/content/workspace.js';
 import { AppError } from '../errors.js';
 import type { ContentEndpoints, ContentServiceDeps } from './content-deps.js';
@@ -204,7 +214,11 @@ export class WorkspaceService {
     // answers the others 403 before it looks either), so the time of a 403 tells nothing of it.
     const original = await this.d.store.head(cid);
     const mayPromote = original === null || isAllowed(this.d.security, user, 'Update', original.type, contextsOf(original.meta));
-    const files = await this.content.readableFiles(user, mayPromote ? (await this.d.store.draft(cid, ws))?.aspects.svcFiles : undefined);
+    // Nor for a promote the actor refuses from the draft's origin and main's head before it reads
+    // the draft (Workspaces.promote): one that conflicts writes nothing, and may be asked again and
+    // again, so it must not cost a read and decode of the draft either (review s23d).
+    const refused = mayPromote && this.refusedFromOrigin(user, original, await this.d.store.draftOrigin(cid, ws));
+    const files = await this.content.readableFiles(user, mayPromote && !refused ? (await this.d.store.draft(cid, ws))?.aspects.svcFiles : undefined);
     const res = await this.d.mailbox
       .send<WriteResult, ContentCommand>({ k: 'wsPromote', id: newCommandId(), cid, user, files, workspace: ws })
       .finally(() => this.d.heads.drop(cid));
@@ -213,6 +227,21 @@ export class WorkspaceService {
       [['Content-Type', 'application/json'], ['ETag', etagOf(cid, res.snapshot.rev)], VARY_ACCEPT],
       serialize(writtenEnvelope(this.content.reads.mayRead(user, res.snapshot), res.snapshot, res.version, STATUS_OK), fmt),
     );
+  }
+
+  /**
+   * Does the actor refuse this promote from the draft's summary, before it reads the draft
+   * (ContentActor.refuseStaleUpdate, from Workspaces.promote)? No draft (null), or one over main
+   * whose summary keeps its origin, when main holds no live content, or its head is not the origin
+   * while every check before the If-Match passes whatever the draft's operations are (the caller
+   * may update it, checked before: `mayPromote`). A summary without origin (undefined): no.
+   */
+  private refusedFromOrigin(user: Principal, original: Snapshot | null, kept: DraftOrigin | null | undefined): boolean {
+    if (kept === null) return true;
+    if (kept === undefined || kept.fromCreate) return false;
+    if (original === null || original.deleted) return true;
+    if (kept.views && !isAllowed(this.d.security, user, 'AssignToView', original.type, contextsOf(original.meta))) return false;
+    return kept.origin === null || !ifMatchHolds(kept.origin, original.cid, original.rev);
   }
 }
 

@@ -236,8 +236,15 @@ describe('commit scripts: packed arguments, the same key layout and blobs (ARCHI
     const reply = pack({ id: commandId, ok: true, value: { removed: false } });
     expect(await store.commitDraft({ owner, cid, workspace: 'ws1', draft, reply, commandId })).to.equal(CommitOutcome.Committed);
     expect((await redis.hgetBuffer(`dr:{${p}}:${cid}`, 'ws1'))!.equals(pack(draft))).to.equal(true);
-    // beside it, what a workspace listing reads instead of the draft
-    expect(unpack((await redis.hgetBuffer(`dr:{${p}}:${cid}`, 'ws1:summary')) as Buffer)).to.deep.equal({ type: 'scriptTest', size: pack(draft).length });
+    // beside it, what a workspace listing and a promote read instead of the draft (its origin: none, from a create)
+    expect(unpack((await redis.hgetBuffer(`dr:{${p}}:${cid}`, 'ws1:summary')) as Buffer)).to.deep.equal({
+      type: 'scriptTest',
+      size: pack(draft).length,
+      fromCreate: true,
+      views: false,
+    });
+    expect(await store.draftOrigin(cid, 'ws1')).to.deep.equal({ fromCreate: true, origin: null, views: false });
+    expect(await store.draftOrigin(cid, 'ws2')).to.equal(null);
     expect((await redis.getBuffer(`done:{${p}}:${commandId}`))!.equals(reply)).to.equal(true);
     expect(await store.commitDraft({ owner: 'someone-else', cid, workspace: 'ws1', draft: null, commandId: newCommandId() })).to.equal(CommitOutcome.LeaseLost);
     expect(await redis.hexists(`dr:{${p}}:${cid}`, 'ws1')).to.equal(1);

@@ -506,8 +506,11 @@ describe('content service: workspaces (spec Workspace, draft and alias reservati
       expect(first.ids).to.have.members(ids);
       expect(first.sent, 'the drafts read once').to.be.above(4_000_000);
       for (const key of keys) {
-        const summary = unpack((await p.redis.hgetBuffer(key, summaryField(ws))) as Buffer);
-        expect(summary).to.deep.equal({ type: 'article', size: await p.redis.hstrlen(key, ws) });
+        const summary = unpack((await p.redis.hgetBuffer(key, summaryField(ws))) as Buffer) as Record<string, unknown>;
+        expect(summary).to.deep.include({ type: 'article', size: await p.redis.hstrlen(key, ws), views: false });
+        // the draft's origin kept too, read from the draft (a promote then needs not read it either)
+        expect(summary.fromCreate, key).to.equal(key !== keys[3]);
+        expect(summary.origin, key).to.equal(key === keys[3] ? `W/"${ids[3].split('/')[1]}/1"` : undefined);
       }
       const second = await listing(ws);
       expect(second.ids).to.have.members(ids);
@@ -528,6 +531,117 @@ describe('content service: workspaces (spec Workspace, draft and alias reservati
       expect((await editor.req('POST', `${wsPath(ws, promoted)}/promote`)).status).to.equal(200);
       expect((await editor.req('DELETE', `/content/workspace/${ws}`)).status).to.equal(204);
       for (const key of keys) expect(await p.redis.hkeys(key)).to.deep.equal([]);
+    });
+  });
+
+  describe("a promote that conflicts is decided from the draft's summary (review s23d)", () => {
+    const redisSent = async () => Number(/total_net_output_bytes:(\d+)/.exec(await p.redis.info('stats'))![1]);
+    const draftsKey = (key: string) => `dr:{${partitionOf(key, p.settings.PARTITIONS)}}:${key}`;
+    const summaryField = (ws: string) => `${ws}:summary`;
+    /** A body of about 1.3 MB stored (msgpack). */
+    const big = (title: string) => ({ _type: 'body', title, items: Array.from({ length: 50_000 }, (_, i) => `item ${i} of a big draft`) });
+    /** The summary as a build before origins were kept wrote it: the draft's type and size only. */
+    async function forgetOrigin(key: string, ws: string): Promise<void> {
+      const k = draftsKey(key);
+      const kept = unpack((await p.redis.hgetBuffer(k, summaryField(ws))) as Buffer) as Record<string, unknown>;
+      expect(kept).to.have.property('fromCreate');
+      await p.redis.hset(k, summaryField(ws), pack({ type: kept.type, size: kept.size }));
+    }
+    /** A promote's answer and what Redis sent meanwhile. */
+    async function promote(ws: string, id: string): Promise<{ status: number; json: Record<string, unknown>; sent: number }> {
+      const before = await redisSent();
+      const r = await editor.req('POST', `${wsPath(ws, id)}/promote`);
+      return { status: r.status, json: r.json, sent: (await redisSent()) - before };
+    }
+
+    it('a draft of 1.3 MB over content main changed since: 409/40900 with the conflict of the head, the draft never sent by Redis, and it stays', async () => {
+      const ws = wsName();
+      const c = await editor.create(article('v1'));
+      const id = c.json.system.id;
+      const key = id.split('/')[1];
+      expect((await editor.req('PUT', wsPath(ws, id), { body: { aspects: { body: big('draft') } } })).status).to.equal(200);
+      expect(await p.redis.hstrlen(draftsKey(key), ws)).to.be.above(1_000_000);
+      const u = await editor.req('PUT', `/content/alias/${id}`, { body: article('main moved on'), headers: { 'If-Match': c.headers.get('etag')! } });
+      expect(u.status, u.text).to.equal(200);
+      const r = await promote(ws, id);
+      expect(r.status).to.equal(409);
+      expect(r.json.statusCode).to.equal('40900');
+      expect(r.json.extraInfo).to.include({ revision: 2, ETag: `W/"${key}/2"` });
+      expect(r.sent, 'bytes Redis sent for the promote').to.be.below(64 * 1024);
+      expect((await editor.req('GET', wsPath(ws, id))).json.aspects.body.title).to.equal('draft');
+      // the draft's content deleted in main: 409/40904 as before, the draft not read either
+      expect((await editor.req('DELETE', `/content/alias/${id}`, { headers: { 'If-Match': u.headers.get('etag')! } })).status).to.be.oneOf([200, 204]);
+      const gone = await promote(ws, id);
+      expect(gone.status).to.equal(409);
+      expect(gone.json.statusCode).to.equal('40904');
+      expect(gone.sent).to.be.below(64 * 1024);
+    });
+
+    it("a draft whose summary keeps no origin (written before origins were kept) conflicts as before, with the same answer, and promotes once its origin is main's head", async () => {
+      const ws = wsName();
+      const c = await editor.create(article('v1'));
+      const id = c.json.system.id;
+      const key = id.split('/')[1];
+      expect((await editor.req('PUT', wsPath(ws, id), { body: { aspects: { body: big('draft') } } })).status).to.equal(200);
+      await editor.req('PUT', `/content/alias/${id}`, { body: article('main moved on'), headers: { 'If-Match': c.headers.get('etag')! } });
+      const kept = await promote(ws, id);
+      expect(kept.status).to.equal(409);
+      await forgetOrigin(key, ws);
+      const old = await promote(ws, id);
+      expect(old.status).to.equal(409);
+      expect(old.json).to.deep.equal(kept.json);
+      expect(old.sent, 'the draft read, as before').to.be.above(1_000_000);
+      expect((await editor.req('GET', wsPath(ws, id))).json.aspects.body.title).to.equal('draft');
+
+      // a draft over main whose origin is main's head, its summary without origin: promoted
+      const etag = (await editor.read(`/content/alias/${id}`)).headers.get('etag')!;
+      expect((await editor.req('PUT', wsPath(ws, id), { body: { aspects: { body: { title: 'draft 2' } }, origin: etag } })).status).to.equal(200);
+      await forgetOrigin(key, ws);
+      const pr = await promote(ws, id);
+      expect(pr.status, JSON.stringify(pr.json)).to.equal(200);
+      expect((await editor.read(`/content/alias/${id}`)).json.aspects.body.title).to.equal('draft 2');
+      expect(await p.redis.hkeys(draftsKey(key))).to.deep.equal([]);
+
+      // a draft of new content, its summary without origin: promoted (a create in main)
+      const d = await editor.req('POST', `/content/workspace/${ws}`, { body: article('new') });
+      expect(d.status, d.text).to.equal(201);
+      await forgetOrigin(d.json.system.id.split('/')[1], ws);
+      const created = await promote(ws, d.json.system.id);
+      expect(created.status, JSON.stringify(created.json)).to.equal(200);
+      expect((await editor.read(`/content/alias/${d.json.system.id}`)).json.aspects.body.title).to.equal('new');
+    });
+
+    it('a draft whose operations need AssignToView: its summary says so; its promote conflicts from the summary for a writer who has it, and promotes when main has not changed', async () => {
+      const ws = wsName();
+      const c = await editor.create(article('v1'));
+      const id = c.json.system.id;
+      const key = id.split('/')[1];
+      const ops = [{ _type: 'svcAssignToViews', views: ['svcPublic'] }];
+      expect((await editor.req('PUT', wsPath(ws, id), { body: { aspects: { body: big('draft') }, operations: ops } })).status).to.equal(200);
+      const summary = unpack((await p.redis.hgetBuffer(draftsKey(key), summaryField(ws))) as Buffer) as Record<string, unknown>;
+      expect(summary).to.deep.include({ fromCreate: false, origin: `W/"${key}/1"`, views: true });
+      const u = await editor.req('PUT', `/content/alias/${id}`, { body: article('main moved on'), headers: { 'If-Match': c.headers.get('etag')! } });
+      const r = await promote(ws, id);
+      expect(r.status).to.equal(409);
+      expect(r.json.statusCode).to.equal('40900');
+      expect(r.sent).to.be.below(64 * 1024);
+      const redo = await editor.req('PUT', wsPath(ws, id), {
+        body: { aspects: { body: { title: 'draft 2' } }, operations: ops, origin: u.headers.get('etag') },
+      });
+      expect(redo.status, redo.text).to.equal(200);
+      const pr = await promote(ws, id);
+      expect(pr.status, JSON.stringify(pr.json)).to.equal(200);
+      expect((await editor.read(`/content/view/svcPublic/alias/${id}`)).json.aspects.body.title).to.equal('draft 2');
+    });
+
+    it('a draft whose summary keeps its origin and main has not changed since: promoted', async () => {
+      const ws = wsName();
+      const c = await editor.create(article('v1'));
+      const id = c.json.system.id;
+      expect((await editor.req('PUT', wsPath(ws, id), { body: { aspects: { body: { title: 'draft' } } } })).status).to.equal(200);
+      const pr = await promote(ws, id);
+      expect(pr.status, JSON.stringify(pr.json)).to.equal(200);
+      expect((await editor.read(`/content/alias/${id}`)).json.aspects.body.title).to.equal('draft');
     });
   });
 

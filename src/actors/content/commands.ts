@@ -115,6 +115,14 @@ export const okReply = (cmd: CommandBase, value: unknown): Reply => ({ id: cmd.i
 export interface MainWrites {
   createMain(cmd: Writer, ctx: ActorContext, input: CreateInput, via: Via, promotedFrom?: string): Promise<Outcome>;
   updateMain(cmd: Writer, ctx: ActorContext, input: UpdateInput, via: Via, promotedFrom?: string, restoredFrom?: string): Promise<Outcome>;
+  /**
+   * What `updateMain` answers before it looks at its input's aspects, for an update whose If-Match
+   * is `ifMatch` and whose operations need AssignToView only when `views`: it throws when that
+   * answer is a refusal (the content missing or deleted in main, 403, 409 for a stale `ifMatch`),
+   * and returns when the update goes on, or when the refusal depends on the operations themselves
+   * (`views` and no AssignToView). A promote asks it from the draft's summary before reading the draft.
+   */
+  refuseStaleUpdate(cmd: Writer, ifMatch: string | null, views: boolean): Promise<void>;
   /** The reply of a create or update whose commit took place but whose answer was lost, rebuilt from the head. */
   resumeWrite(cmd: CommandBase, head: Snapshot): Promise<Reply | null>;
 }

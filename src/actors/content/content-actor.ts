@@ -7,7 +7,7 @@ import { UnclaimedFiles } from '../../security/unclaimed-files.js';
 import { isAllowed, permissionDenied, type Principal, type SecurityConfig } from '../../content/permissions.js';
 import { pastDeadline, type ActorContext, type CommandBase, type CommandHandler, type Reply } from '../runtime.js';
 import { applyUpdateMode } from '../../content/update-modes.js';
-import { refuseTooManyViews, symbolicCycle, timeWindow, viewNames } from '../../content/views.js';
+import { isViewOp, refuseTooManyViews, symbolicCycle, timeWindow, viewNames } from '../../content/views.js';
 import { metadataOf, refuseOversizedMetadata } from '../../content/metadata.js';
 import { dateRangeProblem, invalidSearchDocument } from '../../content/search-document.js';
 import { refuseOversizedCategorization } from '../../content/variants.js';
@@ -235,6 +235,19 @@ export class ContentActor implements CommandHandler<ContentCommand>, MainWrites 
     const out = await this.commit(cmd, ctx, head.rev, snapshot, version, viewEvents, [], 'updated', via, reserved, promotedFrom);
     if (committed(out)) for (const h of this.hooks) await h.afterUpdate?.({ ...hook, snapshot, version });
     return out;
+  }
+
+  /**
+   * MainWrites.refuseStaleUpdate: the checks `updateMain` makes before it reads the head version,
+   * in its order, as far as they do not depend on the operations: those that do (AssignToView) are
+   * known to pass when `views` is false or the writer has AssignToView; otherwise it returns.
+   */
+  async refuseStaleUpdate(cmd: Writer, ifMatch: string | null, views: boolean): Promise<void> {
+    const head = await this.existing(cmd.cid, cmd.user);
+    const contexts = contextsOf(head.meta);
+    this.allow(cmd.user, 'Update', head.type, contexts);
+    if (views && !isAllowed(this.security, cmd.user, 'AssignToView', head.type, contexts)) return;
+    this.checkIfMatch(head, ifMatch);
   }
 
   /**
@@ -525,8 +538,6 @@ function sameContexts(a: string[], b: string[]): boolean {
   const sb = new Set(b);
   return sa.size === sb.size && [...sa].every((c) => sb.has(c));
 }
-
-const isViewOp = (op: Operation) => op._type === 'svcAssignToViews' || op._type === 'svcAssignToSymbolicViews';
 
 /**
  * What of a content's metadata decides whether it is on its views for readers, besides the views

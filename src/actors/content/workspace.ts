@@ -146,6 +146,13 @@ export class Workspaces {
     // content deleted in main the 404 of a key that never existed.
     const original = await this.store.head(cmd.cid);
     this.decideOnOriginal(original, cmd.user, 'Update', () => noDraft(cmd.workspace));
+    // A draft over main is promoted only while its origin names main's head: one that conflicts
+    // (409, the draft stays, so it may be asked again and again) is answered from the origin its
+    // summary keeps and main's head, before the draft (of any size) is read and decoded (review
+    // s23d). A draft written before origins were kept has none there: the draft decides, as before.
+    const kept = await this.store.draftOrigin(cmd.cid, cmd.workspace);
+    if (kept === null) throw noDraft(cmd.workspace);
+    if (kept && !kept.fromCreate) await this.main.refuseStaleUpdate(cmd, kept.origin, kept.views);
     const draft = await this.store.draft(cmd.cid, cmd.workspace);
     if (!draft) throw noDraft(cmd.workspace);
     const ops = draft.ops as Operation[];

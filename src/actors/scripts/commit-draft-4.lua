@@ -6,7 +6,9 @@
 --   owner              the lease owner the commit expects
 --   workspace, draft   the draft's workspace and its blob (draft left out: the draft is removed)
 --   summaryField, summary   the field beside it that holds what a workspace listing needs of the
---                      draft (draft-list-n.lua), and that summary; removed with the draft
+--                      draft (draft-list-n.lua) and what a promote needs of it before reading it
+--                      (its origin: ContentStore.draftOrigin), and that summary; written with the
+--                      draft in this one step, removed with the draft
 --   reply, dedupTtl    the reply recorded for a replay, for dedupTtl seconds (left out: none);
 --                      it names the draft, never holds it (src/actors/content/replays.ts)
 --   group, entryId     the command's stream entry, acknowledged (left out: a local command)
