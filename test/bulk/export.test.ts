@@ -1,6 +1,5 @@
 import { execFile } from 'node:child_process';
 import http from 'node:http';
-import net from 'node:net';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
