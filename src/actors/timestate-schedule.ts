@@ -51,7 +51,7 @@ const FIRE_BATCH = 200;
 const CLAIM_IDLE_MS = 5000;
 
 /** The scripts of this module (loaded from src/actors/scripts with the others). */
-interface ScheduleScripts {
+export interface ScheduleScripts {
   fireTimestate(
     schedule: string,
     fired: string,

@@ -1,26 +1,7 @@
 import { expect } from 'chai';
 import { connectRedis, type RedisClient } from '../../src/adapters/redis.js';
-import { changeKeys, TIMESTATE_GROUP } from '../../src/actors/timestate-schedule.js';
+import { changeKeys, type ScheduleScripts, TIMESTATE_GROUP } from '../../src/actors/timestate-schedule.js';
 import { startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.js';
-
-/** The scripts as the schedule calls them (src/actors/timestate-schedule.ts). */
-interface Scripts {
-  scheduleTimestate(schedule: string, fired: string, scheduledBy: string, next: string, events: string, ...args: (string | number | Buffer)[]): Promise<number>;
-  fireTimestate(
-    schedule: string,
-    fired: string,
-    head: string,
-    events: string,
-    scheduledBy: string,
-    next: string,
-    member: string,
-    rev: string,
-    event: string,
-    maxLen: number,
-    cid: string,
-    tick: number,
-  ): Promise<number>;
-}
 
 /**
  * schedule-timestate-4.lua and fire-timestate-5.lua (review s23d): a revision's boundaries
@@ -39,7 +20,8 @@ describe('time-state schedule scripts: a content keeps only its current boundari
   const events = `events:{${P}}`;
   let server: RedisServerHandle;
   let redis: RedisClient;
-  const s = () => redis as unknown as Scripts;
+  /** The scripts as the schedule calls them (src/actors/timestate-schedule.ts). */
+  const s = () => redis as unknown as ScheduleScripts;
   const T = 1_000_000;
   const member = (cid: string, view: string, edge: 'on' | 'off', at: number) => JSON.stringify([cid, view, edge, at]);
   /** The script's arguments for one revision of `cid` committed at `cut` with these boundaries, acknowledging `ids`. */
@@ -53,6 +35,8 @@ describe('time-state schedule scripts: a content keeps only its current boundari
     bs.length,
     ...bs.flatMap(([view, edge, at]) => [at, member(cid, view, edge, at)]),
   ];
+  /** The schedule script run on one revision (`revision`'s arguments). */
+  const scheduleRevision = (...a: Parameters<typeof revision>) => s().scheduleTimestate(schedule, fired, by, next, events, ...revision(...a));
   const scheduled = async () => redis.zrange(schedule, '0', '-1', 'WITHSCORES');
   const listOf = async (cid: string) => {
     const raw = await redis.hget(by, cid);
@@ -72,33 +56,19 @@ describe('time-state schedule scripts: a content keeps only its current boundari
     const a = 'ka';
     const other = 'kb';
     // Another content's boundary: never touched by a's revisions.
-    await s().scheduleTimestate(schedule, fired, by, next, events, ...revision(other, 1, T, [['v', 'on', T + 5000]]));
+    await scheduleRevision(other, 1, T, [['v', 'on', T + 5000]]);
     expect(
-      await s().scheduleTimestate(
-        schedule,
-        fired,
-        by,
-        next,
-        events,
-        ...revision(a, 1, T, [
-          ['v', 'on', T + 1000],
-          ['v', 'off', T + 2000],
-        ]),
-      ),
+      await scheduleRevision(a, 1, T, [
+        ['v', 'on', T + 1000],
+        ['v', 'off', T + 2000],
+      ]),
     ).to.equal(2);
     // Revision 2 moves both: the first two are taken off.
     expect(
-      await s().scheduleTimestate(
-        schedule,
-        fired,
-        by,
-        next,
-        events,
-        ...revision(a, 2, T + 1, [
-          ['v', 'on', T + 1010],
-          ['v', 'off', T + 2010],
-        ]),
-      ),
+      await scheduleRevision(a, 2, T + 1, [
+        ['v', 'on', T + 1010],
+        ['v', 'off', T + 2010],
+      ]),
     ).to.equal(2);
     expect(await scheduled()).to.deep.equal([
       member(a, 'v', 'on', T + 1010),
@@ -111,32 +81,18 @@ describe('time-state schedule scripts: a content keeps only its current boundari
     expect(await listOf(a)).to.deep.equal({ r: 2, m: [member(a, 'v', 'on', T + 1010), member(a, 'v', 'off', T + 2010)] });
     // Revision 1 read again (an event taken over after revision 2): nothing changes.
     expect(
-      await s().scheduleTimestate(
-        schedule,
-        fired,
-        by,
-        next,
-        events,
-        ...revision(a, 1, T, [
-          ['v', 'on', T + 1000],
-          ['v', 'off', T + 2000],
-        ]),
-      ),
+      await scheduleRevision(a, 1, T, [
+        ['v', 'on', T + 1000],
+        ['v', 'off', T + 2000],
+      ]),
     ).to.equal(0);
     expect(await scheduled()).to.have.length(6);
     // Revision 3, committed after T + 1010 passed (not fired yet): that one stays, the off moves.
     expect(
-      await s().scheduleTimestate(
-        schedule,
-        fired,
-        by,
-        next,
-        events,
-        ...revision(a, 3, T + 1500, [
-          ['v', 'on', T + 1010],
-          ['v', 'off', T + 3000],
-        ]),
-      ),
+      await scheduleRevision(a, 3, T + 1500, [
+        ['v', 'on', T + 1010],
+        ['v', 'off', T + 3000],
+      ]),
     ).to.equal(1);
     expect(await scheduled()).to.deep.equal([
       member(a, 'v', 'on', T + 1010),
@@ -148,18 +104,11 @@ describe('time-state schedule scripts: a content keeps only its current boundari
     ]);
     // A boundary that passed before a revision and was not scheduled is not added by it.
     expect(
-      await s().scheduleTimestate(
-        schedule,
-        fired,
-        by,
-        next,
-        events,
-        ...revision(a, 4, T + 1500, [
-          ['v', 'on', T + 1010],
-          ['w', 'on', T + 1200],
-          ['v', 'off', T + 3000],
-        ]),
-      ),
+      await scheduleRevision(a, 4, T + 1500, [
+        ['v', 'on', T + 1010],
+        ['w', 'on', T + 1200],
+        ['v', 'off', T + 3000],
+      ]),
     ).to.equal(0);
     // Firing takes it off the content's list; the same revision read again does not bring it back.
     expect(await s().fireTimestate(schedule, fired, `ct:{${P}}:${a}`, events, by, next, member(a, 'v', 'on', T + 1010), '4', '', 1000, a, T + 1500)).to.equal(
@@ -167,21 +116,14 @@ describe('time-state schedule scripts: a content keeps only its current boundari
     );
     expect(await listOf(a)).to.deep.equal({ r: 4, m: [member(a, 'v', 'off', T + 3000)] });
     expect(
-      await s().scheduleTimestate(
-        schedule,
-        fired,
-        by,
-        next,
-        events,
-        ...revision(a, 4, T + 1500, [
-          ['v', 'on', T + 1010],
-          ['v', 'off', T + 3000],
-        ]),
-      ),
+      await scheduleRevision(a, 4, T + 1500, [
+        ['v', 'on', T + 1010],
+        ['v', 'off', T + 3000],
+      ]),
     ).to.equal(0);
     expect((await scheduled()).filter((_, i) => i % 2 === 0)).to.deep.equal([member(a, 'v', 'off', T + 3000), member(other, 'v', 'on', T + 5000)]);
     // A revision without windows (or a delete) takes the content's boundaries off, and its list.
-    expect(await s().scheduleTimestate(schedule, fired, by, next, events, ...revision(a, 5, T + 1600, []))).to.equal(0);
+    expect(await scheduleRevision(a, 5, T + 1600, [])).to.equal(0);
     expect((await scheduled()).filter((_, i) => i % 2 === 0)).to.deep.equal([member(other, 'v', 'on', T + 5000)]);
     expect(await listOf(a)).to.equal(null);
     // The last boundary of a content fired: its list goes too.
@@ -199,7 +141,7 @@ describe('time-state schedule scripts: a content keeps only its current boundari
     const ids = read[0][1].map(([id]) => id);
     expect(ids).to.have.length(3);
     expect(((await redis.xpending(events, TIMESTATE_GROUP)) as [number])[0]).to.equal(3);
-    await s().scheduleTimestate(schedule, fired, by, next, events, ...revision('kc', 1, T, [['v', 'on', T + 1000]], ids));
+    await scheduleRevision('kc', 1, T, [['v', 'on', T + 1000]], ids);
     expect(((await redis.xpending(events, TIMESTATE_GROUP)) as [number])[0]).to.equal(0);
     expect(await listOf('kc')).to.deep.equal({ r: 1, m: [member('kc', 'v', 'on', T + 1000)] });
   });
@@ -219,7 +161,7 @@ describe('time-state schedule scripts: a content keeps only its current boundari
     const b1 = member(e, 'v', 'on', T + 100);
     const b2 = member(e, 'w', 'on', T + 200);
     const b3 = member(e, 'v', 'off', T + 9000);
-    const sched = (rev: number, bs: [string, 'on' | 'off', number][]) => s().scheduleTimestate(schedule, fired, by, next, events, ...revision(e, rev, T, bs));
+    const sched = (rev: number, bs: [string, 'on' | 'off', number][]) => scheduleRevision(e, rev, T, bs);
     const fire = (m: string, tick: number) => s().fireTimestate(schedule, fired, `ct:{${P}}:${e}`, events, by, next, m, '1', '', 1000, e, tick);
     await sched(1, [
       ['v', 'on', T + 100],
