@@ -73,6 +73,16 @@ export interface ScheduleScripts {
 
 const memberOf = (cid: string, b: Boundary) => JSON.stringify([cid, b.view, b.edge, b.at]);
 
+/** The members a content's list (`changeKeys.scheduledBy`) names; none for no list, or one the schedule script did not write. */
+function membersOf(raw: string | null | undefined): string[] {
+  try {
+    const m = (JSON.parse(raw ?? 'null') as { m?: unknown } | null)?.m;
+    return Array.isArray(m) ? m.filter((x): x is string => typeof x === 'string') : [];
+  } catch {
+    return [];
+  }
+}
+
 function parseMember(m: string): { cid: string; b: Boundary } | null {
   try {
     const [cid, view, edge, at] = JSON.parse(m) as [string, string, 'on' | 'off', number];
@@ -213,8 +223,8 @@ export class TimestateSchedule {
    * contents: the first FIRE_BATCH contents of the fair queue that are due, one boundary each in
    * turn (each content's in time order), so a content with many boundaries due delays another's
    * by at most one turn a round, and a content left with some waits behind those that had none.
-   * Boundaries on the schedule that no content lists (put there by an older build) take their
-   * turn after them, by content too.
+   * Boundaries on the schedule that their content's list does not name (put there by an older
+   * build) take their turn after them, by content too, whether or not the content has a place.
    */
   private async fireDueIn(p: number, now: number): Promise<number> {
     const [contents, due] = await Promise.all([
@@ -222,27 +232,26 @@ export class TimestateSchedule {
       this.redis.zrangebyscore(changeKeys.schedule(p), '-inf', now, 'LIMIT', 0, FIRE_BATCH),
     ]);
     if (!contents.length && !due.length) return 0;
-    const older = [...new Set(due.map((m) => parseMember(m)?.cid ?? ''))];
-    const [lists, queued] = await Promise.all([
-      contents.length ? this.redis.hmget(changeKeys.scheduledBy(p), ...contents) : Promise.resolve([]),
-      older.length ? (this.redis.zmscore(changeKeys.nextOf(p), ...older) as Promise<(string | null)[]>) : Promise.resolve([]),
-    ]);
-    const listed = lists.map((raw) => {
-      let members: string[] = [];
-      try {
-        members = (JSON.parse(raw ?? 'null') as { m: string[] } | null)?.m ?? [];
-      } catch {
-        // Not a list the schedule script wrote: nothing of it to fire here.
-      }
-      const ahead = members.map((m) => ({ m, at: parseMember(m)?.b.at ?? Number.POSITIVE_INFINITY })).filter((x) => x.at <= now);
+    // The lists of the contents due, and of the contents of the boundaries due that are not among
+    // them (each list read once).
+    const inQueue = new Set(contents);
+    const older = [...new Set(due.map((m) => parseMember(m)?.cid ?? ''))].filter((cid) => !inQueue.has(cid));
+    const all = [...contents, ...older];
+    const lists = all.length ? await this.redis.hmget(changeKeys.scheduledBy(p), ...all) : [];
+    const listedOf = new Map(all.map((cid, i) => [cid, new Set(membersOf(lists[i]))]));
+    const listed = contents.map((cid) => {
+      const ahead = [...(listedOf.get(cid) ?? [])].map((m) => ({ m, at: parseMember(m)?.b.at ?? Number.POSITIVE_INFINITY })).filter((x) => x.at <= now);
       return ahead.sort((x, y) => x.at - y.at).map((x) => x.m);
     });
-    // Boundaries of no content's list: their content has no place in the fair queue.
-    const noPlace = new Set(older.filter((_, i) => queued[i] === null || queued[i] === undefined));
+    // Boundaries due that their content's list does not name: put there by an older build, which
+    // kept no lists. A content's first revision after the upgrade lists only what it still has
+    // after its commit, and cannot take off what it never listed; so such a boundary is fired (or
+    // dropped) here whether or not its content has a place in the fair queue (review s24: while
+    // it had one, they were neither, until its last listed boundary fired).
     const unlisted = new Map<string, string[]>();
     for (const m of due) {
       const cid = parseMember(m)?.cid ?? '';
-      if (noPlace.has(cid)) unlisted.set(cid, [...(unlisted.get(cid) ?? []), m]);
+      if (!listedOf.get(cid)?.has(m)) unlisted.set(cid, [...(unlisted.get(cid) ?? []), m]);
     }
     const queues = [...listed, ...unlisted.values()].filter((q) => q.length);
     let fired = 0;

@@ -15,21 +15,19 @@
 -- boundary that no longer holds, without an event)  ARGV[4] events maxlen  ARGV[5] content id
 -- ARGV[6] the tick's time (ms)
 -- Returns 1 fired (or dropped), 0 not on the schedule any more, -1 the head moved (decide again).
-local at = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not at then return 0 end
-if ARGV[3] ~= '' then
-  if redis.call('HGET', KEYS[3], 'rev') ~= ARGV[2] then return -1 end
-  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'e', ARGV[3])
-end
-redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('ZADD', KEYS[2], at, ARGV[1])
-local raw = redis.call('HGET', KEYS[5], ARGV[5])
-if raw then
+-- A member the content's list names but the schedule no longer holds (taken off by a process
+-- of an earlier build, which kept no lists) leaves the list too, and 0 is returned: otherwise the
+-- content kept a place in the fair queue that no firing would ever move (review s24).
+local function unlist()
+  local raw = redis.call('HGET', KEYS[5], ARGV[5])
+  if not raw then return end
   local by = cjson.decode(raw)
   local rest = {}
   for _, m in ipairs(by.m) do
     if m ~= ARGV[1] then rest[#rest + 1] = m end
   end
+  -- Not the list's (a boundary of an earlier build that the content's list never named): as it was.
+  if #rest == #by.m then return end
   if #rest > 0 then
     by.m = rest
     redis.call('HSET', KEYS[5], ARGV[5], cjson.encode(by))
@@ -46,4 +44,16 @@ if raw then
     redis.call('ZREM', KEYS[6], ARGV[5])
   end
 end
+local at = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not at then
+  unlist()
+  return 0
+end
+if ARGV[3] ~= '' then
+  if redis.call('HGET', KEYS[3], 'rev') ~= ARGV[2] then return -1 end
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'e', ARGV[3])
+end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], at, ARGV[1])
+unlist()
 return 1
