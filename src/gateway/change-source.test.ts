@@ -4,7 +4,7 @@ import { connectRedis, keys, type RedisClient } from '../adapters/redis.js';
 import { startRedisServer, type RedisServerHandle } from '../dev/redis-server.js';
 import { pack } from '../adapters/codec.js';
 import { snapshotBytes } from '../adapters/event-reader.js';
-import { START, type StreamPosition } from '../content/change-events.js';
+import { type ChangeFilter, START, type StreamPosition } from '../content/change-events.js';
 import type { ContentEvent, Snapshot } from '../content/model.js';
 import type { AppError } from '../errors.js';
 import { PageSlots } from './change-fanout.js';
@@ -598,6 +598,52 @@ describe('PageSlots: change-feed pages made at once, requested and of streams (r
     expect((between as AppError).code).to.equal('TOO_MANY_REQUESTS');
     await stream;
     expect(most).to.equal(1);
+  });
+
+  it("pages made ahead take a slot of the user's only while the user and the process keep one for a request, and never while a stream waits (spare)", async () => {
+    const slots = new PageSlots(3, 6);
+    const g = gate();
+    const held = () => g.opened.then(() => 'made');
+    const a1 = slots.run('a', held);
+    const ahead1 = slots.spare('a', held);
+    expect(ahead1, 'two of three slots held: one is left for a request').to.not.equal(null);
+    expect(slots.spare('a', held), "the last slot of the user is a request's").to.equal(null);
+    expect(slots.making).to.equal(2);
+    const a2 = slots.run('a', held);
+    // Another user: the process's bound (6) keeps a slot for a request too.
+    const b1 = slots.run('b', held);
+    const b2 = slots.spare('b', held);
+    expect(b2).to.not.equal(null);
+    expect(slots.spare('c', held), "the process's last slot is a request's").to.equal(null);
+    expect(slots.making).to.equal(5);
+    g.open();
+    expect(await Promise.all([a1, ahead1, a2, b1, b2])).to.deep.equal(['made', 'made', 'made', 'made', 'made']);
+    expect(slots.making).to.equal(0);
+    // A stream waiting for a slot: nothing is made ahead before it.
+    const one = new PageSlots(2, 2);
+    const h = gate();
+    const x1 = one.run('x', () => h.opened);
+    const x2 = one.run('x', () => h.opened);
+    const stream = one.wait('y', async () => 'stream');
+    expect(one.spare('y', async () => 'ahead')).to.equal(null);
+    h.open();
+    await Promise.all([x1, x2]);
+    expect(await stream).to.equal('stream');
+  });
+
+  it('PagesAhead makes nothing, and keeps nothing, for a page the slots decline', async () => {
+    const slots = new PageSlots(1, 16);
+    const ahead = new PagesAhead(() => 0);
+    let asked = 0;
+    ahead.make({ userId: 'a', roles: [] } as unknown as Principal, {} as ChangeFilter, [{ ms: 1, seq: 0, sub: 0 }], 10, () =>
+      slots.spare('a', async () => {
+        asked++;
+        return {} as PageResult;
+      }),
+    );
+    expect(asked).to.equal(0);
+    expect(ahead.kept).to.equal(0);
+    expect(slots.making).to.equal(0);
   });
 
   it('a page that fails gives its slot back', async () => {

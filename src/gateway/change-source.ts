@@ -652,14 +652,17 @@ export class PagesAhead {
     return this.now() - made.at <= AHEAD_TTL_MS ? made.page : null;
   }
 
-  /** Starts making the page of this request, unless AHEAD_RUNNING are being made. */
-  make(principal: Principal, filter: ChangeFilter, positions: StreamPosition[], limit: number, page: () => Promise<PageResult>): void {
+  /**
+   * Starts making the page of this request, unless AHEAD_RUNNING are being made or `page` declines
+   * (null: no slot of the caller's to spare, PageSlots.spare).
+   */
+  make(principal: Principal, filter: ChangeFilter, positions: StreamPosition[], limit: number, page: () => Promise<PageResult> | null): void {
     if (this.running >= AHEAD_RUNNING) return;
+    const making = page();
+    if (!making) return;
     this.running++;
     const key = aheadKey(principal, filter, positions, limit);
-    const made = page()
-      .catch(() => null)
-      .finally(() => this.running--);
+    const made = making.catch(() => null).finally(() => this.running--);
     this.pages.delete(key);
     const now = this.now();
     this.pages.set(key, { page: made, at: now });

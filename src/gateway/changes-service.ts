@@ -315,7 +315,9 @@ export class ChangesService {
         (await this.fanout.pages.run(principal.userId, () => this.source.page(principal, filter, positions, limit)));
       // A caller that has not reached the end pages on: its next page is made while it reads this one.
       if (!page.exhausted)
-        this.ahead.make(principal, filter, page.positions, limit, () => this.source.page(principal, filter, page.positions, limit, undefined, page.carry));
+        this.ahead.make(principal, filter, page.positions, limit, () =>
+          this.fanout.pages.spare(principal.userId, () => this.source.page(principal, filter, page.positions, limit, undefined, page.carry)),
+        );
       if (page.changes.length || feed !== 'longpoll' || timeout === 0) {
         sendPage(x, page.changes, this.source.cursors.encode(page.positions));
         return;
