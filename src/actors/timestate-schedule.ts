@@ -71,7 +71,7 @@ export interface ScheduleScripts {
   trimEvents(events: string, trimmed: string, cut: string): Promise<number>;
 }
 
-const memberOf = (cid: string, b: Boundary) => JSON.stringify([cid, b.view, b.edge, b.at]);
+export const memberOf = (cid: string, b: Boundary) => JSON.stringify([cid, b.view, b.edge, b.at]);
 
 /** The members a content's list (`changeKeys.scheduledBy`) names; none for no list, or one the schedule script did not write. */
 function membersOf(raw: string | null | undefined): string[] {

@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { connectRedis, type RedisClient } from '../../src/adapters/redis.js';
-import { changeKeys, type ScheduleScripts, TIMESTATE_GROUP } from '../../src/actors/timestate-schedule.js';
+import { type ScheduleScripts, TIMESTATE_GROUP } from '../../src/actors/timestate-schedule.js';
 import { startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.js';
+import { member, scheduleKeysOf } from '../support/timestate-schedule.js';
 
 /**
  * schedule-timestate-4.lua and fire-timestate-5.lua (review s23d): a revision's boundaries
@@ -13,17 +14,12 @@ import { startRedisServer, type RedisServerHandle } from '../../src/dev/redis-se
 describe('time-state schedule scripts: a content keeps only its current boundaries on the schedule (review s23d)', function () {
   this.timeout(30_000);
   const P = 3;
-  const schedule = changeKeys.schedule(P);
-  const fired = changeKeys.fired(P);
-  const by = changeKeys.scheduledBy(P);
-  const next = changeKeys.nextOf(P);
-  const events = `events:{${P}}`;
+  const { schedule, fired, by, next, events } = scheduleKeysOf(P);
   let server: RedisServerHandle;
   let redis: RedisClient;
   /** The scripts as the schedule calls them (src/actors/timestate-schedule.ts). */
   const s = () => redis as unknown as ScheduleScripts;
   const T = 1_000_000;
-  const member = (cid: string, view: string, edge: 'on' | 'off', at: number) => JSON.stringify([cid, view, edge, at]);
   /** The script's arguments for one revision of `cid` committed at `cut` with these boundaries, acknowledging `ids`. */
   const revision = (cid: string, rev: number, cut: number, bs: [string, 'on' | 'off', number][], ids: string[] = []) => [
     TIMESTATE_GROUP,

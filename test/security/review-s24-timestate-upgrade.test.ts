@@ -2,9 +2,10 @@ import { expect } from 'chai';
 import type { ContentStore } from '../../src/adapters/content-store.js';
 import type { Logger } from '../../src/adapters/log.js';
 import { connectRedis, type RedisClient } from '../../src/adapters/redis.js';
-import { changeKeys, type ScheduleScripts, TIMESTATE_GROUP, TimestateSchedule } from '../../src/actors/timestate-schedule.js';
+import { type ScheduleScripts, TIMESTATE_GROUP, TimestateSchedule } from '../../src/actors/timestate-schedule.js';
 import type { Snapshot } from '../../src/content/model.js';
 import { startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.js';
+import { member, scheduleKeysOf } from '../support/timestate-schedule.js';
 import type { Settings } from '../../config/settings.js';
 
 /**
@@ -37,16 +38,11 @@ import type { Settings } from '../../config/settings.js';
 describe('security: boundaries scheduled before the upgrade, of a content with a place in the fair queue (review s24)', function () {
   this.timeout(30_000);
   const P = 0;
-  const schedule = changeKeys.schedule(P);
-  const fired = changeKeys.fired(P);
-  const by = changeKeys.scheduledBy(P);
-  const next = changeKeys.nextOf(P);
-  const events = `events:{${P}}`;
+  const { schedule, fired, by, next, events } = scheduleKeysOf(P);
   const T = 1_700_000_000_000;
   let server: RedisServerHandle;
   let redis: RedisClient;
   const heads = new Map<string, Snapshot>();
-  const member = (cid: string, view: string, edge: 'on' | 'off', at: number) => JSON.stringify([cid, view, edge, at]);
   const iso = (ms: number) => new Date(ms).toISOString();
   const s = () => redis as unknown as ScheduleScripts;
 
